@@ -1,0 +1,107 @@
+"""Selection by name from config: a dict, a ctxwindow.toml, or [tool.ctxwindow].
+
+The same checks apply whether a strategy comes from config or is built in Python:
+both go through the strategy's own option validation.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from ctxwindow.errors import ConfigError, CtxWindowError, InvalidOption
+from ctxwindow.host import Windower
+from ctxwindow.registry import get_counter, strategy_entry
+from ctxwindow.strategy import declared_options
+from ctxwindow.visit import check_budget
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+HOST_KEYS = ("strategy", "budget", "counter")
+CONFIG_FILE = "ctxwindow.toml"
+
+
+def load_config_file(path: str | PathLike[str]) -> dict[str, Any]:
+    """Read the ctxwindow table of a TOML file (the whole file, or [tool.ctxwindow])."""
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(file)!r} does not exist") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"config file {str(file)!r} is not valid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"config file {str(file)!r} cannot be read: {error}") from None
+    if file.name == "pyproject.toml":
+        table = data.get("tool", {}).get("ctxwindow")
+        if table is None:
+            raise ConfigError(f"{str(file)!r} has no [tool.ctxwindow] table")
+        data = table
+    if not isinstance(data, dict):
+        raise ConfigError(f"config in {str(file)!r} must be a table")
+    return data
+
+
+def find_config(directory: str | PathLike[str] = ".") -> dict[str, Any] | None:
+    """The config in ``directory``: ctxwindow.toml, else pyproject's [tool.ctxwindow]."""
+    here = Path(directory)
+    if (here / CONFIG_FILE).is_file():
+        return load_config_file(here / CONFIG_FILE)
+    pyproject = here / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            return load_config_file(pyproject)
+        except ConfigError:
+            return None
+    return None
+
+
+def from_config(source: Mapping[str, Any] | str | PathLike[str] | None = None, **overrides: Any) -> Windower:
+    """A ready :class:`Windower` from config; ``overrides`` win over the config's keys.
+
+    ``source`` is a dict, a path to ctxwindow.toml or pyproject.toml, or None to look
+    in the current directory.
+    """
+    if source is None:
+        config = find_config() or {}
+    elif isinstance(source, Mapping):
+        config = dict(source)
+    elif isinstance(source, (str, PathLike)):
+        config = load_config_file(source)
+    else:
+        raise ConfigError(
+            f"config must be a dict or a path to a TOML file, got {type(source).__name__}"
+        )
+    config.update(overrides)
+    return windower_from(config)
+
+
+def windower_from(config: Mapping[str, Any]) -> Windower:
+    if "strategy" not in config:
+        raise ConfigError("config has no 'strategy'; name one, for example strategy = \"fixed\"")
+    if "budget" not in config:
+        raise ConfigError("config has no 'budget'; give the token budget, for example budget = 4000")
+    entry = strategy_entry(config["strategy"])
+    budget = check_budget(config["budget"])
+    options = {key: value for key, value in config.items() if key not in HOST_KEYS}
+    known = {option.name for option in declared_options(entry.target)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        valid = ", ".join(sorted(HOST_KEYS + tuple(known)))
+        raise InvalidOption(
+            f"config: unknown key(s) {', '.join(map(repr, unknown))} for strategy "
+            f"{entry.name!r}; valid keys: {valid}"
+        )
+    try:
+        strategy = entry.target(**options)
+    except CtxWindowError:
+        raise
+    except TypeError as error:
+        raise InvalidOption(f"strategy {entry.name!r} rejected its options: {error}") from None
+    return Windower(strategy, budget, get_counter(config.get("counter")), entry.distribution)

@@ -1,0 +1,111 @@
+"""Every error ctxwindow raises on purpose, so callers can catch exactly what they mean.
+
+Errors about bad arguments subclass :class:`ValueError` (or :class:`TypeError` for a
+wrong type) so that code written against the standard exceptions still catches them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class CtxWindowError(Exception):
+    """Base class of every error raised by ctxwindow."""
+
+
+class InvalidMessage(CtxWindowError, ValueError):
+    """A message is malformed: names the message's index and what is wrong with it."""
+
+    def __init__(self, index: int | None, problem: str) -> None:
+        self.index = index
+        self.problem = problem
+        where = "messages" if index is None else f"message {index}"
+        super().__init__(f"{where}: {problem}")
+
+
+class OrphanToolResult(InvalidMessage):
+    """A tool result whose call is absent, or a tool call with no result.
+
+    Providers reject such a request, so ctxwindow reports it instead of passing it on.
+    Set ``orphans="drop"`` to drop these messages (the record says so) instead.
+    """
+
+
+class InvalidBudget(CtxWindowError, ValueError):
+    """The token budget is not a positive integer."""
+
+
+class InvalidQuery(CtxWindowError, TypeError):
+    """The query is not a string."""
+
+
+class InvalidOption(CtxWindowError, ValueError):
+    """An option or config key is unknown, or has the wrong type or value."""
+
+
+class UnknownStrategy(CtxWindowError, LookupError):
+    """No installed plugin registers a strategy of that name."""
+
+    def __init__(self, name: str, installed: Sequence[str], install_hint: str | None) -> None:
+        self.name = name
+        self.installed = tuple(installed)
+        self.install_hint = install_hint
+        have = ", ".join(self.installed) if self.installed else "none"
+        text = f"unknown strategy {name!r}; installed strategies: {have}"
+        if install_hint:
+            text += f". {name!r} is a first-party strategy: install it with `{install_hint}`"
+        super().__init__(text)
+
+
+class UnknownCounter(CtxWindowError, LookupError):
+    """No registered token counter matches the given spec."""
+
+
+class DuplicateName(CtxWindowError, LookupError):
+    """Two plugins registered the same name: names both distributions."""
+
+    def __init__(self, kind: str, name: str, first: str, second: str) -> None:
+        self.kind, self.name, self.first, self.second = kind, name, first, second
+        super().__init__(
+            f"{kind} {name!r} is registered by both {first!r} and {second!r}; "
+            f"uninstall one of them or block one with CTXWINDOW_DISABLE_PLUGINS"
+        )
+
+
+class BudgetTooSmall(CtxWindowError, ValueError):
+    """The messages that must be kept (system, pinned, newest user) exceed the budget."""
+
+    def __init__(self, needed: int, budget: int, detail: str = "") -> None:
+        self.needed = needed
+        self.budget = budget
+        advice = detail or (
+            "pass oversize='truncate' to cut the newest user message's text with a marker"
+        )
+        super().__init__(
+            f"the messages that must be kept (system, pinned, newest user) need {needed} "
+            f"tokens but the budget leaves {budget}; raise the budget, or {advice}"
+        )
+
+
+class LLMNotConfigured(CtxWindowError, ValueError):
+    """A strategy that needs an LLM was configured without a usable one."""
+
+
+class ContractViolation(CtxWindowError, RuntimeError):
+    """A strategy returned a window that breaks the contract; names its distribution."""
+
+    def __init__(self, strategy: str, distribution: str | None, problems: Sequence[str]) -> None:
+        self.strategy = strategy
+        self.distribution = distribution
+        self.problems = tuple(problems)
+        origin = f" (from distribution {distribution!r})" if distribution else ""
+        listed = "; ".join(self.problems)
+        super().__init__(f"strategy {strategy!r}{origin} broke the contract: {listed}")
+
+
+class ConfigError(CtxWindowError, ValueError):
+    """A config file cannot be read or has the wrong shape."""
+
+
+class PluginError(CtxWindowError, RuntimeError):
+    """A plugin failed while registering or running; names its distribution."""

@@ -1,0 +1,260 @@
+"""The message type, and the reading of OpenAI chat-format dicts into it.
+
+Messages are frozen so that a strategy can never change what the caller passed, and
+hashable so that token counts can be cached by content.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Union
+
+from ctxwindow.errors import InvalidMessage
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+#: Roles whose messages are always kept: instructions to the model.
+INSTRUCTION_ROLES: frozenset[str] = frozenset({"system", "developer"})
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPart:
+    """One part of a multi-part content list: text, or anything else kept as JSON."""
+
+    type: str
+    text: str | None = None
+    data_json: str | None = None  # the part's other fields, canonical JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.data_json) if self.data_json else {}
+        out["type"] = self.type
+        if self.text is not None:
+            out["text"] = self.text
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call requested by the assistant."""
+
+    id: str
+    name: str
+    arguments: str = ""
+    type: str = "function"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+Content = Union[str, tuple[ContentPart, ...], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A chat message: the OpenAI chat format's fields plus an id and metadata.
+
+    ``metadata`` is free-form; ctxwindow reads ``pinned`` (always keep this message),
+    ``synthetic`` (made by a strategy, such as a summary) and ``importance``.
+    """
+
+    role: Role
+    content: Content = None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metadata, MappingProxyType):
+            object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata or {})))
+        if isinstance(self.content, list):
+            object.__setattr__(self, "content", tuple(_read_parts(None, self.content)))
+        if isinstance(self.tool_calls, list):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        problem = _role_problem(self.role, self.tool_calls, self.tool_call_id, self.content)
+        if problem:
+            raise InvalidMessage(None, problem)
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self.metadata.get("pinned", False))
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.metadata.get("synthetic", False))
+
+    @property
+    def text(self) -> str:
+        """The message's text: its string content, or its text parts joined."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text for part in self.content if part.text is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This message as an OpenAI chat-format dict (plus ``id`` and ``metadata`` if set)."""
+        out: dict[str, Any] = {"role": self.role}
+        if isinstance(self.content, tuple):
+            out["content"] = [part.to_dict() for part in self.content]
+        else:
+            out["content"] = self.content
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.id is not None:
+            out["id"] = self.id
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], index: int | None = None) -> Message:
+        """Read an OpenAI chat-format dict; unknown keys are ignored, never an error."""
+        return read_message(data, index)
+
+
+def read_message(data: object, index: int | None) -> Message:
+    """Validate one entry of a message list and return it as a :class:`Message`."""
+    if isinstance(data, Message):
+        return data
+    if not isinstance(data, Mapping):
+        raise InvalidMessage(
+            index,
+            f"expected a dict with 'role' and 'content' or a ctxwindow.Message, "
+            f"got {type(data).__name__}",
+        )
+    role = data.get("role")
+    if role not in ROLES:
+        raise InvalidMessage(
+            index, f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
+        )
+    content = _read_content(index, data.get("content"))
+    name = _optional_str(index, data, "name")
+    tool_call_id = _optional_str(index, data, "tool_call_id")
+    message_id = data.get("id")
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidMessage(index, f"'metadata' must be a dict, got {type(metadata).__name__}")
+    metadata = metadata or _EMPTY
+    if message_id is None:
+        message_id = metadata.get("id")
+    if message_id is not None and not isinstance(message_id, (str, int)):
+        raise InvalidMessage(index, f"'id' must be a string, got {type(message_id).__name__}")
+    pinned = metadata.get("pinned", False)
+    if not isinstance(pinned, bool):
+        raise InvalidMessage(index, f"metadata 'pinned' must be true or false, got {pinned!r}")
+    try:
+        return Message(
+            role=role,
+            content=content,
+            name=name,
+            tool_calls=_read_tool_calls(index, data.get("tool_calls")),
+            tool_call_id=tool_call_id,
+            id=None if message_id is None else str(message_id),
+            metadata=MappingProxyType(dict(metadata)) if metadata else _EMPTY,
+        )
+    except InvalidMessage as error:
+        raise InvalidMessage(index, error.problem) from None
+
+
+def read_messages(messages: object) -> list[Message]:
+    """Validate a whole message list; the first bad entry raises, naming its index."""
+    if messages is None:
+        raise InvalidMessage(None, "got None; pass a list of messages (it may be empty)")
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidMessage(
+            None, f"expected a list of messages, got {type(messages).__name__}"
+        )
+    return [read_message(entry, index) for index, entry in enumerate(messages)]
+
+
+def _role_problem(
+    role: str, tool_calls: tuple[ToolCall, ...], tool_call_id: str | None, content: Content
+) -> str | None:
+    if role not in ROLES:
+        return f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
+    if tool_calls and role != "assistant":
+        return f"only assistant messages may carry tool_calls, not {role!r}"
+    if role == "tool" and not tool_call_id:
+        return "a tool message needs the 'tool_call_id' of the call it answers"
+    if role != "tool" and tool_call_id is not None:
+        return f"'tool_call_id' belongs on tool messages, not on {role!r}"
+    if content is None and not (role == "assistant" and tool_calls):
+        return "'content' is missing; only an assistant message with tool_calls may omit it"
+    return None
+
+
+def _optional_str(index: int | None, data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidMessage(index, f"{key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _read_content(index: int | None, content: object) -> Content:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return tuple(_read_parts(index, content))
+    raise InvalidMessage(
+        index, f"'content' must be a string or a list of parts, got {type(content).__name__}"
+    )
+
+
+def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]:
+    read: list[ContentPart] = []
+    for number, part in enumerate(parts):
+        if isinstance(part, ContentPart):
+            read.append(part)
+            continue
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            raise InvalidMessage(index, f"content part {number} must be a dict with a 'type'")
+        text = part.get("text")
+        if part["type"] == "text" and not isinstance(text, str):
+            raise InvalidMessage(index, f"content part {number} is a text part without 'text'")
+        rest = {k: v for k, v in part.items() if k not in ("type", "text")}
+        try:
+            data_json = json.dumps(rest, sort_keys=True) if rest else None
+        except (TypeError, ValueError) as error:
+            raise InvalidMessage(index, f"content part {number} is not JSON data: {error}") from None
+        read.append(ContentPart(part["type"], text if isinstance(text, str) else None, data_json))
+    return read
+
+
+def _read_tool_calls(index: int | None, calls: object) -> tuple[ToolCall, ...]:
+    if calls is None:
+        return ()
+    if not isinstance(calls, (list, tuple)):
+        raise InvalidMessage(index, f"'tool_calls' must be a list, got {type(calls).__name__}")
+    read: list[ToolCall] = []
+    for number, call in enumerate(calls):
+        if isinstance(call, ToolCall):
+            read.append(call)
+            continue
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(call, Mapping) or not isinstance(function, Mapping):
+            raise InvalidMessage(index, f"tool call {number} must be a dict with a 'function'")
+        call_id, name = call.get("id"), function.get("name")
+        arguments = function.get("arguments", "")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(index, f"tool call {number} has no 'id'")
+        if not isinstance(name, str):
+            raise InvalidMessage(index, f"tool call {number} has no function 'name'")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, sort_keys=True)
+        read.append(ToolCall(call_id, name, arguments, str(call.get("type", "function"))))
+    return tuple(read)

@@ -1,0 +1,157 @@
+"""The strategy contract: the protocol every strategy meets, and the base class that
+does the host's share (reading, counting, checking, recording) so a strategy only
+decides which units to keep.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ctxwindow.history import History, Selection
+from ctxwindow.options import Option, validate_options
+from ctxwindow.tokens import TokenCounter
+from ctxwindow.window import Window
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]*$")
+
+#: Options every strategy built on :class:`BaseStrategy` accepts.
+COMMON_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "oversize",
+        str,
+        "raise",
+        "When the messages that must be kept exceed the budget: 'raise' BudgetTooSmall, "
+        "or 'truncate' the newest user message's text with a visible marker.",
+        choices=("raise", "truncate"),
+    ),
+    Option(
+        "orphans",
+        str,
+        "raise",
+        "A tool result without its call, or a call without its results: 'raise' "
+        "OrphanToolResult, or 'drop' those messages and say so in the record.",
+        choices=("raise", "drop"),
+    ),
+)
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """What the host calls. Build on :class:`BaseStrategy` rather than from scratch."""
+
+    name: str
+    requires_llm: bool
+    overhead_tokens: int
+
+    def select(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]: ...
+
+    async def aselect(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]: ...
+
+
+class BaseStrategy(ABC):
+    """Subclass this, set ``name`` and ``option_specs``, and implement :meth:`choose`."""
+
+    name: ClassVar[str]
+    #: True when the strategy calls an LLM; it must then check its setup in check_ready.
+    requires_llm: ClassVar[bool] = False
+    #: Tokens the strategy's output costs beyond its messages; taken off the budget.
+    overhead_tokens: int = 0
+    option_specs: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(self, **options: Any) -> None:
+        owner = f"strategy {self.name!r}"
+        self.options: Mapping[str, Any] = MappingProxyType(
+            validate_options(owner, self.all_options(), options)
+        )
+        self.check_ready()
+
+    @classmethod
+    def all_options(cls) -> tuple[Option, ...]:
+        return COMMON_OPTIONS + tuple(cls.option_specs)
+
+    def check_ready(self) -> None:
+        """Raise LLMNotConfigured (or InvalidOption) here if the setup cannot work."""
+
+    @abstractmethod
+    def choose(self, history: History) -> Selection:
+        """Decide which units to keep. ``history.selection()`` starts a selection."""
+
+    async def achoose(self, history: History) -> Selection:
+        """Async twin of :meth:`choose`; override it when choosing waits on I/O."""
+        return self.choose(history)
+
+    def select(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]:
+        from ctxwindow import visit
+
+        return visit.run(self, messages, budget, counter, query)
+
+    async def aselect(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]:
+        from ctxwindow import visit
+
+        return await visit.arun(self, messages, budget, counter, query)
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self.options.items() if v != _default(self, k)}
+        args = ", ".join(f"{k}={v!r}" for k, v in changed.items())
+        return f"{type(self).__name__}({args})"
+
+
+def _default(strategy: BaseStrategy, name: str) -> Any:
+    return next(o.default for o in strategy.all_options() if o.name == name)
+
+
+def declared_options(factory: Any) -> tuple[Option, ...]:
+    """The options a registered strategy declares (none for a bare protocol class)."""
+    if hasattr(factory, "all_options"):
+        return tuple(factory.all_options())
+    return tuple(getattr(factory, "option_specs", ()))
+
+
+def check_registration(factory: Any) -> str | None:
+    """Why ``factory`` cannot be registered as a strategy, or None if it can."""
+    name = getattr(factory, "name", None)
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        return f"strategy name {name!r} must be lowercase letters, digits, '_', '-' or '.'"
+    if not callable(factory):
+        return f"strategy {name!r}: register the class (or a factory), not an instance"
+    for attribute in ("select", "aselect"):
+        if not callable(getattr(factory, attribute, None)):
+            return f"strategy {name!r} has no {attribute}() method"
+    if not isinstance(getattr(factory, "requires_llm", False), bool):
+        return f"strategy {name!r}: requires_llm must be True or False"
+    specs: Sequence[Any] = declared_options(factory)
+    if not all(isinstance(spec, Option) for spec in specs):
+        return f"strategy {name!r}: option_specs must hold ctxwindow.Option objects"
+    return None

