@@ -85,6 +85,11 @@ class Message:
         if problem:
             raise InvalidMessage(None, problem)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle and deep-copy support (the metadata proxy cannot be pickled itself)."""
+        fields = (self.role, self.content, self.name, self.tool_calls, self.tool_call_id, self.id)
+        return (_rebuild, (*fields, dict(self.metadata)))
+
     @property
     def pinned(self) -> bool:
         return bool(self.metadata.get("pinned", False))
@@ -125,6 +130,10 @@ class Message:
     def from_dict(cls, data: Mapping[str, Any], index: int | None = None) -> Message:
         """Read an OpenAI chat-format dict; unknown keys are ignored, never an error."""
         return read_message(data, index)
+
+
+def _rebuild(*fields: Any) -> Message:
+    return Message(*fields)
 
 
 def read_message(data: object, index: int | None) -> Message:

@@ -94,6 +94,13 @@ class BaseStrategy(ABC):
     def choose(self, history: History) -> Selection:
         """Decide which units to keep. ``history.selection()`` starts a selection."""
 
+    def engages_within_budget(self, history: History) -> bool:
+        """Whether to choose even though everything fits (a message cap, say).
+
+        By default a visit where nothing is over budget returns the history unchanged.
+        """
+        return False
+
     async def achoose(self, history: History) -> Selection:
         """Async twin of :meth:`choose`; override it when choosing waits on I/O."""
         return self.choose(history)

@@ -67,6 +67,7 @@ class _Visit:
         self.counter: TokenCounter = get_counter(counter)
         conversation = messages if isinstance(messages, Conversation) else Conversation(messages)
         self.history: History = conversation.view(self.counter, self.limit, check_query(query))
+        self.tokens_before = self.history.total_tokens  # before any cut of the newest message
         self.notes: list[str] = []
         self.defect_decisions: list[Decision] = []
         self._apply_orphan_policy()
@@ -94,7 +95,12 @@ class _Visit:
             )
 
     def fits_untouched(self) -> bool:
-        return not self.history.defects and self.history.total_tokens <= self.limit
+        history = self.history
+        return (
+            not history.defects
+            and history.total_tokens <= self.limit
+            and not self.strategy.engages_within_budget(history)
+        )
 
     def apply_oversize_policy(self) -> None:
         history = self.history
@@ -166,8 +172,7 @@ class _Visit:
                 history.unit_tokens,
             )
 
-        total = history.total_tokens
-        return Window(output, self._record(total, False, len(output), (), decide, None))
+        return Window(output, self._record(self.tokens_before, False, len(output), (), decide, None))
 
     def _record(
         self, tokens: int, engaged: bool, size: int, notes: tuple[str, ...], decide: Any, llm: Any
@@ -176,7 +181,7 @@ class _Visit:
             strategy=self.strategy.name,
             budget=self.budget,
             counter=self.counter.name,
-            tokens_before=self.history.total_tokens,
+            tokens_before=self.tokens_before,
             tokens_after=tokens,
             engaged=engaged,
             elapsed_ms=(time.perf_counter() - self.started) * 1000,

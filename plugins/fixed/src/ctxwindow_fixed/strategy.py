@@ -7,6 +7,7 @@ from typing import ClassVar
 from ctxwindow import BaseStrategy, History, Option, Selection
 
 OLDER = "outside the most recent units that fit the budget"
+NEWEST = "newest user message"
 
 
 class FixedWindow(BaseStrategy):
@@ -23,8 +24,9 @@ class FixedWindow(BaseStrategy):
             "max_messages",
             int,
             None,
-            "At most this many recent messages besides the system, pinned and newest "
-            "user messages (whole units only). None: no limit beyond the budget.",
+            "At most this many messages besides the system and pinned ones (whole units "
+            "only); the newest user message is always kept and counts toward it. "
+            "Applies even when everything fits the budget. None: no cap.",
             minimum=0,
             nullable=True,
         ),
@@ -35,6 +37,8 @@ class FixedWindow(BaseStrategy):
         selection.default_reason = OLDER
         room = history.budget - history.must_keep_tokens
         messages_left = self.options["max_messages"]
+        if messages_left is not None and history.must_keep.get(_newest(history)) == NEWEST:
+            messages_left -= 1
         for unit in range(len(history.units) - 1, -1, -1):
             if unit in history.must_keep:
                 continue
@@ -50,3 +54,11 @@ class FixedWindow(BaseStrategy):
             selection.keep(unit, "among the most recent units that fit")
             room -= tokens
         return selection
+
+    def engages_within_budget(self, history: History) -> bool:
+        cap = self.options["max_messages"]
+        return cap is not None and len(history) - len(history.must_keep) > cap
+
+
+def _newest(history: History) -> int | None:
+    return None if history.newest_user is None else history.unit_of(history.newest_user)

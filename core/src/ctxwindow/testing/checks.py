@@ -1,0 +1,139 @@
+"""An independent check of the contract, for tests.
+
+Written apart from the host's own check (``ctxwindow.contract``) on purpose: it
+recomputes everything from the input, so a bug in the host cannot hide a bug in a
+strategy, or the other way round.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from ctxwindow.errors import BudgetTooSmall
+from ctxwindow.messages import Message, read_message
+from ctxwindow.registry import get_counter
+from ctxwindow.strategy import Strategy
+from ctxwindow.window import Window
+
+CUT_MARK = "characters cut by ctxwindow"
+
+
+def _as_message(item: Any) -> Message:
+    return item if isinstance(item, Message) else read_message(item, None)
+
+
+def must_keep_positions(messages: Sequence[Message]) -> set[int]:
+    """System, developer and pinned messages, the newest user message, and their units."""
+    keep = {i for i, m in enumerate(messages) if m.role in ("system", "developer") or m.pinned}
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    if users:
+        keep.add(users[-1])
+    return keep
+
+
+def tool_groups(messages: Sequence[Message]) -> list[set[int]]:
+    """Each assistant call with its answering results, found by call id."""
+    groups = []
+    for i, message in enumerate(messages):
+        if message.role == "assistant" and message.tool_calls:
+            ids = {call.id for call in message.tool_calls}
+            members = {i}
+            j = i + 1
+            while j < len(messages) and messages[j].role == "tool" and messages[j].tool_call_id in ids:
+                members.add(j)
+                j += 1
+            groups.append(members)
+    return groups
+
+
+def check_window(
+    strategy: Strategy,
+    messages: list[Any],
+    budget: int,
+    counter: str = "approx",
+    query: str | None = None,
+) -> Window[Any] | None:
+    """Run ``strategy`` once and assert every promise of the contract.
+
+    Returns the window, or None when the strategy rightly raised BudgetTooSmall.
+    """
+    before = copy.deepcopy(messages)
+    token_counter = get_counter(counter)
+    parsed = [_as_message(m) for m in messages]
+    total = sum(token_counter.count_message(m) for m in parsed)
+    keep = must_keep_positions(parsed)
+    groups = tool_groups(parsed)
+    for group in groups:
+        if group & keep:
+            keep |= group
+    needed = sum(token_counter.count_message(parsed[i]) for i in keep)
+    limit = budget - strategy.overhead_tokens
+    try:
+        window = strategy.select(messages, budget, counter, query=query)
+    except BudgetTooSmall as error:
+        assert needed > limit, f"BudgetTooSmall raised though must-keep needs {needed} <= {limit}"
+        assert error.needed == needed, f"BudgetTooSmall says {error.needed}, must-keep needs {needed}"
+        assert messages == before, "input changed"
+        return None
+    assert messages == before, "input was mutated"
+    assert isinstance(window, Window), f"select() returned {type(window).__name__}"
+
+    where = {id(m): i for i, m in enumerate(messages)}
+    positions: list[int] = []
+    tokens = 0
+    cut_copies = 0
+    for item in window.messages:
+        message = _as_message(item)
+        tokens += token_counter.count_message(message)
+        if id(item) in where:
+            positions.append(where[id(item)])
+            continue
+        assert type(item) is type(messages[0]), "made messages must be of the input's kind"
+        if message.role == "user" and CUT_MARK in message.text:
+            cut_copies += 1
+        else:
+            assert message.synthetic, f"window holds a message not in the input and not synthetic: {item!r}"
+    assert positions == sorted(set(positions)), f"order broken or duplicates: {positions}"
+    assert cut_copies <= 1, "only the newest user message may be cut"
+    kept = set(positions)
+    newest_user = max((i for i, m in enumerate(parsed) if m.role == "user"), default=None)
+    if cut_copies:
+        assert newest_user is not None and newest_user not in kept
+        kept_or_cut = kept | {newest_user}
+    else:
+        kept_or_cut = kept
+    missing = keep - kept_or_cut
+    assert not missing, f"must-keep messages dropped: {sorted(missing)}"
+    for group in groups:
+        assert not (group & kept) or group <= kept, f"tool unit split: {sorted(group)} vs kept"
+    orphans = [i for i in kept if parsed[i].role == "tool" and not any(i in g for g in groups)]
+    assert not orphans, f"tool results without their call: {orphans}"
+    assert tokens <= limit, f"window costs {tokens} tokens, over the limit {limit}"
+    assert window.record.tokens_after == tokens, (
+        f"record says {window.record.tokens_after} tokens, window costs {tokens}"
+    )
+    assert window.record.tokens_before == total
+    if not window.record.engaged:
+        assert [id(m) for m in window.messages] == [id(m) for m in messages], (
+            "the record says it did not engage, yet the window differs from the input"
+        )
+    engages_anyway = getattr(strategy, "engages_within_budget", None)
+    if total <= limit and engages_anyway is None:
+        assert window.record.engaged is False, "everything fits, yet the strategy engaged"
+    _check_record(window, len(messages), kept_or_cut)
+    return window
+
+
+def _check_record(window: Window[Any], size: int, kept: set[int]) -> None:
+    seen: list[int] = []
+    recorded_kept: set[int] = set()
+    for decision in window.record.decisions:
+        assert decision.reason, f"decision without a reason: {decision}"
+        assert decision.action in ("kept", "dropped", "summarized", "truncated")
+        seen.extend(decision.positions)
+        if decision.action in ("kept", "truncated"):
+            recorded_kept.update(decision.positions)
+    assert sorted(seen) == list(range(size)), "the record must account for every message once"
+    assert recorded_kept >= kept, "the record says dropped for a message in the window"

@@ -1,0 +1,111 @@
+"""The conformance suite: subclass it in your plugin's tests and define ``strategy``.
+
+    from ctxwindow.testing import StrategyConformance
+
+    class TestMyStrategy(StrategyConformance):
+        @pytest.fixture
+        def strategy(self):
+            return MyStrategy()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+from ctxwindow.errors import InvalidBudget, InvalidMessage
+from ctxwindow.strategy import NAME_PATTERN, Strategy
+from ctxwindow.testing.checks import check_window
+from ctxwindow.testing.conversations import BUDGETS, battery, histories
+
+CASES = sorted(battery())
+
+
+class StrategyConformance:
+    """The contract checks over a battery of conversations and generated histories."""
+
+    #: Token counter spec the suite counts with.
+    counter = "approx"
+    #: Set False for strategies whose windows may differ between identical calls.
+    deterministic = True
+
+    @pytest.fixture
+    def strategy(self) -> Strategy:  # pragma: no cover - subclasses override
+        raise NotImplementedError("define a `strategy` fixture returning your strategy")
+
+    def test_declares_what_the_host_needs(self, strategy: Strategy) -> None:
+        assert isinstance(strategy.name, str) and NAME_PATTERN.match(strategy.name), strategy.name
+        assert isinstance(strategy.requires_llm, bool)
+        assert isinstance(strategy.overhead_tokens, int) and strategy.overhead_tokens >= 0
+        assert isinstance(strategy, Strategy)
+
+    @pytest.mark.parametrize("budget", BUDGETS)
+    @pytest.mark.parametrize("case", CASES)
+    def test_contract_on_battery(self, strategy: Strategy, case: str, budget: int) -> None:
+        messages = battery()[case]
+        check_window(strategy, messages, budget, self.counter)
+
+    @pytest.mark.parametrize("case", ["tool-chains", "pinned", "plain-chat"])
+    def test_message_objects_in_message_objects_out(self, strategy: Strategy, case: str) -> None:
+        from ctxwindow.messages import Message, read_message
+
+        messages = [read_message(m, i) for i, m in enumerate(battery()[case])]
+        window = check_window(strategy, messages, 120, self.counter)
+        assert window is not None
+        assert all(isinstance(m, Message) for m in window.messages)
+
+    def test_truncate_policy_keeps_a_cut_newest_message(self, strategy: Strategy) -> None:
+        options = getattr(strategy, "options", None)
+        if options is None or "oversize" not in options:
+            pytest.skip("strategy does not build on BaseStrategy")
+        cutting = type(strategy)(**{**options, "oversize": "truncate"})
+        window = check_window(cutting, battery()["oversized-newest"], 200, self.counter)
+        assert window is not None, "oversize='truncate' must cut, not raise"
+
+    def test_generated_histories(self, strategy: Strategy, ctxwindow_examples: int) -> None:
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+
+        @settings(max_examples=ctxwindow_examples, deadline=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(messages=histories(), budget=st.integers(1, 6000))
+        def contract_holds(messages: list[dict[str, Any]], budget: int) -> None:
+            check_window(strategy, messages, budget, self.counter)
+
+        contract_holds()
+
+    @pytest.mark.parametrize("case", ["tool-chains", "plain-chat", "pinned"])
+    def test_same_input_same_window(self, strategy: Strategy, case: str) -> None:
+        if not self.deterministic:
+            pytest.skip("strategy declared non-deterministic")
+        messages = battery()[case]
+        first = strategy.select(messages, 150, self.counter)
+        second = strategy.select(messages, 150, self.counter)
+        assert [id(m) for m in first.messages] == [id(m) for m in second.messages] or (
+            first.messages == second.messages
+        )
+
+    def test_async_gives_the_sync_window(self, strategy: Strategy) -> None:
+        messages = battery()["tool-chains"]
+        sync = strategy.select(messages, 150, self.counter)
+        done = asyncio.run(strategy.aselect(messages, 150, self.counter))
+        assert done.messages == sync.messages
+
+    @pytest.mark.parametrize("budget", [0, -5, 2.5, "100", None, True])
+    def test_bad_budget_is_a_clear_error(self, strategy: Strategy, budget: Any) -> None:
+        messages = battery()["plain-chat"]
+        before = copy.deepcopy(messages)
+        with pytest.raises(InvalidBudget, match="budget"):
+            strategy.select(messages, budget, self.counter)
+        assert messages == before
+
+    @pytest.mark.parametrize(
+        "messages",
+        [None, "hello", [{"role": "wizard", "content": "x"}], [{"role": "user"}], [42]],
+    )
+    def test_bad_messages_are_a_clear_error(self, strategy: Strategy, messages: Any) -> None:
+        with pytest.raises(InvalidMessage):
+            strategy.select(messages, 100, self.counter)

@@ -1,0 +1,39 @@
+"""Shared helpers for the core tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxwindow.messages import Message
+from ctxwindow.tokens import ApproxCounter
+
+
+class CountingCounter:
+    """An approx counter that records every message it is asked to count."""
+
+    def __init__(self, name: str = "counting") -> None:
+        self.name = name
+        self._inner = ApproxCounter()
+        self.counted: list[Message] = []
+
+    def count_text(self, text: str) -> int:
+        return self._inner.count_text(text)
+
+    def count_message(self, message: Message) -> int:
+        self.counted.append(message)
+        return self._inner.count_message(message)
+
+    @property
+    def calls(self) -> int:
+        return len(self.counted)
+
+
+@pytest.fixture
+def counting() -> CountingCounter:
+    return CountingCounter()
+
+
+@pytest.fixture
+def counting_factory() -> type[CountingCounter]:
+    """The class itself, to build several independent counters in one test."""
+    return CountingCounter

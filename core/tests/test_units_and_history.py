@@ -1,0 +1,364 @@
+"""Grouping into units, defects, must-keep reasons and incremental counting (Conversation.view)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
+from ctxwindow.tokens import ApproxCounter, CachedCounter
+
+APPROX = ApproxCounter()
+
+
+def user(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "user", "content": text, **extra}
+
+
+def assistant(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, **extra}
+
+
+def calls(*ids: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+            for call_id in ids
+        ],
+    }
+
+
+def result(call_id: str, text: str = "done") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def spans(history: History) -> list[tuple[int, int]]:
+    return [(unit.start, unit.stop) for unit in history.units]
+
+
+def defects(history: History) -> list[tuple[int, int]]:
+    return [(defect.start, defect.stop) for defect in history.defects]
+
+
+def view(messages: list[Any], budget: int = 1000, query: str | None = None) -> History:
+    return Conversation(messages).view(APPROX, budget, query)
+
+
+# -- units -----------------------------------------------------------------------------
+def test_plain_messages_are_one_unit_each() -> None:
+    history = view([{"role": "system", "content": "s"}, user("a"), assistant("b"), user("c")])
+    assert list(history.units) == [Unit(0, 0, 1), Unit(1, 1, 2), Unit(2, 2, 3), Unit(3, 3, 4)]
+    assert history.defects == ()
+    assert [history.unit_of(p) for p in range(4)] == [0, 1, 2, 3]
+    assert history.units[-1] == Unit(3, 3, 4)
+    assert history.units[1:3] == [Unit(1, 1, 2), Unit(2, 2, 3)]
+    assert history.units[1].size == 1
+    assert list(history.units[1].positions) == [1]
+    with pytest.raises(IndexError):
+        history.units[4]
+
+
+def test_parallel_tool_calls_form_one_unit() -> None:
+    history = view([user("q"), calls("c1", "c2", "c3"), result("c1"), result("c2"), result("c3"), assistant("a")])
+    assert spans(history) == [(0, 1), (1, 5), (5, 6)]
+    assert [history.unit_of(p) for p in range(6)] == [0, 1, 1, 1, 1, 2]
+    assert list(history.span(1)) == [1, 2, 3, 4]
+    assert history.units[1].size == 4
+    assert history.defects == ()
+
+
+def test_tool_results_in_any_order() -> None:
+    history = view([user("q"), calls("c1", "c2", "c3"), result("c3"), result("c1"), result("c2"), user("next")])
+    assert spans(history) == [(0, 1), (1, 5), (5, 6)]
+    assert history.defects == ()
+
+
+def test_consecutive_tool_rounds_are_separate_units() -> None:
+    history = view([user("q"), calls("a"), result("a"), calls("b", "c"), result("c"), result("b")])
+    assert spans(history) == [(0, 1), (1, 3), (3, 6)]
+
+
+def test_orphan_tool_result_is_a_defect() -> None:
+    history = view([user("q"), result("ghost"), assistant("a")])
+    assert spans(history) == [(0, 1), (2, 3)]
+    assert defects(history) == [(1, 2)]
+    assert "'ghost'" in history.defects[0].problem
+    assert "does not follow an assistant message" in history.defects[0].problem
+    assert history.unit_of(1) is None
+    assert history.unit_of(2) == 1
+
+
+def test_duplicate_result_after_the_unit_closed_is_an_orphan() -> None:
+    history = view([user("q"), calls("c1"), result("c1"), result("c1")])
+    assert spans(history) == [(0, 1), (1, 3)]
+    assert defects(history) == [(3, 4)]
+
+
+def test_result_for_another_call_breaks_the_open_unit() -> None:
+    history = view([user("q"), calls("c1"), result("other"), user("more")])
+    # the call is unanswered and the result answers nothing
+    assert defects(history) == [(1, 2), (2, 3)]
+    assert "c1" in history.defects[0].problem
+    assert "have no tool result" in history.defects[0].problem
+    assert "'other'" in history.defects[1].problem
+    assert spans(history) == [(0, 1), (3, 4)]
+
+
+def test_several_unanswered_calls_are_named_sorted() -> None:
+    history = view([user("q"), calls("zeta", "alpha"), user("again")])
+    assert defects(history) == [(1, 2)]
+    assert history.defects[0].problem == (
+        "the assistant's tool call(s) alpha, zeta have no tool result right after them"
+    )
+
+
+def test_unanswered_call_followed_by_a_message_is_a_defect() -> None:
+    history = view([user("q"), calls("c1", "c2"), result("c2"), user("again"), assistant("ok")])
+    assert defects(history) == [(1, 3)]  # the call and its partial results
+    # names only the calls left unanswered
+    assert history.defects[0].problem == (
+        "the assistant's tool call(s) c1 have no tool result right after them"
+    )
+    assert spans(history) == [(0, 1), (3, 4), (4, 5)]
+    assert history.unit_of(1) is None and history.unit_of(2) is None
+
+
+def test_unanswered_call_at_the_end_is_a_defect_of_the_view() -> None:
+    conversation = Conversation([user("q"), calls("c1", "c2"), result("c1")])
+    history = conversation.view(APPROX, 1000)
+    assert defects(history) == [(1, 3)]
+    assert history.defects[0].problem == (
+        "the assistant's tool call(s) c2 have no tool result right after them"
+    )
+    assert spans(history) == [(0, 1)]
+    # answering the last call closes the unit: the defect was only the view's
+    conversation.append(result("c2"))
+    later = conversation.view(APPROX, 1000)
+    assert later.defects == ()
+    assert spans(later) == [(0, 1), (1, 4)]
+    # the earlier snapshot is unchanged
+    assert len(history) == 3
+    assert defects(history) == [(1, 3)]
+    assert len(history.units) == 1
+
+
+SCRIPT: list[dict[str, Any]] = [
+    {"role": "system", "content": "be brief"},
+    user("weather in Paris and Rome?", metadata={"pinned": True}),
+    calls("p", "r"),
+    result("r", "18 C"),
+    result("p", "21 C"),
+    assistant("Paris 21, Rome 18"),
+    result("stray"),
+    user("and Oslo?"),
+    calls("o"),
+    user("never mind"),
+    {"role": "developer", "content": "dev note"},
+    calls("x"),
+    result("x"),
+    assistant("bye"),
+]
+
+
+def test_incremental_append_gives_the_same_units_as_building_at_once() -> None:
+    incremental = Conversation()
+    for size in range(1, len(SCRIPT) + 1):
+        incremental.append(SCRIPT[size - 1])
+        at_once = Conversation(SCRIPT[:size])
+        a, b = incremental.view(APPROX, 1000), at_once.view(APPROX, 1000)
+        assert list(a.units) == list(b.units), size
+        assert defects(a) == defects(b), size
+        assert [d.problem for d in a.defects] == [d.problem for d in b.defects]
+        assert a.must_keep == b.must_keep, size
+        assert a.total_tokens == b.total_tokens, size
+        assert list(a.messages) == list(b.messages)
+
+
+def test_script_units_and_defects() -> None:
+    history = view(SCRIPT)
+    assert spans(history) == [(0, 1), (1, 2), (2, 5), (5, 6), (7, 8), (9, 10), (10, 11), (11, 13), (13, 14)]
+    assert defects(history) == [(6, 7), (8, 9)]
+
+
+def test_extend_equals_append() -> None:
+    extended = Conversation()
+    extended.extend(SCRIPT[:5])
+    extended.extend(iter(SCRIPT[5:]))
+    assert list(extended.view(APPROX, 10).units) == list(view(SCRIPT).units)
+
+
+# -- must keep -------------------------------------------------------------------------
+def test_must_keep_system_developer_pinned_and_newest_user() -> None:
+    history = view(SCRIPT)
+    assert history.must_keep == {
+        0: "system message",
+        1: "pinned",
+        5: "newest user message",
+        6: "developer message",
+    }
+    assert history.newest_user == 9
+
+
+def test_newest_user_that_is_also_pinned_keeps_the_pinned_reason() -> None:
+    history = view([user("old"), user("new", metadata={"pinned": True})])
+    assert history.must_keep == {1: "pinned"}
+
+
+def test_pinned_message_inside_a_tool_unit_keeps_the_whole_unit() -> None:
+    pinned_result = {**result("c1"), "metadata": {"pinned": True}}
+    history = view([user("a"), calls("c1"), pinned_result, assistant("b")])
+    assert history.must_keep == {1: "pinned", 0: "newest user message"}
+    assert list(history.must_keep) == [0, 1]  # sorted by unit
+
+
+def test_pinned_orphan_is_not_kept() -> None:
+    history = view([user("a"), {**result("ghost"), "metadata": {"pinned": True}}])
+    assert history.must_keep == {0: "newest user message"}
+
+
+def test_no_must_keep_without_system_or_user() -> None:
+    history = view([assistant("hello")])
+    assert history.must_keep == {}
+    assert history.newest_user is None
+    assert history.must_keep_tokens == 0
+    assert history.effective_query == ""
+
+
+def test_empty_conversation() -> None:
+    history = view([])
+    assert len(history) == 0
+    assert list(history.units) == []
+    assert history.total_tokens == 0
+    assert history.must_keep == {}
+
+
+def test_query_and_effective_query() -> None:
+    messages = [user("first question"), assistant("answer"), user("second question")]
+    assert view(messages).query is None
+    assert view(messages).effective_query == "second question"
+    assert view(messages, query="custom").effective_query == "custom"
+    assert view(messages, query="").effective_query == ""
+    assert view(messages, budget=77).budget == 77
+
+
+# -- tokens ----------------------------------------------------------------------------
+def test_token_accounting() -> None:
+    messages = [
+        {"role": "system", "content": "s" * 8},  # 3 + 2 = 5
+        user("u" * 40),  # 3 + 10 = 13
+        calls("c1", "c2"),  # (6 + 2) * 2 = 16 chars: 3 + 4 = 7
+        result("c2", "r" * 10),  # 10 + 2 = 12 chars: 3 + 3 = 6
+        result("c1", "r" * 14),  # 14 + 2 = 16 chars: 3 + 4 = 7
+        result("ghost", "g" * 3),  # 3 + 5 = 8 chars: 3 + 2 = 5
+        user("v" * 4),  # 3 + 1 = 4
+    ]
+    history = view(messages)
+    assert [history.tokens(p) for p in range(7)] == [5, 13, 7, 6, 7, 5, 4]
+    assert [history.unit_tokens(u) for u in range(len(history.units))] == [5, 13, 20, 4]
+    assert history.total_tokens == 47
+    assert history.usable_tokens == 42
+    assert history.must_keep == {0: "system message", 3: "newest user message"}
+    assert history.must_keep_tokens == 9
+    assert history.unit_text(2) == "\n" + "r" * 10 + "\n" + "r" * 14
+
+
+def test_messages_and_originals() -> None:
+    messages = [user("a"), Message("assistant", "b")]
+    conversation = Conversation(messages)
+    assert len(conversation) == 2
+    assert conversation.originals == messages
+    assert all(a is b for a, b in zip(conversation.originals, messages))
+    assert all(a is b for a, b in zip(conversation, messages))
+    history = conversation.view(APPROX, 100)
+    assert history.messages[0] == Message("user", "a")
+    assert history.messages[1] is messages[1]
+    assert history.messages[-1] is messages[1]
+    assert history.original(0) is messages[0]
+    assert history.message_id(0) is None
+
+
+def test_bad_append_leaves_the_conversation_unchanged() -> None:
+    conversation = Conversation([user("a"), calls("c1")])
+    with pytest.raises(InvalidMessage) as raised:
+        conversation.append({"role": "robot", "content": "x"})
+    assert raised.value.index == 2
+    assert len(conversation) == 2
+    conversation.append(result("c1"))
+    history = conversation.view(APPROX, 100)
+    assert spans(history) == [(0, 1), (1, 3)]
+    assert history.defects == ()
+
+
+def test_snapshot_does_not_see_later_messages() -> None:
+    conversation = Conversation([user("a"), assistant("b")])
+    history = conversation.view(APPROX, 100)
+    conversation.append(user("c" * 40))
+    assert len(history) == 2
+    assert len(history.messages) == 2
+    assert len(history.units) == 2
+    assert history.newest_user == 0
+    assert history.total_tokens == 8
+    with pytest.raises(IndexError):
+        history.messages[2]
+
+
+# -- counting only what is new ---------------------------------------------------------
+def test_each_message_is_counted_once_across_views(counting: Any) -> None:
+    counter = ctxwindow.get_counter(counting)
+    assert ctxwindow.get_counter(counting) is counter  # the wrapper is shared
+    conversation = Conversation([user("a" * 4), assistant("b" * 8), user("c" * 12)])
+    first = conversation.view(counter, 100)
+    assert counting.calls == 3
+    assert first.total_tokens == 4 + 5 + 6
+    conversation.view(counter, 100)
+    conversation.view(counter, 50, "q")
+    assert counting.calls == 3
+    conversation.append(assistant("d" * 16))
+    second = conversation.view(counter, 100)
+    assert counting.calls == 4
+    assert counting.counted[-1] == Message("assistant", "d" * 16)
+    assert second.total_tokens == 4 + 5 + 6 + 7
+    assert counter.misses == 4
+
+
+def test_equal_messages_in_another_conversation_hit_the_cache(counting: Any) -> None:
+    counter = ctxwindow.get_counter(counting)
+    messages = [user("hello"), assistant("world")]
+    Conversation(messages).view(counter, 100)
+    Conversation([dict(m) for m in messages]).view(counter, 100)
+    assert counting.calls == 2
+    assert counter.misses == 2
+
+
+def test_cached_counter_misses_count_distinct_contents() -> None:
+    counter = CachedCounter(ApproxCounter())
+    conversation = Conversation([user("same"), assistant("other"), user("same"), user("same")])
+    history = conversation.view(counter, 100)
+    assert counter.misses == 2
+    assert history.total_tokens == 3 * 4 + 5
+    conversation.append(user("new"))
+    conversation.view(counter, 100)
+    assert counter.misses == 3
+
+
+def test_selecting_a_growing_conversation_counts_only_new_messages(counting: Any) -> None:
+    conversation = Conversation([{"role": "system", "content": "s"}])
+    for turn in range(5):
+        conversation.append(user(f"question {turn} " + "x" * 40))
+        ctxwindow.select(conversation, 40, counter=counting)
+        conversation.append(assistant(f"answer {turn} " + "y" * 40))
+        ctxwindow.select(conversation, 40, counter=counting)
+    assert counting.calls == 11
+
+
+def test_two_counters_keep_separate_sums(counting_factory: Any) -> None:
+    one, two = counting_factory("one"), counting_factory("two")
+    conversation = Conversation([user("a"), assistant("b")])
+    conversation.view(ctxwindow.get_counter(one), 100)
+    conversation.view(ctxwindow.get_counter(two), 100)
+    conversation.view(ctxwindow.get_counter(one), 100)
+    assert (one.calls, two.calls) == (2, 2)
