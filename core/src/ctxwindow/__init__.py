@@ -28,8 +28,8 @@ from ctxwindow.errors import (
     UnknownStrategy,
 )
 from ctxwindow.history import Conversation, History, Selection
-from ctxwindow.host import Windower
 from ctxwindow.hookspecs import hookimpl
+from ctxwindow.host import Windower
 from ctxwindow.messages import ContentPart, Message, ToolCall
 from ctxwindow.options import Option
 from ctxwindow.registry import get_counter

@@ -57,17 +57,31 @@ def _parser() -> argparse.ArgumentParser:
         description="Writes the window as a JSON array to stdout.",
     )
     select.add_argument("file", help="messages file: JSON array or JSONL; '-' for stdin")
-    select.add_argument("--strategy", "-s", help="strategy name (default: from config, else 'fixed')")
+    select.add_argument(
+        "--strategy", "-s", help="strategy name (default: from config, else 'fixed')"
+    )
     select.add_argument("--budget", "-b", type=int, help="token budget (default: from config)")
-    select.add_argument("--query", "-q", help="what the next request asks, for strategies that use it")
-    select.add_argument("--counter", "-c", help="token counter: approx, tiktoken:cl100k_base, hf:PATH")
+    select.add_argument(
+        "--query", "-q", help="what the next request asks, for strategies that use it"
+    )
+    select.add_argument(
+        "--counter", "-c", help="token counter: approx, tiktoken:cl100k_base, hf:PATH"
+    )
     select.add_argument("--config", help="ctxwindow.toml or pyproject.toml to read settings from")
     select.add_argument(
-        "--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a strategy option; VALUE is read as JSON when it can be (repeatable)",
     )
-    select.add_argument("--explain", action="store_true", help="print the record as a table to stderr")
-    select.add_argument("--record", metavar="FILE", help="also write the full record as JSON to FILE")
+    select.add_argument(
+        "--explain", action="store_true", help="print the record as a table to stderr"
+    )
+    select.add_argument(
+        "--record", metavar="FILE", help="also write the full record as JSON to FILE"
+    )
     select.set_defaults(run=_select)
     return parser
 
@@ -88,7 +102,11 @@ def _strategies(args: argparse.Namespace) -> int:
 
 def _select(args: argparse.Namespace) -> int:
     config: dict[str, Any] = load_config_file(args.config) if args.config else {}
-    for key, value in (("strategy", args.strategy), ("budget", args.budget), ("counter", args.counter)):
+    for key, value in (
+        ("strategy", args.strategy),
+        ("budget", args.budget),
+        ("counter", args.counter),
+    ):
         if value is not None:
             config[key] = value
     config.setdefault("strategy", "fixed")
@@ -100,7 +118,9 @@ def _select(args: argparse.Namespace) -> int:
     if args.explain:
         print(explain(window), file=sys.stderr)
     if args.record:
-        Path(args.record).write_text(json.dumps(window.record.to_dict(), indent=2), encoding="utf-8")
+        Path(args.record).write_text(
+            json.dumps(window.record.to_dict(), indent=2), encoding="utf-8"
+        )
     return 0
 
 
@@ -148,8 +168,9 @@ def read_messages_file(path: str) -> list[Any]:
             messages.append(json.loads(line))
         except json.JSONDecodeError as error:
             raise InvalidMessage(
-                None, f"{source} line {number} is not valid JSON ({error}); expected a "
-                f"JSON array or one JSON message per line"
+                None,
+                f"{source} line {number} is not valid JSON ({error}); expected a "
+                f"JSON array or one JSON message per line",
             ) from None
     return messages
 
@@ -171,10 +192,16 @@ def explain(window: Window[Any]) -> str:
         span = f"{positions[0]}" if len(positions) == 1 else f"{positions[0]}-{positions[-1]}"
         units = str(first.unit) if first is last else f"{first.unit}-{last.unit}"
         score = f" (score {first.score:.3f})" if first.score is not None and first is last else ""
-        rows.append((span, units, str(sum(d.tokens for d in group)), first.action, first.reason + score))
+        rows.append(
+            (span, units, str(sum(d.tokens for d in group)), first.action, first.reason + score)
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[4])
+        lines.append(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+            + "  "
+            + row[4]
+        )
     lines.extend(f"note: {note}" for note in record.notes)
     if record.llm is not None:
         lines.append(f"llm: {json.dumps(record.llm.to_dict())}")
@@ -189,7 +216,8 @@ def _runs(decisions: Sequence[Any]) -> list[list[Any]]:
             last is not None
             and decision.unit >= 0
             and last.unit == decision.unit - 1
-            and (last.action, last.reason, last.score) == (decision.action, decision.reason, decision.score)
+            and (last.action, last.reason, last.score)
+            == (decision.action, decision.reason, decision.score)
         ):
             runs[-1].append(decision)
         else:

@@ -62,7 +62,9 @@ def find_config(directory: str | PathLike[str] = ".") -> dict[str, Any] | None:
     return None
 
 
-def from_config(source: Mapping[str, Any] | str | PathLike[str] | None = None, **overrides: Any) -> Windower:
+def from_config(
+    source: Mapping[str, Any] | str | PathLike[str] | None = None, **overrides: Any
+) -> Windower:
     """A ready :class:`Windower` from config; ``overrides`` win over the config's keys.
 
     ``source`` is a dict, a path to ctxwindow.toml or pyproject.toml, or None to look
@@ -86,7 +88,9 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
     if "strategy" not in config:
         raise ConfigError("config has no 'strategy'; name one, for example strategy = \"fixed\"")
     if "budget" not in config:
-        raise ConfigError("config has no 'budget'; give the token budget, for example budget = 4000")
+        raise ConfigError(
+            "config has no 'budget'; give the token budget, for example budget = 4000"
+        )
     entry = strategy_entry(config["strategy"])
     budget = check_budget(config["budget"])
     options = {key: value for key, value in config.items() if key not in HOST_KEYS}

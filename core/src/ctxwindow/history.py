@@ -90,9 +90,7 @@ class Conversation:
                     self._close_unit(self._open_start, position + 1)
                     self._open_start = None
                 return
-            self._defects.append(
-                unanswered_calls(self._open_start, position, self._open_pending)
-            )
+            self._defects.append(unanswered_calls(self._open_start, position, self._open_pending))
             self._open_start = None
         if message.role == "assistant" and message.tool_calls:
             self._open_start = position
@@ -123,9 +121,7 @@ class Conversation:
                 sums.append(total)
             return sums
 
-    def view(
-        self, counter: TokenCounter, budget: int, query: str | None = None
-    ) -> History:
+    def view(self, counter: TokenCounter, budget: int, query: str | None = None) -> History:
         """A consistent snapshot for one visit, counted with ``counter``."""
         with self._lock:
             size = len(self._messages)
@@ -149,7 +145,7 @@ class Conversation:
 class _Snapshot(Sequence[T], Generic[T]):
     """A read-only view of the first ``size`` items that a getter yields."""
 
-    __slots__ = ("_size", "_get")
+    __slots__ = ("_get", "_size")
 
     def __init__(self, size: int, get: Callable[[int], T]) -> None:
         self._size = size

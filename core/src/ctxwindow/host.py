@@ -24,7 +24,11 @@ class Windower:
     """Chooses windows with one strategy, budget and counter. Build it with from_config."""
 
     def __init__(
-        self, strategy: Strategy, budget: int, counter: TokenCounter, distribution: str | None = None
+        self,
+        strategy: Strategy,
+        budget: int,
+        counter: TokenCounter,
+        distribution: str | None = None,
     ) -> None:
         self.strategy = strategy
         self.budget = check_budget(budget)
@@ -37,7 +41,9 @@ class Windower:
         """The window for ``messages``; ``budget`` overrides the configured one."""
         limit, query = self._arguments(budget, query)
         if isinstance(self.strategy, BaseStrategy):
-            return self._guard(lambda: self.strategy.select(messages, limit, self.counter, query=query))
+            return self._guard(
+                lambda: self.strategy.select(messages, limit, self.counter, query=query)
+            )
         conversation = _conversation(messages)
         window = self._guard(
             lambda: self.strategy.select(conversation.originals, limit, self.counter, query=query)
@@ -64,7 +70,7 @@ class Windower:
     def _arguments(self, budget: int | None, query: object) -> tuple[int, str | None]:
         return (self.budget if budget is None else check_budget(budget)), check_query(query)
 
-    def _guard(self, call: Callable[[], Any]) -> Any:
+    def _guard(self, call: Callable[[], Window[Any]]) -> Window[Any]:
         try:
             return call()
         except CtxWindowError:

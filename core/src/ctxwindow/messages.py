@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from ctxwindow.errors import InvalidMessage
 
@@ -55,7 +55,7 @@ class ToolCall:
         }
 
 
-Content = Union[str, tuple[ContentPart, ...], None]
+Content = str | tuple[ContentPart, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,9 +185,7 @@ def read_messages(messages: object) -> list[Message]:
     if messages is None:
         raise InvalidMessage(None, "got None; pass a list of messages (it may be empty)")
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise InvalidMessage(
-            None, f"expected a list of messages, got {type(messages).__name__}"
-        )
+        raise InvalidMessage(None, f"expected a list of messages, got {type(messages).__name__}")
     return [read_message(entry, index) for index, entry in enumerate(messages)]
 
 
@@ -239,7 +237,9 @@ def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]
         try:
             data_json = json.dumps(rest, sort_keys=True) if rest else None
         except (TypeError, ValueError) as error:
-            raise InvalidMessage(index, f"content part {number} is not JSON data: {error}") from None
+            raise InvalidMessage(
+                index, f"content part {number} is not JSON data: {error}"
+            ) from None
         read.append(ContentPart(part["type"], text if isinstance(text, str) else None, data_json))
     return read
 

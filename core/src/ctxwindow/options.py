@@ -38,18 +38,25 @@ class Option:
         types = self.type if isinstance(self.type, tuple) else (self.type,)
         if float in types and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             raise InvalidOption(
                 f"{owner}: option {self.name!r} expects {self.type_name}, "
                 f"got {type(value).__name__} {value!r}"
             )
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(repr(choice) for choice in self.choices)
-            raise InvalidOption(f"{owner}: option {self.name!r} must be one of {allowed}, got {value!r}")
-        if self.minimum is not None and value < self.minimum:
-            raise InvalidOption(f"{owner}: option {self.name!r} must be >= {self.minimum}, got {value!r}")
-        if self.maximum is not None and value > self.maximum:
-            raise InvalidOption(f"{owner}: option {self.name!r} must be <= {self.maximum}, got {value!r}")
+            raise InvalidOption(
+                f"{owner}: option {self.name!r} must be one of {allowed}, got {value!r}"
+            )
+        number: Any = value
+        if self.minimum is not None and number < self.minimum:
+            raise InvalidOption(
+                f"{owner}: option {self.name!r} must be >= {self.minimum}, got {value!r}"
+            )
+        if self.maximum is not None and number > self.maximum:
+            raise InvalidOption(
+                f"{owner}: option {self.name!r} must be <= {self.maximum}, got {value!r}"
+            )
         if self.check is not None:
             problem = self.check(value)
             if problem:
@@ -66,7 +73,9 @@ class Option:
         }
 
 
-def validate_options(owner: str, declared: Sequence[Option], given: Mapping[str, Any]) -> dict[str, Any]:
+def validate_options(
+    owner: str, declared: Sequence[Option], given: Mapping[str, Any]
+) -> dict[str, Any]:
     """Defaults filled in and every given option checked; unknown names list the valid ones."""
     by_name = {option.name: option for option in declared}
     unknown = sorted(set(given) - set(by_name))

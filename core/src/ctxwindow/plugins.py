@@ -78,7 +78,12 @@ class PluginHost:
         if not self._loaded:
             with self._lock:
                 if not self._loaded:
-                    self._register(builtins, "ctxwindow.builtins", CORE_DISTRIBUTION, _version(CORE_DISTRIBUTION))
+                    self._register(
+                        builtins,
+                        "ctxwindow.builtins",
+                        CORE_DISTRIBUTION,
+                        _version(CORE_DISTRIBUTION),
+                    )
                     self._load_entry_points()
                     self._loaded = True
         return self.manager
@@ -90,7 +95,7 @@ class PluginHost:
             dist = entry_point.dist
             distribution = dist.metadata["Name"] if dist is not None else entry_point.name
             names = {normalize(distribution), normalize(entry_point.name)}
-            if allowed is not None and not names & allowed or names & blocked:
+            if (allowed is not None and not names & allowed) or names & blocked:
                 continue
             version = dist.version if dist is not None else None
             try:
@@ -111,9 +116,7 @@ class PluginHost:
         if self.manager.is_registered(module) or self.manager.has_plugin(name):
             return
         self.manager.register(module, name=name)
-        hooks = sorted(
-            caller.name for caller in self.manager.get_hookcallers(module) or []
-        )
+        hooks = sorted(caller.name for caller in self.manager.get_hookcallers(module) or [])
         self.plugins[name] = PluginInfo(
             name=name,
             distribution=distribution,
@@ -122,7 +125,9 @@ class PluginHost:
             hooks=hooks,
         )
 
-    def register_plugin(self, module: ModuleType | object, name: str, distribution: str | None = None) -> None:
+    def register_plugin(
+        self, module: ModuleType | object, name: str, distribution: str | None = None
+    ) -> None:
         """Register a plugin object by hand (tests, or an app's own plugin)."""
         self.ensure_loaded()
         with self._lock:
@@ -157,7 +162,9 @@ def get_plugins() -> list[PluginInfo]:
     """Every plugin found, loaded or not, core first."""
     current = host()
     current.ensure_loaded()
-    return sorted(current.plugins.values(), key=lambda p: (p.distribution != CORE_DISTRIBUTION, p.name))
+    return sorted(
+        current.plugins.values(), key=lambda p: (p.distribution != CORE_DISTRIBUTION, p.name)
+    )
 
 
 def distribution_of(obj: object) -> str | None:

@@ -81,44 +81,49 @@ def _build() -> Registry:
     host = plugins.host()
     manager = host.ensure_loaded()
     built = Registry()
-    hooks: list[tuple[str, Callable[[Registered], str | None], dict[str, Registered], str]] = [
-        ("register_strategies", _strategy_problem, built.strategies, "strategy"),
-        ("register_token_counters", _counter_problem, built.counters, "token counter"),
+    hooks: list[tuple[str, str, dict[str, Registered]]] = [
+        ("register_strategies", "strategy", built.strategies),
+        ("register_token_counters", "token counter", built.counters),
     ]
-    for hook_name, problem_of, table, kind in hooks:
+    for hook_name, kind, table in hooks:
         for impl in reversed(getattr(manager.hook, hook_name).get_hookimpls()):
             info = host.plugins.get(impl.plugin_name)
             distribution = info.distribution if info else impl.plugin_name
-
-            def register(*args: Any, _plugin: str = impl.plugin_name, _dist: str = distribution,
-                         _kind: str = kind, _table: dict[str, Registered] = table,
-                         _problem: Callable[[Registered], str | None] = problem_of) -> None:
-                entry = _entry(_kind, args, _plugin, _dist)
-                problem = _problem(entry)
-                if problem:
-                    built.problems.append(f"{_dist}: {problem}")
-                    return
-                built.add(_kind, _table, entry)
-
+            register = _registrar(built, kind, table, impl.plugin_name, distribution)
             try:
                 impl.function(register)
             except Exception as error:  # one plugin's failure must not hide the others
-                built.problems.append(f"{distribution}: {hook_name} raised {type(error).__name__}: {error}")
+                problem = f"{hook_name} raised {type(error).__name__}: {error}"
+                built.problems.append(f"{distribution}: {problem}")
                 if info is not None:
-                    info.error = f"{hook_name} raised {type(error).__name__}: {error}"
+                    info.error = problem
     return built
+
+
+def _registrar(
+    built: Registry, kind: str, table: dict[str, Registered], plugin: str, distribution: str
+) -> Callable[..., None]:
+    """The ``register`` callable one plugin's hook receives."""
+
+    def register(*args: Any) -> None:
+        entry = _entry(kind, args, plugin, distribution)
+        problem = (
+            check_registration(entry.target) if kind == "strategy" else _counter_problem(entry)
+        )
+        if problem:
+            built.problems.append(f"{distribution}: {problem}")
+        else:
+            built.add(kind, table, entry)
+
+    return register
 
 
 def _entry(kind: str, args: tuple[Any, ...], plugin: str, distribution: str) -> Registered:
     if kind == "strategy":
         target = args[0] if args else None
         return Registered(getattr(target, "name", repr(target)), target, plugin, distribution)
-    name, factory = (args + (None, None))[:2]
+    name, factory = (*args, None, None)[:2]
     return Registered(str(name), factory, plugin, distribution)
-
-
-def _strategy_problem(entry: Registered) -> str | None:
-    return check_registration(entry.target)
 
 
 def _counter_problem(entry: Registered) -> str | None:
@@ -174,9 +179,13 @@ def get_counter(spec: TokenCounter | str | None = None) -> CachedCounter:
     if isinstance(spec, CachedCounter):
         return spec
     if not isinstance(spec, str):
-        if not (callable(getattr(spec, "count_message", None)) and callable(getattr(spec, "count_text", None))):
+        if not (
+            callable(getattr(spec, "count_message", None))
+            and callable(getattr(spec, "count_text", None))
+        ):
             raise InvalidOption(
-                f"counter must be a name such as 'approx' or a TokenCounter, got {type(spec).__name__}"
+                "counter must be a name such as 'approx' or a TokenCounter, "
+                f"got {type(spec).__name__}"
             )
         try:
             wrapped = _wrapped.get(spec)

@@ -174,8 +174,13 @@ class CachedCounter:
         return self.inner.count_text(text)
 
     def count_message(self, message: Message) -> int:
-        key = (message.role, message.content, message.name, message.tool_calls,
-               message.tool_call_id)
+        key = (
+            message.role,
+            message.content,
+            message.name,
+            message.tool_calls,
+            message.tool_call_id,
+        )
         count = self._counts.get(key)
         if count is None:
             count = self.inner.count_message(message)

@@ -82,7 +82,9 @@ class _Visit:
                     f"{defect.problem}; fix the history or pass orphans='drop'",
                 )
             positions = tuple(range(defect.start, defect.stop))
-            self.notes.append(f"dropped messages {defect.start}-{defect.stop - 1}: {defect.problem}")
+            self.notes.append(
+                f"dropped messages {defect.start}-{defect.stop - 1}: {defect.problem}"
+            )
             self.defect_decisions.append(
                 Decision(
                     unit=-1,
@@ -146,14 +148,17 @@ class _Visit:
         defect_decisions = tuple(self.defect_decisions)
 
         def decide() -> tuple[Decision, ...]:
-            return decisions_from(
-                selection.actions,
-                [reason or selection.default_reason for reason in selection.reasons],
-                selection.scores,
-                history.span,
-                history.message_id,
-                history.unit_tokens,
-            ) + defect_decisions
+            return (
+                decisions_from(
+                    selection.actions,
+                    [reason or selection.default_reason for reason in selection.reasons],
+                    selection.scores,
+                    history.span,
+                    history.message_id,
+                    history.unit_tokens,
+                )
+                + defect_decisions
+            )
 
         return Window(output, self._record(tokens, True, len(output), notes, decide, selection.llm))
 
@@ -172,7 +177,9 @@ class _Visit:
                 history.unit_tokens,
             )
 
-        return Window(output, self._record(self.tokens_before, False, len(output), (), decide, None))
+        return Window(
+            output, self._record(self.tokens_before, False, len(output), (), decide, None)
+        )
 
     def _record(
         self, tokens: int, engaged: bool, size: int, notes: tuple[str, ...], decide: Any, llm: Any
@@ -193,7 +200,9 @@ class _Visit:
         )
 
 
-def run(strategy: BaseStrategy, messages: Any, budget: object, counter: Any, query: object) -> Window[Any]:
+def run(
+    strategy: BaseStrategy, messages: Any, budget: object, counter: Any, query: object
+) -> Window[Any]:
     visit = _Visit(strategy, messages, budget, counter, query)
     if visit.fits_untouched():
         return visit.untouched()
@@ -227,7 +236,9 @@ def _layout(history: History, selection: Selection) -> tuple[list[int | None], l
     return positions, synthetic
 
 
-def _output(history: History, positions: Sequence[int | None], synthetic: Sequence[Message]) -> list[Any]:
+def _output(
+    history: History, positions: Sequence[int | None], synthetic: Sequence[Message]
+) -> list[Any]:
     """The window in the caller's own objects; made messages follow the caller's kind."""
     wants_dicts = len(history) == 0 or not isinstance(history.original(0), Message)
     replacements = history.replacements

@@ -137,7 +137,7 @@ def decisions_from(
 ) -> tuple[Decision, ...]:
     """Build the per-unit decisions from a selection's compact arrays."""
     built = []
-    for unit, (action, reason) in enumerate(zip(actions, reasons)):
+    for unit, (action, reason) in enumerate(zip(actions, reasons, strict=True)):
         positions = spans(unit)
         built.append(
             Decision(

@@ -1,5 +1,4 @@
 import pytest
-
 from ctxwindow.testing import StrategyConformance
 from ctxwindow_fixed import FixedWindow
 

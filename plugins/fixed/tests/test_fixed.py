@@ -60,11 +60,17 @@ def test_max_messages_limits_the_recent_run() -> None:
 
 
 def test_tool_group_is_kept_or_dropped_whole() -> None:
-    messages = chat(2) + [
+    messages = [
+        *chat(2),
         {"role": "user", "content": "look it up"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-            {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "a", "content": "A" * 400},
         {"role": "tool", "tool_call_id": "b", "content": "B"},
         {"role": "assistant", "content": "done"},

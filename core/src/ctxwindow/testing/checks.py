@@ -41,7 +41,9 @@ def tool_groups(messages: Sequence[Message]) -> list[set[int]]:
             ids = {call.id for call in message.tool_calls}
             members = {i}
             j = i + 1
-            while j < len(messages) and messages[j].role == "tool" and messages[j].tool_call_id in ids:
+            while (
+                j < len(messages) and messages[j].role == "tool" and messages[j].tool_call_id in ids
+            ):
                 members.add(j)
                 j += 1
             groups.append(members)
@@ -74,7 +76,9 @@ def check_window(
         window = strategy.select(messages, budget, counter, query=query)
     except BudgetTooSmall as error:
         assert needed > limit, f"BudgetTooSmall raised though must-keep needs {needed} <= {limit}"
-        assert error.needed == needed, f"BudgetTooSmall says {error.needed}, must-keep needs {needed}"
+        assert error.needed == needed, (
+            f"BudgetTooSmall says {error.needed}, must-keep needs {needed}"
+        )
         assert messages == before, "input changed"
         return None
     assert messages == before, "input was mutated"
@@ -94,7 +98,9 @@ def check_window(
         if message.role == "user" and CUT_MARK in message.text:
             cut_copies += 1
         else:
-            assert message.synthetic, f"window holds a message not in the input and not synthetic: {item!r}"
+            assert message.synthetic, (
+                f"window holds a message not in the input and not synthetic: {item!r}"
+            )
     assert positions == sorted(set(positions)), f"order broken or duplicates: {positions}"
     assert cut_copies <= 1, "only the newest user message may be cut"
     kept = set(positions)

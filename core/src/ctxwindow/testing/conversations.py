@@ -7,7 +7,11 @@ from typing import Any
 
 
 def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
 
 
 def _chat(turns: int, words: int = 12) -> list[dict[str, Any]]:
@@ -21,29 +25,41 @@ def _chat(turns: int, words: int = 12) -> list[dict[str, Any]]:
 def battery() -> dict[str, list[dict[str, Any]]]:
     """Named conversations covering the shapes a strategy must survive (fresh copies)."""
     system = {"role": "system", "content": "You are a careful assistant."}
-    tools = [
+    tools: list[dict[str, Any]] = [
         system,
         {"role": "user", "content": "Weather in Paris and Rome?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            _call("a", "weather", city="Paris"), _call("b", "weather", city="Rome")]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call("a", "weather", city="Paris"), _call("b", "weather", city="Rome")],
+        },
         {"role": "tool", "tool_call_id": "b", "content": "Rome: 24C"},
         {"role": "tool", "tool_call_id": "a", "content": "Paris: 18C"},
         {"role": "assistant", "content": "Paris 18C, Rome 24C."},
         {"role": "user", "content": "And a chain: look up Oslo, then convert to F."},
-        {"role": "assistant", "content": "Looking up.", "tool_calls": [_call("c", "weather", city="Oslo")]},
+        {
+            "role": "assistant",
+            "content": "Looking up.",
+            "tool_calls": [_call("c", "weather", city="Oslo")],
+        },
         {"role": "tool", "tool_call_id": "c", "content": "Oslo: 9C"},
         {"role": "assistant", "content": None, "tool_calls": [_call("d", "convert", c=9)]},
         {"role": "tool", "tool_call_id": "d", "content": "48.2F"},
         {"role": "assistant", "content": "Oslo is 9C (48.2F)."},
         {"role": "user", "content": "Thanks!"},
     ]
-    pinned = [system, *_chat(6)]
+    pinned: list[dict[str, Any]] = [system, *_chat(6)]
     pinned[3] = {**pinned[3], "metadata": {"pinned": True, "id": "keep-me"}}
     oversized = [system, *_chat(3), {"role": "user", "content": "paste " * 3000}]
-    parts = [
+    parts: list[dict[str, Any]] = [
         system,
-        {"role": "user", "content": [{"type": "text", "text": "What is in this image?"},
-                                     {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is in this image?"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            ],
+        },
         {"role": "assistant", "content": "A cat on a sofa."},
         *_chat(4),
     ]
@@ -51,20 +67,42 @@ def battery() -> dict[str, list[dict[str, Any]]]:
         "empty": [],
         "one-message": [{"role": "user", "content": "Hello"}],
         "system-only": [system],
-        "system-and-developer": [system, {"role": "developer", "content": "Answer in French."}, *_chat(3)],
+        "system-and-developer": [
+            system,
+            {"role": "developer", "content": "Answer in French."},
+            *_chat(3),
+        ],
         "plain-chat": [system, *_chat(20)],
         "no-system": _chat(15),
         "tool-chains": tools,
         "tool-call-last-unit": tools[:-1],
         "pinned": pinned,
         "oversized-newest": oversized,
-        "oversized-middle": [system, *_chat(2), {"role": "assistant", "content": "log " * 4000}, *_chat(2)],
+        "oversized-middle": [
+            system,
+            *_chat(2),
+            {"role": "assistant", "content": "log " * 4000},
+            *_chat(2),
+        ],
         "content-parts": parts,
-        "unicode": [system, *({"role": r, "content": t} for r, t in [
-            ("user", "Größe? 日本語のテキスト 🎉"), ("assistant", "Ελληνικά και עברית"),
-            ("user", "emoji 👩‍👩‍👧‍👦 " * 30), ("assistant", "ok")])],
-        "empty-contents": [system, {"role": "user", "content": ""}, {"role": "assistant", "content": ""},
-                           {"role": "user", "content": ""}],
+        "unicode": [
+            system,
+            *(
+                {"role": r, "content": t}
+                for r, t in [
+                    ("user", "Größe? 日本語のテキスト 🎉"),
+                    ("assistant", "Ελληνικά και עברית"),
+                    ("user", "emoji 👩‍👩‍👧‍👦 " * 30),
+                    ("assistant", "ok"),
+                ]
+            ),
+        ],
+        "empty-contents": [
+            system,
+            {"role": "user", "content": ""},
+            {"role": "assistant", "content": ""},
+            {"role": "user", "content": ""},
+        ],
     }
 
 
@@ -95,15 +133,31 @@ def histories(max_turns: int = 30) -> Any:
             if kind in ("user", "assistant", "developer"):
                 out.append({"role": kind, "content": draw(text), **meta})
             elif kind == "parts":
-                out.append({"role": "user", "content": [
-                    {"type": "text", "text": draw(text)},
-                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}], **meta})
+                out.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": draw(text)},
+                            {
+                                "type": "image_url",
+                                "image_url": {"url": "data:image/png;base64,AAAA"},
+                            },
+                        ],
+                        **meta,
+                    }
+                )
             else:
                 count = draw(st.integers(1, 3))
                 ids = [f"call_{calls + i}" for i in range(count)]
                 calls += count
-                out.append({"role": "assistant", "content": draw(st.one_of(st.none(), text)),
-                            "tool_calls": [_call(i, "tool", n=n) for n, i in enumerate(ids)], **meta})
+                out.append(
+                    {
+                        "role": "assistant",
+                        "content": draw(st.one_of(st.none(), text)),
+                        "tool_calls": [_call(i, "tool", n=n) for n, i in enumerate(ids)],
+                        **meta,
+                    }
+                )
                 for call_id in draw(st.permutations(ids)):
                     out.append({"role": "tool", "tool_call_id": call_id, "content": draw(text)})
         return out

@@ -1,11 +1,11 @@
 """The conformance suite: subclass it in your plugin's tests and define ``strategy``.
 
-    from ctxwindow.testing import StrategyConformance
+from ctxwindow.testing import StrategyConformance
 
-    class TestMyStrategy(StrategyConformance):
-        @pytest.fixture
-        def strategy(self):
-            return MyStrategy()
+class TestMyStrategy(StrategyConformance):
+    @pytest.fixture
+    def strategy(self):
+        return MyStrategy()
 """
 
 from __future__ import annotations
@@ -69,8 +69,12 @@ class StrategyConformance:
         from hypothesis import HealthCheck, given, settings
         from hypothesis import strategies as st
 
-        @settings(max_examples=ctxwindow_examples, deadline=None, derandomize=True,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=ctxwindow_examples,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(messages=histories(), budget=st.integers(1, 6000))
         def contract_holds(messages: list[dict[str, Any]], budget: int) -> None:
             check_window(strategy, messages, budget, self.counter)

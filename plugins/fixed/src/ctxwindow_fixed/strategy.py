@@ -37,8 +37,9 @@ class FixedWindow(BaseStrategy):
         selection.default_reason = OLDER
         room = history.budget - history.must_keep_tokens
         messages_left = self.options["max_messages"]
-        if messages_left is not None and history.must_keep.get(_newest(history)) == NEWEST:
-            messages_left -= 1
+        newest = _newest(history)
+        if messages_left is not None and newest is not None:
+            messages_left -= history.must_keep.get(newest) == NEWEST
         for unit in range(len(history.units) - 1, -1, -1):
             if unit in history.must_keep:
                 continue

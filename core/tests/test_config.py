@@ -1,0 +1,297 @@
+"""from_config: dicts, ctxwindow.toml, [tool.ctxwindow], and the same checks as in Python."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import (
+    ConfigError,
+    CtxWindowError,
+    InvalidBudget,
+    InvalidOption,
+    UnknownStrategy,
+    Windower,
+)
+from ctxwindow_fixed import FixedWindow
+
+MESSAGES = [
+    {"role": "system", "content": "s" * 8},
+    {"role": "user", "content": "a" * 40},
+    {"role": "assistant", "content": "b" * 40},
+    {"role": "user", "content": "c" * 40},
+]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- sources ---------------------------------------------------------------------------
+def test_from_dict() -> None:
+    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 4000, "max_messages": 6})
+    assert isinstance(windower, Windower)
+    assert isinstance(windower.strategy, FixedWindow)
+    assert windower.budget == 4000
+    assert windower.counter.name == "approx"
+    assert windower.distribution == "ctxwindow-fixed"
+    assert dict(windower.strategy.options) == {"oversize": "raise", "orphans": "raise", "max_messages": 6}
+    assert repr(windower) == "Windower(FixedWindow(max_messages=6), budget=4000, counter='approx')"
+
+
+def test_from_dict_is_not_modified() -> None:
+    config = {"strategy": "fixed", "budget": 100}
+    ctxwindow.from_config(config, budget=50, oversize="truncate")
+    assert config == {"strategy": "fixed", "budget": 100}
+
+
+def test_overrides_win() -> None:
+    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 100}, budget=50, oversize="truncate")
+    assert windower.budget == 50
+    assert windower.strategy.options["oversize"] == "truncate"
+
+
+def test_ctxwindow_toml(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "ctxwindow.toml",
+        'strategy = "fixed"\nbudget = 2000\ncounter = "approx:2"\nmax_messages = 3\norphans = "drop"\n',
+    )
+    for source in (path, str(path)):
+        windower = ctxwindow.from_config(source)
+        assert isinstance(windower.strategy, FixedWindow)
+        assert windower.budget == 2000
+        assert windower.counter is ctxwindow.get_counter("approx:2")
+        assert windower.strategy.options["max_messages"] == 3
+        assert windower.strategy.options["orphans"] == "drop"
+
+
+def test_any_toml_file_name_is_a_whole_file_table(tmp_path: Path) -> None:
+    path = write(tmp_path / "settings.toml", 'strategy = "fixed"\nbudget = 10\n')
+    assert ctxwindow.from_config(path).budget == 10
+
+
+def test_pyproject_tool_table(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "pyproject.toml",
+        '[project]\nname = "app"\n\n[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 3000\noversize = "truncate"\n',
+    )
+    windower = ctxwindow.from_config(path)
+    assert windower.budget == 3000
+    assert windower.strategy.options["oversize"] == "truncate"
+
+
+def test_pyproject_without_the_table(tmp_path: Path) -> None:
+    path = write(tmp_path / "pyproject.toml", '[project]\nname = "app"\n\n[tool.other]\nx = 1\n')
+    with pytest.raises(ConfigError, match=r"has no \[tool.ctxwindow\] table"):
+        ctxwindow.from_config(path)
+    empty = write(tmp_path / "sub.toml", "")
+    with pytest.raises(ConfigError, match="config has no 'strategy'"):
+        ctxwindow.from_config(empty)
+
+
+def test_invalid_toml(tmp_path: Path) -> None:
+    path = write(tmp_path / "ctxwindow.toml", 'strategy = "fixed\nbudget = = 4\n')
+    with pytest.raises(ConfigError, match="is not valid TOML") as raised:
+        ctxwindow.from_config(path)
+    assert str(path) in str(raised.value)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "ctxwindow.toml"
+    path.write_bytes(b'strategy = "\xff\xfe"\n')
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        ctxwindow.from_config(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        ctxwindow.from_config(tmp_path / "nope.toml")
+
+
+def test_source_of_wrong_type() -> None:
+    with pytest.raises(ConfigError, match="config must be a dict or a path to a TOML file, got int"):
+        ctxwindow.from_config(42)  # type: ignore[arg-type]
+
+
+def test_missing_strategy_or_budget() -> None:
+    with pytest.raises(ConfigError, match="config has no 'strategy'"):
+        ctxwindow.from_config({"budget": 100})
+    with pytest.raises(ConfigError, match="config has no 'budget'"):
+        ctxwindow.from_config({"strategy": "fixed"})
+
+
+def test_none_looks_in_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="config has no 'strategy'"):
+        ctxwindow.from_config()
+    write(tmp_path / "pyproject.toml", '[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 111\n')
+    assert ctxwindow.from_config().budget == 111
+    # ctxwindow.toml wins over pyproject.toml
+    write(tmp_path / "ctxwindow.toml", 'strategy = "fixed"\nbudget = 222\n')
+    assert ctxwindow.from_config().budget == 222
+    assert ctxwindow.from_config(None, budget=5).budget == 5
+
+
+def test_pyproject_without_table_in_current_directory_is_no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "pyproject.toml", '[project]\nname = "app"\n')
+    assert ctxwindow.from_config(strategy="fixed", budget=9).budget == 9
+
+
+def test_windower_selects() -> None:
+    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 35})
+    window = windower.select(MESSAGES)
+    assert [m["content"][0] for m in window.messages] == ["s", "b", "c"]
+    assert windower.select(MESSAGES, budget=10_000).record.engaged is False
+    with pytest.raises(InvalidBudget):
+        windower.select(MESSAGES, budget=0)
+
+
+# -- unknown keys, wrong types ---------------------------------------------------------
+def test_unknown_key_lists_the_valid_keys() -> None:
+    with pytest.raises(InvalidOption) as raised:
+        ctxwindow.from_config({"strategy": "fixed", "budget": 100, "max_mesages": 3, "colour": "red"})
+    text = str(raised.value)
+    assert "unknown key(s) 'colour', 'max_mesages' for strategy 'fixed'" in text
+    assert "valid keys: budget, counter, max_messages, orphans, oversize, strategy" in text
+    assert isinstance(raised.value, ValueError)
+
+
+def test_unknown_key_from_a_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "ctxwindow.toml", 'strategy = "fixed"\nbudget = 100\nwindow = 3\n')
+    with pytest.raises(InvalidOption, match="unknown key.*'window'.*valid keys: budget, counter, max_messages"):
+        ctxwindow.from_config(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("max_messages", "x", "option 'max_messages' expects int | None, got str 'x'"),
+        ("max_messages", 2.5, "option 'max_messages' expects int | None, got float 2.5"),
+        ("max_messages", True, "option 'max_messages' expects int | None, got bool True"),
+        ("max_messages", -1, "option 'max_messages' must be >= 0, got -1"),
+        ("oversize", 1, "option 'oversize' expects str, got int 1"),
+        ("oversize", "cut", "option 'oversize' must be one of 'raise', 'truncate', got 'cut'"),
+        ("orphans", "ignore", "option 'orphans' must be one of 'raise', 'drop', got 'ignore'"),
+    ],
+)
+def test_wrong_option_value_names_the_expectation(key: str, value: Any, message: str) -> None:
+    with pytest.raises(InvalidOption) as from_config:
+        ctxwindow.from_config({"strategy": "fixed", "budget": 100, key: value})
+    assert message in str(from_config.value)
+    assert str(from_config.value).startswith("strategy 'fixed': ")
+    # the same check when the class is built in Python
+    with pytest.raises(InvalidOption) as direct:
+        FixedWindow(**{key: value})
+    assert str(direct.value) == str(from_config.value)
+    with pytest.raises(InvalidOption) as by_name:
+        ctxwindow.get_strategy("fixed", **{key: value})
+    assert str(by_name.value) == str(from_config.value)
+    with pytest.raises(InvalidOption) as through_select:
+        ctxwindow.select(MESSAGES, 100, **{key: value})
+    assert str(through_select.value) == str(from_config.value)
+
+
+def test_direct_construction_checks_like_config() -> None:
+    with pytest.raises(InvalidOption, match="option 'max_messages' expects int | None, got str 'x'"):
+        FixedWindow(max_messages="x")
+    with pytest.raises(InvalidOption, match=r"unknown option\(s\) 'bogus'; valid options: max_messages, orphans, oversize"):
+        FixedWindow(bogus=1)
+    assert FixedWindow(max_messages=None).options["max_messages"] is None
+    assert FixedWindow(max_messages=0).options["max_messages"] == 0
+    assert repr(FixedWindow()) == "FixedWindow()"
+    assert repr(FixedWindow(oversize="truncate")) == "FixedWindow(oversize='truncate')"
+
+
+def test_options_are_read_only() -> None:
+    strategy = FixedWindow(max_messages=2)
+    with pytest.raises(TypeError):
+        strategy.options["max_messages"] = 5  # type: ignore[index]
+
+
+def test_bad_counter_in_config() -> None:
+    with pytest.raises(ctxwindow.UnknownCounter):
+        ctxwindow.from_config({"strategy": "fixed", "budget": 100, "counter": "nope"})
+    with pytest.raises(InvalidOption):
+        ctxwindow.from_config({"strategy": "fixed", "budget": 100, "counter": 5})
+
+
+# -- strategies ------------------------------------------------------------------------
+def test_unknown_first_party_strategy_gives_the_install_hint() -> None:
+    with pytest.raises(UnknownStrategy) as raised:
+        ctxwindow.from_config({"strategy": "semantic", "budget": 100})
+    error = raised.value
+    assert error.name == "semantic"
+    assert error.install_hint == "pip install ctxwindow-semantic"
+    assert "fixed" in error.installed
+    assert "`pip install ctxwindow-semantic`" in str(error)
+    assert "installed strategies: " in str(error)
+    assert isinstance(error, LookupError)
+    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-semantic"):
+        ctxwindow.select(MESSAGES, 100, strategy="semantic")
+    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-semantic"):
+        ctxwindow.get_strategy("semantic")
+
+
+def test_unknown_other_strategy_has_no_hint() -> None:
+    with pytest.raises(UnknownStrategy) as raised:
+        ctxwindow.from_config({"strategy": "magic", "budget": 100})
+    assert raised.value.install_hint is None
+    assert "pip install" not in str(raised.value)
+    assert str(raised.value).startswith("unknown strategy 'magic'; installed strategies: ")
+
+
+def test_strategy_name_of_wrong_type() -> None:
+    with pytest.raises(InvalidOption, match="strategy must be a name"):
+        ctxwindow.from_config({"strategy": FixedWindow, "budget": 100})
+
+
+def test_get_strategy() -> None:
+    strategy = ctxwindow.get_strategy("fixed", max_messages=4)
+    assert isinstance(strategy, FixedWindow)
+    assert strategy.options["max_messages"] == 4
+
+
+# -- budgets ---------------------------------------------------------------------------
+BAD_BUDGETS = [0, -1, 1.5, True, False, "100", None, 100.0]
+
+
+@pytest.mark.parametrize("budget", BAD_BUDGETS)
+def test_bad_budget_in_config(budget: Any) -> None:
+    with pytest.raises(InvalidBudget) as raised:
+        ctxwindow.from_config({"strategy": "fixed", "budget": budget})
+    assert isinstance(raised.value, ValueError)
+    assert isinstance(raised.value, CtxWindowError)
+    assert "budget must be a positive int (tokens)" in str(raised.value)
+
+
+@pytest.mark.parametrize("budget", BAD_BUDGETS)
+def test_bad_budget_everywhere(budget: Any) -> None:
+    with pytest.raises(InvalidBudget):
+        ctxwindow.select(MESSAGES, budget)
+    with pytest.raises(InvalidBudget):
+        FixedWindow().select(MESSAGES, budget)
+    with pytest.raises(InvalidBudget):
+        Windower(FixedWindow(), budget, ctxwindow.get_counter())
+
+
+def test_budget_from_toml_string(tmp_path: Path) -> None:
+    path = write(tmp_path / "ctxwindow.toml", 'strategy = "fixed"\nbudget = "100"\n')
+    with pytest.raises(InvalidBudget, match="got str '100'"):
+        ctxwindow.from_config(path)
+    floats = write(tmp_path / "f.toml", 'strategy = "fixed"\nbudget = 1.5\n')
+    with pytest.raises(InvalidBudget, match="got float 1.5"):
+        ctxwindow.from_config(floats)
+
+
+def test_budget_messages() -> None:
+    with pytest.raises(InvalidBudget, match="got 0$"):
+        ctxwindow.from_config({"strategy": "fixed", "budget": 0})
+    with pytest.raises(InvalidBudget, match="got bool True"):
+        ctxwindow.from_config({"strategy": "fixed", "budget": True})
+    assert ctxwindow.from_config({"strategy": "fixed", "budget": 1}).budget == 1

@@ -1,0 +1,477 @@
+"""One visit end to end, through ctxwindow.select and FixedWindow().select."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import (
+    BudgetTooSmall,
+    Conversation,
+    InvalidMessage,
+    InvalidQuery,
+    Message,
+    OrphanToolResult,
+    Window,
+)
+from ctxwindow_fixed import FixedWindow
+
+OLDER = "outside the most recent units that fit the budget"
+RECENT = "among the most recent units that fit"
+MARKER_TAIL = "characters cut by ctxwindow to fit the token budget]"
+IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+
+
+def user(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "user", "content": text, **extra}
+
+
+def assistant(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, **extra}
+
+
+def calls(*ids: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+            for call_id in ids
+        ],
+    }
+
+
+def result(call_id: str, text: str = "done") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def conversation() -> list[dict[str, Any]]:
+    """Eleven messages, nine units; approx tokens in the comments (132 in all)."""
+    return [
+        {"role": "system", "content": "S" * 20},  # 0, unit 0: 8, must keep
+        user("a" * 40),  # 1, unit 1: 13
+        assistant("b" * 40),  # 2, unit 2: 13
+        user("c" * 40, metadata={"pinned": True}),  # 3, unit 3: 13, must keep
+        calls("c1", "c2"),  # 4, unit 4: 7
+        result("c2", "r" * 38),  # 5, unit 4: 13
+        result("c1", "r" * 38),  # 6, unit 4: 13
+        assistant("d" * 40),  # 7, unit 5: 13
+        user("e" * 40),  # 8, unit 6: 13
+        assistant("f" * 40),  # 9, unit 7: 13
+        user("g" * 40),  # 10, unit 8: 13, must keep (newest user)
+    ]
+
+
+TOTAL = 132
+MUST_KEEP = 34
+TOOL_UNIT = (4, 5, 6)
+
+
+def positions_of(window: Window[Any], messages: list[Any]) -> list[int]:
+    """Where each window message sits in the input, by identity."""
+    where = {id(message): position for position, message in enumerate(messages)}
+    return [where[id(message)] for message in window.messages]
+
+
+def recount(window: Window[Any], counter: Any = "approx") -> int:
+    exact = ctxwindow.get_counter(counter)
+    return sum(exact.count_message(Message.from_dict(m) if isinstance(m, dict) else m) for m in window.messages)
+
+
+def select_both(messages: Any, budget: int, **options: Any) -> list[Window[Any]]:
+    """The same visit through the one-call API and through the plugin class."""
+    return [
+        ctxwindow.select(messages, budget, **options),
+        FixedWindow(**options).select(messages, budget),
+    ]
+
+
+# -- identity and kinds ----------------------------------------------------------------
+def test_dicts_in_the_same_dicts_out() -> None:
+    messages = conversation()
+    for window in select_both(messages, 100):
+        assert all(isinstance(m, dict) for m in window.messages)
+        assert positions_of(window, messages) == [0, 3, 7, 8, 9, 10]
+        assert window.messages[0] is messages[0]
+        assert window.messages[-1] is messages[10]
+
+
+def test_messages_in_messages_out() -> None:
+    messages = [Message.from_dict(m) for m in conversation()]
+    for window in select_both(messages, 100):
+        assert all(type(m) is Message for m in window.messages)
+        assert positions_of(window, messages) == [0, 3, 7, 8, 9, 10]
+        assert window.record.tokens_after == 73
+
+
+def test_under_budget_returns_everything_untouched() -> None:
+    messages = conversation()
+    for budget in (TOTAL, TOTAL + 1, 100_000):
+        for window in select_both(messages, budget):
+            assert window.messages == messages
+            assert all(a is b for a, b in zip(window.messages, messages))
+            assert window.messages is not messages  # a new list
+            record = window.record
+            assert record.engaged is False
+            assert record.tokens_before == record.tokens_after == window.tokens == TOTAL
+            assert record.messages_before == record.messages_after == 11
+            assert record.budget == budget
+            assert record.notes == ()
+            assert len(record.decisions) == 9
+            assert {d.action for d in record.decisions} == {"kept"}
+            assert {d.reason for d in record.decisions} == {"everything fits the budget"}
+            assert record.count("kept") == 9
+            assert record.count("dropped") == 0
+
+
+def test_empty_history() -> None:
+    window = ctxwindow.select([], 10)
+    assert window.messages == []
+    assert window.record.engaged is False
+    assert window.record.tokens_after == 0
+    assert window.record.decisions == ()
+
+
+# -- over budget -----------------------------------------------------------------------
+def test_over_budget_keeps_the_newest_units_that_fit() -> None:
+    messages = conversation()
+    for window in select_both(messages, 100):
+        record = window.record
+        assert record.engaged is True
+        assert record.strategy == "fixed"
+        assert record.counter == "approx"
+        assert record.budget == 100
+        assert record.tokens_before == TOTAL
+        assert record.tokens_after == window.tokens == 73
+        assert record.messages_before == 11
+        assert record.messages_after == len(window) == 6
+        # unit 4 (33 tokens) does not fit: it and everything older is dropped,
+        # even unit 2 which alone would have fitted
+        assert [(d.unit, d.action, d.reason) for d in record.decisions] == [
+            (0, "kept", "system message"),
+            (1, "dropped", OLDER),
+            (2, "dropped", OLDER),
+            (3, "kept", "pinned"),
+            (4, "dropped", OLDER),
+            (5, "kept", RECENT),
+            (6, "kept", RECENT),
+            (7, "kept", RECENT),
+            (8, "kept", "newest user message"),
+        ]
+        assert [d.positions for d in record.decisions] == [
+            (0,), (1,), (2,), (3,), (4, 5, 6), (7,), (8,), (9,), (10,)
+        ]
+        assert [d.tokens for d in record.decisions] == [8, 13, 13, 13, 33, 13, 13, 13, 13]
+        assert record.count("kept") == 6
+        assert record.count("dropped") == 3
+
+
+def test_the_tool_unit_is_kept_whole_when_it_fits() -> None:
+    messages = conversation()
+    window = ctxwindow.select(messages, 110)
+    assert positions_of(window, messages) == [0, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert window.record.tokens_after == 106
+    assert window.record.decisions[4].action == "kept"
+    assert window.record.decisions[2].action == "dropped"
+
+
+@pytest.mark.parametrize("budget", range(MUST_KEEP, TOTAL + 2))
+def test_window_invariants_at_every_budget(budget: int) -> None:
+    messages = conversation()
+    before = copy.deepcopy(messages)
+    window = ctxwindow.select(messages, budget)
+    kept = positions_of(window, messages)
+    # in order, never over budget, tokens as recorded
+    assert kept == sorted(kept)
+    assert window.record.tokens_after <= budget
+    assert recount(window) == window.record.tokens_after
+    # system, pinned and newest user always kept
+    assert {0, 3, 10} <= set(kept)
+    # a tool unit is kept whole or not at all
+    present = [p in kept for p in TOOL_UNIT]
+    assert all(present) or not any(present)
+    # the kept units are the newest ones: no gap among the non-must-keep units
+    optional = [p for p in kept if p not in (0, 3, 10)]
+    if optional:
+        first = optional[0]
+        expected = [p for p in range(first, 10) if p != 3]
+        assert optional == expected
+    # one decision per unit, each with a reason; the actions match the window
+    decisions = window.record.decisions
+    assert [d.unit for d in decisions] == list(range(9))
+    assert all(d.reason for d in decisions)
+    for decision in decisions:
+        inside = [p in kept for p in decision.positions]
+        assert all(inside) if decision.action == "kept" else not any(inside)
+    # nothing was changed
+    assert messages == before
+
+
+def test_recount_with_another_counter(counting: Any) -> None:
+    messages = conversation()
+    window = ctxwindow.select(messages, 100, counter=counting)
+    assert window.record.counter == "counting"
+    assert window.record.tokens_after == 73
+    assert recount(window, counting) == 73
+
+
+def test_budget_too_small_for_what_must_stay() -> None:
+    messages = conversation()
+    for call in (lambda: ctxwindow.select(messages, MUST_KEEP - 1), lambda: FixedWindow().select(messages, MUST_KEEP - 1)):
+        with pytest.raises(BudgetTooSmall) as raised:
+            call()
+        assert raised.value.needed == MUST_KEEP
+        assert raised.value.budget == MUST_KEEP - 1
+        assert "need 34 tokens but the budget leaves 33" in str(raised.value)
+        assert "oversize='truncate'" in str(raised.value)
+        assert isinstance(raised.value, ValueError)
+    window = ctxwindow.select(messages, MUST_KEEP)
+    assert positions_of(window, messages) == [0, 3, 10]
+    assert window.record.tokens_after == MUST_KEEP
+
+
+def test_budget_too_small_without_a_user_message_even_when_truncating() -> None:
+    messages = [{"role": "system", "content": "S" * 400}, assistant("hi")]
+    with pytest.raises(BudgetTooSmall) as raised:
+        ctxwindow.select(messages, 50, oversize="truncate")
+    assert (raised.value.needed, raised.value.budget) == (103, 50)
+
+
+def test_input_is_never_modified() -> None:
+    messages = conversation()
+    messages[10]["content"] = "z" * 400
+    messages.insert(2, result("ghost"))
+    before = copy.deepcopy(messages)
+    ctxwindow.select(messages, 100, orphans="drop")
+    ctxwindow.select(messages, 100, orphans="drop", oversize="truncate")
+    ctxwindow.select(messages, 10_000, orphans="drop")
+    asyncio.run(ctxwindow.aselect(messages, 100, orphans="drop", oversize="truncate"))
+    with pytest.raises(OrphanToolResult):
+        ctxwindow.select(messages, 100)
+    assert messages == before
+
+
+# -- oversize="truncate" ---------------------------------------------------------------
+def truncation_case() -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "S" * 20},  # 8
+        user("a" * 40),  # 13
+        assistant("b" * 40),  # 13
+        user("z" * 400, id="u-last"),  # 103
+    ]
+
+
+def test_truncate_returns_a_cut_copy_of_the_newest_user_dict() -> None:
+    messages = truncation_case()
+    before = copy.deepcopy(messages)
+    for window in select_both(messages, 80, oversize="truncate"):
+        assert window.messages[0] is messages[0]
+        assert len(window.messages) == 2
+        cut = window.messages[1]
+        assert cut is not messages[3]
+        assert messages == before  # the original dict is unchanged
+        assert cut["role"] == "user"
+        assert cut["id"] == "u-last"  # other keys are carried over
+        text = cut["content"]
+        assert isinstance(text, str)
+        kept = len(text) - len(text.lstrip("z"))
+        assert 0 < kept < 400
+        assert text == "z" * kept + f"\n[... {400 - kept} {MARKER_TAIL}"
+        record = window.record
+        assert record.tokens_after <= 80
+        assert recount(window) == record.tokens_after
+        # the longest cut that fits: one more character would not
+        longer = Message("user", "z" * (kept + 1) + f"\n[... {400 - kept - 1} {MARKER_TAIL}")
+        assert 8 + ctxwindow.get_counter().count_message(longer) > 80
+        assert record.decisions[3].action == "truncated"
+        assert record.decisions[3].reason == "newest user message; text cut to fit the budget"
+        assert f"truncated message 3 from 400 to {len(text)} characters to fit the budget" in record.notes
+
+
+def test_truncate_a_message_object() -> None:
+    messages = [Message.from_dict(m) for m in truncation_case()]
+    window = ctxwindow.select(messages, 80, oversize="truncate")
+    cut = window.messages[-1]
+    assert isinstance(cut, Message)
+    assert cut is not messages[3]
+    assert cut.metadata["truncated"] is True
+    assert cut.text.endswith(MARKER_TAIL)
+    assert messages[3].content == "z" * 400
+    assert window.record.tokens_after <= 80
+
+
+def test_truncate_keeps_non_text_parts() -> None:
+    messages = truncation_case()
+    messages[3] = user([{"type": "text", "text": "z" * 400}, IMAGE])
+    before = copy.deepcopy(messages)
+    window = ctxwindow.select(messages, 150, oversize="truncate")  # needs 8 + 103 + 85
+    cut = window.messages[-1]
+    assert cut is not messages[3]
+    assert messages == before
+    assert cut["content"][1] == IMAGE
+    assert cut["content"][0]["type"] == "text"
+    assert cut["content"][0]["text"].endswith(MARKER_TAIL)
+    assert window.record.tokens_after <= 150
+    assert window.record.decisions[3].action == "truncated"
+    assert recount(window) == window.record.tokens_after
+
+
+def test_no_truncation_when_it_fits() -> None:
+    messages = truncation_case()
+    window = ctxwindow.select(messages, 120, oversize="truncate")
+    assert window.messages[-1] is messages[3]
+    assert all(d.action != "truncated" for d in window.record.decisions)
+
+
+# -- orphans ---------------------------------------------------------------------------
+def with_orphan() -> list[dict[str, Any]]:
+    return [user("a" * 40), result("ghost", "g" * 40), assistant("b" * 40), user("c" * 40)]
+
+
+def test_orphan_raises_by_default_even_under_budget() -> None:
+    messages = with_orphan()
+    for call in (lambda: ctxwindow.select(messages, 10_000), lambda: FixedWindow().select(messages, 10_000)):
+        with pytest.raises(OrphanToolResult) as raised:
+            call()
+        assert raised.value.index == 1
+        assert str(raised.value).startswith("message 1: tool result for call 'ghost'")
+        assert "orphans='drop'" in str(raised.value)
+        assert isinstance(raised.value, InvalidMessage)
+
+
+def test_unanswered_call_raises_by_default() -> None:
+    messages = [user("q"), calls("c9")]
+    with pytest.raises(OrphanToolResult) as raised:
+        ctxwindow.select(messages, 10_000)
+    assert raised.value.index == 1
+    assert "c9" in str(raised.value)
+
+
+def test_orphan_dropped_with_a_note_and_a_decision() -> None:
+    messages = with_orphan()
+    for window in select_both(messages, 10_000, orphans="drop"):
+        assert positions_of(window, messages) == [0, 2, 3]
+        record = window.record
+        assert record.tokens_before == 3 * 13 + 15  # the orphan's call id counts too
+        assert record.tokens_after == 39
+        assert len(record.notes) == 1
+        assert record.notes[0].startswith("dropped messages 1-1: tool result for call 'ghost'")
+        assert len(record.decisions) == 4
+        orphan = record.decisions[-1]
+        assert orphan.unit == -1
+        assert orphan.positions == (1,)
+        assert orphan.action == "dropped"
+        assert "'ghost'" in orphan.reason
+        assert orphan.tokens == 15
+        assert [d.unit for d in record.decisions[:3]] == [0, 1, 2]
+        assert [d.positions for d in record.decisions[:3]] == [(0,), (2,), (3,)]
+        assert all(d.action == "kept" for d in record.decisions[:3])
+
+
+def test_unanswered_call_dropped() -> None:
+    messages = [user("q"), assistant("a"), user("r"), calls("c9", "c8"), result("c8")]
+    window = ctxwindow.select(messages, 10_000, orphans="drop")
+    assert positions_of(window, messages) == [0, 1, 2]
+    (orphan,) = [d for d in window.record.decisions if d.unit == -1]
+    assert orphan.positions == (3, 4)
+    assert "c9" in orphan.reason
+    assert window.record.notes[0].startswith("dropped messages 3-4: ")
+
+
+# -- max_messages ----------------------------------------------------------------------
+def test_max_messages_over_budget() -> None:
+    messages = conversation()
+    window = ctxwindow.select(messages, 100, max_messages=2)
+    assert positions_of(window, messages) == [0, 3, 8, 9, 10]
+    reasons = [d.reason for d in window.record.decisions]
+    assert reasons[5] == "beyond max_messages=2"
+    assert reasons[6] == reasons[7] == RECENT
+    # whole units only: the 3-message tool unit does not fit in the 1 left
+    window = ctxwindow.select(messages, 110, max_messages=4)
+    assert positions_of(window, messages) == [0, 3, 7, 8, 9, 10]
+    assert window.record.decisions[4].reason == "beyond max_messages=4"
+    window = FixedWindow(max_messages=0).select(messages, 110)
+    assert positions_of(window, messages) == [0, 3, 10]
+
+
+def test_max_messages_applies_when_the_budget_is_large() -> None:
+    # "At most this many recent messages besides the system, pinned and newest user
+    # messages" -- the option should limit the window whatever the budget.
+    messages = conversation()
+    window = ctxwindow.select(messages, 10_000, max_messages=2)
+    assert positions_of(window, messages) == [0, 3, 8, 9, 10]
+
+
+# -- query -----------------------------------------------------------------------------
+@pytest.mark.parametrize("query", [5, b"bytes", ["q"], {"q": 1}])
+def test_query_of_wrong_type(query: Any) -> None:
+    messages = conversation()
+    with pytest.raises(InvalidQuery, match=f"query must be a string or None, got {type(query).__name__}"):
+        ctxwindow.select(messages, 100, query=query)
+    with pytest.raises(InvalidQuery):
+        FixedWindow().select(messages, 100, query=query)
+    with pytest.raises(InvalidQuery):
+        FixedWindow().select(messages, 10_000, query=query)
+    with pytest.raises(TypeError):
+        asyncio.run(ctxwindow.aselect(messages, 100, query=query))
+
+
+def test_a_string_query_is_accepted() -> None:
+    messages = conversation()
+    assert positions_of(ctxwindow.select(messages, 100, query="weather"), messages) == [0, 3, 7, 8, 9, 10]
+
+
+# -- async and Conversation ------------------------------------------------------------
+def summary(window: Window[Any]) -> tuple[Any, ...]:
+    record = window.record
+    return (
+        [id(m) for m in window.messages],
+        record.tokens_before,
+        record.tokens_after,
+        record.engaged,
+        record.notes,
+        record.decisions,
+    )
+
+
+@pytest.mark.parametrize(("budget", "options"), [(100, {}), (10_000, {}), (80, {"oversize": "truncate"})])
+def test_aselect_gives_the_same_window(budget: int, options: dict[str, Any]) -> None:
+    messages = conversation() if "oversize" not in options else truncation_case()
+    sync = ctxwindow.select(messages, budget, **options)
+    asynchronous = asyncio.run(ctxwindow.aselect(messages, budget, **options))
+    by_class = asyncio.run(FixedWindow(**options).aselect(messages, budget))
+    if "oversize" in options:  # the cut message is a new dict each time
+        assert sync.messages == asynchronous.messages == by_class.messages
+        assert summary(sync)[1:] == summary(asynchronous)[1:] == summary(by_class)[1:]
+    else:
+        assert summary(sync) == summary(asynchronous) == summary(by_class)
+
+
+def test_a_conversation_gives_the_same_window_as_the_list() -> None:
+    messages = conversation()
+    conv = Conversation(messages)
+    for budget in (40, 100, 110, 10_000):
+        from_list = ctxwindow.select(messages, budget)
+        from_conversation = ctxwindow.select(conv, budget)
+        assert summary(from_conversation) == summary(from_list)
+        assert summary(FixedWindow().select(conv, budget)) == summary(from_list)
+        assert summary(asyncio.run(ctxwindow.aselect(conv, budget))) == summary(from_list)
+    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 100})
+    assert summary(windower.select(conv)) == summary(ctxwindow.select(messages, 100))
+
+
+def test_a_growing_conversation() -> None:
+    messages = conversation()
+    conv = Conversation(messages[:3])
+    for message in messages[3:]:
+        conv.append(message)
+    assert positions_of(ctxwindow.select(conv, 100), messages) == [0, 3, 7, 8, 9, 10]
+    extra = assistant("h" * 40)
+    conv.append(extra)
+    window = ctxwindow.select(conv, 100)
+    assert window.messages[-1] is extra
+    assert positions_of(window, messages + [extra]) == [0, 3, 8, 9, 10, 11]

@@ -1,0 +1,69 @@
+"""Sessions: tests, lint, typecheck, demo, contract (long property run).
+
+Every session installs what it needs from this repository's own files.
+Run one with `python -m nox -s NAME`.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+PLUGINS = ["plugins/fixed"]
+TEST_PATHS = ["core/tests", *PLUGINS, "tests"]
+
+
+def install_project(session: nox.Session, extras: str = "testing,tiktoken,hf") -> None:
+    """The core with its test extras, and every first-party plugin, editable."""
+    session.install("-e", f"core[{extras}]")
+    for plugin in PLUGINS:
+        session.install("-e", plugin)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole test suite: core, every plugin, and the cross-package tests."""
+    install_project(session)
+    session.install("build")
+    session.run("pytest", *(session.posargs or TEST_PATHS))
+
+
+@nox.session
+def contract(session: nox.Session) -> None:
+    """The conformance suite with thousands of generated histories per strategy."""
+    install_project(session)
+    examples = session.env.get("CTXWINDOW_EXAMPLES", "3000")
+    session.run("pytest", *PLUGINS, "-k", "generated", f"--ctxwindow-examples={examples}", "-q")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy: strict on the core, and on the plugins that build on it."""
+    install_project(session)
+    session.install("mypy", "pytest", "hypothesis")
+    session.run("mypy", "core/src/ctxwindow", *(f"{p}/src" for p in PLUGINS))
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: window the shipped example conversation and explain the record."""
+    session.install("./core", *PLUGINS)
+    session.run(
+        "ctxwindow",
+        "select",
+        "examples/conversation.json",
+        "--strategy",
+        "fixed",
+        "--budget",
+        "800",
+        "--explain",
+    )
