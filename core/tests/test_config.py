@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import ctxwindow
+import pytest
 from ctxwindow import (
     ConfigError,
     CtxWindowError,
@@ -39,7 +39,11 @@ def test_from_dict() -> None:
     assert windower.budget == 4000
     assert windower.counter.name == "approx"
     assert windower.distribution == "ctxwindow-fixed"
-    assert dict(windower.strategy.options) == {"oversize": "raise", "orphans": "raise", "max_messages": 6}
+    assert dict(windower.strategy.options) == {
+        "oversize": "raise",
+        "orphans": "raise",
+        "max_messages": 6,
+    }
     assert repr(windower) == "Windower(FixedWindow(max_messages=6), budget=4000, counter='approx')"
 
 
@@ -50,7 +54,9 @@ def test_from_dict_is_not_modified() -> None:
 
 
 def test_overrides_win() -> None:
-    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 100}, budget=50, oversize="truncate")
+    windower = ctxwindow.from_config(
+        {"strategy": "fixed", "budget": 100}, budget=50, oversize="truncate"
+    )
     assert windower.budget == 50
     assert windower.strategy.options["oversize"] == "truncate"
 
@@ -58,7 +64,8 @@ def test_overrides_win() -> None:
 def test_ctxwindow_toml(tmp_path: Path) -> None:
     path = write(
         tmp_path / "ctxwindow.toml",
-        'strategy = "fixed"\nbudget = 2000\ncounter = "approx:2"\nmax_messages = 3\norphans = "drop"\n',
+        'strategy = "fixed"\nbudget = 2000\ncounter = "approx:2"\n'
+        'max_messages = 3\norphans = "drop"\n',
     )
     for source in (path, str(path)):
         windower = ctxwindow.from_config(source)
@@ -77,7 +84,8 @@ def test_any_toml_file_name_is_a_whole_file_table(tmp_path: Path) -> None:
 def test_pyproject_tool_table(tmp_path: Path) -> None:
     path = write(
         tmp_path / "pyproject.toml",
-        '[project]\nname = "app"\n\n[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 3000\noversize = "truncate"\n',
+        '[project]\nname = "app"\n\n'
+        '[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 3000\noversize = "truncate"\n',
     )
     windower = ctxwindow.from_config(path)
     assert windower.budget == 3000
@@ -114,7 +122,9 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_source_of_wrong_type() -> None:
-    with pytest.raises(ConfigError, match="config must be a dict or a path to a TOML file, got int"):
+    with pytest.raises(
+        ConfigError, match="config must be a dict or a path to a TOML file, got int"
+    ):
         ctxwindow.from_config(42)  # type: ignore[arg-type]
 
 
@@ -125,7 +135,9 @@ def test_missing_strategy_or_budget() -> None:
         ctxwindow.from_config({"strategy": "fixed"})
 
 
-def test_none_looks_in_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_none_looks_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="config has no 'strategy'"):
         ctxwindow.from_config()
@@ -137,7 +149,9 @@ def test_none_looks_in_the_current_directory(tmp_path: Path, monkeypatch: pytest
     assert ctxwindow.from_config(None, budget=5).budget == 5
 
 
-def test_pyproject_without_table_in_current_directory_is_no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pyproject_without_table_in_current_directory_is_no_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "pyproject.toml", '[project]\nname = "app"\n')
     assert ctxwindow.from_config(strategy="fixed", budget=9).budget == 9
@@ -155,7 +169,9 @@ def test_windower_selects() -> None:
 # -- unknown keys, wrong types ---------------------------------------------------------
 def test_unknown_key_lists_the_valid_keys() -> None:
     with pytest.raises(InvalidOption) as raised:
-        ctxwindow.from_config({"strategy": "fixed", "budget": 100, "max_mesages": 3, "colour": "red"})
+        ctxwindow.from_config(
+            {"strategy": "fixed", "budget": 100, "max_mesages": 3, "colour": "red"}
+        )
     text = str(raised.value)
     assert "unknown key(s) 'colour', 'max_mesages' for strategy 'fixed'" in text
     assert "valid keys: budget, counter, max_messages, orphans, oversize, strategy" in text
@@ -164,7 +180,9 @@ def test_unknown_key_lists_the_valid_keys() -> None:
 
 def test_unknown_key_from_a_file(tmp_path: Path) -> None:
     path = write(tmp_path / "ctxwindow.toml", 'strategy = "fixed"\nbudget = 100\nwindow = 3\n')
-    with pytest.raises(InvalidOption, match="unknown key.*'window'.*valid keys: budget, counter, max_messages"):
+    with pytest.raises(
+        InvalidOption, match=r"unknown key.*'window'.*valid keys: budget, counter, max_messages"
+    ):
         ctxwindow.from_config(path)
 
 
@@ -198,9 +216,14 @@ def test_wrong_option_value_names_the_expectation(key: str, value: Any, message:
 
 
 def test_direct_construction_checks_like_config() -> None:
-    with pytest.raises(InvalidOption, match="option 'max_messages' expects int | None, got str 'x'"):
+    with pytest.raises(
+        InvalidOption, match=re.escape("option 'max_messages' expects int | None, got str 'x'")
+    ):
         FixedWindow(max_messages="x")
-    with pytest.raises(InvalidOption, match=r"unknown option\(s\) 'bogus'; valid options: max_messages, orphans, oversize"):
+    with pytest.raises(
+        InvalidOption,
+        match=r"unknown option\(s\) 'bogus'; valid options: max_messages, orphans, oversize",
+    ):
         FixedWindow(bogus=1)
     assert FixedWindow(max_messages=None).options["max_messages"] is None
     assert FixedWindow(max_messages=0).options["max_messages"] == 0
@@ -285,12 +308,12 @@ def test_budget_from_toml_string(tmp_path: Path) -> None:
     with pytest.raises(InvalidBudget, match="got str '100'"):
         ctxwindow.from_config(path)
     floats = write(tmp_path / "f.toml", 'strategy = "fixed"\nbudget = 1.5\n')
-    with pytest.raises(InvalidBudget, match="got float 1.5"):
+    with pytest.raises(InvalidBudget, match=re.escape("got float 1.5")):
         ctxwindow.from_config(floats)
 
 
 def test_budget_messages() -> None:
-    with pytest.raises(InvalidBudget, match="got 0$"):
+    with pytest.raises(InvalidBudget, match=r"got 0$"):
         ctxwindow.from_config({"strategy": "fixed", "budget": 0})
     with pytest.raises(InvalidBudget, match="got bool True"):
         ctxwindow.from_config({"strategy": "fixed", "budget": True})

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import pickle
 from types import MappingProxyType
 
-import pytest
-
 import ctxwindow
+import pytest
 from ctxwindow import ContentPart, Conversation, Message, ToolCall
 from ctxwindow.errors import CtxWindowError, InvalidMessage
 from ctxwindow.messages import read_message, read_messages
 
-IMAGE_PART = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png", "detail": "low"}}
+IMAGE_PART = {
+    "type": "image_url",
+    "image_url": {"url": "https://example.com/cat.png", "detail": "low"},
+}
 
 
 # -- reading valid messages ----------------------------------------------------------
@@ -73,8 +77,16 @@ def test_assistant_tool_calls_without_content() -> None:
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            },
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {"name": "get_time", "arguments": "{}"},
+            },
         ],
     }
     message = Message.from_dict(data)
@@ -102,7 +114,11 @@ def test_tool_call_arguments_given_as_a_dict_become_canonical_json() -> None:
 
 def test_tool_call_without_arguments_defaults_to_empty() -> None:
     message = Message.from_dict(
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f"}}]}
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "function": {"name": "f"}}],
+        }
     )
     assert message.tool_calls == (ToolCall("c", "f", ""),)
 
@@ -137,7 +153,9 @@ def test_integer_id_becomes_a_string() -> None:
 def test_id_may_come_from_metadata() -> None:
     message = Message.from_dict({"role": "user", "content": "x", "metadata": {"id": "meta-id"}})
     assert message.id == "meta-id"
-    top = Message.from_dict({"role": "user", "content": "x", "id": "top", "metadata": {"id": "meta"}})
+    top = Message.from_dict(
+        {"role": "user", "content": "x", "id": "top", "metadata": {"id": "meta"}}
+    )
     assert top.id == "top"
 
 
@@ -169,7 +187,11 @@ def test_read_message_passes_a_message_through() -> None:
 
 def test_read_messages_reads_in_order() -> None:
     read = read_messages(
-        [{"role": "system", "content": "s"}, Message("user", "u"), {"role": "assistant", "content": "a"}]
+        [
+            {"role": "system", "content": "s"},
+            Message("user", "u"),
+            {"role": "assistant", "content": "a"},
+        ]
     )
     assert [m.role for m in read] == ["system", "user", "assistant"]
     assert read_messages([]) == []
@@ -204,14 +226,36 @@ def test_message_is_hashable_by_content() -> None:
     parts = [{"type": "text", "text": "a"}, IMAGE_PART]
     calls = [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]
     first = Message.from_dict({"role": "user", "content": parts, "metadata": {"pinned": True}})
-    second = Message.from_dict({"role": "user", "content": list(parts), "metadata": {"pinned": True}})
+    second = Message.from_dict(
+        {"role": "user", "content": list(parts), "metadata": {"pinned": True}}
+    )
     assert first == second
     assert hash(first) == hash(second)
     assert len({first, second}) == 1
     caller = Message.from_dict({"role": "assistant", "content": None, "tool_calls": calls})
-    assert hash(caller) == hash(Message.from_dict({"role": "assistant", "content": None, "tool_calls": calls}))
+    assert hash(caller) == hash(
+        Message.from_dict({"role": "assistant", "content": None, "tool_calls": calls})
+    )
     assert Message("user", "a") != Message("user", "b")
     assert Message("user", "a") != Message("assistant", "a")
+
+
+def test_message_survives_deepcopy_and_pickle() -> None:
+    message = Message.from_dict(
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "t"}, IMAGE_PART],
+            "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}],
+            "id": "m",
+            "metadata": {"pinned": True, "tags": ["a"]},
+        }
+    )
+    for copied in (copy.deepcopy(message), pickle.loads(pickle.dumps(message))):
+        assert copied == message
+        assert copied is not message
+        assert hash(copied) == hash(message)
+        assert copied.pinned is True
+        assert isinstance(copied.metadata, MappingProxyType)
 
 
 def test_direct_construction_normalizes_lists() -> None:
@@ -240,36 +284,120 @@ def test_direct_construction_is_validated() -> None:
 OK = {"role": "user", "content": "fine"}
 
 MALFORMED = [
-    pytest.param("just text", "expected a dict with 'role' and 'content' or a ctxwindow.Message, got str", id="str-entry"),
+    pytest.param(
+        "just text",
+        "expected a dict with 'role' and 'content' or a ctxwindow.Message, got str",
+        id="str-entry",
+    ),
     pytest.param(None, "got NoneType", id="none-entry"),
     pytest.param(["role", "user"], "got list", id="list-entry"),
-    pytest.param({"role": "robot", "content": "x"}, "unknown role 'robot'; expected one of assistant, developer, system, tool, user", id="unknown-role"),
+    pytest.param(
+        {"role": "robot", "content": "x"},
+        "unknown role 'robot'; expected one of assistant, developer, system, tool, user",
+        id="unknown-role",
+    ),
     pytest.param({"content": "x"}, "unknown role None", id="missing-role"),
-    pytest.param({"role": "user", "content": 42}, "'content' must be a string or a list of parts, got int", id="content-int"),
-    pytest.param({"role": "user", "content": {"type": "text", "text": "x"}}, "'content' must be a string or a list of parts, got dict", id="content-dict"),
-    pytest.param({"role": "tool", "content": "42"}, "a tool message needs the 'tool_call_id' of the call it answers", id="tool-no-id"),
-    pytest.param({"role": "tool", "content": "42", "tool_call_id": ""}, "a tool message needs the 'tool_call_id'", id="tool-empty-id"),
+    pytest.param(
+        {"role": "user", "content": 42},
+        "'content' must be a string or a list of parts, got int",
+        id="content-int",
+    ),
+    pytest.param(
+        {"role": "user", "content": {"type": "text", "text": "x"}},
+        "'content' must be a string or a list of parts, got dict",
+        id="content-dict",
+    ),
+    pytest.param(
+        {"role": "tool", "content": "42"},
+        "a tool message needs the 'tool_call_id' of the call it answers",
+        id="tool-no-id",
+    ),
+    pytest.param(
+        {"role": "tool", "content": "42", "tool_call_id": ""},
+        "a tool message needs the 'tool_call_id'",
+        id="tool-empty-id",
+    ),
     pytest.param(
         {"role": "user", "content": "x", "tool_calls": [{"id": "c", "function": {"name": "f"}}]},
         "only assistant messages may carry tool_calls, not 'user'",
         id="user-tool-calls",
     ),
-    pytest.param({"role": "user", "content": "x", "tool_call_id": "c"}, "'tool_call_id' belongs on tool messages, not on 'user'", id="user-tool-call-id"),
-    pytest.param({"role": "user"}, "'content' is missing; only an assistant message with tool_calls may omit it", id="missing-content"),
-    pytest.param({"role": "assistant", "content": None}, "'content' is missing", id="assistant-none-content"),
-    pytest.param({"role": "user", "content": "x", "metadata": {"pinned": "yes"}}, "metadata 'pinned' must be true or false, got 'yes'", id="pinned-str"),
-    pytest.param({"role": "user", "content": "x", "metadata": {"pinned": 1}}, "metadata 'pinned' must be true or false, got 1", id="pinned-int"),
-    pytest.param({"role": "user", "content": "x", "metadata": ["pinned"]}, "'metadata' must be a dict, got list", id="metadata-list"),
-    pytest.param({"role": "user", "content": "x", "name": 5}, "'name' must be a string, got int", id="name-int"),
-    pytest.param({"role": "user", "content": "x", "id": [1]}, "'id' must be a string, got list", id="id-list"),
-    pytest.param({"role": "user", "content": ["text"]}, "content part 0 must be a dict with a 'type'", id="part-not-dict"),
-    pytest.param({"role": "user", "content": [{"text": "x"}]}, "content part 0 must be a dict with a 'type'", id="part-no-type"),
-    pytest.param({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text"}]}, "content part 1 is a text part without 'text'", id="text-part-no-text"),
-    pytest.param({"role": "user", "content": [{"type": "image_url", "image_url": object()}]}, "content part 0 is not JSON data", id="part-not-json"),
-    pytest.param({"role": "assistant", "content": None, "tool_calls": {"id": "c"}}, "'tool_calls' must be a list, got dict", id="tool-calls-dict"),
-    pytest.param({"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]}, "tool call 0 must be a dict with a 'function'", id="tool-call-no-function"),
-    pytest.param({"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]}, "tool call 0 has no 'id'", id="tool-call-no-id"),
-    pytest.param({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {}}]}, "tool call 0 has no function 'name'", id="tool-call-no-name"),
+    pytest.param(
+        {"role": "user", "content": "x", "tool_call_id": "c"},
+        "'tool_call_id' belongs on tool messages, not on 'user'",
+        id="user-tool-call-id",
+    ),
+    pytest.param(
+        {"role": "user"},
+        "'content' is missing; only an assistant message with tool_calls may omit it",
+        id="missing-content",
+    ),
+    pytest.param(
+        {"role": "assistant", "content": None}, "'content' is missing", id="assistant-none-content"
+    ),
+    pytest.param(
+        {"role": "user", "content": "x", "metadata": {"pinned": "yes"}},
+        "metadata 'pinned' must be true or false, got 'yes'",
+        id="pinned-str",
+    ),
+    pytest.param(
+        {"role": "user", "content": "x", "metadata": {"pinned": 1}},
+        "metadata 'pinned' must be true or false, got 1",
+        id="pinned-int",
+    ),
+    pytest.param(
+        {"role": "user", "content": "x", "metadata": ["pinned"]},
+        "'metadata' must be a dict, got list",
+        id="metadata-list",
+    ),
+    pytest.param(
+        {"role": "user", "content": "x", "name": 5},
+        "'name' must be a string, got int",
+        id="name-int",
+    ),
+    pytest.param(
+        {"role": "user", "content": "x", "id": [1]}, "'id' must be a string, got list", id="id-list"
+    ),
+    pytest.param(
+        {"role": "user", "content": ["text"]},
+        "content part 0 must be a dict with a 'type'",
+        id="part-not-dict",
+    ),
+    pytest.param(
+        {"role": "user", "content": [{"text": "x"}]},
+        "content part 0 must be a dict with a 'type'",
+        id="part-no-type",
+    ),
+    pytest.param(
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text"}]},
+        "content part 1 is a text part without 'text'",
+        id="text-part-no-text",
+    ),
+    pytest.param(
+        {"role": "user", "content": [{"type": "image_url", "image_url": object()}]},
+        "content part 0 is not JSON data",
+        id="part-not-json",
+    ),
+    pytest.param(
+        {"role": "assistant", "content": None, "tool_calls": {"id": "c"}},
+        "'tool_calls' must be a list, got dict",
+        id="tool-calls-dict",
+    ),
+    pytest.param(
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+        "tool call 0 must be a dict with a 'function'",
+        id="tool-call-no-function",
+    ),
+    pytest.param(
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]},
+        "tool call 0 has no 'id'",
+        id="tool-call-no-id",
+    ),
+    pytest.param(
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {}}]},
+        "tool call 0 has no function 'name'",
+        id="tool-call-no-name",
+    ),
 ]
 
 
@@ -286,7 +414,9 @@ def test_malformed_entry_names_index_and_problem(entry: object, problem: str) ->
 
 
 @pytest.mark.parametrize(("entry", "problem"), MALFORMED)
-def test_malformed_entry_is_rejected_by_conversation_and_select(entry: object, problem: str) -> None:
+def test_malformed_entry_is_rejected_by_conversation_and_select(
+    entry: object, problem: str
+) -> None:
     with pytest.raises(InvalidMessage) as raised:
         Conversation([OK, entry])
     assert raised.value.index == 1
@@ -326,9 +456,25 @@ def test_dict_instead_of_list() -> None:
         ctxwindow.select(OK, 100)
 
 
+def test_other_mapping_instead_of_list() -> None:
+    # read_messages refuses any Mapping as the list; select and Conversation should too,
+    # rather than iterating its keys and complaining about "message 0 ... got str"
+    data = MappingProxyType({"role": "user", "content": "x"})
+    with pytest.raises(InvalidMessage, match="expected a list of messages, got mappingproxy"):
+        read_messages(data)
+    with pytest.raises(InvalidMessage, match="expected a list of messages, got mappingproxy"):
+        ctxwindow.select(data, 100)
+    with pytest.raises(InvalidMessage, match="expected a list of messages, got mappingproxy"):
+        Conversation(data)
+
+
 @pytest.mark.parametrize("value", ["hello", b"hello", 42])
 def test_other_non_lists(value: object) -> None:
-    with pytest.raises(InvalidMessage, match=f"expected a list of messages, got {type(value).__name__}"):
+    with pytest.raises(
+        InvalidMessage, match=f"expected a list of messages, got {type(value).__name__}"
+    ):
         read_messages(value)
-    with pytest.raises(InvalidMessage, match=f"expected a list of messages, got {type(value).__name__}"):
+    with pytest.raises(
+        InvalidMessage, match=f"expected a list of messages, got {type(value).__name__}"
+    ):
         ctxwindow.select(value, 100)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import ctxwindow
+import pytest
 from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
 from ctxwindow.tokens import ApproxCounter, CachedCounter
 
@@ -63,7 +62,16 @@ def test_plain_messages_are_one_unit_each() -> None:
 
 
 def test_parallel_tool_calls_form_one_unit() -> None:
-    history = view([user("q"), calls("c1", "c2", "c3"), result("c1"), result("c2"), result("c3"), assistant("a")])
+    history = view(
+        [
+            user("q"),
+            calls("c1", "c2", "c3"),
+            result("c1"),
+            result("c2"),
+            result("c3"),
+            assistant("a"),
+        ]
+    )
     assert spans(history) == [(0, 1), (1, 5), (5, 6)]
     assert [history.unit_of(p) for p in range(6)] == [0, 1, 1, 1, 1, 2]
     assert list(history.span(1)) == [1, 2, 3, 4]
@@ -72,7 +80,9 @@ def test_parallel_tool_calls_form_one_unit() -> None:
 
 
 def test_tool_results_in_any_order() -> None:
-    history = view([user("q"), calls("c1", "c2", "c3"), result("c3"), result("c1"), result("c2"), user("next")])
+    history = view(
+        [user("q"), calls("c1", "c2", "c3"), result("c3"), result("c1"), result("c2"), user("next")]
+    )
     assert spans(history) == [(0, 1), (1, 5), (5, 6)]
     assert history.defects == ()
 
@@ -180,7 +190,17 @@ def test_incremental_append_gives_the_same_units_as_building_at_once() -> None:
 
 def test_script_units_and_defects() -> None:
     history = view(SCRIPT)
-    assert spans(history) == [(0, 1), (1, 2), (2, 5), (5, 6), (7, 8), (9, 10), (10, 11), (11, 13), (13, 14)]
+    assert spans(history) == [
+        (0, 1),
+        (1, 2),
+        (2, 5),
+        (5, 6),
+        (7, 8),
+        (9, 10),
+        (10, 11),
+        (11, 13),
+        (13, 14),
+    ]
     assert defects(history) == [(6, 7), (8, 9)]
 
 
@@ -271,8 +291,8 @@ def test_messages_and_originals() -> None:
     conversation = Conversation(messages)
     assert len(conversation) == 2
     assert conversation.originals == messages
-    assert all(a is b for a, b in zip(conversation.originals, messages))
-    assert all(a is b for a, b in zip(conversation, messages))
+    assert all(a is b for a, b in zip(conversation.originals, messages, strict=True))
+    assert all(a is b for a, b in zip(conversation, messages, strict=True))
     history = conversation.view(APPROX, 100)
     assert history.messages[0] == Message("user", "a")
     assert history.messages[1] is messages[1]

@@ -6,9 +6,8 @@ import asyncio
 import copy
 from typing import Any
 
-import pytest
-
 import ctxwindow
+import pytest
 from ctxwindow import (
     BudgetTooSmall,
     Conversation,
@@ -79,7 +78,10 @@ def positions_of(window: Window[Any], messages: list[Any]) -> list[int]:
 
 def recount(window: Window[Any], counter: Any = "approx") -> int:
     exact = ctxwindow.get_counter(counter)
-    return sum(exact.count_message(Message.from_dict(m) if isinstance(m, dict) else m) for m in window.messages)
+    return sum(
+        exact.count_message(Message.from_dict(m) if isinstance(m, dict) else m)
+        for m in window.messages
+    )
 
 
 def select_both(messages: Any, budget: int, **options: Any) -> list[Window[Any]]:
@@ -113,7 +115,7 @@ def test_under_budget_returns_everything_untouched() -> None:
     for budget in (TOTAL, TOTAL + 1, 100_000):
         for window in select_both(messages, budget):
             assert window.messages == messages
-            assert all(a is b for a, b in zip(window.messages, messages))
+            assert all(a is b for a, b in zip(window.messages, messages, strict=True))
             assert window.messages is not messages  # a new list
             record = window.record
             assert record.engaged is False
@@ -163,7 +165,15 @@ def test_over_budget_keeps_the_newest_units_that_fit() -> None:
             (8, "kept", "newest user message"),
         ]
         assert [d.positions for d in record.decisions] == [
-            (0,), (1,), (2,), (3,), (4, 5, 6), (7,), (8,), (9,), (10,)
+            (0,),
+            (1,),
+            (2,),
+            (3,),
+            (4, 5, 6),
+            (7,),
+            (8,),
+            (9,),
+            (10,),
         ]
         assert [d.tokens for d in record.decisions] == [8, 13, 13, 13, 33, 13, 13, 13, 13]
         assert record.count("kept") == 6
@@ -221,7 +231,10 @@ def test_recount_with_another_counter(counting: Any) -> None:
 
 def test_budget_too_small_for_what_must_stay() -> None:
     messages = conversation()
-    for call in (lambda: ctxwindow.select(messages, MUST_KEEP - 1), lambda: FixedWindow().select(messages, MUST_KEEP - 1)):
+    for call in (
+        lambda: ctxwindow.select(messages, MUST_KEEP - 1),
+        lambda: FixedWindow().select(messages, MUST_KEEP - 1),
+    ):
         with pytest.raises(BudgetTooSmall) as raised:
             call()
         assert raised.value.needed == MUST_KEEP
@@ -246,12 +259,15 @@ def test_input_is_never_modified() -> None:
     messages[10]["content"] = "z" * 400
     messages.insert(2, result("ghost"))
     before = copy.deepcopy(messages)
-    ctxwindow.select(messages, 100, orphans="drop")
+    ctxwindow.select(messages, 150, orphans="drop")
     ctxwindow.select(messages, 100, orphans="drop", oversize="truncate")
-    ctxwindow.select(messages, 10_000, orphans="drop")
+    ctxwindow.select(messages, 10_000, orphans="drop", max_messages=3)
     asyncio.run(ctxwindow.aselect(messages, 100, orphans="drop", oversize="truncate"))
+    Conversation(messages[:2] + messages[3:]).view(ctxwindow.get_counter(), 10)
     with pytest.raises(OrphanToolResult):
-        ctxwindow.select(messages, 100)
+        ctxwindow.select(messages, 150)
+    with pytest.raises(BudgetTooSmall):
+        ctxwindow.select(messages, 100, orphans="drop")
     assert messages == before
 
 
@@ -282,6 +298,7 @@ def test_truncate_returns_a_cut_copy_of_the_newest_user_dict() -> None:
         assert 0 < kept < 400
         assert text == "z" * kept + f"\n[... {400 - kept} {MARKER_TAIL}"
         record = window.record
+        assert record.tokens_before == 8 + 13 + 13 + 103  # before the cut
         assert record.tokens_after <= 80
         assert recount(window) == record.tokens_after
         # the longest cut that fits: one more character would not
@@ -289,7 +306,10 @@ def test_truncate_returns_a_cut_copy_of_the_newest_user_dict() -> None:
         assert 8 + ctxwindow.get_counter().count_message(longer) > 80
         assert record.decisions[3].action == "truncated"
         assert record.decisions[3].reason == "newest user message; text cut to fit the budget"
-        assert f"truncated message 3 from 400 to {len(text)} characters to fit the budget" in record.notes
+        assert (
+            f"truncated message 3 from 400 to {len(text)} characters to fit the budget"
+            in record.notes
+        )
 
 
 def test_truncate_a_message_object() -> None:
@@ -334,7 +354,10 @@ def with_orphan() -> list[dict[str, Any]]:
 
 def test_orphan_raises_by_default_even_under_budget() -> None:
     messages = with_orphan()
-    for call in (lambda: ctxwindow.select(messages, 10_000), lambda: FixedWindow().select(messages, 10_000)):
+    for call in (
+        lambda: ctxwindow.select(messages, 10_000),
+        lambda: FixedWindow().select(messages, 10_000),
+    ):
         with pytest.raises(OrphanToolResult) as raised:
             call()
         assert raised.value.index == 1
@@ -383,34 +406,72 @@ def test_unanswered_call_dropped() -> None:
 
 
 # -- max_messages ----------------------------------------------------------------------
+# "At most this many messages besides the system and pinned ones (whole units only); the
+# newest user message is always kept and counts toward it. Applies even when everything
+# fits the budget."
 def test_max_messages_over_budget() -> None:
     messages = conversation()
     window = ctxwindow.select(messages, 100, max_messages=2)
-    assert positions_of(window, messages) == [0, 3, 8, 9, 10]
+    assert positions_of(window, messages) == [0, 3, 9, 10]  # 9 and the newest user
     reasons = [d.reason for d in window.record.decisions]
-    assert reasons[5] == "beyond max_messages=2"
-    assert reasons[6] == reasons[7] == RECENT
+    assert reasons[6] == "beyond max_messages=2"
+    assert reasons[7] == RECENT
+    assert reasons[8] == "newest user message"
     # whole units only: the 3-message tool unit does not fit in the 1 left
-    window = ctxwindow.select(messages, 110, max_messages=4)
+    window = ctxwindow.select(messages, 110, max_messages=5)
     assert positions_of(window, messages) == [0, 3, 7, 8, 9, 10]
-    assert window.record.decisions[4].reason == "beyond max_messages=4"
+    assert window.record.decisions[4].reason == "beyond max_messages=5"
+    assert window.record.decisions[4].action == "dropped"
+    # the newest user message stays even with a cap of 0
     window = FixedWindow(max_messages=0).select(messages, 110)
     assert positions_of(window, messages) == [0, 3, 10]
 
 
 def test_max_messages_applies_when_the_budget_is_large() -> None:
-    # "At most this many recent messages besides the system, pinned and newest user
-    # messages" -- the option should limit the window whatever the budget.
     messages = conversation()
-    window = ctxwindow.select(messages, 10_000, max_messages=2)
-    assert positions_of(window, messages) == [0, 3, 8, 9, 10]
+    for window in (
+        ctxwindow.select(messages, 10_000, max_messages=2),
+        FixedWindow(max_messages=2).select(messages, 10_000),
+        asyncio.run(ctxwindow.aselect(messages, 10_000, max_messages=2)),
+    ):
+        assert positions_of(window, messages) == [0, 3, 9, 10]
+        assert window.record.engaged is True
+        assert window.record.tokens_after == 8 + 13 * 3
+
+
+@pytest.mark.parametrize("cap", range(12))
+def test_max_messages_caps_the_window_whatever_the_budget(cap: int) -> None:
+    messages = conversation()
+    for budget in (TOTAL - 1, TOTAL, 10_000):
+        window = ctxwindow.select(messages, budget, max_messages=cap)
+        kept = positions_of(window, messages)
+        capped = [p for p in kept if p not in (0, 3)]  # besides system and pinned
+        assert 10 in capped
+        assert len(capped) <= max(cap, 1), (budget, kept)
+
+
+def test_max_messages_equal_to_the_count_without_newest_user() -> None:
+    # three messages besides the system one, a cap of two: the oldest must go,
+    # with or without budget pressure
+    messages = [
+        {"role": "system", "content": "S" * 20},
+        user("a" * 40),
+        assistant("b" * 40),
+        user("c" * 40),
+    ]
+    tight = ctxwindow.select(messages, 8 + 13 * 3 - 1, max_messages=2)
+    assert positions_of(tight, messages) == [0, 2, 3]
+    roomy = ctxwindow.select(messages, 10_000, max_messages=2)
+    assert positions_of(roomy, messages) == [0, 2, 3]
 
 
 # -- query -----------------------------------------------------------------------------
 @pytest.mark.parametrize("query", [5, b"bytes", ["q"], {"q": 1}])
 def test_query_of_wrong_type(query: Any) -> None:
     messages = conversation()
-    with pytest.raises(InvalidQuery, match=f"query must be a string or None, got {type(query).__name__}"):
+    with pytest.raises(
+        InvalidQuery, match=f"query must be a string or None, got {type(query).__name__}"
+    ):
         ctxwindow.select(messages, 100, query=query)
     with pytest.raises(InvalidQuery):
         FixedWindow().select(messages, 100, query=query)
@@ -422,7 +483,14 @@ def test_query_of_wrong_type(query: Any) -> None:
 
 def test_a_string_query_is_accepted() -> None:
     messages = conversation()
-    assert positions_of(ctxwindow.select(messages, 100, query="weather"), messages) == [0, 3, 7, 8, 9, 10]
+    assert positions_of(ctxwindow.select(messages, 100, query="weather"), messages) == [
+        0,
+        3,
+        7,
+        8,
+        9,
+        10,
+    ]
 
 
 # -- async and Conversation ------------------------------------------------------------
@@ -438,7 +506,9 @@ def summary(window: Window[Any]) -> tuple[Any, ...]:
     )
 
 
-@pytest.mark.parametrize(("budget", "options"), [(100, {}), (10_000, {}), (80, {"oversize": "truncate"})])
+@pytest.mark.parametrize(
+    ("budget", "options"), [(100, {}), (10_000, {}), (80, {"oversize": "truncate"})]
+)
 def test_aselect_gives_the_same_window(budget: int, options: dict[str, Any]) -> None:
     messages = conversation() if "oversize" not in options else truncation_case()
     sync = ctxwindow.select(messages, budget, **options)
@@ -474,4 +544,5 @@ def test_a_growing_conversation() -> None:
     conv.append(extra)
     window = ctxwindow.select(conv, 100)
     assert window.messages[-1] is extra
-    assert positions_of(window, messages + [extra]) == [0, 3, 8, 9, 10, 11]
+    assert positions_of(window, [*messages, extra]) == [0, 3, 7, 8, 9, 10, 11]
+    assert window.record.tokens_after == 73 + 13

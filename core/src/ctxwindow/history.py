@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, overload
 
-from ctxwindow.messages import INSTRUCTION_ROLES, Message, read_message
+from ctxwindow.messages import INSTRUCTION_ROLES, Message, check_message_list, read_message
 from ctxwindow.tokens import TokenCounter
 from ctxwindow.units import Defect, Unit, orphan_result, unanswered_calls
 
@@ -68,17 +68,7 @@ class Conversation:
                 self._newest_user = position
 
     def extend(self, messages: Iterable[Any]) -> None:
-        if messages is None:
-            from ctxwindow.errors import InvalidMessage
-
-            raise InvalidMessage(None, "got None; pass a list of messages (it may be empty)")
-        if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Iterable):
-            from ctxwindow.errors import InvalidMessage
-
-            raise InvalidMessage(
-                None, f"expected a list of messages, got {type(messages).__name__}"
-            )
-        for message in messages:
+        for message in check_message_list(messages):
             self.append(message)
 
     def _group(self, position: int, message: Message) -> None:

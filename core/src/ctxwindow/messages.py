@@ -7,7 +7,7 @@ hashable so that token counts can be cached by content.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -180,13 +180,19 @@ def read_message(data: object, index: int | None) -> Message:
         raise InvalidMessage(index, error.problem) from None
 
 
-def read_messages(messages: object) -> list[Message]:
-    """Validate a whole message list; the first bad entry raises, naming its index."""
+def check_message_list(messages: object) -> Iterable[object]:
+    """``messages`` if it is a list (or other iterable) of messages, else InvalidMessage."""
     if messages is None:
         raise InvalidMessage(None, "got None; pass a list of messages (it may be empty)")
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidMessage(None, f"expected a list of messages, got {type(messages).__name__}")
-    return [read_message(entry, index) for index, entry in enumerate(messages)]
+    return messages
+
+
+def read_messages(messages: object) -> list[Message]:
+    """Validate a whole message list; the first bad entry raises, naming its index."""
+    entries = check_message_list(messages)
+    return [read_message(entry, index) for index, entry in enumerate(entries)]
 
 
 def _role_problem(

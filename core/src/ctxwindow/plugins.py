@@ -129,15 +129,21 @@ class PluginHost:
         self, module: ModuleType | object, name: str, distribution: str | None = None
     ) -> None:
         """Register a plugin object by hand (tests, or an app's own plugin)."""
+        from ctxwindow import registry
+
         self.ensure_loaded()
         with self._lock:
             self._register(module, name, distribution or name, None)
+        registry.forget()
 
     def unregister_plugin(self, name: str) -> None:
+        from ctxwindow import registry
+
         self.ensure_loaded()
         with self._lock:
             self.manager.unregister(name=name)
             self.plugins.pop(name, None)
+        registry.forget()
 
 
 _host = PluginHost()
@@ -159,17 +165,25 @@ def reset() -> None:
 
 
 def get_plugins() -> list[PluginInfo]:
-    """Every plugin found, loaded or not, core first."""
+    """Every plugin found, loaded or not, core first; errors from its hooks included."""
+    from ctxwindow import registry
+
     current = host()
-    current.ensure_loaded()
+    registry.registry()  # calling the hooks is what finds a plugin that fails in one
     return sorted(
         current.plugins.values(), key=lambda p: (p.distribution != CORE_DISTRIBUTION, p.name)
     )
 
 
 def distribution_of(obj: object) -> str | None:
-    """The installed distribution that provides ``obj``'s class, if any."""
-    module = type(obj).__module__ if not isinstance(obj, type) else obj.__module__
+    """The distribution that registered ``obj``'s class, else the one that installed it."""
+    from ctxwindow import registry
+
+    cls = obj if isinstance(obj, type) else type(obj)
+    for entry in registry.registry().strategies.values():
+        if entry.target is cls:
+            return entry.distribution
+    module = cls.__module__
     top = module.split(".")[0]
     for plugin in host().plugins.values():
         if plugin.module and plugin.module.split(".")[0] == top:

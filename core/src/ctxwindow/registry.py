@@ -89,7 +89,7 @@ def _build() -> Registry:
         for impl in reversed(getattr(manager.hook, hook_name).get_hookimpls()):
             info = host.plugins.get(impl.plugin_name)
             distribution = info.distribution if info else impl.plugin_name
-            register = _registrar(built, kind, table, impl.plugin_name, distribution)
+            register = _registrar(built, kind, table, info, distribution)
             try:
                 impl.function(register)
             except Exception as error:  # one plugin's failure must not hide the others
@@ -101,9 +101,14 @@ def _build() -> Registry:
 
 
 def _registrar(
-    built: Registry, kind: str, table: dict[str, Registered], plugin: str, distribution: str
+    built: Registry,
+    kind: str,
+    table: dict[str, Registered],
+    info: plugins.PluginInfo | None,
+    distribution: str,
 ) -> Callable[..., None]:
     """The ``register`` callable one plugin's hook receives."""
+    plugin = info.name if info else distribution
 
     def register(*args: Any) -> None:
         entry = _entry(kind, args, plugin, distribution)
@@ -112,6 +117,8 @@ def _registrar(
         )
         if problem:
             built.problems.append(f"{distribution}: {problem}")
+            if info is not None:
+                info.error = problem if info.error is None else f"{info.error}; {problem}"
         else:
             built.add(kind, table, entry)
 

@@ -57,8 +57,14 @@ class FixedWindow(BaseStrategy):
         return selection
 
     def engages_within_budget(self, history: History) -> bool:
-        cap = self.options["max_messages"]
-        return cap is not None and len(history) - len(history.must_keep) > cap
+        """With a cap, engage when more messages than the cap lie outside the always-kept ones."""
+        cap: int | None = self.options["max_messages"]
+        if cap is None:
+            return False
+        always = sum(
+            len(history.span(unit)) for unit, why in history.must_keep.items() if why != NEWEST
+        )
+        return len(history) - always > cap
 
 
 def _newest(history: History) -> int | None:

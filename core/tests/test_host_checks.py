@@ -1,0 +1,151 @@
+"""The host checks every window; a strategy that breaks the contract is named by distribution."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import ctxwindow
+import pytest
+from ctxwindow import (
+    BaseStrategy,
+    ContractViolation,
+    History,
+    PluginError,
+    Selection,
+    Window,
+    plugins,
+    registry,
+)
+
+
+def chat(turns: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    for turn in range(turns):
+        out.append({"role": "user", "content": f"q{turn} " * 10})
+        out.append({"role": "assistant", "content": f"a{turn} " * 10})
+    return out
+
+
+class KeepsEverything(BaseStrategy):
+    """Ignores the budget."""
+
+    name = "greedy"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        for unit in range(len(history.units)):
+            selection.keep(unit, "all of it")
+        return selection
+
+
+class DropsTheSystem(BaseStrategy):
+    """Drops a must-keep unit."""
+
+    name = "rude"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        selection.drop(0, "who needs a system prompt")
+        return selection
+
+
+class Reverses:
+    """Meets the protocol without BaseStrategy, and returns the window reversed."""
+
+    name = "backwards"
+    requires_llm = False
+    overhead_tokens = 0
+
+    def select(
+        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
+    ) -> Window[Any]:
+        inner = ctxwindow.get_strategy("fixed").select(messages, budget, counter, query=query)
+        return Window(list(reversed(inner.messages)), inner.record)
+
+    async def aselect(
+        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
+    ) -> Window[Any]:
+        return self.select(messages, budget, counter, query=query)
+
+
+class Crashes(KeepsEverything):
+    name = "crashes"
+
+    def choose(self, history: History) -> Selection:
+        raise ZeroDivisionError("oops")
+
+
+@pytest.fixture
+def bad_plugin():  # type: ignore[no-untyped-def]
+    module = types.ModuleType("badstrategies")
+
+    @ctxwindow.hookimpl
+    def register_strategies(register: Any) -> None:
+        for strategy in (KeepsEverything, DropsTheSystem, Reverses, Crashes):
+            register(strategy)
+
+    module.register_strategies = register_strategies  # type: ignore[attr-defined]
+    plugins.host().register_plugin(module, "badstrategies", distribution="ctxwindow-badstrategies")
+    registry.forget()
+    yield
+    plugins.host().unregister_plugin("badstrategies")
+    registry.forget()
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("greedy", "over the limit of 100"),
+        ("rude", "unit 0 (system message) must be kept but was dropped"),
+        ("backwards", "out of order"),
+    ],
+)
+@pytest.mark.usefixtures("bad_plugin")
+def test_contract_violation_names_the_distribution(name: str, problem: str) -> None:
+    with pytest.raises(ContractViolation) as caught:
+        ctxwindow.select(chat(20), budget=100, strategy=name)
+    assert caught.value.strategy == name
+    assert caught.value.distribution == "ctxwindow-badstrategies"
+    assert problem in str(caught.value)
+    assert "ctxwindow-badstrategies" in str(caught.value)
+
+
+@pytest.mark.usefixtures("bad_plugin")
+def test_a_crashing_strategy_is_reported_by_distribution() -> None:
+    with pytest.raises(
+        PluginError,
+        match=r"'crashes' from distribution 'ctxwindow-badstrategies'.*ZeroDivisionError",
+    ):
+        ctxwindow.select(chat(20), budget=100, strategy="crashes")
+    # and the other strategies keep working
+    assert ctxwindow.select(chat(20), budget=100, strategy="fixed").tokens <= 100
+
+
+def test_unknown_strategy_lists_installed_and_hints_install() -> None:
+    with pytest.raises(ctxwindow.UnknownStrategy) as caught:
+        ctxwindow.select(chat(2), budget=100, strategy="sliding")
+    assert "fixed" in caught.value.installed
+    assert caught.value.install_hint == "pip install ctxwindow-sliding"
+
+
+def test_malformed_registration_is_reported_not_raised() -> None:
+    module = types.ModuleType("malformed")
+
+    class BadName(KeepsEverything):
+        name = "Has Spaces"
+
+    @ctxwindow.hookimpl
+    def register_strategies(register: Any) -> None:
+        register(BadName)
+
+    module.register_strategies = register_strategies  # type: ignore[attr-defined]
+    plugins.host().register_plugin(module, "malformed", distribution="ctxwindow-malformed")
+    registry.forget()
+    try:
+        problems = registry.registry().problems
+        assert any("ctxwindow-malformed" in p and "lowercase" in p for p in problems)
+        assert "fixed" in registry.strategy_names()
+    finally:
+        plugins.host().unregister_plugin("malformed")
+        registry.forget()
