@@ -147,3 +147,11 @@ def test_no_command_prints_help() -> None:
     result = run()
     assert result.returncode == 2
     assert "select" in result.stderr
+
+
+def test_output_file_instead_of_stdout(tmp_path: Path) -> None:
+    target = tmp_path / "window.json"
+    result = run("select", str(EXAMPLE), "--budget", "800", "--output", str(target))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert json.loads(target.read_text())[-1] == json.loads(EXAMPLE.read_text())[-1]

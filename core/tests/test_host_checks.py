@@ -149,3 +149,38 @@ def test_malformed_registration_is_reported_not_raised() -> None:
     finally:
         plugins.host().unregister_plugin("malformed")
         registry.forget()
+
+
+class NeedsModel(BaseStrategy):
+    """Pretends to summarize with an LLM; needs a model to be named."""
+
+    name = "needs-model"
+    requires_llm = True
+    option_specs = (ctxwindow.Option("model", str, None, "LLM model name.", nullable=True),)
+
+    def check_ready(self) -> None:
+        if not self.options["model"]:
+            raise ctxwindow.LLMNotConfigured("strategy 'needs-model' needs model = '<name>'")
+
+    def choose(self, history: History) -> Selection:  # pragma: no cover - never reached
+        raise AssertionError("an unconfigured LLM strategy must fail before any call")
+
+
+def test_an_llm_strategy_is_checked_when_configured_not_at_first_call() -> None:
+    module = types.ModuleType("llmish")
+
+    @ctxwindow.hookimpl
+    def register_strategies(register: Any) -> None:
+        register(NeedsModel)
+
+    module.register_strategies = register_strategies  # type: ignore[attr-defined]
+    plugins.host().register_plugin(module, "llmish", distribution="ctxwindow-llmish")
+    try:
+        with pytest.raises(ctxwindow.LLMNotConfigured, match="needs model"):
+            ctxwindow.from_config({"strategy": "needs-model", "budget": 100})
+        with pytest.raises(ctxwindow.LLMNotConfigured):
+            NeedsModel()  # the same check when built in Python
+        windower = ctxwindow.from_config({"strategy": "needs-model", "budget": 100, "model": "m"})
+        assert windower.strategy.requires_llm is True
+    finally:
+        plugins.host().unregister_plugin("llmish")

@@ -36,6 +36,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # a bug, ours or a plugin's: still one line, unless --debug
+        if args.debug:
+            raise
+        print(
+            f"ctxwindow: internal error: {type(error).__name__}: {error} "
+            f"(run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="print the record as a table to stderr"
     )
     select.add_argument(
+        "--output", "-O", metavar="FILE", help="write the window to FILE instead of stdout"
+    )
+    select.add_argument(
         "--record", metavar="FILE", help="also write the full record as JSON to FILE"
     )
     select.set_defaults(run=_select)
@@ -113,8 +125,11 @@ def _select(args: argparse.Namespace) -> int:
     config.update(_options(args.option))
     messages = read_messages_file(args.file)
     window = from_config(config).select(messages, query=args.query)
-    json.dump(window.messages, sys.stdout, indent=2, ensure_ascii=False, default=str)
-    sys.stdout.write("\n")
+    text = json.dumps(window.messages, indent=2, ensure_ascii=False, default=str) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
     if args.explain:
         print(explain(window), file=sys.stderr)
     if args.record:

@@ -340,9 +340,3 @@ class Selection:
 
     def reason(self, unit: int) -> str:
         return self.reasons[unit] or self.default_reason
-
-    def kept_tokens(self) -> int:
-        history = self.history
-        return sum(history.unit_tokens(unit) for unit in self.kept) + sum(
-            history.counter.count_message(message) for _, message in self.synthetic
-        )
