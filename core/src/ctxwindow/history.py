@@ -56,22 +56,29 @@ class Conversation:
 
     def append(self, message: Any) -> None:
         """Read, validate and group one message; a bad one raises InvalidMessage."""
-        with self._lock:
-            position = len(self._messages)
-            parsed = read_message(message, position)
-            self._group(position, parsed)
-            self._originals.append(message)
-            self._messages.append(parsed)
-            if parsed.role in INSTRUCTION_ROLES or parsed.pinned:
-                self._kept_always.append(position)
-            if parsed.role == "user":
-                self._newest_user = position
+        self.extend((message,))
 
     def extend(self, messages: Iterable[Any]) -> None:
-        for message in check_message_list(messages):
-            self.append(message)
+        """Append several messages: all of them, or none if one is invalid."""
+        with self._lock:
+            start = len(self._messages)
+            entries = list(check_message_list(messages))
+            parsed = [read_message(entry, start + i) for i, entry in enumerate(entries)]
+            for position, message in enumerate(parsed, start):
+                self._group(position, message)
+                if message.role in INSTRUCTION_ROLES or message.pinned:
+                    self._kept_always.append(position)
+                if message.role == "user":
+                    self._newest_user = position
+            self._originals.extend(entries)
+            self._messages.extend(parsed)
 
     def _group(self, position: int, message: Message) -> None:
+        if self._open_start is None and message.role != "tool" and not message.tool_calls:
+            self._unit_of.append(len(self._starts))  # the common case: a unit of its own
+            self._starts.append(position)
+            self._stops.append(position + 1)
+            return
         self._unit_of.append(NOT_UNIT)
         if self._open_start is not None:
             if message.role == "tool" and message.tool_call_id in self._open_pending:

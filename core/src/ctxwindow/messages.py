@@ -166,18 +166,54 @@ def read_message(data: object, index: int | None) -> Message:
     pinned = metadata.get("pinned", False)
     if not isinstance(pinned, bool):
         raise InvalidMessage(index, f"metadata 'pinned' must be true or false, got {pinned!r}")
-    try:
-        return Message(
-            role=role,
-            content=content,
-            name=name,
-            tool_calls=_read_tool_calls(index, data.get("tool_calls")),
-            tool_call_id=tool_call_id,
-            id=None if message_id is None else str(message_id),
-            metadata=MappingProxyType(dict(metadata)) if metadata else _EMPTY,
-        )
-    except InvalidMessage as error:
-        raise InvalidMessage(index, error.problem) from None
+    tool_calls = _read_tool_calls(index, data.get("tool_calls"))
+    problem = _role_problem(role, tool_calls, tool_call_id, content)
+    if problem:
+        raise InvalidMessage(index, problem)
+    return _validated(
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        None if message_id is None else str(message_id),
+        MappingProxyType(dict(metadata)) if metadata else _EMPTY,
+    )
+
+
+def _slot_setter(name: str) -> Any:
+    return Message.__dict__[name].__set__
+
+
+_new = object.__new__
+_set_role, _set_content, _set_name, _set_calls, _set_call_id, _set_id, _set_meta = map(
+    _slot_setter, ("role", "content", "name", "tool_calls", "tool_call_id", "id", "metadata")
+)
+
+
+def _validated(
+    role: Any,
+    content: Content,
+    name: str | None,
+    tool_calls: tuple[ToolCall, ...],
+    tool_call_id: str | None,
+    message_id: str | None,
+    metadata: Mapping[str, Any],
+) -> Message:
+    """A Message from fields read_message has already checked, without checking again.
+
+    Reading is most of a cold visit's cost, so skipping ``__post_init__`` and the
+    frozen ``__setattr__`` (by writing the slots directly) is worth it.
+    """
+    message = _new(Message)
+    _set_role(message, role)
+    _set_content(message, content)
+    _set_name(message, name)
+    _set_calls(message, tool_calls)
+    _set_call_id(message, tool_call_id)
+    _set_id(message, message_id)
+    _set_meta(message, metadata)
+    return message
 
 
 def check_message_list(messages: object) -> Iterable[object]:

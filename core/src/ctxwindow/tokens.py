@@ -72,6 +72,11 @@ class ApproxCounter:
         return math.ceil(len(text) / self.chars_per_token)
 
     def count_message(self, message: Message) -> int:
+        content = message.content
+        if type(content) is str and not (
+            message.name or message.tool_calls or message.tool_call_id
+        ):
+            return self.message_overhead + math.ceil(len(content) / self.chars_per_token)
         chars = sum(len(piece) for piece in text_pieces(message))
         return (
             self.message_overhead
@@ -184,16 +189,16 @@ class CachedCounter:
         count = self._counts.get(key)
         if count is None:
             count = self.inner.count_message(message)
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            if type(count) is not int or count < 0:
                 raise InvalidOption(
                     f"token counter {self.name!r} returned {count!r}; counts are ints >= 0"
                 )
-            with self._lock:
-                self.misses += 1
-                if len(self._counts) >= self.max_entries:
+            if len(self._counts) >= self.max_entries:
+                with self._lock:
                     for stale in list(self._counts)[: self.max_entries // 4 or 1]:
-                        del self._counts[stale]
-                self._counts[key] = count
+                        self._counts.pop(stale, None)
+            self._counts[key] = count  # one dict store: atomic, so no lock needed
+            self.misses += 1
         return count
 
     def __len__(self) -> int:
