@@ -1,4 +1,4 @@
-"""Sessions: tests, lint, typecheck, demo, contract (long property run).
+"""Sessions: tests, lint, typecheck, demo, eval, bench, contract (long property run).
 
 Every session installs what it needs from this repository's own files.
 Run one with `python -m nox -s NAME`.
@@ -15,7 +15,10 @@ PLUGINS = ["plugins/fixed"]
 TEST_PATHS = ["core/tests", *PLUGINS, "tests"]
 
 
-def install_project(session: nox.Session, extras: str = "testing,tiktoken,hf") -> None:
+LOCOMO = "../shared/bench/locomo/locomo-dev.json"
+
+
+def install_project(session: nox.Session, extras: str = "testing,tiktoken,hf,eval") -> None:
     """The core with its test extras, and every first-party plugin, editable."""
     session.install("-e", f"core[{extras}]")
     for plugin in PLUGINS:
@@ -67,3 +70,29 @@ def demo(session: nox.Session) -> None:
         "800",
         "--explain",
     )
+
+
+@nox.session
+def eval(session: nox.Session) -> None:
+    """Evidence recall of every installed strategy on the shipped benchmark, into docs/."""
+    install_project(session, extras="eval")
+    data = session.posargs[0] if session.posargs else LOCOMO
+    session.run(
+        "ctxwindow",
+        "eval",
+        data,
+        "--json",
+        "docs/results/recall.json",
+        "--markdown",
+        "docs/results/recall.md",
+        "--plot",
+        "docs/img/recall.png",
+    )
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Speed and memory at 1k, 10k and 100k messages, beside LangChain's trim_messages."""
+    install_project(session, extras="eval")
+    session.install("langchain-core")
+    session.run("ctxwindow", "bench", "--json", "docs/results/bench.json", *session.posargs)
