@@ -11,12 +11,14 @@ selected by name::
 
 from ctxwindow.api import aselect, get_strategy, select
 from ctxwindow.config import from_config
+from ctxwindow.embedders import Embedder
 from ctxwindow.errors import (
     BudgetTooSmall,
     ConfigError,
     ContractViolation,
     CtxWindowError,
     DuplicateName,
+    EmbedderUnavailable,
     InvalidBudget,
     InvalidMessage,
     InvalidOption,
@@ -25,6 +27,7 @@ from ctxwindow.errors import (
     OrphanToolResult,
     PluginError,
     UnknownCounter,
+    UnknownEmbedder,
     UnknownStrategy,
 )
 from ctxwindow.history import Conversation, History, Selection
@@ -32,7 +35,7 @@ from ctxwindow.hookspecs import hookimpl
 from ctxwindow.host import Windower
 from ctxwindow.messages import ContentPart, Message, ToolCall
 from ctxwindow.options import Option
-from ctxwindow.registry import get_counter
+from ctxwindow.registry import get_counter, get_embedder
 from ctxwindow.strategy import BaseStrategy, Strategy
 from ctxwindow.tokens import TokenCounter
 from ctxwindow.units import Unit
@@ -48,6 +51,8 @@ __all__ = [
     "CtxWindowError",
     "Decision",
     "DuplicateName",
+    "Embedder",
+    "EmbedderUnavailable",
     "History",
     "InvalidBudget",
     "InvalidMessage",
@@ -65,6 +70,7 @@ __all__ = [
     "ToolCall",
     "Unit",
     "UnknownCounter",
+    "UnknownEmbedder",
     "UnknownStrategy",
     "Window",
     "WindowRecord",
@@ -72,6 +78,7 @@ __all__ = [
     "aselect",
     "from_config",
     "get_counter",
+    "get_embedder",
     "get_strategy",
     "hookimpl",
     "select",

@@ -61,6 +61,14 @@ class UnknownCounter(CtxWindowError, LookupError):
     """No registered token counter matches the given spec."""
 
 
+class UnknownEmbedder(CtxWindowError, LookupError):
+    """No registered embedder matches the given spec."""
+
+
+class EmbedderUnavailable(CtxWindowError, RuntimeError):
+    """An embedder's model cannot be found or loaded; says how to install it."""
+
+
 class DuplicateName(CtxWindowError, LookupError):
     """Two plugins registered the same name: names both distributions."""
 

@@ -285,6 +285,12 @@ class History:
             return ""
         return self._message(self.newest_user).text
 
+    @property
+    def conversation(self) -> Conversation:
+        """The conversation this view was taken of: append-only, so a strategy may key
+        per-conversation state (an index of its units) on it."""
+        return self._conversation
+
     def original(self, position: int) -> Any:
         return self._conversation._originals[position]
 

@@ -23,6 +23,8 @@ RegisterStrategy = Callable[[Any], None]
 #: ``register(name, factory)``: ``factory(argument)`` returns a TokenCounter, where
 #: ``argument`` is what follows ``name:`` in a counter spec (None when absent).
 RegisterTokenCounter = Callable[[str, Callable[[str | None], Any]], None]
+#: ``register(name, factory)``: ``factory(argument)`` returns an Embedder.
+RegisterEmbedder = Callable[[str, Callable[[str | None], Any]], None]
 
 
 @hookspec
@@ -44,4 +46,16 @@ def register_token_counters(register: RegisterTokenCounter) -> None:
         ``"name:argument"`` calls ``factory("argument")``; a bare ``"name"`` calls
         ``factory(None)``. The factory returns an object meeting
         :class:`ctxwindow.TokenCounter`, or raises InvalidOption saying what is wrong.
+    """
+
+
+@hookspec
+def register_embedders(register: RegisterEmbedder) -> None:
+    """Add text embedders that strategies can name, such as ``"mymodel:small"``.
+
+    :param register: call ``register(name, factory)`` for each embedder family. A spec
+        ``"name:argument"`` calls ``factory("argument")`` (a model name or path, say) and
+        ``"name"`` calls ``factory(None)`` for the family's default. The factory returns
+        an object meeting :class:`ctxwindow.Embedder`; it is made once per spec and
+        shared, so load models there, not at import.
     """

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwindow import plugins
-from ctxwindow.errors import DuplicateName, InvalidOption, UnknownCounter, UnknownStrategy
+from ctxwindow.embedders import Embedder
+from ctxwindow.errors import (
+    DuplicateName,
+    InvalidOption,
+    UnknownCounter,
+    UnknownEmbedder,
+    UnknownStrategy,
+)
 from ctxwindow.strategy import check_registration, declared_options
 from ctxwindow.tokens import CachedCounter, TokenCounter
 
@@ -26,6 +33,7 @@ FIRST_PARTY = {
     "semantic": "pip install ctxwindow-semantic",
 }
 DEFAULT_COUNTER = "approx"
+DEFAULT_EMBEDDER = "sentence-transformers"
 
 
 @dataclass(frozen=True)
@@ -38,14 +46,38 @@ class Registered:
     distribution: str
 
 
+#: The hook through which plugins register each kind of thing.
+HOOKS = {
+    "strategy": "register_strategies",
+    "token counter": "register_token_counters",
+    "embedder": "register_embedders",
+}
+#: Where a well-known family comes from, for the error when it is missing.
+FAMILY_HINTS = {("embedder", "sentence-transformers"): "pip install ctxwindow-semantic"}
+
+
 @dataclass
 class Registry:
-    strategies: dict[str, Registered] = field(default_factory=dict)
-    counters: dict[str, Registered] = field(default_factory=dict)
+    tables: dict[str, dict[str, Registered]] = field(
+        default_factory=lambda: {kind: {} for kind in HOOKS}
+    )
     conflicts: dict[tuple[str, str], DuplicateName] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
-    def add(self, kind: str, table: dict[str, Registered], entry: Registered) -> None:
+    @property
+    def strategies(self) -> dict[str, Registered]:
+        return self.tables["strategy"]
+
+    @property
+    def counters(self) -> dict[str, Registered]:
+        return self.tables["token counter"]
+
+    @property
+    def embedders(self) -> dict[str, Registered]:
+        return self.tables["embedder"]
+
+    def add(self, kind: str, entry: Registered) -> None:
+        table = self.tables[kind]
         existing = table.get(entry.name)
         if existing is not None and existing.target is not entry.target:
             self.conflicts[(kind, entry.name)] = DuplicateName(
@@ -54,10 +86,16 @@ class Registry:
             return
         table[entry.name] = entry
 
+    def lookup(self, kind: str, name: str) -> Registered | None:
+        conflict = self.conflicts.get((kind, name))
+        if conflict is not None:
+            raise conflict
+        return self.tables[kind].get(name)
 
-_lock = threading.Lock()
+
+_lock = threading.RLock()
 _registry: Registry | None = None
-_counters: dict[str, CachedCounter] = {}
+_instances: dict[tuple[str, str], Any] = {}
 _wrapped: weakref.WeakKeyDictionary[Any, CachedCounter] = weakref.WeakKeyDictionary()
 
 
@@ -65,7 +103,7 @@ def forget() -> None:
     global _registry
     with _lock:
         _registry = None
-        _counters.clear()
+        _instances.clear()
 
 
 def registry() -> Registry:
@@ -81,15 +119,11 @@ def _build() -> Registry:
     host = plugins.host()
     manager = host.ensure_loaded()
     built = Registry()
-    hooks: list[tuple[str, str, dict[str, Registered]]] = [
-        ("register_strategies", "strategy", built.strategies),
-        ("register_token_counters", "token counter", built.counters),
-    ]
-    for hook_name, kind, table in hooks:
+    for kind, hook_name in HOOKS.items():
         for impl in reversed(getattr(manager.hook, hook_name).get_hookimpls()):
             info = host.plugins.get(impl.plugin_name)
             distribution = info.distribution if info else impl.plugin_name
-            register = _registrar(built, kind, table, info, distribution)
+            register = _registrar(built, kind, info, distribution)
             try:
                 impl.function(register)
             except Exception as error:  # one plugin's failure must not hide the others
@@ -101,11 +135,7 @@ def _build() -> Registry:
 
 
 def _registrar(
-    built: Registry,
-    kind: str,
-    table: dict[str, Registered],
-    info: plugins.PluginInfo | None,
-    distribution: str,
+    built: Registry, kind: str, info: plugins.PluginInfo | None, distribution: str
 ) -> Callable[..., None]:
     """The ``register`` callable one plugin's hook receives."""
     plugin = info.name if info else distribution
@@ -113,14 +143,14 @@ def _registrar(
     def register(*args: Any) -> None:
         entry = _entry(kind, args, plugin, distribution)
         problem = (
-            check_registration(entry.target) if kind == "strategy" else _counter_problem(entry)
+            check_registration(entry.target) if kind == "strategy" else _family_problem(kind, entry)
         )
         if problem:
             built.problems.append(f"{distribution}: {problem}")
             if info is not None:
                 info.error = problem if info.error is None else f"{info.error}; {problem}"
         else:
-            built.add(kind, table, entry)
+            built.add(kind, entry)
 
     return register
 
@@ -133,10 +163,43 @@ def _entry(kind: str, args: tuple[Any, ...], plugin: str, distribution: str) -> 
     return Registered(str(name), factory, plugin, distribution)
 
 
-def _counter_problem(entry: Registered) -> str | None:
+def _family_problem(kind: str, entry: Registered) -> str | None:
     if not entry.name or ":" in entry.name or not callable(entry.target):
-        return f"token counter {entry.name!r}: register a name without ':' and a factory"
+        return f"{kind} {entry.name!r}: register a name without ':' and a factory"
     return None
+
+
+def family_member(
+    kind: str,
+    spec: str,
+    unknown: type[Exception],
+    examples: str,
+    wrap: Callable[[Any], Any] = lambda made: made,
+) -> Any:
+    """The shared instance for ``spec`` ("family" or "family:argument") of ``kind``.
+
+    Made once per spec and shared, so a counter's cache or an embedder's loaded model
+    serves every strategy that names it.
+    """
+    made = _instances.get((kind, spec))
+    if made is not None:
+        return made
+    family, _, argument = spec.partition(":")
+    current = registry()
+    entry = current.lookup(kind, family)
+    if entry is None:
+        hint = FAMILY_HINTS.get((kind, family))
+        available = ", ".join(sorted(current.tables[kind])) or "none installed"
+        raise unknown(
+            f"unknown {kind} {spec!r}; available: {available} (for example {examples})"
+            + (f"; {family!r} comes with `{hint}`" if hint else "")
+        )
+    with _lock:
+        made = _instances.get((kind, spec))
+        if made is None:
+            made = wrap(entry.target(argument or None))
+            _instances[(kind, spec)] = made
+    return made
 
 
 # -- strategies ----------------------------------------------------------------------
@@ -202,24 +265,38 @@ def get_counter(spec: TokenCounter | str | None = None) -> CachedCounter:
             wrapped = CachedCounter(spec)
             _wrapped[spec] = wrapped
         return wrapped
-    cached = _counters.get(spec)
-    if cached is not None:
-        return cached
-    family, _, argument = spec.partition(":")
-    current = registry()
-    conflict = current.conflicts.get(("token counter", family))
-    if conflict is not None:
-        raise conflict
-    entry = current.counters.get(family)
-    if entry is None:
-        raise UnknownCounter(
-            f"unknown token counter {spec!r}; available: {', '.join(sorted(current.counters))} "
-            f"(for example 'approx', 'tiktoken:cl100k_base', 'hf:/path/to/tokenizer.json')"
-        )
-    counter = CachedCounter(entry.target(argument or None))
-    with _lock:
-        return _counters.setdefault(spec, counter)
+    made: CachedCounter = family_member(
+        "token counter",
+        spec,
+        UnknownCounter,
+        "'approx', 'tiktoken:cl100k_base', 'hf:/path/to/tokenizer.json'",
+        wrap=CachedCounter,
+    )
+    return made
 
 
 def counter_names() -> list[str]:
     return sorted(registry().counters)
+
+
+# -- embedders -----------------------------------------------------------------------
+def get_embedder(spec: Embedder | str | None = None) -> Embedder:
+    """The shared embedder for ``spec``: 'sentence-transformers' (its default model),
+    'sentence-transformers:<model name or local path>', or an Embedder object."""
+    if spec is None:
+        spec = DEFAULT_EMBEDDER
+    if not isinstance(spec, str):
+        if not callable(getattr(spec, "embed", None)) or not isinstance(
+            getattr(spec, "name", None), str
+        ):
+            raise InvalidOption(
+                f"embedder must be a name or an Embedder (name, embed()), got {type(spec).__name__}"
+            )
+        return spec
+    made: Embedder = family_member(
+        "embedder",
+        spec,
+        UnknownEmbedder,
+        "'sentence-transformers', 'sentence-transformers:/path/to/model'",
+    )
+    return made

