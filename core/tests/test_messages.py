@@ -280,6 +280,85 @@ def test_direct_construction_is_validated() -> None:
         Message(role="tool", content="x")
 
 
+CALL_DICT = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        pytest.param({"role": "user", "content": 123}, "'content' must be a string", id="int"),
+        pytest.param(
+            {"role": "user", "content": ("a", "b")}, "content part 0 must be a dict", id="strs"
+        ),
+        pytest.param(
+            {"role": "assistant", "content": None, "tool_calls": ("a",)},
+            "tool call 0 must be a dict",
+            id="call-str",
+        ),
+        pytest.param(
+            {"role": "assistant", "content": None, "tool_calls": "abc"},
+            "'tool_calls' must be a list",
+            id="calls-str",
+        ),
+        pytest.param(
+            {"role": "user", "content": "q", "name": 5}, "'name' must be a string", id="name"
+        ),
+        pytest.param({"role": "user", "content": "q", "id": [1]}, "'id' must be a string", id="id"),
+        pytest.param(
+            {"role": "user", "content": "q", "metadata": {"pinned": "no"}},
+            "metadata 'pinned' must be true or false",
+            id="pinned",
+        ),
+        pytest.param(
+            {"role": "user", "content": "q", "metadata": ["pinned"]},
+            "'metadata' must be a dict",
+            id="metadata",
+        ),
+        pytest.param(
+            {"role": "tool", "content": "r", "tool_call_id": 7},
+            "'tool_call_id' must be a string",
+            id="call-id",
+        ),
+    ],
+)
+def test_direct_construction_checks_field_types(fields: dict[str, object], problem: str) -> None:
+    with pytest.raises(InvalidMessage, match=problem) as raised:
+        Message(**fields)  # type: ignore[arg-type]
+    assert raised.value.index is None
+
+
+def test_direct_construction_reads_tool_call_dicts_and_ids() -> None:
+    caller = Message("assistant", None, tool_calls=[CALL_DICT])  # type: ignore[list-item]
+    assert caller.tool_calls == (ToolCall("a", "f", "{}"),)
+    assert Message("user", "q", id=7).id == "7"  # type: ignore[arg-type]
+    assert Message("assistant", "x", tool_calls=None).tool_calls == ()  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match="tool call's id must be a non-empty string"):
+        ToolCall("", "f")
+    with pytest.raises(InvalidMessage, match="name must be a string"):
+        ToolCall("a", 5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match="content part's text must be a string"):
+        ContentPart("text", 5)  # type: ignore[arg-type]
+
+
+def test_directly_built_bad_messages_never_reach_a_strategy() -> None:
+    # once a crash inside the strategy (TypeError, AttributeError) blamed on the plugin
+    with pytest.raises(InvalidMessage):
+        ctxwindow.select([Message("user", "q", name=5)], 50)  # type: ignore[arg-type]
+
+
+def test_duplicate_tool_call_ids_in_one_message_are_invalid() -> None:
+    entry = {"role": "assistant", "content": None, "tool_calls": [CALL_DICT, dict(CALL_DICT)]}
+    with pytest.raises(InvalidMessage, match="tool call id 'a' appears twice") as raised:
+        read_messages([OK, entry])
+    assert raised.value.index == 1
+    with pytest.raises(InvalidMessage, match="appears twice"):
+        ctxwindow.select(
+            [OK, entry, {"role": "tool", "tool_call_id": "a", "content": "r"}], 1000, orphans="drop"
+        )
+    with pytest.raises(InvalidMessage, match="appears twice"):
+        Message("assistant", None, tool_calls=(ToolCall("a", "f"), ToolCall("a", "g")))
+
+
 # -- malformed messages ----------------------------------------------------------------
 OK = {"role": "user", "content": "fine"}
 

@@ -30,6 +30,16 @@ class ContentPart:
     text: str | None = None
     data_json: str | None = None  # the part's other fields, canonical JSON
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, str):
+            raise InvalidMessage(None, f"a content part's type must be a string, not {self.type!r}")
+        for key in ("text", "data_json"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str):
+                raise InvalidMessage(
+                    None, f"a content part's {key} must be a string, got {type(value).__name__}"
+                )
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = json.loads(self.data_json) if self.data_json else {}
         out["type"] = self.type
@@ -46,6 +56,19 @@ class ToolCall:
     name: str
     arguments: str = ""
     type: str = "function"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InvalidMessage(
+                None, f"a tool call's id must be a non-empty string, not {self.id!r}"
+            )
+        for key in ("name", "arguments", "type"):
+            value = getattr(self, key)
+            if not isinstance(value, str):
+                raise InvalidMessage(
+                    None,
+                    f"tool call {self.id!r}: {key} must be a string, got {type(value).__name__}",
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,15 +98,8 @@ class Message:
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.metadata, MappingProxyType):
-            object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata or {})))
-        if isinstance(self.content, list):
-            object.__setattr__(self, "content", tuple(_read_parts(None, self.content)))
-        if isinstance(self.tool_calls, list):
-            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        problem = _role_problem(self.role, self.tool_calls, self.tool_call_id, self.content)
-        if problem:
-            raise InvalidMessage(None, problem)
+        """Validate and normalize the fields as :func:`read_message` does for a dict."""
+        _check_fields(self)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle and deep-copy support (the metadata proxy cannot be pickled itself)."""
@@ -130,6 +146,47 @@ class Message:
     def from_dict(cls, data: Mapping[str, Any], index: int | None = None) -> Message:
         """Read an OpenAI chat-format dict; unknown keys are ignored, never an error."""
         return read_message(data, index)
+
+
+def _check_fields(message: Message) -> None:
+    """Check a directly built Message's fields; lists become tuples, dicts become parts
+    and calls. Raises InvalidMessage (index None) for anything read_message rejects."""
+    put = object.__setattr__
+    content = message.content
+    if content is not None and not isinstance(content, str):
+        if not isinstance(content, (list, tuple)):
+            raise InvalidMessage(
+                None,
+                f"'content' must be a string or a list of parts, got {type(content).__name__}",
+            )
+        if type(content) is not tuple or not all(type(p) is ContentPart for p in content):
+            put(message, "content", tuple(_read_parts(None, content)))
+    calls = message.tool_calls
+    if calls is None:
+        put(message, "tool_calls", ())
+    elif type(calls) is not tuple or not all(type(c) is ToolCall for c in calls):
+        put(message, "tool_calls", _read_tool_calls(None, calls))
+    for key in ("name", "tool_call_id"):
+        value = getattr(message, key)
+        if value is not None and not isinstance(value, str):
+            raise InvalidMessage(None, f"{key!r} must be a string, got {type(value).__name__}")
+    message_id = message.id
+    if message_id is not None and not isinstance(message_id, str):
+        if not isinstance(message_id, int):
+            raise InvalidMessage(None, f"'id' must be a string, got {type(message_id).__name__}")
+        put(message, "id", str(message_id))
+    metadata = message.metadata
+    if not isinstance(metadata, MappingProxyType):
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidMessage(None, f"'metadata' must be a dict, got {type(metadata).__name__}")
+        metadata = MappingProxyType(dict(metadata)) if metadata else _EMPTY
+        put(message, "metadata", metadata)
+    pinned = metadata.get("pinned", False)
+    if not isinstance(pinned, bool):
+        raise InvalidMessage(None, f"metadata 'pinned' must be true or false, got {pinned!r}")
+    problem = _role_problem(message.role, message.tool_calls, message.tool_call_id, message.content)
+    if problem:
+        raise InvalidMessage(None, problem)
 
 
 def _rebuild(*fields: Any) -> Message:
@@ -244,6 +301,18 @@ def _role_problem(
         return f"'tool_call_id' belongs on tool messages, not on {role!r}"
     if content is None and not (role == "assistant" and tool_calls):
         return "'content' is missing; only an assistant message with tool_calls may omit it"
+    return _duplicate_call(tool_calls) if len(tool_calls) > 1 else None
+
+
+def _duplicate_call(tool_calls: tuple[ToolCall, ...]) -> str | None:
+    seen: set[str] = set()
+    for call in tool_calls:
+        if call.id in seen:
+            return (
+                f"tool call id {call.id!r} appears twice in one message; each call "
+                f"needs its own id so that its result can answer it"
+            )
+        seen.add(call.id)
     return None
 
 
