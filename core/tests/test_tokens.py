@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import gc
 import math
+import pickle
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +264,179 @@ def test_cached_counter_rejects_bad_counts(value: Any) -> None:
     with pytest.raises(InvalidOption, match="token counter 'bad' returned"):
         cached.count_message(Message("user", "x"))
     assert len(cached) == 0
+
+
+# -- counters the host cannot trust -------------------------------------------------------
+@pytest.mark.parametrize("spec", ["approx:nan", "approx:inf", "approx:-inf", "approx:0"])
+def test_approx_rejects_non_finite_or_non_positive_rates(spec: str) -> None:
+    with pytest.raises(InvalidOption, match="finite number > 0"):
+        ctxwindow.get_counter(spec)
+    with pytest.raises(InvalidOption, match="finite number > 0"):
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=spec)
+
+
+@pytest.mark.parametrize(
+    ("rate", "overhead"), [(math.nan, 3), (math.inf, 3), (True, 3), ("4", 3), (4, 1.5), (4, True)]
+)
+def test_approx_constructor_checks_its_arguments(rate: Any, overhead: Any) -> None:
+    with pytest.raises(InvalidOption):
+        ApproxCounter(chars_per_token=rate, message_overhead=overhead)
+
+
+class _Nameless:
+    def count_text(self, text: str) -> int:
+        return len(text)
+
+    def count_message(self, message: Message) -> int:
+        return 5
+
+
+@pytest.mark.parametrize("name", [None, 5, ""])
+def test_a_counter_needs_a_string_name(name: Any) -> None:
+    counter = _Nameless()
+    if name is not None:
+        counter.name = name  # type: ignore[attr-defined]
+    with pytest.raises(InvalidOption, match="needs a 'name' that is a non-empty string"):
+        ctxwindow.get_counter(counter)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="needs a 'name'"):
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=counter)  # type: ignore[arg-type]
+
+
+class _Exploding:
+    name = "exploding"
+
+    def count_text(self, text: str) -> int:
+        raise RuntimeError("tokenizer exploded")
+
+    def count_message(self, message: Message) -> int:
+        raise RuntimeError("tokenizer exploded")
+
+
+def test_a_counter_that_raises_is_named_not_blamed_on_the_strategy() -> None:
+    with pytest.raises(ctxwindow.CounterFailed) as raised:
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=_Exploding())
+    assert str(raised.value) == "token counter 'exploding' failed: RuntimeError: tokenizer exploded"
+    assert raised.value.counter == "exploding"
+    assert isinstance(raised.value.error, RuntimeError)
+    assert not isinstance(raised.value, ctxwindow.PluginError)
+    with pytest.raises(ctxwindow.CounterFailed):
+        ctxwindow.get_counter(_Exploding()).count_text("x")
+
+
+def test_truncation_drafts_are_counted_through_the_checks(counting: Any) -> None:
+    cached = CachedCounter(counting)
+    message = msg({"role": "user", "content": "hello there"})
+    assert cached.count_uncached(message) == 6
+    assert len(cached) == 0 and cached.misses == 0
+    with pytest.raises(InvalidOption, match="returned -1"):
+        CachedCounter(_BadCounter(-1)).count_uncached(message)
+
+
+@dataclasses.dataclass
+class _Unhashable:
+    """A dataclass with eq: unhashable, like many hand-written counters."""
+
+    name: str = "unhashable"
+    calls: int = 0
+
+    def count_text(self, text: str) -> int:
+        return len(text) // 4
+
+    def count_message(self, message: Message) -> int:
+        self.calls += 1
+        return 3 + len(message.text) // 4
+
+
+def test_an_unhashable_counter_is_wrapped_once_and_not_recounted() -> None:
+    counter = _Unhashable()
+    assert ctxwindow.get_counter(counter) is ctxwindow.get_counter(counter)  # type: ignore[arg-type]
+    conversation = ctxwindow.Conversation(
+        [{"role": "user", "content": f"message {i} " * 10} for i in range(50)]
+    )
+    for turn in range(5):
+        conversation.append({"role": "user", "content": f"more {turn}"})
+        ctxwindow.select(conversation, 500, counter=counter)  # type: ignore[arg-type]
+    assert counter.calls == 55
+    assert len(conversation._sums) == 1
+
+
+def test_a_conversation_keeps_sums_for_few_counters() -> None:
+    conversation = ctxwindow.Conversation([{"role": "user", "content": "x"}])
+    for _ in range(20):
+        ctxwindow.select(conversation, 100, counter=_Unhashable())  # type: ignore[arg-type]
+    assert len(conversation._sums) <= 4
+
+
+class _Plain:
+    name = "plain"
+
+    def count_text(self, text: str) -> int:
+        return 1
+
+    def count_message(self, message: Message) -> int:
+        return 1
+
+
+def test_a_used_counter_can_still_be_collected() -> None:
+    counter = _Plain()
+    ref = weakref.ref(counter)
+    assert ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=counter).tokens == 1
+    del counter
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_used_counter_can_still_be_copied_and_pickled() -> None:
+    counter = _Unhashable()
+    ctxwindow.get_counter(counter)  # type: ignore[arg-type]
+    copied = copy.deepcopy(counter)
+    assert copied == counter
+    assert ctxwindow.get_counter(copied) is not ctxwindow.get_counter(counter)  # type: ignore[arg-type]
+    assert ctxwindow.get_counter(copied).inner is copied  # type: ignore[arg-type]
+    assert pickle.loads(pickle.dumps(counter)) == counter
+
+
+def test_a_windower_built_by_hand_wraps_and_checks_its_counter() -> None:
+    from ctxwindow_fixed import FixedWindow
+
+    windower = ctxwindow.Windower(FixedWindow(), 100, _BadCounter(-5))  # type: ignore[arg-type]
+    assert isinstance(windower.counter, CachedCounter)
+    with pytest.raises(InvalidOption, match="token counter 'bad' returned -5"):
+        windower.select([{"role": "user", "content": "x"}])
+    by_name = ctxwindow.Windower(FixedWindow(), 100, "approx")
+    assert by_name.counter is ctxwindow.get_counter("approx")
+    with pytest.raises(InvalidOption, match="counter must be a name"):
+        ctxwindow.Windower(FixedWindow(), 100, 42)  # type: ignore[arg-type]
+
+
+def test_a_counter_factory_that_fails_is_a_plugin_error() -> None:
+    import types
+
+    from ctxwindow import plugins
+
+    module = types.ModuleType("badcounters")
+
+    def broken(argument: str | None) -> Any:
+        raise RuntimeError("no tokenizer here")
+
+    @ctxwindow.hookimpl
+    def register_token_counters(register: Any) -> None:
+        register("broken", broken)
+        register("nothing", lambda argument: None)
+
+    module.register_token_counters = register_token_counters  # type: ignore[attr-defined]
+    plugins.host().register_plugin(module, "badcounters", distribution="ctxwindow-badcounters")
+    try:
+        with pytest.raises(
+            ctxwindow.PluginError,
+            match=r"'broken' from distribution 'ctxwindow-badcounters'.*"
+            r"RuntimeError: no tokenizer here",
+        ):
+            ctxwindow.get_counter("broken")
+        with pytest.raises(ctxwindow.PluginError, match="'nothing' from distribution"):
+            ctxwindow.get_counter("nothing")
+    finally:
+        plugins.host().unregister_plugin("badcounters")
 
 
 # -- tiktoken --------------------------------------------------------------------------

@@ -12,11 +12,12 @@ def approx_counter(argument: str | None) -> ApproxCounter:
     if argument is None:
         return ApproxCounter()
     try:
-        return ApproxCounter(chars_per_token=float(argument))
+        chars_per_token = float(argument)
     except ValueError:
         raise InvalidOption(
             f"approx counter: {argument!r} is not a number of characters per token"
         ) from None
+    return ApproxCounter(chars_per_token=chars_per_token)
 
 
 @hookimpl

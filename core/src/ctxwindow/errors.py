@@ -65,6 +65,15 @@ class UnknownEmbedder(CtxWindowError, LookupError):
     """No registered embedder matches the given spec."""
 
 
+class CounterFailed(CtxWindowError, RuntimeError):
+    """A token counter raised while counting; names the counter and its error."""
+
+    def __init__(self, counter: str, error: BaseException) -> None:
+        self.counter = counter
+        self.error = error
+        super().__init__(f"token counter {counter!r} failed: {type(error).__name__}: {error}")
+
+
 class EmbedderUnavailable(CtxWindowError, RuntimeError):
     """An embedder's model cannot be found or loaded; says how to install it."""
 

@@ -24,6 +24,9 @@ NOT_UNIT = -1
 #: collector paused: the objects made are acyclic, and on 100k messages its passes over
 #: them cost about a third of a cold visit.
 GC_PAUSE_AT = 5_000
+#: Running token sums are kept for this many counters per conversation (the least
+#: recently used are forgotten), so a new counter object per call cannot grow it.
+SUMS_KEPT = 4
 
 
 @contextlib.contextmanager
@@ -60,7 +63,7 @@ class Conversation:
         self._open_pending: set[str] = set()
         self._kept_always: list[int] = []  # positions of system, developer, pinned
         self._newest_user: int | None = None
-        self._sums: dict[int, tuple[TokenCounter, list[int]]] = {}
+        self._sums: dict[int, tuple[object, list[int]]] = {}  # by id of the exact counter
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -127,11 +130,14 @@ class Conversation:
 
     def cumulative_tokens(self, counter: TokenCounter, upto: int) -> list[int]:
         """Running token totals: entry i is the cost of the first i messages."""
+        exact = getattr(counter, "inner", counter)  # a cache's counts are its counter's
         with self._lock:
-            entry = self._sums.get(id(counter))
-            if entry is None or entry[0] is not counter:
-                entry = (counter, [0])
-                self._sums[id(counter)] = entry
+            entry = self._sums.pop(id(exact), None)
+            if entry is None or entry[0] is not exact:
+                entry = (exact, [0])
+            self._sums[id(exact)] = entry  # last: the most recently used
+            while len(self._sums) > SUMS_KEPT:
+                del self._sums[next(iter(self._sums))]
             sums = entry[1]
             total = sums[-1]
             with _collector_paused(upto - len(sums) + 1):

@@ -27,12 +27,14 @@ class Windower:
         self,
         strategy: Strategy,
         budget: int,
-        counter: TokenCounter,
+        counter: TokenCounter | str | None,
         distribution: str | None = None,
     ) -> None:
+        from ctxwindow.registry import get_counter
+
         self.strategy = strategy
         self.budget = check_budget(budget)
-        self.counter = counter
+        self.counter = get_counter(counter)
         self.distribution = distribution
 
     def select(

@@ -7,8 +7,8 @@ DuplicateName when that name is asked for, naming both distributions.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,14 +16,16 @@ from typing import Any
 from ctxwindow import plugins
 from ctxwindow.embedders import Embedder
 from ctxwindow.errors import (
+    CtxWindowError,
     DuplicateName,
     InvalidOption,
+    PluginError,
     UnknownCounter,
     UnknownEmbedder,
     UnknownStrategy,
 )
 from ctxwindow.strategy import check_registration, declared_options
-from ctxwindow.tokens import CachedCounter, TokenCounter
+from ctxwindow.tokens import CachedCounter, TokenCounter, counter_problem
 
 #: First-party strategies, and the command that installs each.
 FIRST_PARTY = {
@@ -96,7 +98,12 @@ class Registry:
 _lock = threading.RLock()
 _registry: Registry | None = None
 _instances: dict[tuple[str, str], Any] = {}
-_wrapped: weakref.WeakKeyDictionary[Any, CachedCounter] = weakref.WeakKeyDictionary()
+#: One lock per spec, so that loading one (a model, say) does not block the others.
+_spec_locks: dict[tuple[str, str], threading.Lock] = {}
+#: Where get_counter keeps a custom counter's shared CachedCounter: on the counter itself,
+#: so the wrapper lives exactly as long as the counter (a table keyed by the counter
+#: would keep it alive forever, since the wrapper refers to it).
+WRAPPER_ATTRIBUTE = "_ctxwindow_cached_counter"
 
 
 def forget() -> None:
@@ -104,6 +111,7 @@ def forget() -> None:
     with _lock:
         _registry = None
         _instances.clear()
+        _spec_locks.clear()
 
 
 def registry() -> Registry:
@@ -194,12 +202,33 @@ def family_member(
             f"unknown {kind} {spec!r}; available: {available} (for example {examples})"
             + (f"; {family!r} comes with `{hint}`" if hint else "")
         )
+    key = (kind, spec)
     with _lock:
-        made = _instances.get((kind, spec))
+        spec_lock = _spec_locks.setdefault(key, threading.Lock())
+    with spec_lock:  # not the registry lock: a factory may take long to load a model
+        made = _instances.get(key)
         if made is None:
-            made = wrap(entry.target(argument or None))
-            _instances[(kind, spec)] = made
+            made = _make(kind, spec, entry, argument or None)
+            try:
+                made = wrap(made)
+            except InvalidOption as error:  # the factory made something unusable
+                raise PluginError(
+                    f"{kind} {spec!r} from distribution {entry.distribution!r}: {error}"
+                ) from None
+            _instances[key] = made
     return made
+
+
+def _make(kind: str, spec: str, entry: Registered, argument: str | None) -> Any:
+    try:
+        return entry.target(argument)
+    except CtxWindowError:
+        raise
+    except Exception as error:
+        raise PluginError(
+            f"{kind} {spec!r} from distribution {entry.distribution!r} failed to load: "
+            f"{type(error).__name__}: {error}"
+        ) from error
 
 
 # -- strategies ----------------------------------------------------------------------
@@ -249,22 +278,7 @@ def get_counter(spec: TokenCounter | str | None = None) -> CachedCounter:
     if isinstance(spec, CachedCounter):
         return spec
     if not isinstance(spec, str):
-        if not (
-            callable(getattr(spec, "count_message", None))
-            and callable(getattr(spec, "count_text", None))
-        ):
-            raise InvalidOption(
-                "counter must be a name such as 'approx' or a TokenCounter, "
-                f"got {type(spec).__name__}"
-            )
-        try:
-            wrapped = _wrapped.get(spec)
-        except TypeError:
-            return CachedCounter(spec)
-        if wrapped is None:
-            wrapped = CachedCounter(spec)
-            _wrapped[spec] = wrapped
-        return wrapped
+        return _wrapper_of(spec)
     made: CachedCounter = family_member(
         "token counter",
         spec,
@@ -273,6 +287,23 @@ def get_counter(spec: TokenCounter | str | None = None) -> CachedCounter:
         wrap=CachedCounter,
     )
     return made
+
+
+def _wrapper_of(counter: Any) -> CachedCounter:
+    """The one CachedCounter of a custom counter object, made on first use."""
+    problem = counter_problem(counter)
+    if problem:
+        raise InvalidOption(problem)
+    try:
+        wrapped = vars(counter).get(WRAPPER_ATTRIBUTE)
+    except TypeError:  # no __dict__ (slots): wrapped afresh each time
+        wrapped = None
+    if isinstance(wrapped, CachedCounter) and wrapped.inner is counter:
+        return wrapped
+    wrapped = CachedCounter(counter)
+    with contextlib.suppress(AttributeError, TypeError):
+        object.__setattr__(counter, WRAPPER_ATTRIBUTE, wrapped)
+    return wrapped
 
 
 def counter_names() -> list[str]:

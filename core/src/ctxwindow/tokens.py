@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ctxwindow.errors import InvalidOption
+from ctxwindow.errors import CounterFailed, CtxWindowError, InvalidOption
 from ctxwindow.messages import Message
 
 #: What a non-text content part (an image, audio, a file) counts for approximate
@@ -62,8 +62,19 @@ class ApproxCounter:
     """Characters divided by four, plus a per-message overhead. No dependencies."""
 
     def __init__(self, chars_per_token: float = 4.0, message_overhead: int = 3) -> None:
-        if chars_per_token <= 0 or message_overhead < 0:
-            raise InvalidOption("approx counter: chars_per_token must be > 0, overhead >= 0")
+        if (
+            isinstance(chars_per_token, bool)
+            or not isinstance(chars_per_token, (int, float))
+            or not math.isfinite(chars_per_token)
+            or chars_per_token <= 0
+            or isinstance(message_overhead, bool)
+            or not isinstance(message_overhead, int)
+            or message_overhead < 0
+        ):
+            raise InvalidOption(
+                "approx counter: chars_per_token must be a finite number > 0 and "
+                f"message_overhead an int >= 0, got {chars_per_token!r} and {message_overhead!r}"
+            )
         self.chars_per_token = chars_per_token
         self.message_overhead = message_overhead
         self.name = "approx"
@@ -160,23 +171,52 @@ def hf_counter(path: str | None) -> EncodingCounter:
     return EncodingCounter(f"hf:{file}", length)
 
 
+def counter_problem(counter: object) -> str | None:
+    """Why ``counter`` is not a usable TokenCounter, or None if it is."""
+    if not (
+        callable(getattr(counter, "count_message", None))
+        and callable(getattr(counter, "count_text", None))
+    ):
+        return (
+            "counter must be a name such as 'approx' or a TokenCounter "
+            f"(name, count_text, count_message), got {type(counter).__name__}"
+        )
+    name = getattr(counter, "name", None)
+    if not isinstance(name, str) or not name:
+        return (
+            f"token counter {type(counter).__name__} needs a 'name' that is a non-empty "
+            f"string, got {name!r}"
+        )
+    return None
+
+
 class CachedCounter:
     """Wraps a counter and remembers each message's count by its content.
 
     Bounded: past ``max_entries`` the oldest entries are forgotten. Safe to share
-    between threads.
+    between threads. Checks what the wrapped counter returns, and reports a counter
+    that raises as :class:`~ctxwindow.errors.CounterFailed`, naming it.
     """
 
     def __init__(self, inner: TokenCounter, max_entries: int = 200_000) -> None:
+        problem = counter_problem(inner)
+        if problem:
+            raise InvalidOption(problem)
         self.inner = inner
-        self.name = inner.name
+        self.name: str = inner.name
         self.max_entries = max_entries
         self._counts: dict[Any, int] = {}
         self._lock = threading.Lock()
         self.misses = 0
 
     def count_text(self, text: str) -> int:
-        return self.inner.count_text(text)
+        try:
+            count = self.inner.count_text(text)
+        except CtxWindowError:
+            raise
+        except Exception as error:
+            raise CounterFailed(self.name, error) from error
+        return self._checked(count)
 
     def count_message(self, message: Message) -> int:
         key = (
@@ -188,11 +228,7 @@ class CachedCounter:
         )
         count = self._counts.get(key)
         if count is None:
-            count = self.inner.count_message(message)
-            if type(count) is not int or count < 0:
-                raise InvalidOption(
-                    f"token counter {self.name!r} returned {count!r}; counts are ints >= 0"
-                )
+            count = self.count_uncached(message)
             if len(self._counts) >= self.max_entries:
                 with self._lock:
                     for stale in list(self._counts)[: self.max_entries // 4 or 1]:
@@ -201,5 +237,26 @@ class CachedCounter:
             self.misses += 1
         return count
 
+    def count_uncached(self, message: Message) -> int:
+        """The wrapped counter's count, checked, without touching the cache (for drafts)."""
+        try:
+            count = self.inner.count_message(message)
+        except CtxWindowError:
+            raise
+        except Exception as error:
+            raise CounterFailed(self.name, error) from error
+        return self._checked(count)
+
+    def _checked(self, count: object) -> int:
+        if type(count) is not int or count < 0:
+            raise InvalidOption(
+                f"token counter {self.name!r} returned {count!r}; counts are ints >= 0"
+            )
+        return count
+
     def __len__(self) -> int:
         return len(self._counts)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Copies and pickles start with an empty cache (the lock cannot be copied)."""
+        return (CachedCounter, (self.inner, self.max_entries))

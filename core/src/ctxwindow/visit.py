@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow.contract import check_window
@@ -22,7 +22,6 @@ from ctxwindow.errors import (
 )
 from ctxwindow.history import Conversation, History, Selection
 from ctxwindow.messages import ContentPart, Message
-from ctxwindow.tokens import TokenCounter
 from ctxwindow.window import Decision, Window, WindowRecord, decisions_from
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ class _Visit:
                 f"budget {self.budget} leaves nothing once strategy {strategy.name!r} takes "
                 f"its overhead of {strategy.overhead_tokens} tokens"
             )
-        self.counter: TokenCounter = get_counter(counter)
+        self.counter = get_counter(counter)
         conversation = messages if isinstance(messages, Conversation) else Conversation(messages)
         self.history: History = conversation.view(self.counter, self.limit, check_query(query))
         self.tokens_before = self.history.total_tokens  # before any cut of the newest message
@@ -114,8 +113,8 @@ class _Visit:
             raise BudgetTooSmall(needed, self.limit)
         message = history.messages[newest]
         room = history.tokens(newest) - (needed - self.limit)
-        exact = getattr(self.counter, "inner", self.counter)  # keep cut drafts out of the cache
-        replacement = _truncate(message, room, exact)
+        # drafts are counted past the cache, so that they do not crowd it
+        replacement = _truncate(message, room, self.counter.count_uncached)
         if replacement is None:
             raise BudgetTooSmall(
                 needed,
@@ -260,7 +259,7 @@ def _output(
     return output
 
 
-def _truncate(message: Message, room: int, counter: TokenCounter) -> Message | None:
+def _truncate(message: Message, room: int, count: Callable[[Message], int]) -> Message | None:
     """The longest head of the message's text, with a marker, that costs <= ``room``."""
     text = message.text
     others: tuple[ContentPart, ...] = ()
@@ -274,11 +273,11 @@ def _truncate(message: Message, room: int, counter: TokenCounter) -> Message | N
         return dataclasses.replace(message, content=content, metadata=metadata)
 
     low, high = 0, len(text)
-    if counter.count_message(cut(0)) > room:
+    if count(cut(0)) > room:
         return None
     while low < high:
         middle = (low + high + 1) // 2
-        if counter.count_message(cut(middle)) <= room:
+        if count(cut(middle)) <= room:
             low = middle
         else:
             high = middle - 1
