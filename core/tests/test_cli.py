@@ -103,7 +103,7 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
     ("args", "expected"),
     [
         (["--budget", "0"], "budget must be a positive int"),
-        (["--budget", "100", "--strategy", "semantic"], "pip install ctxwindow-semantic"),
+        (["--budget", "100", "--strategy", "summarize"], "pip install ctxwindow-summarize"),
         (["--budget", "100", "-o", "colour=red"], "unknown key(s) 'colour'"),
         (["--budget", "100", "-o", "max_messages=lots"], "expects int | None"),
         (["--budget", "100", "--counter", "nope"], "unknown token counter 'nope'"),

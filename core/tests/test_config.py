@@ -247,18 +247,18 @@ def test_bad_counter_in_config() -> None:
 # -- strategies ------------------------------------------------------------------------
 def test_unknown_first_party_strategy_gives_the_install_hint() -> None:
     with pytest.raises(UnknownStrategy) as raised:
-        ctxwindow.from_config({"strategy": "semantic", "budget": 100})
+        ctxwindow.from_config({"strategy": "summarize", "budget": 100})
     error = raised.value
-    assert error.name == "semantic"
-    assert error.install_hint == "pip install ctxwindow-semantic"
+    assert error.name == "summarize"
+    assert error.install_hint == "pip install ctxwindow-summarize"
     assert "fixed" in error.installed
-    assert "`pip install ctxwindow-semantic`" in str(error)
+    assert "`pip install ctxwindow-summarize`" in str(error)
     assert "installed strategies: " in str(error)
     assert isinstance(error, LookupError)
-    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-semantic"):
-        ctxwindow.select(MESSAGES, 100, strategy="semantic")
-    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-semantic"):
-        ctxwindow.get_strategy("semantic")
+    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-summarize"):
+        ctxwindow.select(MESSAGES, 100, strategy="summarize")
+    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-summarize"):
+        ctxwindow.get_strategy("summarize")
 
 
 def test_unknown_other_strategy_has_no_hint() -> None:
