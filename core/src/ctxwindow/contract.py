@@ -1,14 +1,24 @@
 """The contract check the host runs after every strategy call, always on.
 
-It is linear in the window, not the history: cheap enough to never switch off.
+It is linear in the window, not the history: cheap enough to never switch off. It
+takes what must be kept and the counter from the host, never from state a strategy
+could have changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ctxwindow.history import History
 from ctxwindow.messages import Message
+from ctxwindow.tokens import TokenCounter
+
+
+def overhead_problem(overhead: object) -> str | None:
+    """Why a strategy's ``overhead_tokens`` is unusable, or None."""
+    if isinstance(overhead, bool) or not isinstance(overhead, int) or overhead < 0:
+        return f"overhead_tokens must be an int >= 0 (tokens), got {overhead!r}"
+    return None
 
 
 def check_window(
@@ -16,12 +26,15 @@ def check_window(
     positions: Sequence[int | None],
     synthetic: Sequence[Message],
     limit: int,
+    must_keep: Mapping[int, str],
+    counter: TokenCounter,
 ) -> tuple[list[str], int]:
     """Problems with a window, and its token count.
 
     ``positions`` lists, in output order, each window message's index in the caller's
     list, or None for a message the strategy made (taken in turn from ``synthetic``).
-    ``limit`` is the budget less the strategy's declared overhead.
+    ``limit`` is the budget less the strategy's declared overhead; ``must_keep`` maps
+    the units that must stay to why, as the host found them before the strategy ran.
     """
     problems: list[str] = []
     tokens = 0
@@ -33,9 +46,13 @@ def check_window(
     for position in positions:
         if position is None:
             message = next(made)
-            tokens += history.counter.count_message(message)
-            if not message.synthetic:
-                problems.append("a message not in the input is not marked synthetic")
+            tokens += counter.count_message(message)
+            problems.extend(_made_problems(message))
+            if open_unit is not None:
+                problems.append(
+                    f"unit {open_unit} is split: a made message sits before its "
+                    f"message {expected_next}"
+                )
             continue
         if position <= previous:
             problems.append(f"message {position} is out of order (after {previous})")
@@ -59,9 +76,25 @@ def check_window(
             open_unit = None
     if open_unit is not None:
         problems.append(f"unit {open_unit} is split: message {expected_next} is missing")
-    for unit, reason in history.must_keep.items():
+    for unit, reason in must_keep.items():
         if unit not in kept_units:
             problems.append(f"unit {unit} ({reason}) must be kept but was dropped")
     if tokens > limit:
         problems.append(f"window has {tokens} tokens, over the limit of {limit}")
     return problems, tokens
+
+
+def _made_problems(message: Message) -> list[str]:
+    """A made message must say it was made, and cannot be half of a tool exchange."""
+    problems = []
+    if not message.synthetic:
+        problems.append("a message not in the input is not marked synthetic")
+    if message.role == "tool":
+        problems.append(
+            "a made message has role 'tool': a tool result cannot be sent without its call"
+        )
+    if message.tool_calls:
+        problems.append(
+            "a made message carries tool_calls: a tool call cannot be sent without its results"
+        )
+    return problems

@@ -120,6 +120,14 @@ class ContractViolation(CtxWindowError, RuntimeError):
         super().__init__(f"strategy {strategy!r}{origin} broke the contract: {listed}")
 
 
+class InvalidSelection(CtxWindowError, ValueError):
+    """A strategy named a unit its history does not have, or gave a bad reason or score.
+
+    Raised by :class:`~ctxwindow.Selection`; the host reports it as the strategy's
+    ContractViolation.
+    """
+
+
 class ConfigError(CtxWindowError, ValueError):
     """A config file cannot be read or has the wrong shape."""
 

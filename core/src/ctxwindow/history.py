@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, overload
 
+from ctxwindow.errors import InvalidSelection
 from ctxwindow.messages import INSTRUCTION_ROLES, Message, check_message_list, read_message
 from ctxwindow.tokens import TokenCounter
 from ctxwindow.units import Defect, Unit, orphan_result, unanswered_calls
@@ -229,7 +232,7 @@ class History:
         self.messages: Sequence[Message] = _Snapshot(size, self._message)
         self.units: Sequence[Unit] = _Snapshot(unit_count, self._unit)
         self.newest_user = newest_user
-        self.must_keep: dict[int, str] = self._must_keep(kept_always, newest_user)
+        self._must_keep = MappingProxyType(self._find_must_keep(kept_always, newest_user))
 
     # -- reading -----------------------------------------------------------------
     def _message(self, position: int) -> Message:
@@ -279,6 +282,11 @@ class History:
         return self.total_tokens - lost
 
     @property
+    def must_keep(self) -> Mapping[int, str]:
+        """The units that must stay, by unit, with why (read-only, sorted by unit)."""
+        return self._must_keep
+
+    @property
     def must_keep_tokens(self) -> int:
         return sum(self.unit_tokens(unit) for unit in self.must_keep)
 
@@ -307,7 +315,9 @@ class History:
         return self._size
 
     # -- deciding ----------------------------------------------------------------
-    def _must_keep(self, kept_always: tuple[int, ...], newest_user: int | None) -> dict[int, str]:
+    def _find_must_keep(
+        self, kept_always: tuple[int, ...], newest_user: int | None
+    ) -> dict[int, str]:
         reasons: dict[int, str] = {}
         for position in kept_always:
             unit = self.unit_of(position)
@@ -322,8 +332,9 @@ class History:
                 reasons[unit] = "newest user message"
         return dict(sorted(reasons.items()))
 
-    def replace(self, position: int, message: Message) -> None:
-        """Stand ``message`` in for the one at ``position`` (used to truncate it)."""
+    def _replace(self, position: int, message: Message) -> None:
+        """Stand ``message`` in for the one at ``position``: the host's truncation of the
+        newest user message, and nothing else (the host checks that it alone did this)."""
         self._replacements[position] = (message, self.counter.count_message(message))
 
     @property
@@ -340,11 +351,13 @@ class Selection:
 
     Starts with the must-keep units kept and every other unit dropped; the strategy
     keeps, drops or summarizes units and may add synthetic messages (a summary).
+    A unit that is not one of the history's raises InvalidSelection.
     """
 
     def __init__(self, history: History) -> None:
         count = len(history.units)
         self.history = history
+        self._count = count
         self.actions: list[str] = ["dropped"] * count
         self.reasons: list[str | None] = [None] * count
         #: The reason of every unit given none of its own (None in ``reasons``).
@@ -358,26 +371,59 @@ class Selection:
             self.keep(unit, reason)
 
     def keep(self, unit: int, reason: str, score: float | None = None) -> None:
-        self._decide(unit, "kept", reason, score)
-        self.kept.add(unit)
+        self.kept.add(self._decide(unit, "kept", reason, score))
 
     def drop(self, unit: int, reason: str, score: float | None = None) -> None:
-        self._decide(unit, "dropped", reason, score)
-        self.kept.discard(unit)
+        self.kept.discard(self._decide(unit, "dropped", reason, score))
 
     def summarize(self, unit: int, reason: str) -> None:
-        self._decide(unit, "summarized", reason, None)
-        self.kept.discard(unit)
+        self.kept.discard(self._decide(unit, "summarized", reason, None))
 
     def add_synthetic(self, message: Message, before_unit: int) -> None:
-        """Insert a message the strategy made (``metadata.synthetic`` must be true)."""
+        """Insert a message the strategy made (``metadata.synthetic`` must be true)
+        before unit ``before_unit`` (the number of units: at the end)."""
+        if not isinstance(message, Message):
+            raise InvalidSelection(
+                f"add_synthetic() takes a ctxwindow.Message, got {type(message).__name__}"
+            )
+        if type(before_unit) is not int or not 0 <= before_unit <= self._count:
+            raise InvalidSelection(
+                f"add_synthetic(before_unit={before_unit!r}): units are numbered "
+                f"0 to {self._count - 1}, and {self._count} puts it at the end"
+            )
         self.synthetic.append((before_unit, message))
 
-    def _decide(self, unit: int, action: str, reason: str, score: float | None) -> None:
+    def _decide(self, unit: int, action: str, reason: str, score: float | None) -> int:
+        """Record the decision; the unit's index (checked) for the kept set."""
+        if type(unit) is not int or not 0 <= unit < self._count:
+            unit = self._unit_index(unit)
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidSelection(
+                f"the reason for unit {unit} must be a string, got {type(reason).__name__}"
+            )
         self.actions[unit] = action
         self.reasons[unit] = reason
         if score is not None:
-            self.scores[unit] = float(score)
+            try:
+                self.scores[unit] = float(score)
+            except (TypeError, ValueError):
+                raise InvalidSelection(
+                    f"the score for unit {unit} must be a number, got {score!r}"
+                ) from None
+        return unit
+
+    def _unit_index(self, unit: object) -> int:
+        """``unit`` as an index into the units (an int subclass, numpy's ints), or raise."""
+        try:
+            index = operator.index(unit)  # type: ignore[arg-type]
+        except TypeError:
+            index = None
+        if index is None or isinstance(unit, bool) or not 0 <= index < self._count:
+            raise InvalidSelection(
+                f"unit {unit!r} is not a unit of this history: units are numbered "
+                f"0 to {self._count - 1}"
+            )
+        return index
 
     def reason(self, unit: int) -> str:
         return self.reasons[unit] or self.default_reason

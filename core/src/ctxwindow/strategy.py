@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from ctxwindow.contract import overhead_problem
 from ctxwindow.history import History, Selection
 from ctxwindow.options import Option, validate_options
 from ctxwindow.tokens import TokenCounter
@@ -156,9 +157,19 @@ def check_registration(factory: Any) -> str | None:
     for attribute in ("select", "aselect"):
         if not callable(getattr(factory, attribute, None)):
             return f"strategy {name!r} has no {attribute}() method"
+    problem = _declaration_problem(factory)
+    return f"strategy {name!r}: {problem}" if problem else None
+
+
+def _declaration_problem(factory: Any) -> str | None:
     if not isinstance(getattr(factory, "requires_llm", False), bool):
-        return f"strategy {name!r}: requires_llm must be True or False"
+        return "requires_llm must be True or False"
+    overhead = getattr(factory, "overhead_tokens", 0)
+    if not isinstance(overhead, property):  # a property is checked on each visit
+        problem = overhead_problem(overhead)
+        if problem:
+            return problem
     specs: Sequence[Any] = declared_options(factory)
     if not all(isinstance(spec, Option) for spec in specs):
-        return f"strategy {name!r}: option_specs must hold ctxwindow.Option objects"
+        return "option_specs must hold ctxwindow.Option objects"
     return None

@@ -7,17 +7,20 @@ in the caller's kind of objects, check the contract, write the record.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow.contract import check_window
+from ctxwindow.contract import check_window, overhead_problem
 from ctxwindow.errors import (
     BudgetTooSmall,
     ContractViolation,
     InvalidBudget,
     InvalidQuery,
+    InvalidSelection,
     OrphanToolResult,
 )
 from ctxwindow.history import Conversation, History, Selection
@@ -46,6 +49,42 @@ def check_query(query: object) -> str | None:
     return query
 
 
+def strategy_limit(strategy: object, budget: int, distribution: str | None = None) -> int:
+    """The budget less the strategy's declared overhead, both checked."""
+    overhead = getattr(strategy, "overhead_tokens", 0)
+    name = getattr(strategy, "name", type(strategy).__name__)
+    problem = overhead_problem(overhead)
+    if problem:
+        from ctxwindow.plugins import distribution_of
+
+        raise ContractViolation(str(name), distribution or distribution_of(strategy), [problem])
+    limit: int = budget - overhead
+    if limit <= 0:
+        raise InvalidBudget(
+            f"budget {budget} leaves nothing once strategy {name!r} takes "
+            f"its overhead of {overhead} tokens"
+        )
+    return limit
+
+
+@dataclasses.dataclass
+class _Chosen:
+    """The host's own copy of a strategy's selection, checked: a Selection changed
+    after the visit cannot change its window or its record."""
+
+    actions: list[str]
+    reasons: list[str | None]
+    default_reason: str
+    scores: dict[int, float]
+    kept: set[int]
+    synthetic: list[tuple[int, Message]]
+    notes: tuple[str, ...]
+    llm: Any
+
+    def reason(self, unit: int) -> str:
+        return self.reasons[unit] or self.default_reason
+
+
 class _Visit:
     """The state of one visit between preparing and finishing."""
 
@@ -57,15 +96,14 @@ class _Visit:
         self.started = time.perf_counter()
         self.strategy = strategy
         self.budget = check_budget(budget)
-        self.limit = self.budget - strategy.overhead_tokens
-        if self.limit <= 0:
-            raise InvalidBudget(
-                f"budget {self.budget} leaves nothing once strategy {strategy.name!r} takes "
-                f"its overhead of {strategy.overhead_tokens} tokens"
-            )
+        self.limit = strategy_limit(strategy, self.budget)
         self.counter = get_counter(counter)
         conversation = messages if isinstance(messages, Conversation) else Conversation(messages)
         self.history: History = conversation.view(self.counter, self.limit, check_query(query))
+        #: What must stay, copied before the strategy runs: the check trusts this alone.
+        self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
+        #: The host's own stand-ins (a cut newest user message), by position.
+        self.replaced: dict[int, Message] = {}
         self.tokens_before = self.history.total_tokens  # before any cut of the newest message
         self.notes: list[str] = []
         self.defect_decisions: list[Decision] = []
@@ -84,13 +122,21 @@ class _Visit:
             self.notes.append(
                 f"dropped messages {defect.start}-{defect.stop - 1}: {defect.problem}"
             )
+            reason = defect.problem
+            pinned = [p for p in positions if history.messages[p].pinned]
+            if pinned:
+                listed = ", ".join(map(str, pinned))
+                reason += (
+                    f"; dropped although pinned (message{'s' if len(pinned) > 1 else ''} "
+                    f"{listed}): a broken tool exchange cannot be sent"
+                )
             self.defect_decisions.append(
                 Decision(
                     unit=-1,
                     positions=positions,
                     ids=tuple(history.message_id(p) for p in positions),
                     action="dropped",
-                    reason=defect.problem,
+                    reason=reason,
                     tokens=sum(history.tokens(p) for p in positions),
                 )
             )
@@ -122,36 +168,52 @@ class _Visit:
                 "shorten the system or pinned messages: even cut to nothing, the newest "
                 "user message leaves them over budget",
             )
-        history.replace(newest, replacement)
+        history._replace(newest, replacement)
+        self.replaced[newest] = replacement
         self.notes.append(
             f"truncated message {newest} from {len(message.text)} to "
             f"{len(replacement.text)} characters to fit the budget"
         )
 
-    # -- after -------------------------------------------------------------------
-    def finish(self, selection: Selection) -> Window[Any]:
-        history = self.history
-        for position in history.replacements:
-            unit = history.unit_of(position)
-            if unit is not None and unit in selection.kept:
-                selection.actions[unit] = "truncated"
-                selection.reasons[unit] = f"{selection.reason(unit)}; text cut to fit the budget"
-        positions, synthetic = _layout(history, selection)
-        problems, tokens = check_window(history, positions, synthetic, self.limit)
-        if problems:
-            from ctxwindow.plugins import distribution_of
+    # -- choosing ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def choosing(self) -> Iterator[None]:
+        """Around the strategy's choose(): a bad unit number is its contract violation."""
+        try:
+            yield
+        except InvalidSelection as error:
+            raise self._violation([str(error)]) from error
 
-            raise ContractViolation(self.strategy.name, distribution_of(self.strategy), problems)
-        output = _output(history, positions, synthetic)
-        notes = tuple(self.notes) + tuple(selection.notes)
+    def _violation(self, problems: Sequence[str]) -> ContractViolation:
+        from ctxwindow.plugins import distribution_of
+
+        return ContractViolation(self.strategy.name, distribution_of(self.strategy), problems)
+
+    # -- after -------------------------------------------------------------------
+    def finish(self, selection: object) -> Window[Any]:
+        history = self.history
+        chosen = self._chosen(selection)
+        for position in self.replaced:
+            unit = history.unit_of(position)
+            if unit is not None and unit in chosen.kept:
+                chosen.actions[unit] = "truncated"
+                chosen.reasons[unit] = f"{chosen.reason(unit)}; text cut to fit the budget"
+        positions, synthetic = _layout(history, chosen)
+        problems, tokens = check_window(
+            history, positions, synthetic, self.limit, self.must_keep, self.counter
+        )
+        if problems:
+            raise self._violation(problems)
+        output = _output(history, positions, synthetic, self.replaced)
+        notes = tuple(self.notes) + chosen.notes
         defect_decisions = tuple(self.defect_decisions)
 
         def decide() -> tuple[Decision, ...]:
             return (
                 decisions_from(
-                    selection.actions,
-                    [reason or selection.default_reason for reason in selection.reasons],
-                    selection.scores,
+                    chosen.actions,
+                    [reason or chosen.default_reason for reason in chosen.reasons],
+                    chosen.scores,
                     history.span,
                     history.message_id,
                     history.unit_tokens,
@@ -159,11 +221,49 @@ class _Visit:
                 + defect_decisions
             )
 
-        return Window(output, self._record(tokens, True, len(output), notes, decide, selection.llm))
+        return Window(output, self._record(tokens, True, len(output), notes, decide, chosen.llm))
+
+    def _chosen(self, selection: object) -> _Chosen:
+        """A checked copy of the selection; a record that disagrees is a violation."""
+        history = self.history
+        if not isinstance(selection, Selection) or selection.history is not history:
+            raise self._violation(
+                [f"choose() returned {type(selection).__name__}, not a Selection of its history"]
+            )
+        count = len(history.units)
+        chosen = _Chosen(
+            actions=list(selection.actions),
+            reasons=list(selection.reasons),
+            default_reason=str(selection.default_reason),
+            scores=dict(selection.scores),
+            kept=set(selection.kept),
+            synthetic=list(selection.synthetic),
+            notes=tuple(map(str, selection.notes)),
+            llm=selection.llm,
+        )
+        problems = []
+        if len(chosen.actions) != count or len(chosen.reasons) != count:
+            problems.append(f"the selection must hold one action and reason per unit ({count})")
+        else:
+            problems.extend(_record_problems(chosen, count))
+        for entry in chosen.synthetic:
+            before, message = entry if isinstance(entry, tuple) and len(entry) == 2 else (-1, None)
+            if type(before) is not int or not 0 <= before <= count:
+                problems.append(f"a made message is placed before unit {before!r}, not a unit")
+            if not isinstance(message, Message):
+                problems.append(f"a made message is a {type(message).__name__}, not a Message")
+        stand_ins = history._replacements
+        if stand_ins.keys() != self.replaced.keys() or any(
+            stand_ins[p][0] is not m for p, m in self.replaced.items()
+        ):
+            problems.append("the strategy replaced messages of its history; only the host may")
+        if problems:
+            raise self._violation(problems)
+        return chosen
 
     def untouched(self) -> Window[Any]:
         history = self.history
-        output = history._conversation.originals[: len(history)]
+        output = history._conversation._originals[: len(history)]
 
         def decide() -> tuple[Decision, ...]:
             count = len(history.units)
@@ -199,48 +299,89 @@ class _Visit:
         )
 
 
-def run(
+def _record_problems(chosen: _Chosen, count: int) -> list[str]:
+    """Whether the actions (what the record says) and the kept set (what the window
+    holds) agree: the same units kept, and only the strategy's three actions."""
+    actions = chosen.actions
+    kept_count = actions.count("kept")
+    if kept_count + actions.count("dropped") + actions.count("summarized") != count:
+        strange = next(a for a in actions if a not in ("kept", "dropped", "summarized"))
+        return [f"the selection holds action {strange!r}; use keep(), drop() or summarize()"]
+    for unit in chosen.kept:
+        if type(unit) is not int or not 0 <= unit < count:
+            return [f"the selection keeps {unit!r}, which is not a unit of its history"]
+        if actions[unit] != "kept":
+            return [
+                f"unit {unit} is in the window but its record says {actions[unit]!r}; "
+                f"use keep(), drop() and summarize(), not the kept set"
+            ]
+    if kept_count != len(chosen.kept):
+        unit = next(u for u, a in enumerate(actions) if a == "kept" and u not in chosen.kept)
+        return [
+            f"unit {unit} is recorded as kept but is not in the window; "
+            f"use keep(), drop() and summarize(), not the kept set"
+        ]
+    return []
+
+
+def _begin(
     strategy: BaseStrategy, messages: Any, budget: object, counter: Any, query: object
-) -> Window[Any]:
+) -> _Visit | Window[Any]:
+    """A visit ready for the strategy to choose, or the window when it need not."""
     visit = _Visit(strategy, messages, budget, counter, query)
     if visit.fits_untouched():
         return visit.untouched()
     visit.apply_oversize_policy()
-    return visit.finish(strategy.choose(visit.history))
+    return visit
+
+
+def run(
+    strategy: BaseStrategy, messages: Any, budget: object, counter: Any, query: object
+) -> Window[Any]:
+    visit = _begin(strategy, messages, budget, counter, query)
+    if isinstance(visit, Window):
+        return visit
+    with visit.choosing():
+        selection = strategy.choose(visit.history)
+    return visit.finish(selection)
 
 
 async def arun(
     strategy: BaseStrategy, messages: Any, budget: object, counter: Any, query: object
 ) -> Window[Any]:
-    visit = _Visit(strategy, messages, budget, counter, query)
-    if visit.fits_untouched():
-        return visit.untouched()
-    visit.apply_oversize_policy()
-    return visit.finish(await strategy.achoose(visit.history))
+    visit = _begin(strategy, messages, budget, counter, query)
+    if isinstance(visit, Window):
+        return visit
+    with visit.choosing():
+        selection = await strategy.achoose(visit.history)
+    return visit.finish(selection)
 
 
-def _layout(history: History, selection: Selection) -> tuple[list[int | None], list[Message]]:
+def _layout(history: History, chosen: _Chosen) -> tuple[list[int | None], list[Message]]:
     """Window positions in order (None for a synthetic message) and the synthetic ones."""
     inserts: dict[int, list[Message]] = {}
-    for before, message in selection.synthetic:
+    for before, message in chosen.synthetic:
         inserts.setdefault(before, []).append(message)
+    kept = chosen.kept
     positions: list[int | None] = []
     synthetic: list[Message] = []
-    for unit in sorted(selection.kept | inserts.keys()):
+    for unit in sorted(kept | inserts.keys()):
         for message in inserts.get(unit, ()):
             positions.append(None)
             synthetic.append(message)
-        if unit in selection.kept and 0 <= unit < len(history.units):
+        if unit in kept:
             positions.extend(history.span(unit))
     return positions, synthetic
 
 
 def _output(
-    history: History, positions: Sequence[int | None], synthetic: Sequence[Message]
+    history: History,
+    positions: Sequence[int | None],
+    synthetic: Sequence[Message],
+    replacements: Mapping[int, Message],
 ) -> list[Any]:
     """The window in the caller's own objects; made messages follow the caller's kind."""
     wants_dicts = len(history) == 0 or not isinstance(history.original(0), Message)
-    replacements = history.replacements
     made = iter(synthetic)
     output: list[Any] = []
     for position in positions:

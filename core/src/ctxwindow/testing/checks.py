@@ -84,15 +84,15 @@ def check_window(
     assert messages == before, "input was mutated"
     assert isinstance(window, Window), f"select() returned {type(window).__name__}"
 
-    where = {id(m): i for i, m in enumerate(messages)}
+    sequence = _reading(messages, window.messages, keep)
     positions: list[int] = []
     tokens = 0
     cut_copies = 0
-    for item in window.messages:
+    for item, position in zip(window.messages, sequence, strict=True):
         message = _as_message(item)
         tokens += token_counter.count_message(message)
-        if id(item) in where:
-            positions.append(where[id(item)])
+        if position is not None:
+            positions.append(position)
             continue
         assert type(item) is type(messages[0]), "made messages must be of the input's kind"
         if message.role == "user" and CUT_MARK in message.text:
@@ -100,6 +100,9 @@ def check_window(
         else:
             assert message.synthetic, (
                 f"window holds a message not in the input and not synthetic: {item!r}"
+            )
+            assert message.role != "tool" and not message.tool_calls, (
+                f"a made message cannot be half of a tool exchange: {item!r}"
             )
     assert positions == sorted(set(positions)), f"order broken or duplicates: {positions}"
     assert cut_copies <= 1, "only the newest user message may be cut"
@@ -114,6 +117,11 @@ def check_window(
     assert not missing, f"must-keep messages dropped: {sorted(missing)}"
     for group in groups:
         assert not (group & kept) or group <= kept, f"tool unit split: {sorted(group)} vs kept"
+        if group <= kept:
+            places = [i for i, p in enumerate(sequence) if p in group]
+            assert places == list(range(places[0], places[0] + len(places))), (
+                f"a made message sits inside tool unit {sorted(group)}"
+            )
     orphans = [i for i in kept if parsed[i].role == "tool" and not any(i in g for g in groups)]
     assert not orphans, f"tool results without their call: {orphans}"
     assert tokens <= limit, f"window costs {tokens} tokens, over the limit {limit}"
@@ -143,3 +151,46 @@ def _check_record(window: Window[Any], size: int, kept: set[int]) -> None:
             recorded_kept.update(decision.positions)
     assert sorted(seen) == list(range(size)), "the record must account for every message once"
     assert recorded_kept >= kept, "the record says dropped for a message in the window"
+    assert recorded_kept == kept, (
+        f"the record says kept for messages not in the window: {sorted(recorded_kept - kept)}"
+    )
+
+
+def _reading(messages: Sequence[Any], window: Sequence[Any], keep: set[int]) -> list[int | None]:
+    """Each window item's position in the input (None: not in it). When the input holds
+    one object more than once, the reading that keeps order and must-keep messages."""
+    places: dict[int, list[int]] = {}
+    for position, message in enumerate(messages):
+        places.setdefault(id(message), []).append(position)
+    if all(len(found) == 1 for found in places.values()):
+        return [places[id(item)][0] if id(item) in places else None for item in window]
+    readings = [_matched(window, places, latest) for latest in (True, False)]
+
+    def badness(reading: list[int | None]) -> tuple[bool, int]:
+        found = [p for p in reading if p is not None]
+        return found != sorted(set(found)), len(keep - set(found))
+
+    return min(readings, key=badness)
+
+
+def _matched(window: Sequence[Any], places: dict[int, list[int]], latest: bool) -> list[int | None]:
+    """Match items to positions in order: from the end taking the latest free position
+    before the next item's, or from the start taking the earliest after the last one's."""
+    taken: set[int] = set()
+    reading: list[int | None] = [None] * len(window)
+    indices = list(range(len(window)))
+    limit = None
+    for index in reversed(indices) if latest else indices:
+        found = places.get(id(window[index]))
+        if not found:
+            continue
+        free = [p for p in found if p not in taken] or found
+        if latest:
+            fits = [p for p in free if limit is None or p < limit]
+            position = (fits or free)[-1]
+        else:
+            fits = [p for p in free if limit is None or p > limit]
+            position = (fits or free)[0]
+        taken.add(position)
+        reading[index] = limit = position
+    return reading

@@ -1,0 +1,447 @@
+"""Holes in the contract check: state a strategy can change, made messages, the record.
+
+The host must not trust anything a strategy could have touched: what must be kept is
+copied before the strategy runs, the history's stand-ins are the host's alone, and the
+record is checked against the window it describes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from types import MappingProxyType
+from typing import Any
+
+import ctxwindow
+import pytest
+from ctxwindow import (
+    BaseStrategy,
+    ContractViolation,
+    Conversation,
+    History,
+    InvalidSelection,
+    Message,
+    Selection,
+    ToolCall,
+    Window,
+    Windower,
+    WindowRecord,
+    get_counter,
+)
+from ctxwindow.strategy import check_registration
+from ctxwindow.testing import check_window
+from ctxwindow.window import Decision
+from ctxwindow_fixed import FixedWindow
+
+
+def chat() -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "S " * 40},
+        {"role": "user", "content": "old question " * 20},
+        {"role": "assistant", "content": "old answer " * 20},
+        {"role": "user", "content": "newest " * 10},
+    ]
+
+
+def tools() -> list[dict[str, Any]]:
+    call = {"id": "a", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+    return [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "a", "content": "sunny"},
+        {"role": "user", "content": "thanks"},
+    ]
+
+
+def record(budget: int = 0, decisions: tuple[Decision, ...] = ()) -> WindowRecord:
+    return WindowRecord("given", budget, "approx", 0, 0, True, 0.0, 0, 0, _decide=lambda: decisions)
+
+
+class Given:
+    """A protocol strategy (not BaseStrategy) that returns whatever ``make`` builds."""
+
+    name = "given"
+    requires_llm = False
+    overhead_tokens = 0
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def select(
+        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
+    ) -> Window[Any]:
+        return Window(self.make(messages), record(budget))
+
+    async def aselect(
+        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
+    ) -> Window[Any]:
+        return self.select(messages, budget, counter, query=query)
+
+
+def both(windower: Windower, messages: Any) -> list[Window[Any]]:
+    return [windower.select(messages), asyncio.run(windower.aselect(messages))]
+
+
+def violation(call: Any) -> ContractViolation:
+    with pytest.raises(ContractViolation) as raised:
+        call()
+    return raised.value
+
+
+# -- 1. must-keep and stand-ins are the host's --------------------------------------------
+def test_must_keep_is_read_only() -> None:
+    history = Conversation(chat()).view(get_counter(), 100)
+    assert history.must_keep == {0: "system message", 3: "newest user message"}
+    assert isinstance(history.must_keep, MappingProxyType)
+    with pytest.raises(TypeError):
+        history.must_keep[1] = "mine"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        history.must_keep = {}  # type: ignore[misc]
+    assert not hasattr(history, "replace")
+
+
+class EmptiesMustKeep(BaseStrategy):
+    """Swaps the history's must-keep for an empty one before starting its selection."""
+
+    name = "empties"
+
+    def choose(self, history: History) -> Selection:
+        history._must_keep = MappingProxyType({})  # type: ignore[misc]
+        return history.selection()  # keeps nothing
+
+
+def test_the_check_uses_must_keep_as_found_before_the_strategy_ran() -> None:
+    caught = violation(lambda: EmptiesMustKeep().select(chat(), 60))
+    assert "unit 0 (system message) must be kept but was dropped" in caught.problems
+    assert "unit 3 (newest user message) must be kept but was dropped" in caught.problems
+
+
+class Replaces(BaseStrategy):
+    """Swaps the system message for a dangling tool call through the truncation hook."""
+
+    name = "replaces"
+
+    def choose(self, history: History) -> Selection:
+        history._replace(0, Message("assistant", None, tool_calls=(ToolCall("x", "f"),)))
+        return history.selection()
+
+
+def test_only_the_host_may_stand_a_message_in() -> None:
+    caught = violation(lambda: Replaces().select(chat(), 60))
+    assert "only the host may" in str(caught)
+    # a legitimate cut of the newest user message still passes
+    window = FixedWindow(oversize="truncate").select([*chat()[:3], chat()[1]], 60)
+    assert window.record.count("truncated") == 1
+
+
+# -- 2. made messages ------------------------------------------------------------------
+class MakesToolMessages(BaseStrategy):
+    name = "maketools"
+
+    def __init__(self, made: Message, **options: Any) -> None:
+        self.made = made
+        super().__init__(**options)
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        selection.add_synthetic(self.made, 1)
+        return selection
+
+
+@pytest.mark.parametrize(
+    ("made", "problem"),
+    [
+        (
+            Message("tool", "fake", tool_call_id="zzz", metadata={"synthetic": True}),
+            "a made message has role 'tool'",
+        ),
+        (
+            Message(
+                "assistant", None, tool_calls=(ToolCall("c1", "f"),), metadata={"synthetic": True}
+            ),
+            "a made message carries tool_calls",
+        ),
+    ],
+)
+def test_a_made_message_cannot_be_half_a_tool_exchange(made: Message, problem: str) -> None:
+    caught = violation(lambda: MakesToolMessages(made).select(chat(), 60))
+    assert any(problem in p for p in caught.problems)
+    as_dict = made.to_dict()
+    windower = Windower(Given(lambda m: [m[0], as_dict, m[3]]), 1000, "approx")
+    for call in (lambda: windower.select(chat()), lambda: asyncio.run(windower.aselect(chat()))):
+        assert any(problem in p for p in violation(call).problems)
+
+
+def test_a_made_message_inside_a_unit_splits_it() -> None:
+    summary = {"role": "user", "content": "INJECTED", "metadata": {"synthetic": True}}
+    windower = Windower(Given(lambda m: [m[0], m[1], summary, m[2], m[3]]), 1000, "approx")
+    caught = violation(lambda: windower.select(tools()))
+    assert caught.problems == ("unit 1 is split: a made message sits before its message 2",)
+    # between units is fine
+    fine = Windower(Given(lambda m: [m[0], summary, m[1], m[2], m[3]]), 1000, "approx")
+    assert len(fine.select(tools())) == 5
+
+
+# -- 3. BaseStrategy subclasses that override select -----------------------------------
+class OverridesSelect(BaseStrategy):
+    name = "override"
+
+    def choose(self, history: History) -> Selection:
+        return history.selection()
+
+    def select(
+        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
+    ) -> Window[Any]:
+        return Window(list(messages) * 3, record(budget))
+
+    async def aselect(
+        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
+    ) -> Window[Any]:
+        return self.select(messages, budget, counter, query=query)
+
+
+def test_a_base_strategy_overriding_select_is_still_checked() -> None:
+    windower = Windower(OverridesSelect(), 10, "approx")
+    for call in (lambda: windower.select(chat()), lambda: asyncio.run(windower.aselect(chat()))):
+        caught = violation(call)
+        assert caught.strategy == "override"
+        assert any("over the limit of 10" in p for p in caught.problems)
+
+
+def test_select_replaced_on_the_instance_is_checked_too() -> None:
+    strategy = FixedWindow()
+    strategy.select = lambda messages, budget, counter=None, *, query=None: Window(  # type: ignore[method-assign]
+        list(messages) * 2, record(budget)
+    )
+    assert any(
+        "out of order" in p
+        for p in violation(lambda: Windower(strategy, 1000, "approx").select(chat())).problems
+    )
+
+
+# -- 4. overhead_tokens -----------------------------------------------------------------
+class Greedy(BaseStrategy):
+    name = "greedy"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        for unit in range(len(history.units)):
+            selection.keep(unit, "all")
+        return selection
+
+
+@pytest.mark.parametrize("overhead", [-1000, True, "5", 2.5, None])
+def test_overhead_tokens_must_be_a_whole_number_of_tokens(overhead: Any) -> None:
+    bad = type("Bad", (Greedy,), {"name": "bad", "overhead_tokens": overhead})
+    assert "overhead_tokens must be an int >= 0" in str(check_registration(bad))
+    caught = violation(lambda: bad().select(chat(), 100))
+    assert caught.problems == (f"overhead_tokens must be an int >= 0 (tokens), got {overhead!r}",)
+    protocol = Given(lambda m: m)
+    protocol.overhead_tokens = overhead
+    caught = violation(lambda: Windower(protocol, 100, "approx").select(chat()))  # type: ignore[arg-type]
+    assert "overhead_tokens must be an int >= 0" in str(caught)
+    assert (
+        check_registration(type("Fine", (Greedy,), {"name": "fine", "overhead_tokens": 5})) is None
+    )
+
+
+def test_overhead_eating_the_whole_budget_is_a_budget_error() -> None:
+    protocol = Given(lambda m: m)
+    protocol.overhead_tokens = 100
+    with pytest.raises(ctxwindow.InvalidBudget, match="leaves nothing"):
+        Windower(protocol, 100, "approx").select(chat())  # type: ignore[arg-type]
+
+
+# -- 5. the record agrees with the window ------------------------------------------------
+@pytest.mark.parametrize("unit", [-1, 4, 100, "1", True, 1.0, None])
+def test_a_selection_rejects_units_the_history_lacks(unit: Any) -> None:
+    selection = Conversation(chat()).view(get_counter(), 100).selection()
+    for decide in (selection.keep, selection.drop, selection.summarize):
+        with pytest.raises(InvalidSelection, match="not a unit of this history"):
+            decide(unit, "why")
+    assert selection.actions == ["kept", "dropped", "dropped", "kept"]
+    assert selection.kept == {0, 3}
+
+
+def test_a_selection_accepts_int_like_units_and_checks_reasons_and_scores() -> None:
+    class Index:
+        def __index__(self) -> int:
+            return 2
+
+    selection = Conversation(chat()).view(get_counter(), 100).selection()
+    selection.keep(Index(), "an int by __index__", 0.5)  # type: ignore[arg-type]
+    assert selection.kept == {0, 2, 3}
+    assert selection.scores == {2: 0.5}
+    with pytest.raises(InvalidSelection, match="reason for unit 1 must be a string"):
+        selection.keep(1, 42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSelection, match="score for unit 1 must be a number"):
+        selection.keep(1, "why", "high")  # type: ignore[arg-type]
+    with pytest.raises(InvalidSelection, match="before_unit=5"):
+        selection.add_synthetic(Message("user", "s", metadata={"synthetic": True}), 5)
+    with pytest.raises(InvalidSelection, match=r"takes a ctxwindow\.Message"):
+        selection.add_synthetic({"role": "user", "content": "s"}, 0)  # type: ignore[arg-type]
+
+
+class Lies(BaseStrategy):
+    """Makes the record and the window disagree in the way ``how`` says."""
+
+    name = "lies"
+
+    def __init__(self, how: str, **options: Any) -> None:
+        self.how = how
+        super().__init__(**options)
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        if self.how == "keep-out-of-range":
+            selection.keep(-1, "kept!")
+        elif self.how == "kept-set-only":
+            selection.kept.add(1)
+        elif self.how == "actions-only":
+            selection.actions[1] = "kept"
+        elif self.how == "strange-action":
+            selection.actions[1] = "truncated"
+        elif self.how == "kept-not-a-unit":
+            selection.kept.add(99)
+        elif self.how == "short-actions":
+            selection.actions.pop()
+        elif self.how == "bad-synthetic":
+            selection.synthetic.append((99, Message("user", "s", metadata={"synthetic": True})))
+        elif self.how == "not-a-selection":
+            return "everything"  # type: ignore[return-value]
+        return selection
+
+
+@pytest.mark.parametrize(
+    ("how", "problem"),
+    [
+        ("keep-out-of-range", "unit -1 is not a unit of this history: units are numbered 0 to 3"),
+        ("kept-set-only", "unit 1 is in the window but its record says 'dropped'"),
+        ("actions-only", "unit 1 is recorded as kept but is not in the window"),
+        ("strange-action", "the selection holds action 'truncated'"),
+        ("kept-not-a-unit", "the selection keeps 99, which is not a unit of its history"),
+        ("short-actions", "one action and reason per unit (4)"),
+        ("bad-synthetic", "a made message is placed before unit 99"),
+        ("not-a-selection", "choose() returned str, not a Selection of its history"),
+    ],
+)
+def test_a_record_that_disagrees_with_the_window_is_a_violation(how: str, problem: str) -> None:
+    for call in (
+        lambda: Lies(how).select(chat(), 150),
+        lambda: asyncio.run(Lies(how).aselect(chat(), 150)),
+        lambda: Windower(Lies(how), 150, "approx").select(chat()),
+    ):
+        caught = violation(call)
+        assert caught.strategy == "lies"
+        assert any(problem in p for p in caught.problems), caught.problems
+
+
+class KeepsItsSelection(BaseStrategy):
+    name = "keeps-selection"
+    last: Selection | None = None
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        selection.keep(2, "recent", 0.5)
+        KeepsItsSelection.last = selection
+        return selection
+
+
+def test_changing_a_selection_later_cannot_change_a_past_record() -> None:
+    window = KeepsItsSelection().select(chat(), 150)
+    selection = KeepsItsSelection.last
+    assert selection is not None
+    selection.actions[:] = ["dropped"] * len(selection.actions)
+    selection.reasons[:] = ["changed"] * len(selection.reasons)
+    selection.kept.clear()
+    selection.scores[0] = 1.0
+    selection.notes.append("later")
+    decisions = window.record.decisions
+    assert [d.action for d in decisions] == ["kept", "dropped", "kept", "kept"]
+    assert [d.reason for d in decisions] == [
+        "system message",
+        "not chosen by the strategy",
+        "recent",
+        "newest user message",
+    ]
+    assert [d.score for d in decisions] == [None, None, 0.5, None]
+    assert window.record.notes == ()
+
+
+def test_the_conformance_check_wants_the_record_to_equal_the_window() -> None:
+    def kept_and_claimed(messages: Any) -> list[Any]:
+        return [messages[0], messages[3]]
+
+    class ClaimsAll(Given):
+        def select(
+            self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
+        ) -> Window[Any]:
+            history = Conversation(messages).view(get_counter(counter), budget)
+            claimed = tuple(
+                Decision(u, (u,), (None,), "kept", "claimed", history.unit_tokens(u))
+                for u in range(4)
+            )
+            made = kept_and_claimed(messages)
+            tokens = sum(history.unit_tokens(u) for u in (0, 3))
+            return Window(
+                made,
+                WindowRecord(
+                    "given",
+                    budget,
+                    "approx",
+                    history.total_tokens,
+                    tokens,
+                    True,
+                    0.0,
+                    4,
+                    2,
+                    _decide=lambda: claimed,
+                ),
+            )
+
+    with pytest.raises(
+        AssertionError, match=r"record says kept for messages not in the window: \[1, 2\]"
+    ):
+        check_window(ClaimsAll(kept_and_claimed), chat(), 100)
+
+
+# -- 6. a message appended while an unchecked strategy runs ------------------------------
+def test_a_message_appended_meanwhile_does_not_blame_the_strategy() -> None:
+    conversation = Conversation(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    )
+    seen: list[int] = []
+
+    def keep_all(messages: Any) -> list[Any]:
+        seen.append(len(messages))
+        worker = threading.Thread(
+            target=conversation.append, args=({"role": "user", "content": "next?"},)
+        )
+        worker.start()
+        worker.join()
+        return list(messages)
+
+    windower = Windower(Given(keep_all), 1000, "approx")
+    assert len(windower.select(conversation)) == 2
+    assert len(asyncio.run(windower.aselect(conversation))) == 3
+    assert seen == [2, 3]
+    assert len(conversation) == 4
+
+
+# -- 12. one object twice in the input ---------------------------------------------------
+def test_one_dict_twice_in_the_input() -> None:
+    ok = {"role": "assistant", "content": "ok"}
+    messages = [{"role": "user", "content": "a"}, ok, {"role": "user", "content": "b"}, ok]
+    for window in both(Windower(Given(list), 1000, "approx"), messages):
+        assert window.messages == messages
+    assert check_window(FixedWindow(), messages, 1000) is not None
+    assert check_window(FixedWindow(), messages, 12) is not None
+    # the same prompt object asked twice: a window with only the newest is whole
+    prompt = {"role": "user", "content": "again?"}
+    repeated = [prompt, {"role": "assistant", "content": "long answer " * 30}, prompt]
+    for window in both(Windower(Given(lambda m: [m[2]]), 1000, "approx"), repeated):
+        assert window.messages == [prompt]
+    assert check_window(FixedWindow(), repeated, 20) is not None
+    # but twice in the window where it is once in the input is still out of order
+    once = Windower(Given(lambda m: [m[0], m[0]]), 1000, "approx")
+    assert any("out of order" in p for p in violation(lambda: once.select(chat())).problems)
