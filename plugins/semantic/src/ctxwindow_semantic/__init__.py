@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctxwindow
 from ctxwindow.hookspecs import RegisterEmbedder, RegisterStrategy
-
 from ctxwindow_semantic.embedder import SentenceTransformerEmbedder, embedder_factory
 from ctxwindow_semantic.strategy import SemanticWindow
 

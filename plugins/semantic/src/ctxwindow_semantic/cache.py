@@ -9,6 +9,7 @@ in memory only; a cache must never be the reason a window fails.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import sqlite3
 import threading
@@ -106,12 +107,16 @@ class EmbeddingCache:
         return np.stack([found[key] for key in keys])
 
     def _remember(self, model: str, vectors: dict[bytes, np.ndarray]) -> None:
+        """Keep ``vectors`` in memory; past the bound, forget the oldest (and a quarter
+        more, so eviction is rare rather than on every call)."""
         with self._lock:
-            if len(self._memory) + len(vectors) > self.memory_entries:
-                for stale in list(self._memory)[: max(len(vectors), self.memory_entries // 4)]:
-                    self._memory.pop(stale, None)
             for key, vector in vectors.items():
                 self._memory[(model, key)] = vector
+            excess = len(self._memory) - self.memory_entries
+            if excess > 0:
+                stale = list(itertools.islice(self._memory, excess + self.memory_entries // 4))
+                for old in stale:
+                    del self._memory[old]
 
     def _read(self, model: str, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         if self._db is None:
@@ -122,10 +127,11 @@ class EmbeddingCache:
                 for start in range(0, len(keys), 500):
                     chunk = keys[start : start + 500]
                     marks = ",".join("?" * len(chunk))
-                    rows = self._db.execute(
-                        f"SELECT key, dim, vector FROM embeddings WHERE model = ? AND key IN ({marks})",
-                        (model, *chunk),
-                    ).fetchall()
+                    query = (  # only "?" placeholders are formatted in: still parameterized
+                        "SELECT key, dim, vector FROM embeddings "
+                        f"WHERE model = ? AND key IN ({marks})"
+                    )
+                    rows = self._db.execute(query, (model, *chunk)).fetchall()
                     for key, dim, blob in rows:
                         vector = _from_bytes(blob, dim)
                         if vector is not None:
@@ -144,7 +150,8 @@ class EmbeddingCache:
         try:
             with self._lock:
                 self._db.executemany(
-                    "INSERT OR REPLACE INTO embeddings (model, key, dim, vector) VALUES (?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO embeddings (model, key, dim, vector) "
+                    "VALUES (?, ?, ?, ?)",
                     rows,
                 )
                 self._db.commit()
@@ -181,4 +188,5 @@ def _checked(vectors: object, count: int, model: str) -> np.ndarray:
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     if not np.all(np.isfinite(norms)) or np.any(norms == 0):
         raise ValueError(f"embedder {model!r} returned a zero or non-finite vector")
-    return array / norms
+    normalized: np.ndarray = array / norms
+    return normalized

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from ctxwindow.errors import EmbedderUnavailable
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -64,7 +65,8 @@ class SentenceTransformerEmbedder:
         self._model: Any = None
         self._lock = threading.Lock()
 
-    def _load(self) -> Any:
+    def load(self) -> Any:
+        """The model, loaded once; EmbedderUnavailable says how to get it if it is missing."""
         if self._model is None:
             with self._lock:
                 if self._model is None:
@@ -89,7 +91,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def dimension(self) -> int:
-        model = self._load()
+        model = self.load()
         getter = (
             getattr(model, "get_embedding_dimension", None)
             or model.get_sentence_embedding_dimension
@@ -97,7 +99,7 @@ class SentenceTransformerEmbedder:
         return int(getter())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        model = self._load()
+        model = self.load()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with _torch_threads(self.threads), self._lock:

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from ctxwindow import History
 
+from ctxwindow import History
 from ctxwindow_semantic.lexical import BM25Index
 
 

