@@ -108,6 +108,10 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
         (["--budget", "100", "-o", "max_messages=lots"], "expects int | None"),
         (["--budget", "100", "--counter", "nope"], "unknown token counter 'nope'"),
         (["--budget", "2"], "need"),
+        ([], "pass --budget N"),
+        (["--budget", "100", "-o", "budget=5"], "--option cannot set 'budget'; use --budget"),
+        (["--budget", "100", "-o", "strategy=fixed"], "use --strategy instead"),
+        (["--budget", "100", "-o", "counter=approx"], "use --counter instead"),
     ],
 )
 def test_bad_arguments_are_clear_errors(args: list[str], expected: str) -> None:
@@ -155,3 +159,57 @@ def test_output_file_instead_of_stdout(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert json.loads(target.read_text())[-1] == json.loads(EXAMPLE.read_text())[-1]
+
+
+def test_jsonl_lines_split_on_newlines_only(tmp_path: Path) -> None:
+    # U+2028, U+2029 and U+0085 are valid unescaped inside JSON strings
+    lines = [
+        {"role": "user", "content": "line one\u2028still the same string"},
+        {"role": "assistant", "content": "ok\u0085NEL\u2029PS\x1cFS"},
+        {"role": "user", "content": "q"},
+    ]
+    source = tmp_path / "chat.jsonl"
+    text = "\r\n".join(json.dumps(line, ensure_ascii=False) for line in lines) + "\n\n"
+    source.write_text(text, encoding="utf-8")
+    result = run("select", str(source), "--budget", "1000")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == lines
+
+
+def test_strategies_and_plugins_flag_a_name_two_distributions_register() -> None:
+    code = """
+import io, json, contextlib
+from ctxwindow import BaseStrategy, cli, hookimpl, plugins
+
+class Other(BaseStrategy):
+    name = "fixed"
+    def choose(self, history):
+        return history.selection()
+
+class Mod:
+    @hookimpl
+    def register_strategies(register):
+        register(Other)
+
+plugins.host().register_plugin(Mod, "evil", "evil-dist")
+out = {}
+for command in ("plugins", "strategies"):
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        cli.main([command])
+    out[command] = json.loads(buffer.getvalue())
+print(json.dumps(out))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    found = json.loads(done.stdout)
+    clash = "strategy 'fixed' is registered by both"
+    assert any(clash in problem for problem in found["plugins"]["problems"])
+    errors = {p["distribution"]: p["error"] for p in found["plugins"]["plugins"]}
+    assert clash in errors["evil-dist"]
+    assert clash in errors["ctxwindow-fixed"]
+    fixed = next(s for s in found["strategies"] if s["name"] == "fixed")
+    assert clash in fixed["conflict"]
+    others = [s for s in found["strategies"] if s["name"] != "fixed"]
+    assert all(s["conflict"] is None for s in others)

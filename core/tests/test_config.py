@@ -6,8 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import (
     ConfigError,
     CtxWindowError,
@@ -16,6 +17,7 @@ from ctxwindow import (
     UnknownStrategy,
     Windower,
 )
+from ctxwindow.config import find_config
 from ctxwindow_fixed import FixedWindow
 
 MESSAGES = [
@@ -155,6 +157,19 @@ def test_pyproject_without_table_in_current_directory_is_no_config(
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "pyproject.toml", '[project]\nname = "app"\n')
     assert ctxwindow.from_config(strategy="fixed", budget=9).budget == 9
+
+
+def test_broken_pyproject_in_current_directory_is_an_error_not_no_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "pyproject.toml", "[tool.ctxwindow]\nstrategy = fixed\n")  # unquoted
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        ctxwindow.from_config(strategy="fixed", budget=9)
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        find_config(tmp_path)
+    write(tmp_path / "pyproject.toml", '[project]\nname = "app"\ntool = 3\n')
+    assert find_config(tmp_path) is None
 
 
 def test_windower_selects() -> None:

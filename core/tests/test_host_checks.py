@@ -5,8 +5,9 @@ from __future__ import annotations
 import types
 from typing import Any
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import (
     BaseStrategy,
     ContractViolation,
@@ -184,3 +185,33 @@ def test_an_llm_strategy_is_checked_when_configured_not_at_first_call() -> None:
         assert windower.strategy.requires_llm is True
     finally:
         plugins.host().unregister_plugin("llmish")
+
+
+def test_a_name_two_distributions_register_is_a_visible_problem() -> None:
+    module = types.ModuleType("clash")
+
+    class Other(KeepsEverything):
+        name = "fixed"
+
+    @ctxwindow.hookimpl
+    def register_strategies(register: Any) -> None:
+        register(Other)
+
+    module.register_strategies = register_strategies  # type: ignore[attr-defined]
+    plugins.host().register_plugin(module, "clash", distribution="ctxwindow-clash")
+    try:
+        clash = "strategy 'fixed' is registered by both"
+        assert any(clash in problem for problem in registry.registry().problems)
+        described = {entry["name"]: entry for entry in registry.describe_strategies()}
+        assert clash in described["fixed"]["conflict"]
+        assert "ctxwindow-clash" in described["fixed"]["conflict"]
+        assert "ctxwindow-fixed" in described["fixed"]["conflict"]
+        errors = {p.distribution: p.error for p in plugins.get_plugins()}
+        assert clash in (errors["ctxwindow-clash"] or "")
+        assert clash in (errors["ctxwindow-fixed"] or "")
+        with pytest.raises(ctxwindow.DuplicateName):
+            ctxwindow.select(chat(2), budget=100)
+    finally:
+        plugins.host().unregister_plugin("clash")
+    assert registry.registry().problems == []
+    assert all(entry["conflict"] is None for entry in registry.describe_strategies())

@@ -11,8 +11,9 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import InvalidOption, Message, TokenCounter, UnknownCounter
 from ctxwindow.tokens import NON_TEXT_PART_TOKENS, ApproxCounter, CachedCounter
 
@@ -437,6 +438,46 @@ def test_a_counter_factory_that_fails_is_a_plugin_error() -> None:
             ctxwindow.get_counter("nothing")
     finally:
         plugins.host().unregister_plugin("badcounters")
+
+
+def test_a_slow_factory_does_not_hold_up_other_specs() -> None:
+    import threading
+    import types
+
+    from ctxwindow import plugins
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow(argument: str | None) -> ApproxCounter:
+        started.set()
+        assert release.wait(10), "never released"
+        return ApproxCounter()
+
+    module = types.ModuleType("slowcounters")
+
+    @ctxwindow.hookimpl
+    def register_token_counters(register: Any) -> None:
+        register("slow", slow)
+
+    module.register_token_counters = register_token_counters  # type: ignore[attr-defined]
+    plugins.host().register_plugin(module, "slowcounters", distribution="ctxwindow-slow")
+    try:
+        loading = threading.Thread(target=ctxwindow.get_counter, args=("slow",))
+        loading.start()
+        assert started.wait(10)
+        other: list[Any] = []
+        elsewhere = threading.Thread(target=lambda: other.append(ctxwindow.get_counter("approx:7")))
+        elsewhere.start()
+        elsewhere.join(5)
+        done = not elsewhere.is_alive()
+        release.set()
+        loading.join(10)
+        elsewhere.join(10)
+        assert done, "another spec waited for the slow factory"
+        assert other[0].count_text("a" * 14) == 2
+    finally:
+        release.set()
+        plugins.host().unregister_plugin("slowcounters")
 
 
 # -- tiktoken --------------------------------------------------------------------------

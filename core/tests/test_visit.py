@@ -6,8 +6,9 @@ import asyncio
 import copy
 from typing import Any
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import (
     BudgetTooSmall,
     Conversation,
@@ -403,6 +404,30 @@ def test_unanswered_call_dropped() -> None:
     assert orphan.positions == (3, 4)
     assert "c9" in orphan.reason
     assert window.record.notes[0].startswith("dropped messages 3-4: ")
+
+
+def test_a_pinned_message_dropped_with_its_broken_exchange_says_so() -> None:
+    pinned_call = {**calls("c7"), "metadata": {"pinned": True}}
+    pinned_result = {**result("ghost"), "metadata": {"pinned": True}}
+    messages = [user("q"), pinned_result, assistant("a"), user("r"), pinned_call]
+    window = ctxwindow.select(messages, 10_000, orphans="drop")
+    assert positions_of(window, messages) == [0, 2, 3]
+    ghost, unanswered = [d for d in window.record.decisions if d.unit == -1]
+    assert ghost.reason.endswith(
+        "; dropped although pinned (message 1): a broken tool exchange cannot be sent"
+    )
+    assert "dropped although pinned (message 4)" in unanswered.reason
+    plain = ctxwindow.select(with_orphan(), 10_000, orphans="drop")
+    assert all("pinned" not in d.reason for d in plain.record.decisions)
+
+
+def test_explain_lists_dropped_defects_in_position_order() -> None:
+    from ctxwindow.cli import explain
+
+    messages = with_orphan()
+    text = explain(ctxwindow.select(messages, 10_000, orphans="drop"))
+    rows = [line.split()[0] for line in text.splitlines()[3:] if not line.startswith("note")]
+    assert rows == ["0", "1", "2", "3"]
 
 
 # -- max_messages ----------------------------------------------------------------------

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxwindow import plugins, registry
-from ctxwindow.config import from_config, load_config_file
-from ctxwindow.errors import CtxWindowError, InvalidMessage
+from ctxwindow.config import HOST_KEYS, from_config, load_config_file
+from ctxwindow.errors import ConfigError, CtxWindowError, InvalidMessage
 from ctxwindow.window import Window
 
 EXIT_ERROR = 1
@@ -156,6 +156,10 @@ def _select(args: argparse.Namespace) -> int:
         if value is not None:
             config[key] = value
     config.setdefault("strategy", "fixed")
+    if "budget" not in config:
+        raise ConfigError(
+            "no token budget: pass --budget N, or set budget in the file given with --config"
+        )
     config.update(_options(args.option))
     messages = read_messages_file(args.file)
     window = from_config(config).select(messages, query=args.query)
@@ -284,6 +288,8 @@ def _options(pairs: Sequence[str]) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"--option wants KEY=VALUE, got {pair!r}")
+        if key in HOST_KEYS:
+            raise ValueError(f"--option cannot set {key!r}; use --{key} instead")
         try:
             options[key] = json.loads(raw)
         except json.JSONDecodeError:
@@ -315,7 +321,9 @@ def read_messages_file(path: str) -> list[Any]:
             raise InvalidMessage(None, f"{source} must hold a JSON array of messages")
         return data
     messages = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # split on newlines only: str.splitlines() also splits on U+2028, U+0085 and others,
+    # which JSON allows unescaped inside strings
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -340,7 +348,8 @@ def explain(window: Window[Any]) -> str:
         f"messages {record.messages_before} -> {record.messages_after}",
     ]
     rows = [("messages", "units", "tokens", "action", "reason")]
-    for group in _runs(record.decisions):
+    in_order = sorted(record.decisions, key=lambda d: d.positions[0] if d.positions else -1)
+    for group in _runs(in_order):
         first, last = group[0], group[-1]
         positions = [p for d in group for p in d.positions]
         span = f"{positions[0]}" if len(positions) == 1 else f"{positions[0]}-{positions[-1]}"

@@ -29,7 +29,14 @@ CONFIG_FILE = "ctxwindow.toml"
 
 def load_config_file(path: str | PathLike[str]) -> dict[str, Any]:
     """Read the ctxwindow table of a TOML file (the whole file, or [tool.ctxwindow])."""
-    file = Path(path)
+    config = _read_config_file(Path(path))
+    if config is None:
+        raise ConfigError(f"{str(Path(path))!r} has no [tool.ctxwindow] table")
+    return config
+
+
+def _read_config_file(file: Path) -> dict[str, Any] | None:
+    """The file's ctxwindow table; None for a pyproject.toml without one."""
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -39,9 +46,10 @@ def load_config_file(path: str | PathLike[str]) -> dict[str, Any]:
     except OSError as error:
         raise ConfigError(f"config file {str(file)!r} cannot be read: {error}") from None
     if file.name == "pyproject.toml":
-        table = data.get("tool", {}).get("ctxwindow")
+        tool = data.get("tool", {})
+        table = tool.get("ctxwindow") if isinstance(tool, dict) else None
         if table is None:
-            raise ConfigError(f"{str(file)!r} has no [tool.ctxwindow] table")
+            return None
         data = table
     if not isinstance(data, dict):
         raise ConfigError(f"config in {str(file)!r} must be a table")
@@ -54,11 +62,8 @@ def find_config(directory: str | PathLike[str] = ".") -> dict[str, Any] | None:
     if (here / CONFIG_FILE).is_file():
         return load_config_file(here / CONFIG_FILE)
     pyproject = here / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            return load_config_file(pyproject)
-        except ConfigError:
-            return None
+    if pyproject.is_file():  # without [tool.ctxwindow] it is no config; broken, an error
+        return _read_config_file(pyproject)
     return None
 
 

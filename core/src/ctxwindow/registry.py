@@ -78,15 +78,20 @@ class Registry:
     def embedders(self) -> dict[str, Registered]:
         return self.tables["embedder"]
 
-    def add(self, kind: str, entry: Registered) -> None:
+    def add(self, kind: str, entry: Registered) -> Registered | None:
+        """Add ``entry``; on a clash of names, record it and return the other entry."""
         table = self.tables[kind]
         existing = table.get(entry.name)
         if existing is not None and existing.target is not entry.target:
             self.conflicts[(kind, entry.name)] = DuplicateName(
                 kind, entry.name, existing.distribution, entry.distribution
             )
-            return
+            return existing
         table[entry.name] = entry
+        return None
+
+    def conflict(self, kind: str, name: str) -> DuplicateName | None:
+        return self.conflicts.get((kind, name))
 
     def lookup(self, kind: str, name: str) -> Registered | None:
         conflict = self.conflicts.get((kind, name))
@@ -155,12 +160,21 @@ def _registrar(
         )
         if problem:
             built.problems.append(f"{distribution}: {problem}")
-            if info is not None:
-                info.error = problem if info.error is None else f"{info.error}; {problem}"
-        else:
-            built.add(kind, entry)
+            _note(info, problem)
+            return
+        other = built.add(kind, entry)
+        if other is not None:  # the name is unusable until one of them goes: say so
+            clash = str(built.conflicts[(kind, entry.name)])
+            built.problems.append(f"{distribution}: {clash}")
+            _note(info, clash)
+            _note(plugins.host().plugins.get(other.plugin), clash)
 
     return register
+
+
+def _note(info: plugins.PluginInfo | None, problem: str) -> None:
+    if info is not None and problem not in (info.error or ""):
+        info.error = problem if info.error is None else f"{info.error}; {problem}"
 
 
 def _entry(kind: str, args: tuple[Any, ...], plugin: str, distribution: str) -> Registered:
@@ -237,7 +251,7 @@ def strategy_entry(name: str) -> Registered:
     if not isinstance(name, str):
         raise InvalidOption(f"strategy must be a name (str), got {type(name).__name__}")
     current = registry()
-    conflict = current.conflicts.get(("strategy", name))
+    conflict = current.conflict("strategy", name)
     if conflict is not None:
         raise conflict
     entry = current.strategies.get(name)
@@ -251,10 +265,13 @@ def strategy_names() -> list[str]:
 
 
 def describe_strategies() -> list[dict[str, Any]]:
-    """Name, plugin, requires_llm and declared options of each installed strategy."""
+    """Name, plugin, requires_llm and declared options of each installed strategy;
+    ``conflict`` says when another distribution registers the same name (else None)."""
     described = []
+    current = registry()
     for name in strategy_names():
-        entry = registry().strategies[name]
+        entry = current.strategies[name]
+        conflict = current.conflict("strategy", name)
         factory = entry.target
         doc = (factory.__doc__ or "").strip().splitlines()
         described.append(
@@ -265,6 +282,7 @@ def describe_strategies() -> list[dict[str, Any]]:
                 "requires_llm": bool(getattr(factory, "requires_llm", False)),
                 "summary": doc[0] if doc else "",
                 "options": [option.describe() for option in declared_options(factory)],
+                "conflict": None if conflict is None else str(conflict),
             }
         )
     return described
