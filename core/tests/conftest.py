@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ctxwindow.messages import Message
 from ctxwindow.tokens import ApproxCounter
 

@@ -12,8 +12,9 @@ import threading
 from types import MappingProxyType
 from typing import Any
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import (
     BaseStrategy,
     ContractViolation,

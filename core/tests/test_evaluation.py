@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ctxwindow import BaseStrategy, History, Message, Selection, hookimpl, plugins
 from ctxwindow.evaluation import StrategySpec, evaluate, load_jsonl, load_locomo
 from ctxwindow.evaluation.bench import bench_strategy, synthetic_history

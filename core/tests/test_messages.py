@@ -8,8 +8,9 @@ import json
 import pickle
 from types import MappingProxyType
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import ContentPart, Conversation, Message, ToolCall
 from ctxwindow.errors import CtxWindowError, InvalidMessage
 from ctxwindow.messages import read_message, read_messages

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import plugins
 from ctxwindow.testing import battery, check_window
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import ctxwindow
 import pytest
+
+import ctxwindow
 from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
 from ctxwindow.tokens import ApproxCounter, CachedCounter
 

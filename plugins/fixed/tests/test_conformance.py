@@ -1,4 +1,5 @@
 import pytest
+
 from ctxwindow.testing import StrategyConformance
 from ctxwindow_fixed import FixedWindow
 

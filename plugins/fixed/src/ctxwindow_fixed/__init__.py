@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctxwindow
 from ctxwindow.hookspecs import RegisterStrategy
-
 from ctxwindow_fixed.strategy import FixedWindow
 
 __all__ = ["FixedWindow"]
