@@ -446,3 +446,38 @@ def test_one_dict_twice_in_the_input() -> None:
     # but twice in the window where it is once in the input is still out of order
     once = Windower(Given(lambda m: [m[0], m[0]]), 1000, "approx")
     assert any("out of order" in p for p in violation(lambda: once.select(chat())).problems)
+
+
+# -- the conformance suite's generated histories -----------------------------------------
+def test_generated_histories_cover_objects_names_and_broken_exchanges() -> None:
+    from hypothesis import Phase, find, settings
+
+    from ctxwindow.testing import histories
+    from ctxwindow.testing.checks import broken_positions
+
+    quick = settings(max_examples=2000, database=None, phases=[Phase.generate], derandomize=True)
+    as_objects = find(
+        histories(), lambda h: len(h) > 0 and isinstance(h[0], Message), settings=quick
+    )
+    assert all(isinstance(m, Message) for m in as_objects)
+    named = find(
+        histories(),
+        lambda h: any(ctxwindow.messages.read_message(m, None).name for m in h),
+        settings=quick,
+    )
+    assert named
+    assert not any(
+        broken_positions([ctxwindow.messages.read_message(m, None) for m in h])
+        for h in [named, as_objects]
+    )
+
+    def has_broken_and_pinned(history: list[Any]) -> bool:
+        parsed = [ctxwindow.messages.read_message(m, None) for m in history]
+        return any(parsed[i].pinned for i in broken_positions(parsed))
+
+    broken = find(histories(defects=True), has_broken_and_pinned, settings=quick)
+    window = check_window(FixedWindow(orphans="drop"), broken, 100_000)
+    assert window is not None
+    with pytest.raises(ctxwindow.OrphanToolResult):
+        FixedWindow().select(broken, 100_000)
+    assert check_window(FixedWindow(), broken, 100_000) is None  # rightly raised

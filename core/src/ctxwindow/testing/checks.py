@@ -11,7 +11,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from ctxwindow.errors import BudgetTooSmall
+from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
 from ctxwindow.messages import Message, read_message
 from ctxwindow.registry import get_counter
 from ctxwindow.strategy import Strategy
@@ -34,20 +34,41 @@ def must_keep_positions(messages: Sequence[Message]) -> set[int]:
 
 
 def tool_groups(messages: Sequence[Message]) -> list[set[int]]:
-    """Each assistant call with its answering results, found by call id."""
-    groups = []
+    """Each assistant call with all its results right after it, found by call id."""
+    return [group for group, answered in _exchanges(messages) if answered]
+
+
+def broken_positions(messages: Sequence[Message]) -> set[int]:
+    """Messages that cannot be sent: a call missing a result (with the results it has),
+    and a tool result that answers no call just before it."""
+    broken: set[int] = set()
+    for group, answered in _exchanges(messages):
+        if not answered:
+            broken |= group
+    grouped = set().union(*(group for group, _ in _exchanges(messages)))
+    broken |= {i for i, m in enumerate(messages) if m.role == "tool" and i not in grouped}
+    return broken
+
+
+def _exchanges(messages: Sequence[Message]) -> list[tuple[set[int], bool]]:
+    """Each assistant call with the results that follow it, and whether all came."""
+    found = []
     for i, message in enumerate(messages):
         if message.role == "assistant" and message.tool_calls:
-            ids = {call.id for call in message.tool_calls}
+            pending = {call.id for call in message.tool_calls}
             members = {i}
             j = i + 1
             while (
-                j < len(messages) and messages[j].role == "tool" and messages[j].tool_call_id in ids
+                pending
+                and j < len(messages)
+                and messages[j].role == "tool"
+                and messages[j].tool_call_id in pending
             ):
+                pending.discard(messages[j].tool_call_id or "")
                 members.add(j)
                 j += 1
-            groups.append(members)
-    return groups
+            found.append((members, not pending))
+    return found
 
 
 def check_window(
@@ -65,7 +86,8 @@ def check_window(
     token_counter = get_counter(counter)
     parsed = [_as_message(m) for m in messages]
     total = sum(token_counter.count_message(m) for m in parsed)
-    keep = must_keep_positions(parsed)
+    broken = broken_positions(parsed)
+    keep = must_keep_positions(parsed) - broken  # a broken exchange can only be dropped
     groups = tool_groups(parsed)
     for group in groups:
         if group & keep:
@@ -74,6 +96,10 @@ def check_window(
     limit = budget - strategy.overhead_tokens
     try:
         window = strategy.select(messages, budget, counter, query=query)
+    except OrphanToolResult:
+        assert broken, "OrphanToolResult raised for a history without a broken tool exchange"
+        assert messages == before, "input changed"
+        return None
     except BudgetTooSmall as error:
         assert needed > limit, f"BudgetTooSmall raised though must-keep needs {needed} <= {limit}"
         assert error.needed == needed, (
@@ -124,6 +150,7 @@ def check_window(
             )
     orphans = [i for i in kept if parsed[i].role == "tool" and not any(i in g for g in groups)]
     assert not orphans, f"tool results without their call: {orphans}"
+    assert not kept & broken, f"broken tool exchanges sent: {sorted(kept & broken)}"
     assert tokens <= limit, f"window costs {tokens} tokens, over the limit {limit}"
     assert window.record.tokens_after == tokens, (
         f"record says {window.record.tokens_after} tokens, window costs {tokens}"

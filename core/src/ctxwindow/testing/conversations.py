@@ -109,27 +109,36 @@ def battery() -> dict[str, list[dict[str, Any]]]:
 BUDGETS = (1, 8, 30, 60, 120, 250, 500, 1000, 4000, 100_000)
 
 
-def histories(max_turns: int = 30) -> Any:
-    """A hypothesis strategy of valid histories: system prompts, pinned messages,
-    parallel tool calls, empty and huge contents, content parts and unicode."""
+def histories(max_turns: int = 30, *, defects: bool = False) -> Any:
+    """A hypothesis strategy of histories: system prompts, pinned messages, names,
+    parallel tool calls, empty and huge contents, content parts and unicode; as dicts
+    or as Message objects. With ``defects``, also tool results that answer no call and
+    calls missing results (pinned ones too), for strategies run with orphans='drop'."""
     from hypothesis import strategies as st
+
+    from ctxwindow.messages import read_message
 
     text = st.one_of(
         st.text(max_size=80),
         st.text(alphabet="ab \n", min_size=200, max_size=3000),
         st.just(""),
     )
+    kinds = ["user", "assistant", "tools", "parts", "developer"]
+    if defects:
+        kinds += ["orphan", "unanswered"]
 
     @st.composite
-    def build(draw: Any) -> list[dict[str, Any]]:
+    def build(draw: Any) -> list[Any]:
         out: list[dict[str, Any]] = []
         if draw(st.booleans()):
             out.append({"role": "system", "content": draw(st.text(max_size=200))})
         calls = 0
         for _ in range(draw(st.integers(0, max_turns))):
-            kind = draw(st.sampled_from(["user", "assistant", "tools", "parts", "developer"]))
+            kind = draw(st.sampled_from(kinds))
             pinned = draw(st.integers(0, 9)) == 0
-            meta = {"metadata": {"pinned": True}} if pinned else {}
+            meta: dict[str, Any] = {"metadata": {"pinned": True}} if pinned else {}
+            if kind in ("user", "assistant") and draw(st.integers(0, 4)) == 0:
+                meta["name"] = draw(st.text(alphabet="abcxyz_-", max_size=20))
             if kind in ("user", "assistant", "developer"):
                 out.append({"role": kind, "content": draw(text), **meta})
             elif kind == "parts":
@@ -146,6 +155,9 @@ def histories(max_turns: int = 30) -> Any:
                         **meta,
                     }
                 )
+            elif kind == "orphan":
+                answers = draw(st.sampled_from([f"call_{max(calls - 1, 0)}", "ghost"]))
+                out.append({"role": "tool", "tool_call_id": answers, "content": draw(text), **meta})
             else:
                 count = draw(st.integers(1, 3))
                 ids = [f"call_{calls + i}" for i in range(count)]
@@ -158,8 +170,16 @@ def histories(max_turns: int = 30) -> Any:
                         **meta,
                     }
                 )
-                for call_id in draw(st.permutations(ids)):
-                    out.append({"role": "tool", "tool_call_id": call_id, "content": draw(text)})
+                answered = list(draw(st.permutations(ids)))
+                if kind == "unanswered":
+                    answered = answered[: draw(st.integers(0, count - 1))]
+                for call_id in answered:
+                    result = {"role": "tool", "tool_call_id": call_id, "content": draw(text)}
+                    if draw(st.integers(0, 9)) == 0:
+                        result["metadata"] = {"pinned": True}
+                    out.append(result)
+        if draw(st.integers(0, 3)) == 0:
+            return [read_message(entry, i) for i, entry in enumerate(out)]
         return out
 
     return build()

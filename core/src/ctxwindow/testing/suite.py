@@ -76,8 +76,34 @@ class StrategyConformance:
             suppress_health_check=list(HealthCheck),
         )
         @given(messages=histories(), budget=st.integers(1, 6000))
-        def contract_holds(messages: list[dict[str, Any]], budget: int) -> None:
+        def contract_holds(messages: list[Any], budget: int) -> None:
             check_window(strategy, messages, budget, self.counter)
+
+        contract_holds()
+
+    def test_generated_histories_with_broken_tool_exchanges(
+        self, strategy: Strategy, ctxwindow_examples: int
+    ) -> None:
+        """Orphan results and unanswered calls, dropped under orphans='drop'."""
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+
+        options = getattr(strategy, "options", None)
+        if options is None or "orphans" not in options:
+            pytest.skip("strategy does not build on BaseStrategy")
+        dropping = type(strategy)(**{**options, "orphans": "drop"})
+
+        @settings(
+            max_examples=ctxwindow_examples,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(messages=histories(defects=True), budget=st.integers(1, 6000))
+        def contract_holds(messages: list[Any], budget: int) -> None:
+            window = check_window(dropping, messages, budget, self.counter)
+            if window is not None and window.record.engaged:
+                assert all(d.action == "dropped" for d in window.record.decisions if d.unit < 0)
 
         contract_holds()
 
