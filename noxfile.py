@@ -69,3 +69,26 @@ def demo(session: nox.Session) -> None:
         "--budget", "800", "--explain", "--output", window,
     )  # fmt: skip
     session.log(f"the window itself is in {window}")
+
+
+@nox.session
+def eval(session: nox.Session) -> None:
+    """Evidence recall of every installed strategy on the shipped benchmark, into docs/."""
+    install_project(session, extras="eval")
+    data = session.posargs[0] if session.posargs else LOCOMO
+    session.run(
+        "ctxwindow", "eval", data,
+        "--json", "docs/results/recall.json",
+        "--markdown", "docs/results/recall.md",
+        "--plot", "docs/img/recall.png",
+    )  # fmt: skip
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Speed and memory at 1k, 10k and 100k messages, beside LangChain's trim_messages;
+    and the semantic window's per-turn cost in a chat loop."""
+    install_project(session, extras="eval")
+    session.install("langchain-core")
+    session.run("ctxwindow", "bench", "-s", "fixed", "--json", "docs/results/bench.json")
+    session.run("python", "-m", "ctxwindow_semantic.bench")

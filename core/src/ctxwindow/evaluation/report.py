@@ -39,7 +39,7 @@ def table(result: EvalResult) -> Any:
         f"{', '.join(map(str, shown))})",
         title_justify="left",
     )
-    out.add_column("strategy", no_wrap=True)
+    out.add_column("strategy", overflow="fold", ratio=None, min_width=8, max_width=36)
     out.add_column("budget", justify="right")
     out.add_column("recall", justify="right", style="bold")
     for category in shown:
