@@ -303,11 +303,8 @@ def _record_problems(chosen: _Chosen, count: int) -> list[str]:
     """Whether the actions (what the record says) and the kept set (what the window
     holds) agree: the same units kept, and only the strategy's three actions."""
     actions = chosen.actions
-    kept_count = actions.count("kept")
-    if kept_count + actions.count("dropped") + actions.count("summarized") != count:
-        strange = next(a for a in actions if a not in ("kept", "dropped", "summarized"))
-        return [f"the selection holds action {strange!r}; use keep(), drop() or summarize()"]
-    for unit in chosen.kept:
+    kept = chosen.kept
+    for unit in kept:
         if type(unit) is not int or not 0 <= unit < count:
             return [f"the selection keeps {unit!r}, which is not a unit of its history"]
         if actions[unit] != "kept":
@@ -315,12 +312,18 @@ def _record_problems(chosen: _Chosen, count: int) -> list[str]:
                 f"unit {unit} is in the window but its record says {actions[unit]!r}; "
                 f"use keep(), drop() and summarize(), not the kept set"
             ]
-    if kept_count != len(chosen.kept):
-        unit = next(u for u, a in enumerate(actions) if a == "kept" and u not in chosen.kept)
-        return [
-            f"unit {unit} is recorded as kept but is not in the window; "
-            f"use keep(), drop() and summarize(), not the kept set"
-        ]
+    # the common case in one fast pass: every other unit dropped (mostly the very
+    # "dropped" object a Selection starts with, so the count compares identities)
+    if actions.count("dropped") + len(kept) == count:
+        return []
+    for unit, action in enumerate(actions):
+        if action == "kept" and unit not in kept:
+            return [
+                f"unit {unit} is recorded as kept but is not in the window; "
+                f"use keep(), drop() and summarize(), not the kept set"
+            ]
+        if action not in ("kept", "dropped", "summarized"):
+            return [f"the selection holds action {action!r}; use keep(), drop() or summarize()"]
     return []
 
 
