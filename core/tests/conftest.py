@@ -37,3 +37,14 @@ def counting() -> CountingCounter:
 def counting_factory() -> type[CountingCounter]:
     """The class itself, to build several independent counters in one test."""
     return CountingCounter
+
+
+@pytest.fixture
+def uninstalled_first_party() -> str:
+    """A first-party strategy that is not installed here (which ones are varies)."""
+    from ctxwindow.registry import FIRST_PARTY, strategy_names
+
+    missing = [name for name in FIRST_PARTY if name not in strategy_names()]
+    if not missing:
+        pytest.skip("every first-party strategy is installed")
+    return missing[-1]

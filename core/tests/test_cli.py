@@ -103,7 +103,6 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
     ("args", "expected"),
     [
         (["--budget", "0"], "budget must be a positive int"),
-        (["--budget", "100", "--strategy", "summarize"], "pip install ctxwindow-summarize"),
         (["--budget", "100", "-o", "colour=red"], "unknown key(s) 'colour'"),
         (["--budget", "100", "-o", "max_messages=lots"], "expects int | None"),
         (["--budget", "100", "--counter", "nope"], "unknown token counter 'nope'"),
@@ -118,6 +117,14 @@ def test_bad_arguments_are_clear_errors(args: list[str], expected: str) -> None:
     result = run("select", str(EXAMPLE), *args)
     assert result.returncode == 1
     assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_first_party_strategy_gives_the_install_hint(uninstalled_first_party: str) -> None:
+    name = uninstalled_first_party
+    result = run("select", str(EXAMPLE), "--budget", "100", "--strategy", name)
+    assert result.returncode == 1
+    assert f"pip install ctxwindow-{name}" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -260,20 +260,22 @@ def test_bad_counter_in_config() -> None:
 
 
 # -- strategies ------------------------------------------------------------------------
-def test_unknown_first_party_strategy_gives_the_install_hint() -> None:
+def test_unknown_first_party_strategy_gives_the_install_hint(uninstalled_first_party: str) -> None:
+    name = uninstalled_first_party
+    hint = f"pip install ctxwindow-{name}"
     with pytest.raises(UnknownStrategy) as raised:
-        ctxwindow.from_config({"strategy": "summarize", "budget": 100})
+        ctxwindow.from_config({"strategy": name, "budget": 100})
     error = raised.value
-    assert error.name == "summarize"
-    assert error.install_hint == "pip install ctxwindow-summarize"
+    assert error.name == name
+    assert error.install_hint == hint
     assert "fixed" in error.installed
-    assert "`pip install ctxwindow-summarize`" in str(error)
+    assert f"`{hint}`" in str(error)
     assert "installed strategies: " in str(error)
     assert isinstance(error, LookupError)
-    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-summarize"):
-        ctxwindow.select(MESSAGES, 100, strategy="summarize")
-    with pytest.raises(UnknownStrategy, match="pip install ctxwindow-summarize"):
-        ctxwindow.get_strategy("summarize")
+    with pytest.raises(UnknownStrategy, match=hint):
+        ctxwindow.select(MESSAGES, 100, strategy=name)
+    with pytest.raises(UnknownStrategy, match=hint):
+        ctxwindow.get_strategy(name)
 
 
 def test_unknown_other_strategy_has_no_hint() -> None:
