@@ -163,6 +163,10 @@ class NeedsModel(BaseStrategy):
         if not self.options["model"]:
             raise ctxwindow.LLMNotConfigured("strategy 'needs-model' needs model = '<name>'")
 
+    @property
+    def billing(self) -> dict[str, Any]:
+        return {"provider": "example", "model": self.options["model"]}
+
     def choose(self, history: History) -> Selection:  # pragma: no cover - never reached
         raise AssertionError("an unconfigured LLM strategy must fail before any call")
 
@@ -215,3 +219,16 @@ def test_a_name_two_distributions_register_is_a_visible_problem() -> None:
         plugins.host().unregister_plugin("clash")
     assert registry.registry().problems == []
     assert all(entry["conflict"] is None for entry in registry.describe_strategies())
+
+
+class ForgetsBilling(NeedsModel):
+    name = "forgets-billing"
+
+    @property
+    def billing(self) -> None:  # type: ignore[override]
+        return None
+
+
+def test_an_llm_strategy_must_declare_who_is_billed() -> None:
+    with pytest.raises(ctxwindow.LLMNotConfigured, match="declares no billing"):
+        ForgetsBilling(model="m")

@@ -28,17 +28,27 @@ from ctxwindow.errors import (
     LLMNotConfigured,
     OrphanToolResult,
     PluginError,
+    SummarizerFailed,
     UnknownCounter,
     UnknownEmbedder,
+    UnknownScorer,
     UnknownStrategy,
+    UnknownSummarizer,
 )
 from ctxwindow.history import Conversation, History, Selection
 from ctxwindow.hookspecs import hookimpl
 from ctxwindow.host import Windower
+from ctxwindow.importance import ImportanceScorer
 from ctxwindow.messages import ContentPart, Message, ToolCall
 from ctxwindow.options import Option
-from ctxwindow.registry import get_counter, get_embedder
+from ctxwindow.registry import (
+    get_counter,
+    get_embedder,
+    get_importance_scorer,
+    get_summarizer,
+)
 from ctxwindow.strategy import BaseStrategy, Strategy
+from ctxwindow.summarizers import Summarizer, SummaryRequest, SummaryResult
 from ctxwindow.tokens import TokenCounter
 from ctxwindow.units import Unit
 from ctxwindow.window import Decision, LLMUsage, Window, WindowRecord
@@ -57,6 +67,7 @@ __all__ = [
     "Embedder",
     "EmbedderUnavailable",
     "History",
+    "ImportanceScorer",
     "InvalidBudget",
     "InvalidMessage",
     "InvalidOption",
@@ -70,12 +81,18 @@ __all__ = [
     "PluginError",
     "Selection",
     "Strategy",
+    "Summarizer",
+    "SummarizerFailed",
+    "SummaryRequest",
+    "SummaryResult",
     "TokenCounter",
     "ToolCall",
     "Unit",
     "UnknownCounter",
     "UnknownEmbedder",
+    "UnknownScorer",
     "UnknownStrategy",
+    "UnknownSummarizer",
     "Window",
     "WindowRecord",
     "Windower",
@@ -83,7 +100,9 @@ __all__ = [
     "from_config",
     "get_counter",
     "get_embedder",
+    "get_importance_scorer",
     "get_strategy",
+    "get_summarizer",
     "hookimpl",
     "select",
 ]

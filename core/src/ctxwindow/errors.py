@@ -108,6 +108,27 @@ class LLMNotConfigured(CtxWindowError, ValueError):
     """A strategy that needs an LLM was configured without a usable one."""
 
 
+class SummarizerFailed(CtxWindowError, RuntimeError):
+    """A summarizer timed out, failed, or returned something that is not a summary.
+
+    ``usage`` is what the failed attempt still cost (an LLM bills failed calls too).
+    """
+
+    def __init__(self, summarizer: str, problem: str, usage: object = None) -> None:
+        self.summarizer = summarizer
+        self.problem = problem
+        self.usage = usage
+        super().__init__(f"summarizer {summarizer!r} failed: {problem}")
+
+
+class UnknownSummarizer(CtxWindowError, LookupError):
+    """No registered summarizer matches the given spec."""
+
+
+class UnknownScorer(CtxWindowError, LookupError):
+    """No registered importance scorer matches the given spec."""
+
+
 class ContractViolation(CtxWindowError, RuntimeError):
     """A strategy returned a window that breaks the contract; names its distribution."""
 

@@ -23,6 +23,10 @@ RegisterStrategy = Callable[[Any], None]
 #: ``register(name, factory)``: ``factory(argument)`` returns a TokenCounter, where
 #: ``argument`` is what follows ``name:`` in a counter spec (None when absent).
 RegisterTokenCounter = Callable[[str, Callable[[str | None], Any]], None]
+#: ``register(name, factory)``: ``factory(argument)`` returns a Summarizer.
+RegisterSummarizer = Callable[[str, Callable[[str | None], Any]], None]
+#: ``register(name, factory)``: ``factory(argument)`` returns an ImportanceScorer.
+RegisterImportanceScorer = Callable[[str, Callable[[str | None], Any]], None]
 #: ``register(name, factory)``: ``factory(argument)`` returns an Embedder.
 RegisterEmbedder = Callable[[str, Callable[[str | None], Any]], None]
 
@@ -58,4 +62,27 @@ def register_embedders(register: RegisterEmbedder) -> None:
         ``"name"`` calls ``factory(None)`` for the family's default. The factory returns
         an object meeting :class:`ctxwindow.Embedder`; it is made once per spec and
         shared, so load models there, not at import.
+    """
+
+
+@hookspec
+def register_summarizers(register: RegisterSummarizer) -> None:
+    """Add summarizers that summarizing strategies can name, such as ``"mysummarizer"``.
+
+    :param register: call ``register(name, factory)`` for each summarizer family.
+        ``factory(argument)`` (``argument`` is what follows ``name:``, or None) returns an
+        object meeting :class:`ctxwindow.Summarizer`: ``name``, ``requires_llm``,
+        ``max_input_tokens``, ``summarize(request)`` and ``asummarize(request)``. Raise
+        :class:`ctxwindow.SummarizerFailed` when a summary cannot be written, so the
+        strategy's fallback chain runs.
+    """
+
+
+@hookspec
+def register_importance_scorers(register: RegisterImportanceScorer) -> None:
+    """Add importance scorers that strategies keeping "the important units" can name.
+
+    :param register: call ``register(name, factory)`` for each scorer.
+        ``factory(argument)`` returns an object meeting :class:`ctxwindow.ImportanceScorer`:
+        ``name`` and ``score(history)``, one finite score per unit.
     """

@@ -22,7 +22,9 @@ from ctxwindow.errors import (
     PluginError,
     UnknownCounter,
     UnknownEmbedder,
+    UnknownScorer,
     UnknownStrategy,
+    UnknownSummarizer,
 )
 from ctxwindow.strategy import check_registration, declared_options
 from ctxwindow.tokens import CachedCounter, TokenCounter, counter_problem
@@ -53,9 +55,16 @@ HOOKS = {
     "strategy": "register_strategies",
     "token counter": "register_token_counters",
     "embedder": "register_embedders",
+    "summarizer": "register_summarizers",
+    "importance scorer": "register_importance_scorers",
 }
 #: Where a well-known family comes from, for the error when it is missing.
-FAMILY_HINTS = {("embedder", "sentence-transformers"): "pip install ctxwindow-semantic"}
+FAMILY_HINTS = {
+    ("embedder", "sentence-transformers"): "pip install ctxwindow-semantic",
+    ("summarizer", "extractive"): "pip install ctxwindow-summarize",
+    ("summarizer", "openai"): "pip install 'ctxwindow-summarize[openai]'",
+    ("importance scorer", "keywords"): "pip install ctxwindow-sliding",
+}
 
 
 @dataclass
@@ -349,3 +358,18 @@ def get_embedder(spec: Embedder | str | None = None) -> Embedder:
         "'sentence-transformers', 'sentence-transformers:/path/to/model'",
     )
     return made
+
+
+# -- summarizers and importance scorers ---------------------------------------------
+def get_summarizer(spec: str) -> Any:
+    """The shared summarizer for ``spec`` ("name" or "name:argument")."""
+    if not isinstance(spec, str):
+        raise InvalidOption(f"summarizer must be a name, got {type(spec).__name__}")
+    return family_member("summarizer", spec, UnknownSummarizer, "'extractive'")
+
+
+def get_importance_scorer(spec: str) -> Any:
+    """The shared importance scorer for ``spec`` ("name" or "name:argument")."""
+    if not isinstance(spec, str):
+        raise InvalidOption(f"importance scorer must be a name, got {type(spec).__name__}")
+    return family_member("importance scorer", spec, UnknownScorer, "'keywords'")

@@ -71,8 +71,10 @@ class BaseStrategy(ABC):
     """Subclass this, set ``name`` and ``option_specs``, and implement :meth:`choose`."""
 
     name: ClassVar[str]
-    #: True when the strategy calls an LLM; it must then check its setup in check_ready.
-    requires_llm: ClassVar[bool] = False
+    #: True when the strategy calls an LLM. A class may leave it False and an instance
+    #: set it in ``check_ready`` (when that depends on options); either way it must then
+    #: declare ``billing`` (provider and model), checked at configuration.
+    requires_llm: bool = False
     #: Tokens the strategy's output costs beyond its messages; taken off the budget.
     overhead_tokens: int = 0
     option_specs: ClassVar[tuple[Option, ...]] = ()
@@ -83,6 +85,13 @@ class BaseStrategy(ABC):
             validate_options(owner, self.all_options(), options)
         )
         self.check_ready()
+        if self.requires_llm:
+            _check_billing(self)
+
+    @property
+    def billing(self) -> Mapping[str, Any] | None:
+        """Who is paid for the LLM calls: ``{"provider": ..., "model": ...}``."""
+        return None
 
     @classmethod
     def all_options(cls) -> tuple[Option, ...]:
@@ -138,6 +147,17 @@ class BaseStrategy(ABC):
 
 def _default(strategy: BaseStrategy, name: str) -> Any:
     return next(o.default for o in strategy.all_options() if o.name == name)
+
+
+def _check_billing(strategy: BaseStrategy) -> None:
+    from ctxwindow.errors import LLMNotConfigured
+
+    billing = strategy.billing
+    if not billing or not billing.get("provider") or not billing.get("model"):
+        raise LLMNotConfigured(
+            f"strategy {strategy.name!r} calls an LLM but declares no billing "
+            f"(provider and model): {billing!r}"
+        )
 
 
 def declared_options(factory: Any) -> tuple[Option, ...]:
