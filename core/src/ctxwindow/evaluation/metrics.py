@@ -3,12 +3,15 @@
 Verbatim recall counts a turn only if the window holds that very message. A summary
 is scored separately, by a rule that asks whether it still carries the turn's facts:
 an evidence turn named in a summary's ``covers`` counts as recalled by the summary when
-the summary's text contains the question's answer, or at least half of the turn's key
-terms (words of four or more letters, and numbers, that are not stopwords).
+the summary's text contains the question's answer, or one sentence of the summary holds
+at least half of the turn's key terms (words of four or more letters, and numbers, that
+are not stopwords). Per sentence, not over the whole summary: a long summary holds many
+words by chance, and a fact is carried by a sentence.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from ctxwindow.evaluation.dataset import Question
 
 KEY_TERM_SHARE = 0.5
 _WORD = re.compile(r"[a-z0-9]+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _STOPWORDS = frozenset(
     """about after again also been before being between both could does doing down during
     each from further have having here into just more most much only other over same
@@ -58,7 +62,7 @@ def window_contents(messages: Sequence[Any]) -> tuple[set[str], list[tuple[set[s
         if metadata.get("synthetic"):
             text = get("content") if get else getattr(message, "text", "")
             covers = {str(i) for i in metadata.get("covers", ())}
-            summaries.append((covers, _normalize(str(text or ""))))
+            summaries.append((covers, str(text or "")))
             continue
         message_id = get("id") if get else getattr(message, "id", None)
         if message_id is None:
@@ -91,10 +95,10 @@ def score(
 
 
 def _summary_carries(summary: str, answer: str, turn_text: str) -> bool:
-    if answer and f" {answer} " in f" {summary} ":
+    if answer and f" {answer} " in f" {_normalize(summary)} ":
         return True
     terms = key_terms(turn_text)
     if not terms:
         return False
-    words = set(summary.split())
-    return len(terms & words) / len(terms) >= KEY_TERM_SHARE
+    needed = max(1, math.ceil(len(terms) * KEY_TERM_SHARE))
+    return any(len(terms & key_terms(sentence)) >= needed for sentence in _SENTENCE.split(summary))

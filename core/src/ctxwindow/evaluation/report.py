@@ -63,13 +63,20 @@ def table(result: EvalResult) -> Any:
 def markdown(result: EvalResult) -> str:
     """The same table as Markdown, for the docs."""
     shown = result.categories
+    summaries = any(row.recall_with_summaries is not None for row in result.rows)
     names = (CATEGORY_NAMES.get(c, str(c)) for c in shown)
-    head = ["strategy", "budget", "recall", *names, "all kept", "ms/window"]
+    head = ["strategy", "budget", "recall", *names, "all kept"]
+    head += ["with summaries"] if summaries else []
+    head += ["ms/window"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in result.rows:
         cells = [row.strategy, str(row.budget), f"**{row.recall:.3f}**"]
         cells += [f"{row.by_category.get(c, 0.0):.3f}" for c in shown]
-        cells += [f"{row.all_kept:.3f}", f"{row.median_ms:.2f}"]
+        cells.append(f"{row.all_kept:.3f}")
+        if summaries:
+            value = row.recall_with_summaries
+            cells.append("-" if value is None else f"{value:.3f}")
+        cells.append(f"{row.median_ms:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,0 +1,24 @@
+"""ctxwindow-summarize: recent messages verbatim plus a rolling summary that never loses data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ctxwindow
+from ctxwindow.hookspecs import RegisterStrategy
+from ctxwindow_summarize.errors import SummarizerFailed
+from ctxwindow_summarize.extractive import ExtractiveSummarizer
+from ctxwindow_summarize.llm import OpenAISummarizer
+from ctxwindow_summarize.strategy import SummarizeWindow
+
+__all__ = ["ExtractiveSummarizer", "OpenAISummarizer", "SummarizeWindow", "SummarizerFailed"]
+
+
+@ctxwindow.hookimpl
+def register_strategies(register: RegisterStrategy) -> None:
+    register(SummarizeWindow)
+
+
+@ctxwindow.hookimpl
+def register_summarizers(register: Any) -> None:
+    register("extractive", lambda argument: ExtractiveSummarizer())

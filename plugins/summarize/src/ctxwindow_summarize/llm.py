@@ -1,0 +1,149 @@
+"""The ``openai`` summarizer: any OpenAI-compatible chat-completions endpoint (OpenAI,
+Azure OpenAI, Ollama, vLLM, a llama.cpp server) through the official ``openai`` SDK.
+
+The API key is read from the environment variable the config names, at call time, and
+never stored in a record, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ctxwindow.errors import LLMNotConfigured
+from ctxwindow.summarizers import SummaryRequest, SummaryResult
+from ctxwindow.window import LLMUsage
+from ctxwindow_summarize.errors import SummarizerFailed
+
+OPENAI_URL = "https://api.openai.com/v1"
+SYSTEM_PROMPT = (
+    "You keep the running memory of a conversation for an assistant. Rewrite the "
+    "previous summary together with the new messages into one updated summary. Keep "
+    "every name, date, number, decision, preference and open task; drop greetings and "
+    "small talk. Write plain sentences with no preamble, at most {words} words."
+)
+#: Replies that are plainly not a summary: refusals and error pages.
+_ERROR_TEXT = re.compile(
+    r"^\s*(error\b|i'?m sorry|i am sorry|i cannot|i can'?t|as an ai\b|<!doctype|<html|"
+    r"\{\s*\"error\")|rate limit|internal server error|service unavailable",
+    re.IGNORECASE,
+)
+
+
+def looks_like_error(text: str) -> bool:
+    return not text.strip() or bool(_ERROR_TEXT.search(text[:300]))
+
+
+class OpenAISummarizer:
+    """Summarizes with a chat model; timeouts and retries are the SDK's own."""
+
+    requires_llm = True
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 30.0,
+        retries: int = 2,
+        provider: str | None = None,
+        max_input_tokens: int = 6_000,
+    ) -> None:
+        if not model:
+            raise LLMNotConfigured("the openai summarizer needs a model: llm_model = '<name>'")
+        self.model = model
+        self.base_url = (base_url or OPENAI_URL).rstrip("/")
+        self.api_key_env = api_key_env
+        self.timeout = timeout
+        self.retries = retries
+        self.max_input_tokens = max_input_tokens
+        self.provider = provider or (
+            "openai" if self.base_url == OPENAI_URL else "openai-compatible"
+        )
+        self.name = f"openai:{self.model}@{self.base_url}"
+        if self.base_url == OPENAI_URL and not os.environ.get(api_key_env):
+            raise LLMNotConfigured(
+                f"the openai summarizer reads its API key from ${api_key_env}, which is not "
+                f"set; set it, or point llm_base_url at a local server"
+            )
+        self._clients: dict[bool, Any] = {}
+
+    def _client(self, asynchronous: bool) -> Any:
+        client = self._clients.get(asynchronous)
+        if client is None:
+            try:
+                import openai
+            except ImportError:
+                raise LLMNotConfigured(
+                    "the openai summarizer needs the openai SDK: "
+                    "pip install 'ctxwindow-summarize[openai]'"
+                ) from None
+            kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+            client = kind(
+                api_key=os.environ.get(self.api_key_env) or "not-needed-by-local-servers",
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=self.retries,
+            )
+            self._clients[asynchronous] = client
+        return client
+
+    def _messages(self, request: SummaryRequest) -> list[dict[str, str]]:
+        words = max(20, int(request.target_tokens * 0.7))
+        new = "\n".join(request.texts)
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT.format(words=words)},
+            {
+                "role": "user",
+                "content": f"Previous summary:\n{request.previous or '(none yet)'}\n\n"
+                f"New messages:\n{new}\n\nUpdated summary:",
+            },
+        ]
+
+    def _result(self, response: Any) -> SummaryResult:
+        choices = getattr(response, "choices", None) or []
+        text = (choices[0].message.content or "").strip() if choices else ""
+        usage = getattr(response, "usage", None)
+        spent = LLMUsage(
+            provider=self.provider,
+            model=self.model,
+            calls=1,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        )
+        if looks_like_error(text):
+            raise SummarizerFailed(self.name, f"returned no summary: {text[:80]!r}", spent)
+        return SummaryResult(text, spent)
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        try:
+            response = self._client(False).chat.completions.create(
+                model=self.model,
+                messages=self._messages(request),
+                max_tokens=request.target_tokens,
+                temperature=0.2,
+            )
+        except SummarizerFailed:
+            raise
+        except Exception as error:  # the SDK's APIError, APITimeoutError, connection errors
+            raise SummarizerFailed(self.name, _describe(error)) from None
+        return self._result(response)
+
+    async def asummarize(self, request: SummaryRequest) -> SummaryResult:
+        try:
+            response = await self._client(True).chat.completions.create(
+                model=self.model,
+                messages=self._messages(request),
+                max_tokens=request.target_tokens,
+                temperature=0.2,
+            )
+        except Exception as error:
+            raise SummarizerFailed(self.name, _describe(error)) from None
+        return self._result(response)
+
+
+def _describe(error: Exception) -> str:
+    """The error's kind and status, never its request (which may echo headers)."""
+    status = getattr(error, "status_code", None)
+    return f"{type(error).__name__}" + (f" (HTTP {status})" if status else "")

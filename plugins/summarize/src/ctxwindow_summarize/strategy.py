@@ -1,0 +1,324 @@
+"""Recent units verbatim, and one synthetic summary message standing for everything older."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ctxwindow import BaseStrategy, History, LLMUsage, Message, Option, Selection
+from ctxwindow.summarizers import Summarizer, SummaryRequest
+from ctxwindow_summarize.errors import SummarizerFailed
+from ctxwindow_summarize.extractive import ExtractiveSummarizer
+from ctxwindow_summarize.llm import OpenAISummarizer
+from ctxwindow_summarize.rolling import (
+    Summary,
+    SummaryCache,
+    boundary,
+    candidates,
+    message_ref,
+)
+
+DROP = "drop"
+#: A summary shorter than this says nothing; below it the older units are dropped instead.
+MIN_SUMMARY_TOKENS = 12
+
+
+def _share(value: float) -> str | None:
+    return None if 0.0 < value < 1.0 else "must be between 0 and 1 (exclusive)"
+
+
+def _chain(value: list[Any]) -> str | None:
+    if not all(isinstance(item, str) and item for item in value):
+        return "must be a list of summarizer names, such as ['extractive', 'drop']"
+    return None
+
+
+@dataclass
+class Outcome:
+    """What summarizing produced on one visit."""
+
+    summary: Summary | None
+    covered_units: list[int]
+    dropped_units: list[int] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    usage: LLMUsage | None = None
+
+
+class SummarizeWindow(BaseStrategy):
+    """Keeps the recent units verbatim and one rolling summary of everything older.
+
+    The summary is extended, never rewritten from a cut input: the previous summary plus
+    the newly evicted units go to the summarizer together. It is written only when the
+    recent part outgrows its room, so an LLM is called rarely; if it fails, the
+    fallback chain runs, the previous summary is kept, and the record says what failed.
+    """
+
+    name = "summarize"
+    option_specs: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "summarizer",
+            str,
+            "extractive",
+            "'extractive' (no LLM), 'openai' (any OpenAI-compatible endpoint), or a "
+            "registered summarizer.",
+        ),
+        Option(
+            "fallback",
+            list,
+            ["extractive", DROP],
+            "Tried in order when the summarizer fails; 'drop' drops the evicted units "
+            "and says so in the record.",
+            check=_chain,
+        ),
+        Option(
+            "on_error",
+            str,
+            "fallback",
+            "'fallback', or 'raise' SummarizerFailed.",
+            choices=("fallback", "raise"),
+        ),
+        Option(
+            "summary_share",
+            float,
+            0.25,
+            "Share of the budget for the summary message.",
+            check=_share,
+        ),
+        Option(
+            "low_water",
+            float,
+            0.3,
+            "After summarizing, the verbatim part fills at least this share of its room; "
+            "lower means rarer summarizer calls.",
+            check=_share,
+        ),
+        Option("llm_model", str, None, "Model name for 'openai'.", nullable=True),
+        Option(
+            "llm_base_url",
+            str,
+            None,
+            "Endpoint for 'openai' (None: api.openai.com; e.g. http://127.0.0.1:8080/v1).",
+            nullable=True,
+        ),
+        Option(
+            "llm_api_key_env",
+            str,
+            "OPENAI_API_KEY",
+            "Name of the environment variable holding the API key (the key itself is "
+            "never in config).",
+        ),
+        Option("llm_timeout", float, 30.0, "Seconds per LLM call.", minimum=0.1),
+        Option("llm_retries", int, 2, "Retries per LLM call.", minimum=0, maximum=10),
+        Option(
+            "llm_max_input",
+            int,
+            6000,
+            "Most input tokens per LLM call; more is summarized in stages.",
+            minimum=200,
+        ),
+    )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.cache = SummaryCache()
+
+    def check_ready(self) -> None:
+        """Build the summarizers now: a missing model or key fails at configuration."""
+        names = [self.options["summarizer"], *self.options["fallback"]]
+        self._summarizers: list[Summarizer] = [self._build(n) for n in names if n != DROP]
+        self.requires_llm = bool(self._summarizers) and self._summarizers[0].requires_llm
+
+    def _build(self, name: str) -> Summarizer:
+        if name == "extractive":
+            return ExtractiveSummarizer()
+        if name == "openai":
+            return OpenAISummarizer(
+                model=self.options["llm_model"] or "",
+                base_url=self.options["llm_base_url"],
+                api_key_env=self.options["llm_api_key_env"],
+                timeout=self.options["llm_timeout"],
+                retries=self.options["llm_retries"],
+                max_input_tokens=self.options["llm_max_input"],
+            )
+        from ctxwindow.registry import get_summarizer
+
+        return get_summarizer(name)
+
+    @property
+    def billing(self) -> dict[str, Any] | None:
+        """Who is paid for the summarizer's calls; the host checks it at configuration."""
+        if not self.requires_llm:
+            return None
+        first = self._summarizers[0]
+        return {
+            "provider": getattr(first, "provider", None),
+            "model": getattr(first, "model", None),
+        }
+
+    # -- choosing ------------------------------------------------------------------
+    def choose(self, history: History) -> Selection:
+        plan = self._plan(history)
+        return self._finish(history, plan, self._summarize(history, plan))
+
+    async def achoose(self, history: History) -> Selection:
+        """Summarizing (an LLM call) runs in a worker thread: the event loop keeps serving."""
+        return await asyncio.to_thread(self.choose, history)
+
+    def _plan(self, history: History) -> _Plan:
+        """Where the verbatim part starts. Checkpoints are spaced by the budget alone, not
+        by the newest message's size, so they stay put as the chat grows."""
+        units = candidates(history)
+        reserve = int(history.budget * self.options["summary_share"])
+        room = max(0, history.budget - history.must_keep_tokens - reserve)
+        step = max(1, int((history.budget - reserve) * (1 - self.options["low_water"])))
+        start, checkpoints = boundary(history, units, room, step)
+        texts = [history.unit_text(unit) for unit in units[:start]]
+        framing = history.counter.count_message(Message("system", ""))
+        left = history.budget - history.must_keep_tokens - _tokens(history, units[start:])
+        return _Plan(units, start, checkpoints, texts, min(reserve, left) - framing)
+
+    def _summarize(self, history: History, plan: _Plan) -> Outcome:
+        if plan.start == 0:
+            return Outcome(None, [])
+        if plan.summary_room < MIN_SUMMARY_TOKENS:
+            why = f"no room for a summary: the must-keep messages leave {plan.summary_room} tokens"
+            return Outcome(None, [], plan.units[: plan.start], [why])
+        covered = plan.units[: plan.start]
+        keys = SummaryCache.prefix_keys(plan.texts)
+        primary = self._summarizers[0].name if self._summarizers else DROP
+        target = plan.summary_room
+        cached = self.cache.get(primary, target, keys[plan.start])
+        if cached is not None:
+            return Outcome(cached, covered)
+        previous_at = next(
+            (c for c in reversed(plan.checkpoints) if self.cache.get(primary, target, keys[c])), 0
+        )
+        previous = self.cache.get(primary, target, keys[previous_at]) if previous_at else None
+        request_texts = plan.texts[previous_at : plan.start]
+        failures: list[str] = []
+        usage = _Usage()
+        for summarizer in self._summarizers:
+            try:
+                text = _staged(
+                    summarizer,
+                    previous.text if previous else None,
+                    request_texts,
+                    target,
+                    history,
+                    usage,
+                )
+            except SummarizerFailed as error:
+                if self.options["on_error"] == "raise":
+                    raise
+                failures.append(str(error))
+                if error.usage:
+                    usage.add(error.usage)
+                continue
+            refs = tuple(message_ref(history, p) for u in covered for p in history.span(u))
+            summary = Summary(text, refs, summarizer.name)
+            self.cache.put(primary, target, keys[plan.start], summary)
+            return Outcome(summary, covered, failures=failures, usage=usage.total())
+        # Every summarizer failed: keep the previous summary, drop what it does not cover.
+        kept = plan.units[:previous_at] if previous else []
+        lost = plan.units[previous_at : plan.start] if previous else covered
+        return Outcome(previous, kept, lost, failures, usage.total())
+
+    def _finish(self, history: History, plan: _Plan, outcome: Outcome) -> Selection:
+        selection = history.selection()
+        for unit in plan.units[plan.start :]:
+            selection.keep(unit, "recent, verbatim")
+        for note in outcome.failures:
+            selection.notes.append(note)
+        selection.llm = outcome.usage
+        if outcome.summary is not None:
+            by = outcome.summary.summarizer
+            for unit in outcome.covered_units:
+                selection.summarize(unit, f"older than the recent part; in the summary ({by})")
+            message = Message(
+                role="system",
+                content=outcome.summary.text,
+                metadata={
+                    "synthetic": True,
+                    "covers": list(outcome.summary.covers),
+                    "summarizer": by,
+                },
+            )
+            selection.add_synthetic(message, before_unit=_first_after(history, plan))
+        why = "; ".join(outcome.failures) or "no summary could be written"
+        for unit in outcome.dropped_units:
+            selection.drop(unit, f"dropped, not summarized ({why})")
+        return selection
+
+
+@dataclass
+class _Plan:
+    units: list[int]
+    start: int
+    checkpoints: list[int]
+    texts: list[str]
+    summary_room: int
+
+
+class _Usage:
+    def __init__(self) -> None:
+        self.calls = self.prompt = self.completion = 0
+        self.provider: str | None = None
+        self.model: str | None = None
+
+    def add(self, usage: LLMUsage) -> None:
+        self.calls += usage.calls
+        self.prompt += usage.prompt_tokens
+        self.completion += usage.completion_tokens
+        self.provider, self.model = usage.provider, usage.model
+
+    def total(self) -> LLMUsage | None:
+        if not self.calls:
+            return None
+        return LLMUsage(self.provider, self.model, self.calls, self.prompt, self.completion)
+
+
+def _tokens(history: History, units: list[int]) -> int:
+    return sum(history.unit_tokens(unit) for unit in units)
+
+
+def _first_after(history: History, plan: _Plan) -> int:
+    """The summary goes where the verbatim part begins (at the end if there is none)."""
+    return plan.units[plan.start] if plan.start < len(plan.units) else len(history.units)
+
+
+def _staged(
+    summarizer: Summarizer,
+    previous: str | None,
+    texts: list[str],
+    target: int,
+    history: History,
+    usage: _Usage,
+) -> str:
+    """Summarize, in stages when the input exceeds the summarizer's limit: chunks first,
+    then the previous summary with the chunk summaries. The previous summary is never cut."""
+    counter = history.counter
+    limit = summarizer.max_input_tokens
+    used = counter.count_text(previous or "")
+    if used + sum(counter.count_text(t) for t in texts) > limit and len(texts) > 1:
+        chunks: list[list[str]] = [[]]
+        size = 0
+        for text in texts:
+            cost = counter.count_text(text)
+            if chunks[-1] and size + cost > max(limit - used, limit // 2):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(text)
+            size += cost
+        if len(chunks) > 1:
+            texts = [_staged(summarizer, None, chunk, target, history, usage) for chunk in chunks]
+            return _staged(summarizer, previous, texts, target, history, usage)
+    result = summarizer.summarize(SummaryRequest(previous, texts, target, counter))
+    if result.usage:
+        usage.add(result.usage)
+    text = result.text.strip()
+    if not text:
+        raise SummarizerFailed(summarizer.name, "returned an empty summary", result.usage)
+    if counter.count_text(text) > target:  # an LLM that ignored max_tokens: cut it down
+        text = ExtractiveSummarizer().summarize(SummaryRequest(text, [], target, counter)).text
+    return text

@@ -1,0 +1,166 @@
+"""The rolling summary: what it keeps, how rarely it calls, and that it never loses data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import Conversation
+from ctxwindow.summarizers import SummaryRequest, SummaryResult
+from ctxwindow.window import LLMUsage
+from ctxwindow_summarize import ExtractiveSummarizer, SummarizerFailed, SummarizeWindow
+from ctxwindow_summarize.extractive import PREFIX
+
+FACTS = {
+    3: "My sister Alma moves to Porto on 14 March 2025.",
+    9: "The budget for the kitchen is 18500 euros, final.",
+    15: "Dr. Okafor said the surgery is booked for Tuesday 3 June.",
+}
+
+
+def turn(index: int) -> list[dict[str, Any]]:
+    text = FACTS.get(index, f"Just chatting about nothing much, round {index}, the usual.")
+    return [
+        {"role": "user", "content": text, "id": f"u{index}"},
+        {"role": "assistant", "content": f"Understood, noted point {index}.", "id": f"a{index}"},
+    ]
+
+
+def history(turns: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are a planner.", "id": "sys"}]
+    for index in range(turns):
+        out.extend(turn(index))
+    return out
+
+
+def counted(strategy: SummarizeWindow) -> list[int]:
+    """Wrap the strategy's summarizers to count their calls."""
+    calls = [0]
+    for summarizer in strategy._summarizers:
+        original = summarizer.summarize
+
+        def wrapped(request: SummaryRequest, _original: Any = original) -> SummaryResult:
+            calls[0] += 1
+            return _original(request)
+
+        summarizer.summarize = wrapped  # type: ignore[method-assign]
+    return calls
+
+
+def test_extractive_keeps_names_dates_and_numbers_and_is_deterministic() -> None:
+    counter = ctxwindow.get_counter("approx")
+    texts = [f"user: {FACTS[i]}" for i in FACTS] + ["user: ok ok, sure, nice weather today lol"]
+    request = SummaryRequest(None, texts, 60, counter)
+    first = ExtractiveSummarizer().summarize(request)
+    assert first == ExtractiveSummarizer().summarize(request)
+    assert first.text.startswith(PREFIX)
+    assert "18500" in first.text and "Porto" in first.text
+    assert "nice weather" not in first.text
+    assert counter.count_text(first.text) <= 60
+    extended = ExtractiveSummarizer().summarize(
+        SummaryRequest(first.text, ["user: We land in Lisbon at 09:40 on 2 May."], 90, counter)
+    )
+    assert "Porto" in extended.text and "Lisbon" in extended.text  # previous facts stay
+
+
+def test_window_is_a_summary_plus_the_recent_part() -> None:
+    messages = history(40)
+    window = SummarizeWindow().select(messages, 500)
+    assert window.record.engaged
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    assert summary["role"] == "system"
+    covers = set(summary["metadata"]["covers"])
+    verbatim = {m["id"] for m in window.messages if "id" in m}
+    every = {m["id"] for m in messages}
+    assert every == covers | verbatim  # nothing is silently lost
+    assert not covers & verbatim
+    assert "Porto" in summary["content"] and "18500" in summary["content"]
+    positions = [messages.index(m) for m in window.messages if m is not summary]
+    assert positions == sorted(positions)
+    actions = {d.action for d in window.record.decisions}
+    assert actions == {"kept", "summarized"}
+
+
+def test_reselecting_the_same_history_calls_nothing() -> None:
+    strategy = SummarizeWindow()
+    calls = counted(strategy)
+    messages = history(40)
+    first = strategy.select(messages, 500)
+    assert calls[0] == 1
+    again = strategy.select([dict(m) for m in messages], 500)  # equal content, new objects
+    assert calls[0] == 1
+    assert again.messages[1]["content"] == first.messages[1]["content"]
+
+
+def test_chat_loop_of_200_turns_calls_rarely_and_loses_nothing() -> None:
+    strategy = SummarizeWindow()
+    calls = counted(strategy)
+    conversation = Conversation(history(0))
+    per_turn = []
+    for index in range(200):
+        for message in turn(index)[:1]:
+            conversation.append(message)
+        before = calls[0]
+        window = strategy.select(conversation, 600)
+        per_turn.append(calls[0] - before)
+        conversation.append(turn(index)[1])
+        ids = {m["id"] for m in conversation.originals}
+        summaries = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+        covered = set(summaries[0]["metadata"]["covers"]) if summaries else set()
+        verbatim = {m["id"] for m in window.messages if "id" in m}
+        dropped_with_reason = {
+            i for d in window.record.decisions if d.action == "dropped" for i in d.ids
+        }
+        assert ids - {conversation.originals[-1]["id"]} <= covered | verbatim | dropped_with_reason
+    steady = per_turn[50:]
+    assert sum(steady) <= len(steady) / 10, per_turn  # at most one call per 10 turns
+    assert sum(per_turn) >= 5  # and it does summarize
+
+
+class Failing:
+    name = "always-fails"
+    requires_llm = True
+    max_input_tokens = 10_000
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        raise SummarizerFailed(self.name, "HTTP 503", LLMUsage("test", "m", 1, 10, 0))
+
+    async def asummarize(self, request: SummaryRequest) -> SummaryResult:
+        return self.summarize(request)
+
+
+def test_failure_falls_back_to_extractive_and_the_record_says_so() -> None:
+    strategy = SummarizeWindow()
+    strategy._summarizers.insert(0, Failing())  # type: ignore[arg-type]
+    window = strategy.select(history(40), 500)
+    assert any("always-fails" in note and "HTTP 503" in note for note in window.record.notes)
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    assert summary["metadata"]["summarizer"] == "extractive"
+    assert window.record.llm is not None and window.record.llm.calls == 1
+
+
+def test_when_every_summarizer_fails_the_units_are_dropped_with_the_reason() -> None:
+    strategy = SummarizeWindow(fallback=["drop"])
+    strategy._summarizers[:] = [Failing()]  # type: ignore[list-item]
+    window = strategy.select(history(40), 500)
+    dropped = [d for d in window.record.decisions if d.action == "dropped"]
+    assert dropped and all("dropped, not summarized" in d.reason for d in dropped)
+    assert all("HTTP 503" in d.reason for d in dropped)
+
+
+def test_on_error_raise() -> None:
+    strategy = SummarizeWindow(on_error="raise")
+    strategy._summarizers.insert(0, Failing())  # type: ignore[arg-type]
+    with pytest.raises(SummarizerFailed, match="HTTP 503"):
+        strategy.select(history(40), 500)
+
+
+def test_options_are_checked_at_configuration() -> None:
+    with pytest.raises(ctxwindow.LLMNotConfigured, match="model"):
+        SummarizeWindow(summarizer="openai")
+    with pytest.raises(ctxwindow.InvalidOption, match="fallback"):
+        SummarizeWindow(fallback="extractive")
+    with pytest.raises(ctxwindow.InvalidOption, match="summary_share"):
+        SummarizeWindow(summary_share=1.5)
