@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from ctxwindow.messages import Message
@@ -40,11 +42,20 @@ def counting_factory() -> type[CountingCounter]:
 
 
 @pytest.fixture
-def uninstalled_first_party() -> str:
-    """A first-party strategy that is not installed here (which ones are varies)."""
+def uninstalled_first_party(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A first-party strategy that is not installed here; when all are, one is hidden
+    with CTXWINDOW_DISABLE_PLUGINS (for this process and the CLI runs it starts)."""
+    from ctxwindow import plugins
     from ctxwindow.registry import FIRST_PARTY, strategy_names
 
     missing = [name for name in FIRST_PARTY if name not in strategy_names()]
-    if not missing:
-        pytest.skip("every first-party strategy is installed")
-    return missing[-1]
+    if missing:
+        yield missing[-1]
+        return
+    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-sliding")
+    plugins.reset()
+    try:
+        yield "sliding"
+    finally:
+        monkeypatch.delenv("CTXWINDOW_DISABLE_PLUGINS")
+        plugins.reset()

@@ -123,11 +123,20 @@ def test_a_crashing_strategy_is_reported_by_distribution() -> None:
     assert ctxwindow.select(chat(20), budget=100, strategy="fixed").tokens <= 100
 
 
-def test_unknown_strategy_lists_installed_and_hints_install() -> None:
-    with pytest.raises(ctxwindow.UnknownStrategy) as caught:
-        ctxwindow.select(chat(2), budget=100, strategy="sliding")
-    assert "fixed" in caught.value.installed
-    assert caught.value.install_hint == "pip install ctxwindow-sliding"
+def test_unknown_strategy_lists_installed_and_hints_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-sliding")  # as if not installed
+    plugins.reset()
+    try:
+        with pytest.raises(ctxwindow.UnknownStrategy) as caught:
+            ctxwindow.select(chat(2), budget=100, strategy="sliding")
+        assert "fixed" in caught.value.installed
+        assert "sliding" not in caught.value.installed
+        assert caught.value.install_hint == "pip install ctxwindow-sliding"
+    finally:
+        monkeypatch.delenv("CTXWINDOW_DISABLE_PLUGINS")
+        plugins.reset()
 
 
 def test_malformed_registration_is_reported_not_raised() -> None:
