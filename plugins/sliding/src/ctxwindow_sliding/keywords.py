@@ -1,0 +1,332 @@
+"""The default importance scorer, ``keywords``: how much each unit has to say about the
+query, in pure Python.
+
+1. **Overlap**: BM25 between the query (``history.effective_query``) and each unit's text
+   (speaker name, text, tool-call names and arguments; stopwords out, light suffix
+   stripping): rare shared words count for much, common ones for little, and a long
+   unit does not win by length alone. Scaled so the best unit scores 1.
+2. **Neighbours**: each unit inherits ``neighbours`` of an adjacent unit's score,
+   shrinking by ``DECAY`` a step, up to ``reach`` units away on each side: the turn a
+   question needs often sits beside the turn that matches it (the reply, the rest of
+   the story).
+3. **Salience**: a scoring unit is worth ``1 + speaker`` times more when its speaker is
+   named in the query ("what did *Bob* say about ..."), and ``1 + salience`` times more
+   when it carries the kind of fact the query asks for: a date or time for "when ...",
+   a number for "how many ...".
+
+Each conversation keeps an index of its units' terms, speakers and facts, grown as
+units arrive (a ``Conversation`` is append-only), so a chat loop that appends a message
+and selects again reads that message only. Scores are computed sparsely: a visit costs
+the postings of the query's terms, not a pass over every unit.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import threading
+import weakref
+from collections import Counter
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from ctxwindow import Conversation, History, InvalidOption
+
+K1 = 1.2
+B = 0.75
+#: Each further neighbour inherits this much less than the one before.
+DECAY = 0.7
+
+_WORD = re.compile(r"[a-z0-9]+")
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how
+    i if in into is it its itself just me more most my myself no nor not now of off on
+    once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves s t don re ve ll m d""".split()
+)
+_TIME_WORDS = frozenset(
+    """january february march april may june july august september october november
+    december jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday
+    thursday friday saturday sunday yesterday today tomorrow tonight weekend week weeks
+    month months year years ago last next recently lately since until summer winter
+    spring autumn christmas birthday morning evening night""".split()
+)
+_NUMBER_WORDS = frozenset(
+    """one two three four five six seven eight nine ten eleven twelve twenty thirty
+    forty fifty hundred thousand million once twice dozen half couple several""".split()
+)
+_YEAR = re.compile(r"\b(1[89]|20)\d\d\b")
+_ASKS_TIME = re.compile(r"\b(when|what (year|month|day|date|time)|how long ago|since when)\b")
+_ASKS_NUMBER = re.compile(r"\b(how (many|much|long|old|often|far)|what number)\b")
+
+#: Kinds of fact, as bits: what a unit carries and what a query asks for.
+TIME, NUMBER = 1, 2
+
+
+def stem(word: str) -> str:
+    """A light suffix strip, so 'paintings', 'painting' and 'paint' meet."""
+    for suffix in ("ings", "ing", "edly", "ed", "ies", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """The words of ``text`` that carry meaning, lowercased and stemmed."""
+    return [stem(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
+
+
+def facts(text: str) -> int:
+    """The kinds of fact ``text`` carries: TIME (a date, weekday, month, year or a word
+    such as 'yesterday') and NUMBER (digits or a number word), as bits."""
+    lowered = text.lower()
+    words = set(_WORD.findall(lowered))
+    found = 0
+    if words & _TIME_WORDS or _YEAR.search(lowered):
+        found |= TIME
+    if words & _NUMBER_WORDS or any(word.isdigit() for word in words):
+        found |= NUMBER
+    return found
+
+
+def asks_for(query: str) -> int:
+    """The kinds of fact ``query`` asks for ('when ...': TIME; 'how many ...': NUMBER)."""
+    lowered = query.lower()
+    return (TIME if _ASKS_TIME.search(lowered) else 0) | (
+        NUMBER if _ASKS_NUMBER.search(lowered) else 0
+    )
+
+
+def unit_text(history: History, unit: int) -> str:
+    """What a unit says, as matched: each message's speaker and text, and for tool calls
+    the function names and arguments."""
+    parts = []
+    for position in history.span(unit):
+        message = history.messages[position]
+        text = message.text
+        if message.tool_calls:
+            calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+            text = f"{text} {calls}".strip()
+        parts.append(f"{message.name}: {text}" if message.name else text)
+    return "\n".join(parts)
+
+
+def unit_speakers(history: History, unit: int) -> frozenset[str]:
+    """The names of who speaks in a unit (``name`` of its messages), as terms."""
+    found: set[str] = set()
+    for position in history.span(unit):
+        name = history.messages[position].name
+        if name:
+            found.update(terms(name))
+    return frozenset(found)
+
+
+class UnitTerms:
+    """What the scorer needs of one unit."""
+
+    __slots__ = ("counts", "facts", "length", "speakers")
+
+    def __init__(self, text: str, speakers: frozenset[str]) -> None:
+        self.counts = Counter(terms(text))
+        self.length = sum(self.counts.values())
+        self.facts = facts(text)
+        self.speakers = speakers
+
+    @classmethod
+    def of(cls, history: History, unit: int) -> UnitTerms:
+        return cls(unit_text(history, unit), unit_speakers(history, unit))
+
+
+class TermIndex:
+    """Postings, lengths, speakers and facts of a conversation's units, in unit order."""
+
+    def __init__(self) -> None:
+        self.postings: dict[str, tuple[list[int], list[int]]] = {}  # units, counts
+        self.lengths: list[int] = []
+        self.length_sums: list[int] = [0]
+        self.facts: list[int] = []
+        self.speakers: list[frozenset[str]] = []
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def add(self, read: UnitTerms) -> None:
+        unit = len(self.lengths)
+        for term, count in read.counts.items():
+            units, counts = self.postings.setdefault(term, ([], []))
+            units.append(unit)
+            counts.append(count)
+        self.lengths.append(read.length)
+        self.length_sums.append(self.length_sums[-1] + read.length)
+        self.facts.append(read.facts)
+        self.speakers.append(read.speakers)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The scorer's weights, from its spec: ``keywords:speaker=0;reach=2``."""
+
+    #: Share of an adjacent unit's score a unit inherits (0: none).
+    neighbours: float = 0.25
+    #: How many units away, on each side, a score spreads.
+    reach: int = 4
+    #: A scoring unit whose speaker the query names counts ``1 + speaker`` times.
+    speaker: float = 1.0
+    #: A scoring unit with the kind of fact the query asks for counts ``1 + salience`` times.
+    salience: float = 1.0
+
+    @classmethod
+    def parse(cls, argument: str | None) -> Settings:
+        """``key=value`` pairs separated by ';' (a ',' would end the option in a spec)."""
+        settings = cls()
+        known = [field.name for field in fields(cls)]
+        for pair in filter(None, (p.strip() for p in (argument or "").split(";"))):
+            key, sep, raw = (part.strip() for part in pair.partition("="))
+            problem = None
+            if not sep or key not in known:
+                problem = f"{pair!r} is not one of {', '.join(f'{k}=...' for k in known)}"
+            else:
+                try:
+                    value: float = int(raw) if key == "reach" else float(raw)
+                except ValueError:
+                    value = math.nan
+                if not math.isfinite(value) or value < 0 or (key == "reach" and value > 50):
+                    limit = "an integer from 0 to 50" if key == "reach" else "a number >= 0"
+                    problem = f"{key} must be {limit}, got {raw!r}"
+            if problem:
+                raise InvalidOption(f"importance scorer 'keywords:{argument}': {problem}")
+            changes: dict[str, Any] = {key: value}
+            settings = replace(settings, **changes)
+        return settings
+
+
+class KeywordScorer:
+    """BM25 overlap with the query, spread to neighbouring units, raised for units whose
+    speaker the query names or that carry the kind of fact it asks for. Pure Python;
+    one incrementally grown index per conversation; safe to share between threads."""
+
+    def __init__(self, settings: Settings | None = None, name: str = "keywords") -> None:
+        self.settings = settings or Settings()
+        self.name = name
+        self._indexes: weakref.WeakKeyDictionary[Conversation, TermIndex] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+        #: Units read into an index so far, over all conversations (tests, bench).
+        self.indexed = 0
+
+    def index(self, history: History) -> TermIndex:
+        """The conversation's index, brought up to this history's units."""
+        with self._lock:
+            index = self._indexes.get(history.conversation)
+            if index is None:
+                index = self._indexes[history.conversation] = TermIndex()
+        with index.lock:
+            start, stop = len(index), _stable_units(history)
+            for unit in range(start, stop):
+                index.add(UnitTerms.of(history, unit))
+            self.indexed += max(stop - start, 0)
+        return index
+
+    def score(self, history: History) -> list[float]:
+        """One score per unit: 0 for a unit that shares nothing with the query, nor sits
+        near one that does; the best direct match scores at least 1."""
+        size = len(history.units)
+        index = self.index(history)
+        # A unit the host changed on this visit (the newest user message, truncated) is
+        # read afresh rather than indexed.
+        tail = {unit: UnitTerms.of(history, unit) for unit in range(min(len(index), size), size)}
+        query = terms(history.effective_query)
+        matched = self._overlap(index, tail, set(query), size)
+        asking = history.newest_user if history.query is None else None
+        own = None if asking is None else history.unit_of(asking)
+        if own is not None:
+            matched.pop(own, None)  # the query does not match itself
+        if not matched:
+            return [0.0] * size
+        settings = self.settings
+        top = max(matched.values())
+        out = [0.0] * size
+        for unit, value in matched.items():
+            out[unit] = value / top
+        out = spread(out, settings.neighbours, settings.reach)
+        asked = asks_for(history.effective_query) if settings.salience else 0
+        if asked:
+            facts = index.facts[:size] + [read.facts for read in tail.values()]
+            raised = 1 + settings.salience
+            out = [
+                v * raised if v and kind & asked else v for v, kind in zip(out, facts, strict=True)
+            ]
+        named = set(query) if settings.speaker else set()
+        if named:
+            speakers = index.speakers[:size] + [read.speakers for read in tail.values()]
+            raised = 1 + settings.speaker
+            out = [
+                v * raised if v and not named.isdisjoint(who) else v
+                for v, who in zip(out, speakers, strict=True)
+            ]
+        return out
+
+    @staticmethod
+    def _overlap(
+        index: TermIndex, tail: dict[int, UnitTerms], query: set[str], size: int
+    ) -> dict[int, float]:
+        """BM25 of the first ``size`` units for the ``query`` terms, for the units that
+        share a term with it; ``tail`` holds the last units when the index does not."""
+        indexed = size - len(tail)
+        total = index.length_sums[indexed] + sum(read.length for read in tail.values())
+        average = max(total / max(size, 1), 1.0)
+        lengths = index.lengths
+        scores: dict[int, float] = {}
+        for term in query:
+            units, counts = index.postings.get(term, ([], []))
+            cut = bisect.bisect_left(units, indexed)
+            hits = list(zip(units[:cut], counts[:cut], strict=True))
+            hits += [
+                (unit, read.counts[term]) for unit, read in tail.items() if term in read.counts
+            ]
+            if not hits:
+                continue
+            idf = math.log(1 + (size - len(hits) + 0.5) / (len(hits) + 0.5))
+            for unit, count in hits:
+                length = tail[unit].length if unit >= indexed else lengths[unit]
+                norm = K1 * (1 - B + B * length / average)
+                scores[unit] = scores.get(unit, 0.0) + idf * count * (K1 + 1) / (count + norm)
+        return scores
+
+
+def spread(scores: list[float], strength: float, reach: int) -> list[float]:
+    """Add to each unit ``strength * DECAY**(k-1)`` of the score of the unit ``k`` away,
+    on both sides, for ``k`` up to ``reach``."""
+    if not strength or not reach:
+        return scores
+    size = len(scores)
+    out = list(scores)
+    weight = strength
+    for step in range(1, min(reach, size - 1) + 1):
+        out[step:] = [o + weight * s for o, s in zip(out[step:], scores, strict=False)]
+        out[: size - step] = [o + weight * s for o, s in zip(out, scores[step:], strict=False)]
+        weight *= DECAY
+    return out
+
+
+def _stable_units(history: History) -> int:
+    """How many leading units read the same on every visit: all of them, unless the host
+    stood a truncated copy in for the newest user message on this one."""
+    replaced = history.replacements
+    if not replaced:
+        return len(history.units)
+    unit = history.unit_of(min(replaced))
+    return len(history.units) if unit is None else unit
+
+
+def keywords_factory(argument: str | None) -> KeywordScorer:
+    """``keywords``, or ``keywords:<key=value;...>`` with the keys of :class:`Settings`."""
+    settings = Settings.parse(argument)
+    return KeywordScorer(settings, "keywords" + (f":{argument}" if argument else ""))
