@@ -8,21 +8,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ctxwindow import History
+from ctxwindow.text import unit_text
 from ctxwindow_semantic.lexical import BM25Index
-
-
-def unit_text(history: History, unit: int) -> str:
-    """What a unit says, as embedded and matched: each message's speaker and text, and
-    for tool calls the function names and arguments."""
-    parts = []
-    for position in history.span(unit):
-        message = history.messages[position]
-        text = message.text
-        if message.tool_calls:
-            calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-            text = f"{text} {calls}".strip()
-        parts.append(f"{message.name}: {text}" if message.name else text)
-    return "\n".join(parts)
 
 
 class UnitIndex:

@@ -7,36 +7,14 @@ the index here grows with it and scores the whole history against a query in num
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 
 import numpy as np
 
+from ctxwindow.text import terms
+
 K1 = 1.2
 B = 0.75
-_WORD = re.compile(r"[a-z0-9]+")
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been
-    before being below between both but by can could did do does doing down during each
-    few for from further had has have having he her here hers herself him himself his how
-    i if in into is it its itself just me more most my myself no nor not now of off on
-    once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves s t don re ve ll m d""".split()
-)
-
-
-def stem(word: str) -> str:
-    """A light suffix strip, so 'paintings', 'painting' and 'paint' meet."""
-    for suffix in ("ings", "ing", "edly", "ed", "ies", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
-
-
-def terms(text: str) -> list[str]:
-    return [stem(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
 
 
 class BM25Index:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ctxwindow import Conversation, History, InvalidOption
+from ctxwindow.text import terms, unit_text
 
 K1 = 1.2
 B = 0.75
@@ -39,16 +40,6 @@ B = 0.75
 DECAY = 0.7
 
 _WORD = re.compile(r"[a-z0-9]+")
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been
-    before being below between both but by can could did do does doing down during each
-    few for from further had has have having he her here hers herself him himself his how
-    i if in into is it its itself just me more most my myself no nor not now of off on
-    once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves s t don re ve ll m d""".split()
-)
 _TIME_WORDS = frozenset(
     """january february march april may june july august september october november
     december jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday
@@ -66,19 +57,6 @@ _ASKS_NUMBER = re.compile(r"\b(how (many|much|long|old|often|far)|what number)\b
 
 #: Kinds of fact, as bits: what a unit carries and what a query asks for.
 TIME, NUMBER = 1, 2
-
-
-def stem(word: str) -> str:
-    """A light suffix strip, so 'paintings', 'painting' and 'paint' meet."""
-    for suffix in ("ings", "ing", "edly", "ed", "ies", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
-
-
-def terms(text: str) -> list[str]:
-    """The words of ``text`` that carry meaning, lowercased and stemmed."""
-    return [stem(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
 
 
 def facts(text: str) -> int:
@@ -100,20 +78,6 @@ def asks_for(query: str) -> int:
     return (TIME if _ASKS_TIME.search(lowered) else 0) | (
         NUMBER if _ASKS_NUMBER.search(lowered) else 0
     )
-
-
-def unit_text(history: History, unit: int) -> str:
-    """What a unit says, as matched: each message's speaker and text, and for tool calls
-    the function names and arguments."""
-    parts = []
-    for position in history.span(unit):
-        message = history.messages[position]
-        text = message.text
-        if message.tool_calls:
-            calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-            text = f"{text} {calls}".strip()
-        parts.append(f"{message.name}: {text}" if message.name else text)
-    return "\n".join(parts)
 
 
 def unit_speakers(history: History, unit: int) -> frozenset[str]:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ctxwindow import BaseStrategy, History, LLMUsage, Message, Option, Selection
 from ctxwindow.summarizers import Summarizer, SummaryRequest
+from ctxwindow.text import unit_text
 from ctxwindow_summarize.errors import SummarizerFailed
 from ctxwindow_summarize.extractive import ExtractiveSummarizer
 from ctxwindow_summarize.llm import OpenAISummarizer
@@ -174,7 +175,7 @@ class SummarizeWindow(BaseStrategy):
         room = max(0, history.budget - history.must_keep_tokens - reserve)
         step = max(1, int((history.budget - reserve) * (1 - self.options["low_water"])))
         start, checkpoints = boundary(history, units, room, step)
-        texts = [history.unit_text(unit) for unit in units[:start]]
+        texts = [unit_text(history, unit) for unit in units[:start]]
         framing = history.counter.count_message(Message("system", ""))
         left = history.budget - history.must_keep_tokens - _tokens(history, units[start:])
         return _Plan(units, start, checkpoints, texts, min(reserve, left) - framing)
