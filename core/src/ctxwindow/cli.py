@@ -125,8 +125,16 @@ def _parser() -> argparse.ArgumentParser:
         "bench",
         help="speed and memory of strategies on synthetic histories (cold, warm, vs LangChain)",
     )
-    bench.add_argument("--strategy", "-s", action="append", default=[], metavar="NAME")
+    bench.add_argument(
+        "--strategy",
+        "-s",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="NAME or NAME:key=value,... (repeatable; default: every strategy needing no LLM)",
+    )
     bench.add_argument("--sizes", default="1000,10000,100000", help="history lengths")
+    bench.add_argument("--repeats", type=int, help="runs per figure (default: by size)")
     bench.add_argument("--json", metavar="FILE", help="write the results as JSON")
     bench.set_defaults(run=_bench)
     return parser
@@ -228,6 +236,7 @@ def _bench(args: argparse.Namespace) -> int:
             args.strategy or None,
             _ints(args.sizes, "--sizes"),
             progress=lambda label: status.update(f"benchmarking {label}"),
+            repeats=args.repeats,
         )
     table = rich_table.Table(
         title=f"Medians, budget {bench.BUDGET} tokens, approx counting", title_justify="left"

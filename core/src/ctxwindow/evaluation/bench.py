@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ctxwindow.evaluation.runner import StrategySpec
 from ctxwindow.history import Conversation
 from ctxwindow.messages import read_message
 from ctxwindow.registry import describe_strategies
@@ -117,12 +118,16 @@ def _trim(history: list[dict[str, Any]], budget: int) -> Callable[[], Any] | Non
     )
 
 
-def bench_strategy(name: str, size: int, budget: int = BUDGET) -> BenchRow:
+def bench_strategy(
+    name: str, size: int, budget: int = BUDGET, repeats: int | None = None
+) -> BenchRow:
+    """``name`` is a strategy spec: ``NAME`` or ``NAME:key=value,...``."""
     from ctxwindow.api import get_strategy
 
-    strategy = get_strategy(name)
+    spec = StrategySpec.parse(name)
+    strategy = get_strategy(spec.name, **spec.options)
     history = synthetic_history(size)
-    repeats = _repeats(size)
+    repeats = repeats or _repeats(size)
 
     def fresh() -> CachedCounter:
         return CachedCounter(ApproxCounter())  # a new, empty cache for each run
@@ -162,6 +167,7 @@ def run(
     strategies: Sequence[str] | None = None,
     sizes: Sequence[int] = SIZES,
     progress: Callable[[str], None] | None = None,
+    repeats: int | None = None,
 ) -> list[BenchRow]:
     names = strategies or [s["name"] for s in describe_strategies() if not s["requires_llm"]]
     rows = []
@@ -169,7 +175,7 @@ def run(
         for size in sizes:
             if progress:
                 progress(f"{name} at {size:,} messages")
-            rows.append(bench_strategy(name, size))
+            rows.append(bench_strategy(name, size, repeats=repeats))
     return rows
 
 
