@@ -82,10 +82,11 @@ def history(turns: int) -> list[dict[str, Any]]:
 
 
 def strategy(url: str, **options: Any) -> SummarizeWindow:
-    return SummarizeWindow(
-        summarizer="openai", llm_model="smollm2", llm_base_url=url, llm_timeout=120.0,
-        llm_retries=0, llm_api_key_env="CTXWINDOW_TEST_KEY", **options,
-    )  # fmt: skip
+    settings: dict[str, Any] = {
+        "summarizer": "openai", "llm_model": "smollm2", "llm_base_url": url,
+        "llm_timeout": 120.0, "llm_retries": 0, "llm_api_key_env": "CTXWINDOW_TEST_KEY",
+    }  # fmt: skip
+    return SummarizeWindow(**{**settings, **options})
 
 
 @pytest.fixture(autouse=True)
@@ -136,6 +137,15 @@ def test_async_summarizer_speaks_the_protocol(server: dict[str, Any]) -> None:
         assert error.usage is not None and error.usage.calls == 1  # type: ignore[attr-defined]
         return
     assert result.text and result.usage is not None and result.usage.calls == 1
+
+
+def test_a_timeout_falls_back_and_is_recorded(server: dict[str, Any]) -> None:
+    if server["process"].poll() is not None:
+        pytest.skip("the server was killed by an earlier test")
+    window = strategy(server["url"], llm_timeout=0.1).select(history(40), 300)
+    notes = " ".join(window.record.notes)
+    assert "APITimeoutError" in notes
+    assert summary_of(window)["metadata"]["summarizer"] == "extractive"
 
 
 def test_killing_the_server_mid_run_loses_nothing(server: dict[str, Any]) -> None:

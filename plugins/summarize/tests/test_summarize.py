@@ -164,3 +164,22 @@ def test_options_are_checked_at_configuration() -> None:
         SummarizeWindow(fallback="extractive")
     with pytest.raises(ctxwindow.InvalidOption, match="summary_share"):
         SummarizeWindow(summary_share=1.5)
+
+
+@pytest.mark.parametrize(
+    ("reply", "is_error"),
+    [
+        ("", True),
+        ("   ", True),
+        ("I'm sorry, but I can't help with that.", True),
+        ("Error: model overloaded", True),
+        ('{"error": {"message": "quota exceeded"}}', True),
+        ("<!DOCTYPE html><html><body>502 Bad Gateway</body></html>", True),
+        ("Alma moves to Porto on 14 March; the kitchen budget is 18500 euros.", False),
+        ("They discussed an error in the invoice and agreed to fix it by Friday.", False),
+    ],
+)
+def test_replies_that_are_plainly_not_a_summary_are_failures(reply: str, is_error: bool) -> None:
+    from ctxwindow_summarize.llm import looks_like_error
+
+    assert looks_like_error(reply) is is_error
