@@ -29,55 +29,49 @@ def require(module: str) -> Any:
         raise ConfigError(f"this needs {module.split('.', maxsplit=1)[0]}: {EXTRA_HINT}") from None
 
 
+def columns(result: EvalResult) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of the results table, shared by the terminal and Markdown."""
+    shown = result.categories
+    summaries = any(row.recall_with_summaries is not None for row in result.rows)
+    head = ["strategy", "budget", "recall", *(CATEGORY_NAMES.get(c, str(c)) for c in shown)]
+    head += ["all kept", *(["with summaries"] if summaries else []), "ms/window"]
+    cells = []
+    for row in result.rows:
+        line = [row.strategy, str(row.budget), f"{row.recall:.3f}"]
+        line += [f"{row.by_category.get(c, 0.0):.3f}" for c in shown]
+        line.append(f"{row.all_kept:.3f}")
+        if summaries:
+            value = row.recall_with_summaries
+            line.append("-" if value is None else f"{value:.3f}")
+        line.append(f"{row.median_ms:.2f}")
+        cells.append(line)
+    return head, cells
+
+
 def table(result: EvalResult) -> Any:
     """A rich Table: one row per strategy and budget."""
     rich_table = require("rich.table")
-    shown = result.categories
-    summaries = any(row.recall_with_summaries is not None for row in result.rows)
+    head, cells = columns(result)
     out = rich_table.Table(
         title=f"Evidence recall (counter {result.counter}, categories "
-        f"{', '.join(map(str, shown))})",
+        f"{', '.join(map(str, result.categories))})",
         title_justify="left",
     )
-    out.add_column("strategy", overflow="fold", ratio=None, min_width=8, max_width=36)
-    out.add_column("budget", justify="right")
-    out.add_column("recall", justify="right", style="bold")
-    for category in shown:
-        out.add_column(CATEGORY_NAMES.get(category, str(category)), justify="right")
-    out.add_column("all kept", justify="right")
-    if summaries:
-        out.add_column("with summaries", justify="right")
-    out.add_column("ms", justify="right")
-    for row in result.rows:
-        cells = [row.strategy, str(row.budget), f"{row.recall:.3f}"]
-        cells += [f"{row.by_category.get(c, 0.0):.3f}" for c in shown]
-        cells.append(f"{row.all_kept:.3f}")
-        if summaries:
-            value = row.recall_with_summaries
-            cells.append("-" if value is None else f"{value:.3f}")
-        cells.append(f"{row.median_ms:.2f}")
-        out.add_row(*cells)
+    out.add_column(head[0], overflow="fold", min_width=8, max_width=36)
+    for name in head[1:]:
+        out.add_column(name, justify="right", style="bold" if name == "recall" else None)
+    for line in cells:
+        out.add_row(*line)
     return out
 
 
 def markdown(result: EvalResult) -> str:
-    """The same table as Markdown, for the docs."""
-    shown = result.categories
-    summaries = any(row.recall_with_summaries is not None for row in result.rows)
-    names = (CATEGORY_NAMES.get(c, str(c)) for c in shown)
-    head = ["strategy", "budget", "recall", *names, "all kept"]
-    head += ["with summaries"] if summaries else []
-    head += ["ms/window"]
+    """The same table as Markdown, for the docs (recall in bold)."""
+    head, cells = columns(result)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in result.rows:
-        cells = [row.strategy, str(row.budget), f"**{row.recall:.3f}**"]
-        cells += [f"{row.by_category.get(c, 0.0):.3f}" for c in shown]
-        cells.append(f"{row.all_kept:.3f}")
-        if summaries:
-            value = row.recall_with_summaries
-            cells.append("-" if value is None else f"{value:.3f}")
-        cells.append(f"{row.median_ms:.2f}")
-        lines.append("| " + " | ".join(cells) + " |")
+    for line in cells:
+        line[2] = f"**{line[2]}**"
+        lines.append("| " + " | ".join(line) + " |")
     return "\n".join(lines)
 
 
