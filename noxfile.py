@@ -100,3 +100,19 @@ def bench(session: nox.Session) -> None:
     session.install("langchain-core")
     session.run("ctxwindow", "bench", "-s", "fixed", "--json", "docs/results/bench.json")
     session.run("python", "-m", "ctxwindow_semantic.bench")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site with --strict (broken links and references fail), then its
+    tests. The site goes to a temporary folder, or to the path given after `--`."""
+    install_project(session, extras="testing,eval")
+    session.install(
+        "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.29",
+        "mkdocs-gen-files>=0.5", "ruff",  # ruff formats the signatures
+    )  # fmt: skip
+    env = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
+    site = session.posargs[0] if session.posargs else f"{session.create_tmp()}/site"
+    session.run("mkdocs", "build", "--strict", "--site-dir", site, env=env)
+    session.log(f"the site is in {site}")
+    session.run("pytest", "core/tests/test_docs.py", "-q", env=env)

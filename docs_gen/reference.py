@@ -1,0 +1,416 @@
+"""The generated pages of the documentation site, as Markdown strings.
+
+Nothing here depends on mkdocs: ``gen_pages.py`` (run by mkdocs-gen-files at build time)
+writes these strings into the site, and ``core/tests/test_docs.py`` reads them directly.
+Every page is built from what the code declares, so it cannot drift from it:
+
+- the configuration reference from each first-party strategy's declared options;
+- the CLI reference from ``ctxwindow.cli._parser()``;
+- one page per first-party strategy from its plugin's README (links rewritten for the
+  site), its declared options and its rows of ``docs/results/recall.json``;
+- the API reference's member list from ``ctxwindow.__all__``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import posixpath
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+#: First-party strategies: name -> (distribution, plugin folder), in the site's order.
+FIRST_PARTY = {
+    "fixed": ("ctxwindow-fixed", "plugins/fixed"),
+    "sliding": ("ctxwindow-sliding", "plugins/sliding"),
+    "semantic": ("ctxwindow-semantic", "plugins/semantic"),
+    "summarize": ("ctxwindow-summarize", "plugins/summarize"),
+}
+
+#: A line on when to pick each strategy, shown above its README.
+WHEN_TO_USE = {
+    "fixed": "You want the cheapest, most predictable window: the recent conversation, "
+    "contiguous, and nothing else. A good default for short chats and agents whose "
+    "recent steps are all that matter.",
+    "sliding": "Long conversations where old facts come back, and you want no model and "
+    "no extra dependency: keyword relevance to the question plus a recent run.",
+    "semantic": "Long conversations where questions reach far back, worded differently "
+    "from the turns that answer them, and you can afford a small embedding model.",
+    "summarize": "You want a bounded, always-current account of the whole history "
+    "rather than the turns picked for one question; with an LLM, or extractive "
+    "without one.",
+}
+
+
+def _cell(value: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(value).replace("\n", " ").replace("|", "\\|")
+
+
+def _default(value: object) -> str:
+    return f"`{value!r}`"
+
+
+# -- configuration reference -----------------------------------------------------------
+def first_party_strategies() -> list[dict[str, Any]]:
+    """``describe_strategies()`` for the installed first-party strategies, site order."""
+    import inspect
+
+    from ctxwindow import registry
+
+    by_name = {
+        entry["name"]: entry
+        for entry in registry.describe_strategies()
+        if entry["distribution"] == FIRST_PARTY.get(entry["name"], ("",))[0]
+    }
+    for name, entry in by_name.items():
+        doc = inspect.getdoc(registry.registry().strategies[name].target) or ""
+        paragraph = " ".join(doc.split("\n\n")[0].split())
+        entry["summary"] = paragraph.replace("``", "`")
+    return [by_name[name] for name in FIRST_PARTY if name in by_name]
+
+
+def options_table(options: list[dict[str, Any]]) -> str:
+    lines = ["| option | type | default | choices | meaning |", "| --- | --- | --- | --- | --- |"]
+    for option in options:
+        choices = option.get("choices")
+        shown = ", ".join(f"`{choice!r}`" for choice in choices) if choices else ""
+        lines.append(
+            f"| `{option['name']}` | {_cell(option['type'])} | {_cell(_default(option['default']))}"
+            f" | {_cell(shown)} | {_cell(option['help'])} |"
+        )
+    return "\n".join(lines)
+
+
+def configuration_reference() -> str:
+    """Every option of every installed first-party strategy, from what each declares."""
+    from ctxwindow.config import HOST_KEYS
+
+    strategies = first_party_strategies()
+    missing = [name for name in FIRST_PARTY if name not in {s["name"] for s in strategies}]
+    out = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated at build time by docs_gen/reference.py from the options each "
+        "strategy declares (`option_specs`); do not edit. -->",
+        "",
+        "A configuration is a dict, a `ctxwindow.toml`, or `[tool.ctxwindow]` in "
+        "`pyproject.toml`, read by `ctxwindow.from_config(...)` and by "
+        "`ctxwindow select --config FILE`. It holds the host's keys "
+        f"({', '.join(f'`{key}`' for key in HOST_KEYS)}) and, flat beside them, the "
+        "options of the chosen strategy. Unknown keys are an error listing the valid "
+        "ones; a wrong type says what was expected. The same options are keyword "
+        "arguments of the strategy class and `KEY=VALUE` pairs of "
+        "`ctxwindow select --option`.",
+        "",
+        "```toml",
+        'strategy = "fixed"',
+        "budget = 4000",
+        'counter = "approx"   # approx | tiktoken:<encoding or model> | hf:<tokenizer.json>',
+        "max_messages = 40    # an option of `fixed`",
+        "```",
+        "",
+        "`ctxwindow strategies` prints the same information for every installed "
+        "strategy, third-party ones included.",
+    ]
+    for strategy in strategies:
+        distribution = strategy["distribution"]
+        out += [
+            "",
+            f"## `{strategy['name']}`",
+            "",
+            f"{strategy['summary']} From `{distribution}` "
+            f"([strategy page](../strategies/{strategy['name']}.md)); "
+            f"requires an LLM: {'yes' if strategy['requires_llm'] else 'no'}.",
+            "",
+            options_table(strategy["options"]),
+        ]
+    if missing:
+        out += [
+            "",
+            "Not installed when this page was built: "
+            + ", ".join(f"`{name}`" for name in missing)
+            + ".",
+        ]
+    return "\n".join(out) + "\n"
+
+
+# -- CLI reference ---------------------------------------------------------------------
+@contextmanager
+def _columns(width: int) -> Iterator[None]:
+    """argparse wraps usage to the terminal; pin the width so the page is stable."""
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
+    """(name, help, parser) of each subcommand, in the order they were added."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                found.append((name, helps.get(name, ""), sub))
+    return found
+
+
+def _arguments_table(parser: argparse.ArgumentParser) -> str:
+    header = ["| argument | value | default | meaning |", "| --- | --- | --- | --- |"]
+    lines = list(header)
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        if action.option_strings:
+            name = ", ".join(f"`{flag}`" for flag in action.option_strings)
+            value = "" if action.nargs == 0 else action.metavar or action.dest.upper()
+        else:
+            name = f"`{action.metavar or action.dest}`"
+            value = ""
+        if isinstance(action, argparse._AppendAction):
+            value = f"{value} (repeatable)"
+        elif action.type is not None and not value:
+            value = getattr(action.type, "__name__", "")
+        elif action.type is not None:
+            value = f"{value} ({getattr(action.type, '__name__', '')})"
+        default = action.default
+        shown = "" if default in (None, [], False) or action.nargs == 0 else f"`{default}`"
+        lines.append(f"| {name} | {_cell(value)} | {_cell(shown)} | {_cell(action.help or '')} |")
+    return "No arguments besides `--help`." if lines == header else "\n".join(lines)
+
+
+def cli_reference() -> str:
+    """Each subcommand of ``ctxwindow``: its help, usage and arguments, from argparse."""
+    from ctxwindow.cli import _parser
+
+    parser = _parser()
+    with _columns(88):
+        usage = parser.format_usage().strip()
+        out = [
+            "# CLI reference",
+            "",
+            "<!-- Generated at build time by docs_gen/reference.py from "
+            "ctxwindow.cli._parser(); do not edit. -->",
+            "",
+            f"{parser.description} Errors print one line and exit 1 (2 for usage "
+            "errors); `--debug` shows the traceback instead.",
+            "",
+            "```text",
+            usage,
+            "```",
+            "",
+            _arguments_table(parser),
+        ]
+        for name, help_text, sub in _subcommands(parser):
+            out += ["", f"## `ctxwindow {name}`", "", f"{help_text[:1].upper()}{help_text[1:]}."]
+            if sub.description:
+                out += ["", sub.description]
+            out += ["", "```text", sub.format_usage().strip(), "```", "", _arguments_table(sub)]
+    return "\n".join(out) + "\n"
+
+
+def cli_subcommands() -> list[str]:
+    from ctxwindow.cli import _parser
+
+    return [name for name, _, _ in _subcommands(_parser())]
+
+
+# -- strategy pages --------------------------------------------------------------------
+LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def site_path(target: Path) -> str | None:
+    """Where a repository file lives in the site (relative to docs/), or None."""
+    try:
+        relative = target.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    if relative == "README.md":
+        return "index.md"
+    if relative.startswith("docs/"):
+        return relative.removeprefix("docs/")
+    for name, (_, folder) in FIRST_PARTY.items():
+        if relative == f"{folder}/README.md":
+            return f"strategies/{name}.md"
+    return None
+
+
+def rewrite_links(text: str, source: Path, page: str) -> str:
+    """Relative links of ``source`` (a repository file) made right for site page ``page``.
+
+    A link to a file the site does not hold becomes its plain text.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        label, target = match.group(1), match.group(2)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            return match.group(0)
+        path, _, anchor = target.partition("#")
+        where = site_path(source.parent / path)
+        if where is None:
+            return label
+        relative = posixpath.relpath(where, posixpath.dirname(page) or ".")
+        return f"[{label}]({relative}{'#' + anchor if anchor else ''})"
+
+    return LINK.sub(replace, text)
+
+
+LIST_ITEM = re.compile(r"^(?:[-*+]|\d+\.) ")
+
+
+def loose_lists(text: str) -> str:
+    """A blank line before each list that follows a paragraph line: GitHub renders such a
+    list without one, Python-Markdown does not."""
+    out: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        previous = out[-1] if out else ""
+        if (
+            not fenced
+            and LIST_ITEM.match(line)
+            and previous.strip()
+            and not LIST_ITEM.match(previous)
+            and not previous.startswith((" ", "|", "#"))
+        ):
+            out.append("")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def recall_rows(name: str) -> list[dict[str, Any]]:
+    path = DOCS / "results" / "recall.json"
+    if not path.exists():
+        return []
+    rows: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    return [row for row in rows if row["strategy"] == name]
+
+
+def strategy_page(name: str) -> str:
+    """The strategy's README for the site, then its declared options and eval numbers."""
+    _, folder = FIRST_PARTY[name]
+    source = ROOT / folder / "README.md"
+    page = f"strategies/{name}.md"
+    readme = loose_lists(rewrite_links(source.read_text(encoding="utf-8"), source, page))
+    title, _, body = readme.partition("\n")
+    out = [
+        title,
+        "",
+        f"<!-- Generated at build time from {folder}/README.md by docs_gen/reference.py; "
+        "edit the README. -->",
+        "",
+        f'!!! tip "When to use it"\n    {WHEN_TO_USE[name]}',
+        body.rstrip(),
+    ]
+    declared = {s["name"]: s for s in first_party_strategies()}
+    if name in declared:
+        out += [
+            "",
+            "## Declared options",
+            "",
+            "What the strategy class declares (also in the "
+            "[configuration reference](../reference/configuration.md)):",
+            "",
+            options_table(declared[name]["options"]),
+        ]
+    rows = recall_rows(name)
+    if rows:
+        out += [
+            "",
+            "## On the shipped benchmark",
+            "",
+            "Evidence recall on the LoCoMo development split (categories 1-4, approximate "
+            "counting), from `docs/results/recall.json` as written by `python3 -m nox -s "
+            "eval`; see [Evaluation](../evaluation.md) for the metric.",
+            "",
+            "| budget | recall | all evidence kept | with summaries | ms / window |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for row in rows:
+            summaries = row.get("recall_with_summaries")
+            out.append(
+                f"| {row['budget']:,} | **{row['recall']:.3f}** | {row['all_kept']:.3f} | "
+                f"{'-' if summaries is None else f'{summaries:.3f}'} | "
+                f"{row['median_ms_per_window']:.2f} |"
+            )
+        out += ["", "![Evidence recall against budget, every strategy](../img/recall.png)"]
+    return "\n".join(out) + "\n"
+
+
+# -- API reference ---------------------------------------------------------------------
+def api_reference() -> str:
+    """mkdocstrings directives for the public API; ``ctxwindow``'s members from ``__all__``
+    less the errors, which have their own section."""
+    import ctxwindow
+
+    errors = sorted(
+        name
+        for name in ctxwindow.__all__
+        if getattr(getattr(ctxwindow, name), "__module__", "") == "ctxwindow.errors"
+    )
+    members = [name for name in ctxwindow.__all__ if name not in errors]
+    listed = "\n".join(f"        - {name}" for name in members)
+    return f"""# API reference
+
+<!-- Generated at build time by docs_gen/reference.py from ctxwindow.__all__; do not edit. -->
+
+The public API: everything importable from `ctxwindow`, its errors, the test kit for
+strategy authors (`ctxwindow.testing`, the `testing` extra) and the evaluation kit
+(`ctxwindow.evaluation`, the `eval` extra). The plugin hooks have their own page:
+[Hook reference](hooks.md).
+
+## `ctxwindow`
+
+::: ctxwindow
+    options:
+      show_root_heading: false
+      members:
+{listed}
+
+## `ctxwindow.errors`
+
+Every error derives from `CtxWindowError`; all are importable from `ctxwindow` too
+({", ".join(f"`{name}`" for name in errors)}).
+
+::: ctxwindow.errors
+    options:
+      show_root_heading: false
+
+## `ctxwindow.testing`
+
+::: ctxwindow.testing
+    options:
+      show_root_heading: false
+
+## `ctxwindow.evaluation`
+
+::: ctxwindow.evaluation
+    options:
+      show_root_heading: false
+"""
+
+
+#: Pages written into the site at build time: path under docs/ -> generator.
+def pages() -> dict[str, str]:
+    generated = {
+        "reference/configuration.md": configuration_reference(),
+        "reference/cli.md": cli_reference(),
+        "reference/api.md": api_reference(),
+    }
+    for name in FIRST_PARTY:
+        generated[f"strategies/{name}.md"] = strategy_page(name)
+    return generated
