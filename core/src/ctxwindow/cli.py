@@ -137,7 +137,25 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, help="runs per figure (default: by size)")
     bench.add_argument("--json", metavar="FILE", help="write the results as JSON")
     bench.set_defaults(run=_bench)
+
+    new_plugin = commands.add_parser(
+        "new-plugin",
+        help="create a strategy plugin package whose tests pass as generated",
+        description="Writes DIR/ctxwindow-NAME: pyproject.toml, a starter strategy, its "
+        "tests (the conformance suite included) and a README.",
+    )
+    new_plugin.add_argument("name", help="the strategy's name: lowercase words joined by '-'")
+    new_plugin.add_argument("--dir", default=".", help="where to create it (default: here)")
+    new_plugin.set_defaults(run=_new_plugin)
     return parser
+
+
+def _new_plugin(args: argparse.Namespace) -> int:
+    from ctxwindow.scaffold import create_plugin
+
+    target = create_plugin(args.name, args.dir)
+    print(f"created {target}\nnext: cd {target} && pip install -e '.[test]' && pytest")
+    return 0
 
 
 def _plugins(args: argparse.Namespace) -> int:
