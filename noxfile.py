@@ -1,4 +1,4 @@
-"""Sessions: tests, lint, typecheck, demo, eval, bench, contract (long property run).
+"""Sessions: tests, lint, typecheck, demo, docs, eval, bench, contract (long property run).
 
 Every session installs what it needs from this repository's own files.
 Run one with `python -m nox -s NAME`.
@@ -15,7 +15,9 @@ PLUGINS = ["plugins/fixed", "plugins/sliding", "plugins/semantic", "plugins/summ
 #: The CPU build of torch on this machine's disk; an unpinned torch pulls a multi-GB CUDA
 #: build. Installed before sentence-transformers so that nothing asks for another.
 TORCH = "torch==2.13.0"
-TEST_PATHS = ["core/tests", *PLUGINS, "tests"]
+#: The plugin tutorial's real package (docs/plugins/tutorial.md), tested like a plugin.
+EXAMPLES = ["examples/ctxwindow-recency-decay"]
+TEST_PATHS = ["core/tests", *PLUGINS, *EXAMPLES, "tests"]
 
 
 LOCOMO = "../shared/bench/locomo/locomo-dev.json"
@@ -27,7 +29,7 @@ def install_project(session: nox.Session, extras: str = "testing,tiktoken,hf,eva
     session.install("-e", f"core[{extras}]")
     session.install(
         "-e", "plugins/fixed", "-e", "plugins/sliding", "-e", "plugins/semantic[bundled-model]",
-        "-e", "plugins/summarize[openai]",
+        "-e", "plugins/summarize[openai]", *(arg for path in EXAMPLES for arg in ("-e", path)),
     )  # fmt: skip
 
 
@@ -64,7 +66,7 @@ def typecheck(session: nox.Session) -> None:
     """mypy: strict on the core, and on the plugins that build on it."""
     install_project(session)
     session.install("mypy", "pytest", "hypothesis")
-    session.run("mypy", "core/src/ctxwindow", *(f"{p}/src" for p in PLUGINS))
+    session.run("mypy", "core/src/ctxwindow", *(f"{p}/src" for p in [*PLUGINS, *EXAMPLES]))
 
 
 @nox.session
