@@ -7,10 +7,8 @@ through a ``.pth`` file, so nothing is installed into the environment running th
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,40 +16,8 @@ from ctxwindow import cli
 from ctxwindow.scaffold import create_plugin, plugin_names, template
 
 
-def isolated_venv(where: Path) -> Path:
-    """A new venv whose ``site-packages`` also reads the running one's; its python."""
-    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
-    python = where / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    parent = sysconfig.get_paths()["purelib"]
-    Path(site, "_ctxwindow_parent.pth").write_text(
-        f"import site; site.addsitedir({parent!r})\n", encoding="utf-8"
-    )
-    return python
-
-
-def install_and_test(python: Path, package: Path) -> subprocess.CompletedProcess[str]:
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(package)],
-        check=True,
-    )
-    return subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        check=False,
-        cwd=package,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_generated_package_passes_its_own_tests(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], package_tests: Any
 ) -> None:
     assert cli.main(["new-plugin", "recent-first", "--dir", str(tmp_path)]) == 0
     package = tmp_path / "ctxwindow-recent-first"
@@ -69,8 +35,7 @@ def test_generated_package_passes_its_own_tests(
     assert "{{" not in text and "__module__" not in text
     assert 'recent-first = "ctxwindow_recent_first"' in text  # the entry point
 
-    python = isolated_venv(tmp_path / "venv")
-    result = install_and_test(python, package)
+    result = package_tests(package)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed" in result.stdout and "failed" not in result.stdout
     assert "skipped" not in result.stdout  # the whole conformance suite ran

@@ -9,10 +9,8 @@ environment running these tests is left as it was.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,37 +20,8 @@ PAGES = ROOT / "docs" / "plugins"
 SNIPPET = re.compile(r'^\s*--8<--\s+"([^"]+)"\s*$', re.MULTILINE)
 
 
-def isolated_venv(where: Path) -> Path:
-    """A new venv whose ``site-packages`` also reads the running one's; its python."""
-    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
-    python = where / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    parent = sysconfig.get_paths()["purelib"]
-    Path(site, "_ctxwindow_parent.pth").write_text(
-        f"import site; site.addsitedir({parent!r})\n", encoding="utf-8"
-    )
-    return python
-
-
-def test_tutorial_package_passes_its_tests(tmp_path: Path) -> None:
-    python = isolated_venv(tmp_path / "venv")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(PACKAGE)],
-        check=True,
-    )
-    result = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(PACKAGE / "tests")],
-        check=False,
-        cwd=PACKAGE,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_tutorial_package_passes_its_tests(package_tests: Any) -> None:
+    result = package_tests(PACKAGE)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed" in result.stdout and "failed" not in result.stdout
 
@@ -98,7 +67,6 @@ def test_extension_points_page_names_every_hook() -> None:
 def test_extension_point_examples_work() -> None:
     """The examples of extension-points.md, registered as one plugin and used by name."""
     import importlib.util
-    from typing import Any
 
     import ctxwindow
     from ctxwindow import plugins, registry
