@@ -231,3 +231,37 @@ def test_memory_cache_is_bounded() -> None:
     cache.embed(strategy.embedder, [f"other {i}" for i in range(10)])
     assert len(cache._memory) <= 50
     assert ("sentence-transformers:all-MiniLM-L6-v2", content_key("other 9")) in cache._memory
+
+
+def test_two_local_models_in_same_named_folders_never_share_cached_vectors(tmp_path: Path) -> None:
+    from ctxwindow_semantic.embedder import resolve_model
+
+    for folder, weights in (("a", b"one"), ("b", b"two, longer")):
+        model = tmp_path / folder / "model"
+        model.mkdir(parents=True)
+        (model / "model.safetensors").write_bytes(weights)
+    _, first = resolve_model(str(tmp_path / "a" / "model"))
+    _, second = resolve_model(str(tmp_path / "b" / "model"))
+    assert first != second
+    assert first != "sentence-transformers:all-MiniLM-L6-v2"
+
+
+def test_a_cut_newest_message_is_scored_but_not_stored_in_the_index() -> None:
+    strategy = SemanticWindow(cache="memory", oversize="truncate")
+    conversation = Conversation(chat(20))
+    conversation.append({"role": "user", "content": "What was the wifi password? " * 80})
+    strategy.select(conversation, 200)  # the newest message is cut to fit
+    reused = strategy.select(conversation, 3000)
+    fresh = SemanticWindow(cache="memory").select(list(conversation.originals), 3000)
+    assert reused.messages == fresh.messages
+    assert [d.score for d in reused.record.decisions] == pytest.approx(
+        [d.score for d in fresh.record.decisions], abs=1e-5
+    )
+
+
+def test_without_a_query_newer_units_count_for_more() -> None:
+    messages = chat(30)
+    messages[-1] = {"role": "user", "content": "   ", "id": "last"}
+    window = SemanticWindow(cache="memory", recent_share=0.0).select(messages, 200)
+    kept = [messages.index(m) for m in window.messages]
+    assert kept[1:] == list(range(kept[1], len(messages)))  # the newest run, no gap

@@ -313,3 +313,14 @@ def test_the_readme_scorer_example_works() -> None:
         assert decision(window, long_one).reason == "important (score 1)"
     finally:
         plugins.host().unregister_plugin("readme-scorer")
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), float("nan"), float("inf")])
+def test_importance_that_is_no_finite_number_is_ignored_with_a_note(value: object) -> None:
+    messages = [{"role": "system", "content": "Be brief."}]
+    for turn in range(20):
+        messages.append({"role": "user", "content": f"question {turn} " * 5})
+        messages.append({"role": "assistant", "content": f"answer {turn} " * 5})
+    messages[3] = {**messages[3], "metadata": {"importance": value}}
+    window = ctxwindow.select(messages, budget=150, strategy="sliding")
+    assert any("is not a number; ignored" in note for note in window.record.notes)

@@ -183,3 +183,62 @@ def test_replies_that_are_plainly_not_a_summary_are_failures(reply: str, is_erro
     from ctxwindow_summarize.llm import looks_like_error
 
     assert looks_like_error(reply) is is_error
+
+
+def test_covers_name_this_history_even_when_the_summary_comes_from_the_cache() -> None:
+    strategy = SummarizeWindow()
+    first = [{**m, "id": f"a-{m['id']}"} for m in history(40)]
+    second = [{**m, "id": f"b-{m['id']}"} for m in history(40)]  # same text, other ids
+    strategy.select(first, 500)
+    window = strategy.select(second, 500)
+    covers = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    assert all(ref.startswith("b-") for ref in covers["metadata"]["covers"])
+    shifted = [
+        {"role": "system", "content": "x"},
+        *({"role": m["role"], "content": m["content"]} for m in history(40)[1:]),
+    ]
+    window = strategy.select(shifted, 500)
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    assert "#0" not in summary["metadata"]["covers"]  # the system message is verbatim
+
+
+class Rambling:
+    """Ignores the target and writes one long sentence with nothing salient in it."""
+
+    name = "rambling"
+    requires_llm = False
+    max_input_tokens = 10_000
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        return SummaryResult("and so " * 400)
+
+    async def asummarize(self, request: SummaryRequest) -> SummaryResult:
+        return self.summarize(request)
+
+
+def test_a_summary_cut_to_nothing_is_a_failure_and_the_fallback_runs() -> None:
+    strategy = SummarizeWindow()
+    strategy._summarizers.insert(0, Rambling())  # type: ignore[arg-type]
+    window = strategy.select(history(40), 500)
+    assert any("rambling" in note for note in window.record.notes)
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    assert summary["metadata"]["summarizer"] == "extractive" and summary["content"].strip()
+
+
+def test_a_failed_summarizer_is_not_called_again_at_the_same_boundary() -> None:
+    strategy = SummarizeWindow(fallback=["drop"])
+    failing = Failing()
+    calls = [0]
+    original = failing.summarize
+
+    def counting(request: SummaryRequest) -> SummaryResult:
+        calls[0] += 1
+        return original(request)
+
+    failing.summarize = counting  # type: ignore[method-assign]
+    strategy._summarizers[:] = [failing]  # type: ignore[list-item]
+    messages = history(40)
+    for _ in range(5):
+        window = strategy.select(messages, 500)
+    assert calls[0] == 1
+    assert any("not retried at this boundary" in note for note in window.record.notes)

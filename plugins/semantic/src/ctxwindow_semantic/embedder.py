@@ -7,6 +7,7 @@ name as given, for the Hugging Face hub (online users only).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import threading
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ def resolve_model(model: str | None) -> tuple[str, str]:
     wanted = model or DEFAULT_MODEL
     path = Path(wanted).expanduser()
     if path.is_dir():
-        return str(path), f"sentence-transformers:{path.resolve().name}"
+        return str(path), f"sentence-transformers:{path.resolve()}@{_fingerprint(path)}"
     if wanted in _DEFAULT_NAMES:
         try:
             bundled = importlib.import_module(BUNDLED_PACKAGE)
@@ -41,6 +42,16 @@ def resolve_model(model: str | None) -> tuple[str, str]:
     if wanted.startswith((".", "/", "~")):
         raise EmbedderUnavailable(f"no model folder at {wanted!r}; {INSTALL_HINT}")
     return wanted, f"sentence-transformers:{wanted.removeprefix('sentence-transformers/')}"
+
+
+def _fingerprint(folder: Path) -> str:
+    """Which model files a folder holds (names, sizes, change times): embeddings cached
+    for one model are never served for another, even under the same path."""
+    seen = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = file.stat()
+        seen.update(f"{file.relative_to(folder)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return seen.hexdigest()[:12]
 
 
 class SentenceTransformerEmbedder:

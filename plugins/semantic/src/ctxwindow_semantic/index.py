@@ -23,10 +23,14 @@ class UnitIndex:
     def __len__(self) -> int:
         return len(self.lexical)
 
-    def update(self, history: History, embed: Callable[[Sequence[str]], np.ndarray]) -> None:
-        """Index the units this index has not seen yet (a chat loop: one or two)."""
+    def update(
+        self, history: History, embed: Callable[[Sequence[str]], np.ndarray], stop: int
+    ) -> None:
+        """Index the units before ``stop`` this index has not seen yet (a chat loop: one
+        or two). Units from ``stop`` on are not stored: they hold a stand-in message (the
+        host's cut of an oversized newest message) that a later visit may not need."""
         with self.lock:
-            start, stop = len(self.lexical), len(history.units)
+            start = len(self.lexical)
             if start >= stop:
                 return
             texts = [unit_text(history, unit) for unit in range(start, stop)]

@@ -55,3 +55,18 @@ class BM25Index:
             counts = np.fromiter((c for _, c in posting), dtype=np.float32, count=len(posting))
             out[units] += idf * counts * (K1 + 1) / (counts + norm[units])
         return out
+
+    def score_texts(self, query: str, texts: list[str]) -> np.ndarray:
+        """BM25 of texts that are not in the index, against the index's statistics."""
+        out = np.zeros(len(texts), dtype=np.float32)
+        size = len(self.lengths)
+        average = max(self.total_length / max(size, 1), 1.0)
+        wanted = set(terms(query))
+        for row, text in enumerate(texts):
+            counts = Counter(terms(text))
+            norm = K1 * (1 - B + B * sum(counts.values()) / average)
+            for term in wanted & counts.keys():
+                found = len(self.postings.get(term, ()))
+                idf = math.log(1 + (size - found + 0.5) / (found + 0.5))
+                out[row] += idf * counts[term] * (K1 + 1) / (counts[term] + norm)
+        return out

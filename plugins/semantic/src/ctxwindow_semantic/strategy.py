@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ctxwindow import BaseStrategy, Conversation, History, Option, Selection, get_embedder
+from ctxwindow.text import unit_text
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
 from ctxwindow_semantic.index import UnitIndex
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
@@ -97,17 +98,25 @@ class SemanticWindow(BaseStrategy):
         return self.cache.embed(self.embedder, texts)
 
     def relevance(self, history: History) -> np.ndarray:
-        """A relevance score for every unit of ``history`` (higher is more relevant)."""
-        index = self._indexes.get(history.conversation)
-        if index is None:
-            index = self._indexes.setdefault(history.conversation, UnitIndex())
-        index.update(history, self.embed)
+        """A relevance score for every unit of ``history`` (higher is more relevant).
+
+        With no query to match (an empty newest message), newer units score higher."""
         size = len(history.units)
         query = history.effective_query
         if size == 0 or not query.strip():
-            return np.zeros(size, dtype=np.float32)
-        dense = index.vectors[:size] @ self.embed([query])[0]
-        lexical = index.lexical.scores(query, size)
+            return np.arange(size, dtype=np.float32) / max(size, 1)
+        index = self._indexes.get(history.conversation)
+        if index is None:
+            index = self._indexes.setdefault(history.conversation, UnitIndex())
+        stable = _stable_units(history)
+        index.update(history, self.embed, stable)
+        vectors = index.vectors[:stable]
+        lexical = index.lexical.scores(query, stable)
+        if stable < size:  # the stand-in units: scored, never stored
+            extra = [unit_text(history, unit) for unit in range(stable, size)]
+            vectors = np.concatenate([vectors, self.embed(extra)]) if stable else self.embed(extra)
+            lexical = np.concatenate([lexical, index.lexical.score_texts(query, extra)])
+        dense = vectors @ self.embed([query])[0]
         fused = fuse(dense, lexical, self.options["lexical_weight"])
         return spread_to_neighbours(fused, self.options["neighbours"], self.options["reach"])
 
@@ -144,3 +153,9 @@ class SemanticWindow(BaseStrategy):
     async def achoose(self, history: History) -> Selection:
         """Embedding runs in a worker thread, so the event loop keeps serving."""
         return await asyncio.to_thread(self.choose, history)
+
+
+def _stable_units(history: History) -> int:
+    """Units before the first one holding a host stand-in (a cut newest message)."""
+    cut = [history.unit_of(position) for position in history.replacements]
+    return min((unit for unit in cut if unit is not None), default=len(history.units))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 import weakref
 from collections.abc import Sequence
@@ -115,14 +116,15 @@ class SlidingWindow(BaseStrategy):
             unit = history.unit_of(position) if position < len(history) else None
             if unit is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            number = _finite(value)
+            if number is None:
                 if notes is not None:
                     notes.append(
                         f"message {position}: metadata importance {value!r} is not a number; "
-                        "ignored"
+                        "ignored (it must be a finite real number)"
                     )
-            elif math.isfinite(value):
-                scores[unit] += float(value)
+            else:
+                scores[unit] += number
         if marks.opening is not None and marks.opening < len(history):
             opening = history.unit_of(marks.opening)
             if opening is not None:
@@ -198,3 +200,14 @@ def _checked(scorer: ImportanceScorer, scores: Sequence[float], size: int) -> li
     if not all(map(math.isfinite, values)):
         raise PluginError(f"importance scorer {scorer.name!r} returned a score that is not finite")
     return values
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float: any real number (numpy's included), not a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        number = float(value)
+    except (OverflowError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

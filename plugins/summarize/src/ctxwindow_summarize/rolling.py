@@ -20,10 +20,11 @@ from ctxwindow import History
 
 @dataclass(frozen=True)
 class Summary:
-    """A written summary and the ids of the messages it stands for."""
+    """A written summary and who wrote it. Which messages it stands for is worked out
+    from each visit's history, never cached: the same text may recur in another
+    conversation, or at other positions."""
 
     text: str
-    covers: tuple[str, ...]
     summarizer: str
 
 

@@ -123,6 +123,9 @@ class SummarizeWindow(BaseStrategy):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.cache = SummaryCache()
+        #: Summarizers that failed at a boundary are not called again for it: a failing
+        #: LLM is tried once per checkpoint, not once per turn.
+        self._failed: dict[tuple[str, int, str], str] = {}
 
     def check_ready(self) -> None:
         """Build the summarizers now: a missing model or key fails at configuration."""
@@ -173,7 +176,7 @@ class SummarizeWindow(BaseStrategy):
         units = candidates(history)
         reserve = int(history.budget * self.options["summary_share"])
         room = max(0, history.budget - history.must_keep_tokens - reserve)
-        step = max(1, int((history.budget - reserve) * (1 - self.options["low_water"])))
+        step = max(1, int(_stable_room(history, reserve) * (1 - self.options["low_water"])))
         start, checkpoints = boundary(history, units, room, step)
         texts = [unit_text(history, unit) for unit in units[:start]]
         framing = history.counter.count_message(Message("system", ""))
@@ -201,6 +204,10 @@ class SummarizeWindow(BaseStrategy):
         failures: list[str] = []
         usage = _Usage()
         for summarizer in self._summarizers:
+            attempt = (summarizer.name, target, keys[plan.start])
+            if attempt in self._failed:
+                failures.append(f"{self._failed[attempt]} (not retried at this boundary)")
+                continue
             try:
                 text = _staged(
                     summarizer,
@@ -214,17 +221,22 @@ class SummarizeWindow(BaseStrategy):
                 if self.options["on_error"] == "raise":
                     raise
                 failures.append(str(error))
+                self._remember_failure(attempt, str(error))
                 if isinstance(error.usage, LLMUsage):
                     usage.add(error.usage)
                 continue
-            refs = tuple(message_ref(history, p) for u in covered for p in history.span(u))
-            summary = Summary(text, refs, summarizer.name)
+            summary = Summary(text, summarizer.name)
             self.cache.put(primary, target, keys[plan.start], summary)
             return Outcome(summary, covered, failures=failures, usage=usage.total())
         # Every summarizer failed: keep the previous summary, drop what it does not cover.
         kept = plan.units[:previous_at] if previous else []
         lost = plan.units[previous_at : plan.start] if previous else covered
         return Outcome(previous, kept, lost, failures, usage.total())
+
+    def _remember_failure(self, attempt: tuple[str, int, str], why: str) -> None:
+        if len(self._failed) >= 1_024:
+            self._failed.clear()
+        self._failed[attempt] = why
 
     def _finish(self, history: History, plan: _Plan, outcome: Outcome) -> Selection:
         selection = history.selection()
@@ -242,7 +254,11 @@ class SummarizeWindow(BaseStrategy):
                 content=outcome.summary.text,
                 metadata={
                     "synthetic": True,
-                    "covers": list(outcome.summary.covers),
+                    "covers": [
+                        message_ref(history, position)
+                        for unit in outcome.covered_units
+                        for position in history.span(unit)
+                    ],
                     "summarizer": by,
                 },
             )
@@ -278,6 +294,18 @@ class _Usage:
         if not self.calls:
             return None
         return LLMUsage(self.provider, self.model, self.calls, self.prompt, self.completion)
+
+
+def _stable_room(history: History, reserve: int) -> int:
+    """The verbatim part's room, but for the newest user message: it changes every turn,
+    and checkpoints spaced by it would move every turn. System and pinned messages stay,
+    so big ones shrink the spacing (and the summarizer is still called once per step)."""
+    always = sum(
+        history.unit_tokens(unit)
+        for unit, why in history.must_keep.items()
+        if why != "newest user message"
+    )
+    return max(1, history.budget - reserve - always)
 
 
 def _tokens(history: History, units: list[int]) -> int:
@@ -323,4 +351,8 @@ def _staged(
         raise SummarizerFailed(summarizer.name, "returned an empty summary", result.usage)
     if counter.count_text(text) > target:  # an LLM that ignored max_tokens: cut it down
         text = ExtractiveSummarizer().summarize(SummaryRequest(text, [], target, counter)).text
+        if not text.strip():
+            raise SummarizerFailed(
+                summarizer.name, "wrote a summary too long to fit, with nothing worth keeping"
+            )
     return text
