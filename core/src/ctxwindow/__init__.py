@@ -35,6 +35,7 @@ from ctxwindow.errors import (
     UnknownStrategy,
     UnknownSummarizer,
 )
+from ctxwindow.export import to_openai
 from ctxwindow.history import Conversation, History, Selection
 from ctxwindow.hookspecs import hookimpl
 from ctxwindow.host import Windower
@@ -105,4 +106,5 @@ __all__ = [
     "get_summarizer",
     "hookimpl",
     "select",
+    "to_openai",
 ]
