@@ -8,32 +8,10 @@ import pytest
 
 import ctxwindow
 from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
+from ctxwindow.testing import assistant, calls, result, user
 from ctxwindow.tokens import ApproxCounter, CachedCounter
 
 APPROX = ApproxCounter()
-
-
-def user(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "user", "content": text, **extra}
-
-
-def assistant(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": text, **extra}
-
-
-def calls(*ids: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
-            for call_id in ids
-        ],
-    }
-
-
-def result(call_id: str, text: str = "done") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 def spans(history: History) -> list[tuple[int, int]]:

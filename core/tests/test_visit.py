@@ -18,35 +18,13 @@ from ctxwindow import (
     OrphanToolResult,
     Window,
 )
+from ctxwindow.testing import assistant, calls, result, user
 from ctxwindow_fixed import FixedWindow
 
 OLDER = "outside the most recent units that fit the budget"
 RECENT = "among the most recent units that fit"
 MARKER_TAIL = "characters cut by ctxwindow to fit the token budget]"
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
-
-
-def user(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "user", "content": text, **extra}
-
-
-def assistant(text: str, **extra: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": text, **extra}
-
-
-def calls(*ids: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
-            for call_id in ids
-        ],
-    }
-
-
-def result(call_id: str, text: str = "done") -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 def conversation() -> list[dict[str, Any]]:

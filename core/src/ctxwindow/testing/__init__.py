@@ -4,7 +4,25 @@ Needs the ``testing`` extra: ``pip install 'ctxwindow[testing]'``.
 """
 
 from ctxwindow.testing.checks import check_window
-from ctxwindow.testing.conversations import BUDGETS, battery, histories
+from ctxwindow.testing.conversations import (
+    BUDGETS,
+    assistant,
+    battery,
+    calls,
+    histories,
+    result,
+    user,
+)
 from ctxwindow.testing.suite import StrategyConformance
 
-__all__ = ["BUDGETS", "StrategyConformance", "battery", "check_window", "histories"]
+__all__ = [
+    "BUDGETS",
+    "StrategyConformance",
+    "assistant",
+    "battery",
+    "calls",
+    "check_window",
+    "histories",
+    "result",
+    "user",
+]

@@ -6,6 +6,30 @@ import json
 from typing import Any
 
 
+def user(text: str, **extra: Any) -> dict[str, Any]:
+    """A user message dict (``extra`` adds keys such as ``id`` or ``metadata``)."""
+    return {"role": "user", "content": text, **extra}
+
+
+def assistant(text: str, **extra: Any) -> dict[str, Any]:
+    """An assistant message dict."""
+    return {"role": "assistant", "content": text, **extra}
+
+
+def calls(*ids: str) -> dict[str, Any]:
+    """An assistant message calling the ``lookup`` tool once per id (parallel calls)."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [_call(call_id, "lookup") for call_id in ids],
+    }
+
+
+def result(call_id: str, text: str = "done") -> dict[str, Any]:
+    """The tool's result for call ``call_id``."""
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
 def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
     return {
         "id": call_id,
