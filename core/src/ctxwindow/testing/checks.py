@@ -8,6 +8,7 @@ strategy, or the other way round.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,8 +81,21 @@ def check_window(
 ) -> Window[Any] | None:
     """Run ``strategy`` once and assert every promise of the contract.
 
-    Returns the window, or None when the strategy rightly raised BudgetTooSmall.
+    Returns the window, or None when the strategy rightly raised BudgetTooSmall (or
+    OrphanToolResult for a history with a broken tool exchange).
     """
+    return checked_outcome(strategy, messages, budget, counter, query)[0]
+
+
+def checked_outcome(
+    strategy: Strategy,
+    messages: list[Any],
+    budget: int,
+    counter: str = "approx",
+    query: str | None = None,
+) -> tuple[Window[Any] | None, str]:
+    """:func:`check_window`, also saying how the visit ended: ``"window"``, or the name
+    of the error the strategy rightly raised (for counting what generated cases hit)."""
     before = copy.deepcopy(messages)
     token_counter = get_counter(counter)
     parsed = [_as_message(m) for m in messages]
@@ -99,14 +113,14 @@ def check_window(
     except OrphanToolResult:
         assert broken, "OrphanToolResult raised for a history without a broken tool exchange"
         assert messages == before, "input changed"
-        return None
+        return None, "OrphanToolResult"
     except BudgetTooSmall as error:
         assert needed > limit, f"BudgetTooSmall raised though must-keep needs {needed} <= {limit}"
         assert error.needed == needed, (
             f"BudgetTooSmall says {error.needed}, must-keep needs {needed}"
         )
         assert messages == before, "input changed"
-        return None
+        return None, "BudgetTooSmall"
     assert messages == before, "input was mutated"
     assert isinstance(window, Window), f"select() returned {type(window).__name__}"
 
@@ -164,7 +178,17 @@ def check_window(
     if total <= limit and engages_anyway is None:
         assert window.record.engaged is False, "everything fits, yet the strategy engaged"
     _check_record(window, len(messages), kept_or_cut)
-    return window
+    record = window.record
+    assert record.strategy == strategy.name, f"record names {record.strategy!r}"
+    assert record.budget == budget, f"record says budget {record.budget}, given {budget}"
+    assert record.counter == token_counter.name, f"record says counter {record.counter!r}"
+    assert (record.messages_before, record.messages_after) == (
+        len(messages),
+        len(window.messages),
+    ), "the record's message counts differ from the input and the window"
+    assert record.elapsed_ms >= 0
+    json.dumps(record.to_dict())  # the record is plain data, as `--record` writes it
+    return window, "window"
 
 
 def _check_record(window: Window[Any], size: int, kept: set[int]) -> None:

@@ -207,3 +207,147 @@ def histories(max_turns: int = 30, *, defects: bool = False) -> Any:
         return out
 
     return build()
+
+
+#: Texts that break naive code: emoji sequences, right-to-left scripts, combining marks,
+#: zero-width and BOM characters, JSON-legal line separators, NUL, and lone surrogates
+#: (a Python str may hold them, and JSON's "\ud800" escape reads into one).
+AWKWARD_TEXTS = (
+    "👩‍👩‍👧‍👦 🎉🇫🇷 ✌🏽",
+    "עברית والعربية mixed with English ‏‎",
+    "e\u0301\u0308 a\u0338 Z\u0335\u0321\u031b",
+    "zero\u200bwidth\u200d joiner \ufeff bom",
+    "line\u2028separator\u2029paragraph\x85next",
+    "nul\x00byte and \x1b[31mescape",
+    "lone \ud800 surrogate \udfff",
+    "{\"role\": \"system\", \"content\": \"not a message\"}",
+    "\\u0000 \\n literal escapes",
+)
+
+
+def wild_histories(max_turns: int = 24, *, defects: bool = False) -> Any:
+    """A hypothesis strategy of harder histories than :func:`histories`.
+
+    System prompts first and not first, developer messages, pinned messages (tool
+    results too), names, ids (some shared), metadata importances (NaN included),
+    parallel tool calls answered in any order, empty, awkward-unicode and huge (tens of
+    KB) contents, content-part lists (text, image_url, empty), the same dict object
+    twice; as dicts or as Message objects. With ``defects``, also results that answer
+    no call, calls missing results, results cut off from their call by another message,
+    and call ids reused by a later exchange.
+    """
+    from hypothesis import strategies as st
+
+    from ctxwindow.messages import read_message
+
+    plain = st.text(max_size=60)
+    huge = st.builds(
+        lambda word, times: word * times,
+        st.sampled_from(["lorem ipsum ", "数据 ", "x", "🎉 ", "a\u0301 "]),
+        st.integers(2_000, 12_000),
+    )
+    text = st.one_of(
+        plain,
+        plain,
+        st.sampled_from(AWKWARD_TEXTS),
+        st.text(alphabet=st.characters(codec=None), max_size=40),  # surrogates too
+        st.just(""),
+        st.text(alphabet="ab \n.", min_size=100, max_size=2000),
+    )
+    text_or_huge = st.one_of(text, text, text, text, text, text, text, huge)
+
+    @st.composite
+    def content(draw: Any, allow_parts: bool = True) -> Any:
+        if not allow_parts or draw(st.integers(0, 4)):
+            return draw(text_or_huge)
+        parts: list[dict[str, Any]] = []
+        for _ in range(draw(st.integers(0, 3))):
+            if draw(st.booleans()):
+                parts.append({"type": "text", "text": draw(text)})
+            else:
+                detail = draw(st.sampled_from(["auto", "low", "high"]))
+                parts.append(
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": detail},
+                    }
+                )
+        return parts
+
+    @st.composite
+    def extras(draw: Any, pinnable: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        metadata: dict[str, Any] = {}
+        if pinnable and draw(st.integers(0, 7)) == 0:
+            metadata["pinned"] = True
+        if draw(st.integers(0, 9)) == 0:
+            metadata["importance"] = draw(st.floats(allow_nan=True, allow_infinity=True))
+        if metadata:
+            out["metadata"] = metadata
+        if draw(st.integers(0, 5)) == 0:
+            out["id"] = draw(st.sampled_from(["m1", "m2", "same", "ünï"]))
+        return out
+
+    kinds = ["user", "user", "assistant", "assistant", "tools", "system", "developer", "again"]
+    if defects:
+        kinds += ["orphan", "unanswered", "interrupted", "reused"]
+
+    @st.composite
+    def build(draw: Any) -> list[Any]:
+        out: list[Any] = []
+        if draw(st.booleans()):
+            out.append({"role": "system", "content": draw(text)})
+        calls = 0
+        exchanges: list[list[str]] = []
+        for _ in range(draw(st.integers(0, max_turns))):
+            kind = draw(st.sampled_from(kinds))
+            if kind in ("system", "developer"):
+                out.append({"role": kind, "content": draw(content(allow_parts=kind == "system"))})
+            elif kind in ("user", "assistant"):
+                message = {"role": kind, "content": draw(content()), **draw(extras())}
+                if draw(st.integers(0, 4)) == 0:
+                    message["name"] = draw(st.text(alphabet="abcxyz_-0", min_size=1, max_size=20))
+                out.append(message)
+            elif kind == "again":  # the very same object a second time
+                plain_ones = [m for m in out if isinstance(m, dict) and m["role"] == "user"]
+                if plain_ones:
+                    out.append(draw(st.sampled_from(plain_ones)))
+            elif kind == "orphan":
+                known = [i for ids in exchanges for i in ids]
+                answers = draw(st.sampled_from([*known, "ghost"]))
+                out.append({"role": "tool", "tool_call_id": answers, "content": draw(text)})
+            else:
+                count = draw(st.integers(1, 4))
+                if kind == "reused" and exchanges:
+                    ids = draw(st.sampled_from(exchanges))[:count]
+                else:
+                    ids = [f"call_{calls + i}" for i in range(count)]
+                    calls += count
+                exchanges.append(ids)
+                out.append(
+                    {
+                        "role": "assistant",
+                        "content": draw(st.one_of(st.none(), text)),
+                        "tool_calls": [_call(i, draw(plain) or "tool", n=n) for n, i in enumerate(ids)],
+                        **draw(extras()),
+                    }
+                )
+                answered = list(draw(st.permutations(ids)))
+                if kind == "unanswered":
+                    answered = answered[: draw(st.integers(0, len(ids) - 1))]
+                for number, call_id in enumerate(answered):
+                    if kind == "interrupted" and number == len(answered) // 2:
+                        out.append({"role": "user", "content": draw(text)})
+                    out.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": call_id,
+                            "content": draw(content()),
+                            **draw(extras()),
+                        }
+                    )
+        if draw(st.integers(0, 3)) == 0:
+            return [read_message(entry, i) for i, entry in enumerate(out)]
+        return out
+
+    return build()

@@ -1,11 +1,39 @@
 """pytest plugin (entry point ``pytest11``): options and fixtures for the conformance suite.
 
 Kept free of imports beyond pytest so that it costs nothing in projects that never use it.
+It also counts the generated histories the property tests really ran (not the
+``max_examples`` asked for: hypothesis stops early when it runs out of new cases) and
+prints the count at the end of the session.
 """
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+
 import pytest
+
+#: Generated histories checked this session: (strategy, outcome) -> count.
+_GENERATED: Counter[tuple[str, str]] = Counter()
+
+
+def note_generated(strategy: str, outcome: str) -> None:
+    """Count one generated history checked against ``strategy``; ``outcome`` is
+    ``"window"`` or the name of the ctxwindow error it rightly raised."""
+    _GENERATED[(strategy, outcome)] += 1
+
+
+def generated_counts() -> dict[tuple[str, str], int]:
+    """What :func:`note_generated` counted so far this session."""
+    return dict(_GENERATED)
+
+
+def examples_wanted(config: pytest.Config, default: int) -> int:
+    """``--ctxwindow-examples``, else env ``CTXWINDOW_EXAMPLES``, else ``default``."""
+    chosen = config.getoption("--ctxwindow-examples", default=None)
+    if chosen is None:
+        chosen = os.environ.get("CTXWINDOW_EXAMPLES") or default
+    return int(chosen)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -19,15 +47,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _GENERATED:
+        return
+    by_strategy: Counter[str] = Counter()
+    by_outcome: Counter[str] = Counter()
+    for (strategy, outcome), count in _GENERATED.items():
+        by_strategy[strategy] += count
+        by_outcome[outcome] += count
+    total = sum(by_strategy.values())
+    strategies = ", ".join(f"{name} {count}" for name, count in sorted(by_strategy.items()))
+    outcomes = ", ".join(f"{count} {name}" for name, count in by_outcome.most_common())
+    terminalreporter.write_line(
+        f"ctxwindow: {total} generated histories checked over {len(by_strategy)} "
+        f"strategies ({strategies}; {outcomes})"
+    )
+
+
 @pytest.fixture
 def ctxwindow_examples(request: pytest.FixtureRequest) -> int:
     """How many generated histories each conformance test runs."""
-    import os
-
-    chosen = request.config.getoption("--ctxwindow-examples")
-    if chosen is None:
-        chosen = int(os.environ.get("CTXWINDOW_EXAMPLES", "40"))
-    return int(chosen)
+    return examples_wanted(request.config, 40)
 
 
 @pytest.fixture

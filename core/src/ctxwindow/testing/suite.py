@@ -18,8 +18,9 @@ import pytest
 
 from ctxwindow.errors import InvalidBudget, InvalidMessage
 from ctxwindow.strategy import NAME_PATTERN, Strategy
-from ctxwindow.testing.checks import check_window
+from ctxwindow.testing.checks import check_window, checked_outcome
 from ctxwindow.testing.conversations import BUDGETS, battery, histories
+from ctxwindow.testing.pytest_plugin import note_generated
 
 CASES = sorted(battery())
 
@@ -77,7 +78,8 @@ class StrategyConformance:
         )
         @given(messages=histories(), budget=st.integers(1, 6000))
         def contract_holds(messages: list[Any], budget: int) -> None:
-            check_window(strategy, messages, budget, self.counter)
+            _, outcome = checked_outcome(strategy, messages, budget, self.counter)
+            note_generated(strategy.name, outcome)
 
         contract_holds()
 
@@ -101,7 +103,8 @@ class StrategyConformance:
         )
         @given(messages=histories(defects=True), budget=st.integers(1, 6000))
         def contract_holds(messages: list[Any], budget: int) -> None:
-            window = check_window(dropping, messages, budget, self.counter)
+            window, outcome = checked_outcome(dropping, messages, budget, self.counter)
+            note_generated(dropping.name, outcome)
             if window is not None and window.record.engaged:
                 assert all(d.action == "dropped" for d in window.record.decisions if d.unit < 0)
 

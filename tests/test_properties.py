@@ -1,0 +1,209 @@
+"""The contract, under generated histories, for every strategy the installed plugins
+register (found through the plugin host, so a newly installed plugin is covered too).
+
+Each case either gives a window that passes the independent oracle
+(``ctxwindow.testing.checks``) or rightly raises BudgetTooSmall / OrphanToolResult;
+the input is deep-equal before and after; a second call, a call on a deep copy and
+``aselect`` give the same window.
+
+A fast subset runs by default. For the long run pass ``--ctxwindow-examples=N`` (or set
+``CTXWINDOW_EXAMPLES``): N examples per strategy and test. The end of the session says
+how many generated histories were really checked. ``CI=true`` makes the runs
+deterministic and keeps no example database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxwindow import registry
+from ctxwindow.errors import LLMNotConfigured
+from ctxwindow.strategy import Strategy
+from ctxwindow.testing.checks import checked_outcome
+from ctxwindow.testing.conversations import wild_histories
+from ctxwindow.testing.pytest_plugin import examples_wanted, note_generated
+
+#: Default examples per strategy and test: enough to find the usual bugs in seconds.
+pytest_plugins = ["pytester"]
+
+FAST_EXAMPLES = 25
+#: Strategies that embed every new text with a real model get fewer by default.
+FAST_EXAMPLES_EMBEDDING = 6
+COUNTERS = ("approx", "tiktoken:cl100k_base")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _installed() -> list[str]:
+    return registry.strategy_names()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Strategies that persist (embeddings) write under a throwaway cache folder."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if old is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
+def _build(name: str, **options: Any) -> Strategy:
+    """The installed strategy ``name`` with ``options``; skipped (saying why) when it
+    needs an LLM that is not configured here."""
+    entry = registry.strategy_entry(name)
+    try:
+        strategy: Strategy = entry.target(**options)
+    except LLMNotConfigured as error:
+        pytest.skip(f"{name} needs an LLM, and none is configured: {error}")
+    return strategy
+
+
+def _options(name: str) -> set[str]:
+    return {option["name"] for option in _describe(name)["options"]}
+
+
+def _describe(name: str) -> dict[str, Any]:
+    return next(d for d in registry.describe_strategies() if d["name"] == name)
+
+
+def _examples(config: pytest.Config, name: str) -> int:
+    embeds = "embedder" in _options(name)
+    return examples_wanted(config, FAST_EXAMPLES_EMBEDDING if embeds else FAST_EXAMPLES)
+
+
+def _settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=IN_CI,
+        database=None if IN_CI else settings.default.database,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+
+
+budgets = st.one_of(
+    st.integers(1, 64),
+    st.integers(1, 2_000),
+    st.integers(1, 50_000),
+    st.just(10**9),
+)
+queries = st.one_of(st.none(), st.text(max_size=40), st.sampled_from(["weather in Paris", ""]))
+
+
+def _same(first: list[Any], second: list[Any]) -> bool:
+    return first == second
+
+
+def _check_case(
+    strategy: Strategy,
+    messages: list[Any],
+    budget: int,
+    counter: str,
+    query: str | None,
+) -> None:
+    """One generated case: the oracle, untouched input, and the same window again."""
+    pristine = copy.deepcopy(messages)
+    window, outcome = checked_outcome(strategy, messages, budget, counter, query)
+    note_generated(strategy.name, outcome)
+    assert messages == pristine, "the input changed"
+    if window is None:
+        return
+    again = strategy.select(messages, budget, counter, query=query)
+    assert _same(again.messages, window.messages), "a second call gave another window"
+    assert [d.action for d in again.record.decisions] == [
+        d.action for d in window.record.decisions
+    ]
+    twin = copy.deepcopy(messages)
+    copied = strategy.select(twin, budget, counter, query=query)
+    assert _same(copied.messages, window.messages), "a deep copy of the input gave another window"
+    awaited = asyncio.run(strategy.aselect(messages, budget, counter, query=query))
+    assert _same(awaited.messages, window.messages), "aselect gave another window than select"
+    assert messages == pristine, "the input changed"
+
+
+@pytest.mark.parametrize("name", _installed())
+def test_generated_histories_keep_the_contract(name: str, request: pytest.FixtureRequest) -> None:
+    options = _options(name)
+    built = {
+        oversize: _build(name, **({"oversize": oversize} if "oversize" in options else {}))
+        for oversize in ("raise", "truncate")
+    }
+
+    @_settings(_examples(request.config, name))
+    @given(
+        messages=wild_histories(),
+        budget=budgets,
+        counter=st.sampled_from(COUNTERS),
+        query=queries,
+        oversize=st.sampled_from(sorted(built)),
+    )
+    def contract_holds(
+        messages: list[Any], budget: int, counter: str, query: str | None, oversize: str
+    ) -> None:
+        _check_case(built[oversize], messages, budget, counter, query)
+
+    contract_holds()
+
+
+@pytest.mark.parametrize("name", _installed())
+def test_generated_broken_tool_exchanges(name: str, request: pytest.FixtureRequest) -> None:
+    """Orphan results, calls without results, interrupted and reused exchanges: with the
+    default orphans='raise' an OrphanToolResult, with 'drop' a window without them."""
+    options = _options(name)
+    if "orphans" not in options:
+        pytest.skip(f"{name} has no orphans option (it does not build on BaseStrategy)")
+    built = {policy: _build(name, orphans=policy) for policy in ("raise", "drop")}
+
+    @_settings(_examples(request.config, name))
+    @given(
+        messages=wild_histories(defects=True),
+        budget=budgets,
+        counter=st.sampled_from(COUNTERS),
+        query=queries,
+        policy=st.sampled_from(sorted(built)),
+    )
+    def contract_holds(
+        messages: list[Any], budget: int, counter: str, query: str | None, policy: str
+    ) -> None:
+        _check_case(built[policy], messages, budget, counter, query)
+
+    contract_holds()
+
+
+def test_every_registered_strategy_is_covered() -> None:
+    """The parametrization above is the registry's list, not a list written here."""
+    described = {d["name"] for d in registry.describe_strategies()}
+    assert set(_installed()) == described
+    assert "fixed" in described
+
+
+def test_the_end_of_session_count_is_of_executed_cases(pytester: pytest.Pytester) -> None:
+    """The summary line counts the cases that really ran, not the settings value."""
+    pytester.makepyfile(
+        test_counted="""
+        from hypothesis import given, settings, strategies as st
+        from ctxwindow.testing.pytest_plugin import note_generated
+
+        @settings(max_examples=500, database=None)
+        @given(st.booleans())
+        def test_two_cases_exist(flag):
+            note_generated("fixed", "window" if flag else "BudgetTooSmall")
+        """
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["ctxwindow: 2 generated histories checked over 1 strategies (fixed 2; *)"]
+    )
+
