@@ -1,0 +1,292 @@
+"""SQLite: the embedded persistent store, one file shared by threads and processes.
+
+WAL mode, a busy timeout, one table of (key, value), parameterized queries only. What
+goes wrong with the file is met without raising, each kind reported once:
+
+- not a database (garbage, or cut short): moved aside to ``<path>.corrupt`` and a new
+  cache started (once per store; a second time, the cache runs without the file);
+- locked by another connection past the busy timeout: that operation is skipped, and
+  the file is left alone for ``retry_after`` seconds (reads still run when only writes
+  are blocked);
+- read-only file or folder: read, never written;
+- disk full: writes paused for ``retry_after`` seconds;
+- deleted or replaced while open: reopened (a new, empty file) on the next use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+TABLE = "ctxwindow_cache"
+_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
+)
+_CHUNK = 500  # keys per SELECT, below SQLite's limit on host parameters
+
+# SQLite's primary result codes (the low byte of an extended code).
+_BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _NOTADB = 5, 6, 8, 11, 13, 26
+
+
+class SQLiteStore:
+    """Entries in a SQLite file at ``path``. ``timeout``: seconds to wait for another
+    connection's lock; ``retry_after``: seconds a locked or full file is left alone."""
+
+    def __init__(
+        self, path: str | Path, *, timeout: float = 2.0, retry_after: float = 30.0
+    ) -> None:
+        self.path = Path(path).expanduser()
+        self.where = str(self.path)
+        self.timeout = timeout
+        self.retry_after = retry_after
+        self.read_only = False
+        self.rebuilt = False
+        self.disabled = False
+        self._db: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
+        self._paused_until = 0.0
+        self._writes_paused_until = 0.0
+        self._warned: set[str] = set()
+        self._lock = threading.RLock()
+
+    # -- the two operations ---------------------------------------------------------
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        with self._lock:
+            db = self._usable(writing=False)
+            if db is None:
+                return found
+            try:
+                for start in range(0, len(keys), _CHUNK):
+                    chunk = list(keys[start : start + _CHUNK])
+                    marks = ",".join("?" * len(chunk))  # only "?" is formatted in
+                    rows = db.execute(
+                        f"SELECT key, value FROM {TABLE} WHERE key IN ({marks})", chunk
+                    ).fetchall()
+                    for key, value in rows:
+                        if isinstance(key, str) and isinstance(value, bytes):
+                            found[key] = value
+            except sqlite3.Error as error:
+                self._trouble(error, writing=False)
+                return {}
+        return found
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        if not items:
+            return
+        rows = [(key, bytes(value)) for key, value in items.items()]
+        with self._lock:
+            db = self._usable(writing=True)
+            if db is None:
+                return
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany(
+                        f"INSERT OR REPLACE INTO {TABLE} (key, value) VALUES (?, ?)", rows
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as error:
+                self._trouble(error, writing=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop_connection()
+
+    def __len__(self) -> int:
+        with self._lock:
+            db = self._usable(writing=False)
+            if db is None:
+                return 0
+            try:
+                return int(db.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0])
+            except sqlite3.Error as error:
+                self._trouble(error, writing=False)
+                return 0
+
+    # -- opening --------------------------------------------------------------------
+    def _usable(self, writing: bool) -> sqlite3.Connection | None:
+        if self.disabled:
+            return None
+        now = time.monotonic()
+        if now < self._paused_until:
+            return None
+        if writing and (self.read_only or now < self._writes_paused_until):
+            return None
+        if self._db is not None and _identity(self.path) != self._identity:
+            self._drop_connection()  # deleted or replaced under us: start again
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection | None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            self._pause(
+                "folder",
+                f"cannot create its folder ({error}); running without it (choose a writable path)",
+            )
+            return None
+        try:
+            db = self._connect()
+        except sqlite3.Error as error:
+            if _code(error) in (_CORRUPT, _NOTADB):  # garbage, or a file cut short
+                return self._rebuild(str(error))
+            self._trouble(error, writing=False)
+            return None
+        self._identity = _identity(self.path)
+        return db
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchone()
+            db.execute(_SCHEMA)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.Error as error:
+            db.close()
+            if _code(error) != _READONLY:
+                raise
+        # A read-only file or folder: read what it holds, add nothing.
+        db = sqlite3.connect(
+            f"file:{quote(str(self.path))}?mode=ro",
+            uri=True,
+            timeout=self.timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            db.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+        except sqlite3.Error:
+            db.close()
+            raise
+        self._read_only_now()
+        return db
+
+    def _rebuild(self, problem: str) -> sqlite3.Connection | None:
+        """Move a damaged file aside (never delete what may be someone's data) and start
+        a new one; a second rebuild in one run means something keeps breaking it."""
+        self._drop_connection()
+        if self.rebuilt:
+            self._disable("broken", f"is damaged again ({problem}); running without it")
+            return None
+        self.rebuilt = True
+        aside = Path(f"{self.path}.corrupt")
+        try:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                source = Path(f"{self.path}{suffix}")
+                if source.exists():
+                    os.replace(source, Path(f"{aside}{suffix}"))
+            db = self._connect()
+        except (OSError, sqlite3.Error) as error:
+            self._disable(
+                "broken",
+                f"is not a usable database ({problem}) and could not be replaced "
+                f"({error}); running without it (delete the file or choose another path)",
+            )
+            return None
+        self._identity = _identity(self.path)
+        self._warn_once(
+            "rebuilt",
+            f"was not a usable database ({problem}); moved it to {str(aside)!r} and "
+            "started a new cache",
+        )
+        return db
+
+    # -- trouble --------------------------------------------------------------------
+    def _trouble(self, error: sqlite3.Error, writing: bool) -> None:
+        code = _code(error)
+        if code in (_CORRUPT, _NOTADB):
+            self._db = self._rebuild(str(error))
+        elif code in (_BUSY, _LOCKED):
+            what = "writes are" if writing else "the cache is"
+            if writing:
+                self._writes_paused_until = time.monotonic() + self.retry_after
+            else:
+                self._paused_until = time.monotonic() + self.retry_after
+                self._drop_connection()
+            self._warn_once(
+                "locked",
+                f"is locked by another connection ({error}); {what} skipped for "
+                f"{self.retry_after:g} s at a time until it is free",
+            )
+        elif code == _READONLY:
+            self._read_only_now()
+        elif code == _FULL:
+            self._writes_paused_until = time.monotonic() + self.retry_after
+            self._warn_once(
+                "full", f"cannot grow ({error}); not adding to it (free some disk space)"
+            )
+        else:
+            self._drop_connection()
+            self._pause("error", f"failed ({error}); running without it for now")
+
+    def _read_only_now(self) -> None:
+        self.read_only = True
+        self._warn_once(
+            "read-only",
+            "is read-only; reading it but adding nothing (make it writable or choose another path)",
+        )
+
+    def _pause(self, kind: str, message: str) -> None:
+        self._paused_until = time.monotonic() + self.retry_after
+        self._warn_once(kind, f"{message}; retrying in {self.retry_after:g} s")
+
+    def _disable(self, kind: str, message: str) -> None:
+        self.disabled = True
+        self._warn_once(kind, message)
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        if kind in self._warned:
+            return
+        self._warned.add(kind)
+        warnings.warn(
+            f"ctxwindow: cache file {self.where!r} {message}", RuntimeWarning, stacklevel=5
+        )
+
+    def _drop_connection(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+            self._identity = None
+
+
+def _code(error: sqlite3.Error) -> int:
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF
+    text = str(error).lower()
+    for words, value in (
+        (("malformed", "corrupt"), _CORRUPT),
+        (("not a database",), _NOTADB),
+        (("locked", "busy"), _BUSY),
+        (("readonly", "read-only"), _READONLY),
+        (("full",), _FULL),
+    ):
+        if any(word in text for word in words):
+            return value
+    return 0
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
