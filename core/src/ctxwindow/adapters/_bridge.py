@@ -1,0 +1,285 @@
+"""What every adapter shares: read a framework's items into ctxwindow Messages, window
+those, and give back the caller's own items.
+
+An item (a framework message) may stand for several Messages (an Anthropic user message
+holding tool results and text, a pydantic-ai request holding a tool return and a user
+prompt) and several items may stand for one Message (a Responses API reasoning item and
+the function calls that follow it). Each Message remembers its items and, for a split
+item, which of the item's parts it holds. An item whose Messages are all in the window
+comes back as the very object passed in; one partly kept is rebuilt from its kept parts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ctxwindow.errors import InvalidMessage, InvalidOption
+from ctxwindow.host import Windower
+from ctxwindow.messages import Message
+from ctxwindow.strategy import Strategy
+from ctxwindow.tokens import TokenCounter
+from ctxwindow.window import Decision, Window, WindowRecord
+
+T = TypeVar("T")
+
+#: ``rebuild(item, kept, cut)``: the item with only the parts in ``kept`` (None: all),
+#: and, when ``cut`` is set, the text of the parts in ``cut[0]`` (None: the whole item's
+#: text) replaced by ``cut[1]``, the host's truncation of the newest user message.
+Rebuild = Callable[[Any, "Sequence[int] | None", "tuple[frozenset[int] | None, str] | None"], Any]
+
+
+@dataclass
+class Converted(Generic[T]):
+    """A framework's items read as Messages, each with the items and parts it stands for."""
+
+    items: Sequence[T]
+    messages: list[Message] = field(default_factory=list)
+    sources: list[tuple[int, ...]] = field(default_factory=list)
+    parts: list[frozenset[int] | None] = field(default_factory=list)
+    #: Per item: how many of its parts are split over Messages (0: never split).
+    split: dict[int, int] = field(default_factory=dict)
+
+    def add(
+        self, message: Message, items: tuple[int, ...], parts: frozenset[int] | None = None
+    ) -> None:
+        self.messages.append(message)
+        self.sources.append(items)
+        self.parts.append(parts)
+        if parts is not None:
+            (item,) = items
+            self.split[item] = self.split.get(item, 0) + len(parts)
+
+
+@dataclass(frozen=True)
+class Shape(Generic[T]):
+    """How one framework's items come back out of a window."""
+
+    name: str
+    rebuild: Rebuild
+    #: A message a strategy made (a summary) as an item; gets the items before it.
+    made: Callable[[Message, Sequence[Any]], T]
+    item_id: Callable[[Any], str | None] = lambda item: None
+
+
+def windower_for(
+    windower: Windower | None,
+    strategy: str | Strategy | None,
+    budget: int | None,
+    counter: TokenCounter | str | None,
+    options: Mapping[str, Any],
+) -> Windower:
+    """The Windower an adapter call runs: the one given, or one built from the arguments."""
+    if windower is not None:
+        if not isinstance(windower, Windower):
+            raise InvalidOption(
+                f"windower must be a ctxwindow.Windower (from ctxwindow.from_config), "
+                f"got {type(windower).__name__}"
+            )
+        given = [name for name, value in (("strategy", strategy), ("counter", counter)) if value]
+        if given or options:
+            listed = ", ".join([*given, *options])
+            raise InvalidOption(
+                f"pass either windower= or the strategy and its options, not both "
+                f"(also given: {listed}); budget= alone may override the windower's"
+            )
+        return windower
+    if budget is None:
+        raise InvalidOption("budget is required (tokens) unless a configured windower is given")
+    if strategy is None:
+        strategy = "fixed"
+    if isinstance(strategy, str):
+        from ctxwindow.config import windower_from
+
+        return windower_from({"strategy": strategy, "budget": budget, "counter": counter, **options})
+    if options:
+        raise InvalidOption(
+            f"options {', '.join(map(repr, options))} go to the strategy's constructor "
+            f"when it is given as an instance; pass its name instead to set them here"
+        )
+    from ctxwindow.plugins import distribution_of
+
+    return Windower(strategy, budget, counter, distribution_of(strategy))
+
+
+def select_converted(
+    windower: Windower,
+    converted: Converted[Any],
+    shape: Shape[Any],
+    *,
+    query: str | None,
+    budget: int | None,
+    trim: Callable[[list[Any]], tuple[int, int]] | None = None,
+) -> Window[Any]:
+    """Window the converted Messages and give back the framework's items."""
+    try:
+        window = windower.select(converted.messages, query=query, budget=budget)
+    except InvalidMessage as error:
+        raise _in_items(error, converted) from None
+    return finish(window, converted, shape, windower, trim)
+
+
+async def aselect_converted(
+    windower: Windower,
+    converted: Converted[Any],
+    shape: Shape[Any],
+    *,
+    query: str | None,
+    budget: int | None,
+) -> Window[Any]:
+    try:
+        window = await windower.aselect(converted.messages, query=query, budget=budget)
+    except InvalidMessage as error:
+        raise _in_items(error, converted) from None
+    return finish(window, converted, shape, windower, None)
+
+
+def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessage:
+    """The same error, naming the caller's item rather than the converted message."""
+    if error.index is None or not 0 <= error.index < len(converted.sources):
+        return error
+    items = converted.sources[error.index]
+    if not items:  # a message standing for no item: Anthropic's system parameter
+        return type(error)(None, f"system: {error.problem}")
+    return type(error)(items[0], error.problem)
+
+
+@dataclass
+class _Slot:
+    """One entry of the output: an item (with its kept parts) or a made message."""
+
+    item: int | None
+    made: Message | None = None
+    kept: set[int] | None = field(default_factory=set)  # None: the whole item
+    cut: tuple[frozenset[int] | None, str] | None = None
+    messages: list[Message] = field(default_factory=list)
+
+
+def finish(
+    window: Window[Any],
+    converted: Converted[Any],
+    shape: Shape[Any],
+    windower: Windower,
+    trim: Callable[[list[Any]], tuple[int, int]] | None,
+) -> Window[Any]:
+    """The window as the framework's items, with the record in the caller's positions."""
+    where = {id(message): position for position, message in enumerate(converted.messages)}
+    newest_user = next(
+        (p for p in range(len(converted.messages) - 1, -1, -1)
+         if converted.messages[p].role == "user"),
+        None,
+    )  # fmt: skip
+    slots: list[_Slot] = []
+    by_item: dict[int, _Slot] = {}
+    for message in window.messages:
+        position = where.get(id(message))
+        cut = None
+        if position is None and message.metadata.get("truncated") and newest_user is not None:
+            position, cut = newest_user, (converted.parts[newest_user], message.text)
+        if position is None:
+            slots.append(_Slot(None, made=message, kept=None, messages=[message]))
+            continue
+        parts = converted.parts[position]
+        for item in converted.sources[position]:
+            slot = by_item.get(item)
+            if slot is None:
+                slot = by_item[item] = _Slot(item)
+                slots.append(slot)
+            slot.messages.append(message)
+            if parts is None:
+                slot.kept = None
+            elif slot.kept is not None:
+                slot.kept.update(parts)
+            if cut is not None:
+                slot.cut = cut
+    start, stop = trim([_peek(s, converted) for s in slots]) if trim else (0, len(slots))
+    trimmed = slots[:start] + slots[stop:]
+    slots = slots[start:stop]
+    output: list[Any] = []
+    for slot in slots:
+        if slot.made is not None:
+            output.append(shape.made(slot.made, output))
+            continue
+        assert slot.item is not None
+        item = converted.items[slot.item]
+        whole = slot.kept is None or len(slot.kept) == converted.split.get(slot.item, -1)
+        if whole and slot.cut is None:
+            output.append(item)
+        else:
+            output.append(shape.rebuild(item, None if whole else sorted(slot.kept or ()), slot.cut))
+    record = _record(window.record, converted, shape, len(output), trimmed, windower)
+    return Window(output, record)
+
+
+def _peek(slot: _Slot, converted: Converted[Any]) -> Any:
+    """What a trim function sees of a slot: the item, or the made Message."""
+    return slot.made if slot.made is not None else converted.items[slot.item or 0]
+
+
+def _record(
+    record: WindowRecord,
+    converted: Converted[Any],
+    shape: Shape[Any],
+    size: int,
+    trimmed: list[_Slot],
+    windower: Windower,
+) -> WindowRecord:
+    """The core's record, its positions and counts in the caller's items."""
+    sources = converted.sources
+    items = converted.items
+    removed = {slot.item for slot in trimmed if slot.item is not None}
+    freed = sum(windower.counter.count_message(m) for slot in trimmed for m in slot.messages)
+    inner = record
+
+    def decide() -> tuple[Decision, ...]:
+        out = []
+        for decision in inner.decisions:
+            positions = sorted({item for p in decision.positions for item in sources[p]})
+            action, reason = decision.action, decision.reason
+            if removed and removed.intersection(positions) and action != "dropped":
+                action, reason = "dropped", f"{reason}; then trimmed by start_on/end_on"
+            out.append(
+                dataclasses.replace(
+                    decision,
+                    positions=tuple(positions),
+                    ids=tuple(shape.item_id(items[p]) for p in positions),
+                    action=action,
+                    reason=reason,
+                )
+            )
+        return tuple(out)
+
+    notes = record.notes
+    if trimmed:
+        notes = (*notes, f"start_on/end_on trimmed {len(trimmed)} more message(s)")
+    return dataclasses.replace(
+        record,
+        messages_before=len(items),
+        messages_after=size,
+        tokens_after=record.tokens_after - freed,
+        notes=notes,
+        _decide=decide,
+    )
+
+
+def text_of(value: Any) -> str:
+    """A best-effort text rendering of a tool's output or arguments, for counting."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def get(item: Any, key: str, default: Any = None) -> Any:
+    """A field of a dict, or an attribute of an SDK object (a pydantic model)."""
+    if isinstance(item, Mapping):
+        return item.get(key, default)
+    return getattr(item, key, default)
