@@ -155,3 +155,23 @@ class ConfigError(CtxWindowError, ValueError):
 
 class PluginError(CtxWindowError, RuntimeError):
     """A plugin failed while registering or running; names its distribution."""
+
+
+class VisitTimeout(PluginError, TimeoutError):
+    """A strategy ran past its ``time_limit`` while choosing; names its distribution.
+
+    Raised with ``on_timeout="raise"``; with ``on_timeout="recent"`` the host builds a
+    window itself instead. Also a :class:`TimeoutError`, so ``except TimeoutError``
+    catches it. The strategy's abandoned work cannot change the visit's outcome.
+    """
+
+    def __init__(self, strategy: str, distribution: str | None, seconds: float) -> None:
+        self.strategy = strategy
+        self.distribution = distribution
+        self.seconds = seconds
+        origin = f" from distribution {distribution!r}" if distribution else ""
+        super().__init__(
+            f"strategy {strategy!r}{origin} did not choose within its time limit of "
+            f"{seconds:g} s; raise time_limit, or pass on_timeout='recent' to fall back "
+            f"to the newest messages that fit"
+        )

@@ -2,27 +2,35 @@
 
 This is where the host stands between the caller and a plugin: a strategy that does not
 build on BaseStrategy (or overrides its select) still has its windows checked, and a
-plugin that crashes is reported by its distribution.
+plugin that crashes is reported by its distribution. A ``time_limit`` given here bounds
+any strategy, BaseStrategy or not (see :mod:`ctxwindow.visit` for how).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from ctxwindow import visit
 from ctxwindow.contract import check_window
-from ctxwindow.errors import ContractViolation, CtxWindowError, PluginError
+from ctxwindow.errors import ContractViolation, CtxWindowError, PluginError, VisitTimeout
 from ctxwindow.history import Conversation, History
 from ctxwindow.messages import Message, read_message
-from ctxwindow.strategy import BaseStrategy, Strategy
+from ctxwindow.strategy import ON_TIMEOUT, TIME_LIMIT, BaseStrategy, Strategy
 from ctxwindow.tokens import TokenCounter
-from ctxwindow.visit import check_budget, check_query, strategy_limit
+from ctxwindow.visit import TimeLimit, check_budget, check_query, strategy_limit
 from ctxwindow.window import Window, WindowRecord
 
 
 class Windower:
-    """Chooses windows with one strategy, budget and counter. Build it with from_config."""
+    """Chooses windows with one strategy, budget and counter. Build it with from_config.
+
+    ``time_limit`` (seconds) and ``on_timeout`` ('raise' or 'recent') bound every visit
+    of any strategy, as BaseStrategy's options of those names do; given here, they win
+    over the strategy's own.
+    """
 
     def __init__(
         self,
@@ -30,6 +38,9 @@ class Windower:
         budget: int,
         counter: TokenCounter | str | None,
         distribution: str | None = None,
+        *,
+        time_limit: float | None = None,
+        on_timeout: str = "raise",
     ) -> None:
         from ctxwindow.registry import get_counter
 
@@ -37,6 +48,9 @@ class Windower:
         self.budget = check_budget(budget)
         self.counter = get_counter(counter)
         self.distribution = distribution
+        seconds = TIME_LIMIT.validate("Windower", time_limit)
+        on_timeout = ON_TIMEOUT.validate("Windower", on_timeout)
+        self.time_limit = None if seconds is None else TimeLimit(seconds, on_timeout)
 
     def select(
         self, messages: Any, *, query: str | None = None, budget: int | None = None
@@ -44,28 +58,60 @@ class Windower:
         """The window for ``messages``; ``budget`` overrides the configured one."""
         total, query = self._arguments(budget, query)
         strategy = self.strategy
+        limit = self.time_limit
         if _checks_itself(strategy, "select"):
-            return self._guard(lambda: strategy.select(messages, total, self.counter, query=query))
+            assert isinstance(strategy, BaseStrategy)
+            return self._guard(
+                lambda: visit.run(
+                    strategy, messages, total, self.counter, query, limit, self.distribution
+                )
+            )
         before = _Before(self, messages, total, query)
-        window = self._guard(
-            lambda: strategy.select(before.originals, total, self.counter, query=query)
-        )
-        return self._checked(before, window)
+
+        def call() -> Window[Any]:
+            return strategy.select(before.originals, total, self.counter, query=query)
+
+        if limit is None:
+            return self._checked(before, self._guard(call))
+        future = visit.in_thread(lambda: self._guard(call), strategy.name)
+        done, _ = concurrent.futures.wait((future,), timeout=limit.seconds)
+        if not done:
+            return self._timed_out(before, total, query, limit)
+        return self._checked(before, future.result())
 
     async def aselect(
         self, messages: Any, *, query: str | None = None, budget: int | None = None
     ) -> Window[Any]:
         total, query = self._arguments(budget, query)
         strategy = self.strategy
+        limit = self.time_limit
         if _checks_itself(strategy, "aselect"):
+            assert isinstance(strategy, BaseStrategy)
             return await self._aguard(
-                lambda: strategy.aselect(messages, total, self.counter, query=query)
+                lambda: visit.arun(
+                    strategy, messages, total, self.counter, query, limit, self.distribution
+                )
             )
         before = _Before(self, messages, total, query)
-        window = await self._aguard(
-            lambda: strategy.aselect(before.originals, total, self.counter, query=query)
-        )
+
+        def call() -> Awaitable[Window[Any]]:
+            return strategy.aselect(before.originals, total, self.counter, query=query)
+
+        if limit is None:
+            return self._checked(before, await self._aguard(call))
+        finished, window = await visit.within(self._aguard(call), limit.seconds)
+        if not finished:
+            return self._timed_out(before, total, query, limit)
         return self._checked(before, window)
+
+    def _timed_out(
+        self, before: _Before, budget: int, query: str | None, limit: TimeLimit
+    ) -> Window[Any]:
+        if limit.on_timeout != "recent":
+            raise VisitTimeout(self.strategy.name, self.distribution, limit.seconds)
+        return visit.fallback_window(
+            self.strategy, before.originals, budget, self.counter, query, limit
+        )
 
     def _arguments(self, budget: int | None, query: object) -> tuple[int, str | None]:
         return (self.budget if budget is None else check_budget(budget)), check_query(query)
@@ -126,7 +172,16 @@ class Windower:
         raise self._violation(found)
 
     def __repr__(self) -> str:
-        return f"Windower({self.strategy!r}, budget={self.budget}, counter={self.counter.name!r})"
+        limit = self.time_limit
+        timed = (
+            ""
+            if limit is None
+            else (f", time_limit={limit.seconds:g}, on_timeout={limit.on_timeout!r}")
+        )
+        return (
+            f"Windower({self.strategy!r}, budget={self.budget}, "
+            f"counter={self.counter.name!r}{timed})"
+        )
 
 
 class _Before:

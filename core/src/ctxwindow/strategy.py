@@ -5,7 +5,9 @@ decides which units to keep.
 
 from __future__ import annotations
 
+import math
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -18,6 +20,33 @@ from ctxwindow.tokens import TokenCounter
 from ctxwindow.window import Window
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]*$")
+
+
+def _seconds_problem(seconds: float) -> str | None:
+    if math.isfinite(seconds) and 0 < seconds <= threading.TIMEOUT_MAX:
+        return None
+    return f"must be a positive, finite number of seconds, got {seconds!r}"
+
+
+#: How long choosing may take; the host enforces it (see ``ctxwindow.visit``).
+TIME_LIMIT = Option(
+    "time_limit",
+    float,
+    None,
+    "Seconds the strategy may take to choose (its LLM and embedding calls included), "
+    "after the host has read and counted the history; None: no limit. Past it, "
+    "on_timeout applies and the strategy's late answer is never used.",
+    nullable=True,
+    check=_seconds_problem,
+)
+ON_TIMEOUT = Option(
+    "on_timeout",
+    str,
+    "raise",
+    "When time_limit runs out: 'raise' VisitTimeout, or 'recent': the host keeps "
+    "the must-keep messages and the newest units that fit, and the record says so.",
+    choices=("raise", "recent"),
+)
 
 #: Options every strategy built on :class:`BaseStrategy` accepts.
 COMMON_OPTIONS: tuple[Option, ...] = (
@@ -37,6 +66,8 @@ COMMON_OPTIONS: tuple[Option, ...] = (
         "OrphanToolResult, or 'drop' those messages and say so in the record.",
         choices=("raise", "drop"),
     ),
+    TIME_LIMIT,
+    ON_TIMEOUT,
 )
 
 

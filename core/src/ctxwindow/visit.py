@@ -3,16 +3,26 @@
 Before: check the arguments, read and count the history, apply the orphan policy,
 return early when everything fits, apply the oversize policy. After: build the window
 in the caller's kind of objects, check the contract, write the record.
+
+With a time limit, the strategy chooses in a worker thread (or, async, a task) that the
+host waits on for at most that long. Python cannot kill a thread: a strategy that never
+returns keeps its thread (a daemon, so it does not hold the process open) until it
+does, but its late answer is discarded and it cannot change the window or record the
+host returned, since the host keeps its own copy of everything it reports.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxwindow.contract import check_window, overhead_problem
 from ctxwindow.errors import (
@@ -22,6 +32,7 @@ from ctxwindow.errors import (
     InvalidQuery,
     InvalidSelection,
     OrphanToolResult,
+    VisitTimeout,
 )
 from ctxwindow.history import Conversation, History, Selection
 from ctxwindow.messages import ContentPart, Message
@@ -30,7 +41,34 @@ from ctxwindow.window import Decision, Window, WindowRecord, decisions_from
 if TYPE_CHECKING:
     from ctxwindow.strategy import BaseStrategy
 
+T = TypeVar("T")
+
 TRUNCATION_MARKER = "\n[... {removed} characters cut by ctxwindow to fit the token budget]"
+#: The reason for each unit the host keeps when a strategy ran out of time.
+RECENT_REASON = "among the newest units that fit (the strategy ran out of time)"
+OLDER_REASON = "outside the newest units that fit (the strategy ran out of time)"
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeLimit:
+    """How long a strategy may take to choose, and what the host does past it."""
+
+    seconds: float
+    on_timeout: str = "raise"  # or "recent"
+
+    @classmethod
+    def of(cls, strategy: object) -> TimeLimit | None:
+        """The limit a strategy's own options set (``time_limit``), if any."""
+        options = getattr(strategy, "options", None)
+        if not isinstance(options, Mapping) or options.get("time_limit") is None:
+            return None
+        return cls(float(options["time_limit"]), str(options.get("on_timeout", "raise")))
+
+    def note(self, strategy: str) -> str:
+        return (
+            f"strategy {strategy!r} ran out of its time limit of {self.seconds:g} s; the "
+            f"host kept the must-keep messages and the newest units that fit"
+        )
 
 
 def check_budget(budget: object) -> int:
@@ -223,6 +261,18 @@ class _Visit:
 
         return Window(output, self._record(tokens, True, len(output), notes, decide, chosen.llm))
 
+    def timed_out(self, limit: TimeLimit, distribution: str | None = None) -> Window[Any]:
+        """What the visit returns when the strategy ran out of time: VisitTimeout, or
+        the host's own window of the must-keep units and the newest units that fit."""
+        from ctxwindow.plugins import distribution_of
+
+        name = self.strategy.name
+        if limit.on_timeout != "recent":
+            raise VisitTimeout(name, distribution or distribution_of(self.strategy), limit.seconds)
+        selection = recent_selection(self.history)
+        selection.notes.append(limit.note(name))
+        return self.finish(selection)
+
     def _chosen(self, selection: object) -> _Chosen:
         """A checked copy of the selection; a record that disagrees is a violation."""
         history = self.history
@@ -339,25 +389,155 @@ def _begin(
 
 
 def run(
-    strategy: BaseStrategy, messages: Any, budget: object, counter: Any, query: object
+    strategy: BaseStrategy,
+    messages: Any,
+    budget: object,
+    counter: Any,
+    query: object,
+    limit: TimeLimit | None = None,
+    distribution: str | None = None,
 ) -> Window[Any]:
+    """One visit; ``limit`` (else the strategy's own ``time_limit``) bounds choosing."""
     visit = _begin(strategy, messages, budget, counter, query)
     if isinstance(visit, Window):
         return visit
+    limit = limit or TimeLimit.of(strategy)
+    history = visit.history
     with visit.choosing():
-        selection = strategy.choose(visit.history)
+        if limit is None:
+            selection = strategy.choose(history)
+        else:
+            future = in_thread(lambda: strategy.choose(history), strategy.name)
+            done, _ = concurrent.futures.wait((future,), timeout=limit.seconds)
+            if not done:
+                return visit.timed_out(limit, distribution)
+            selection = future.result()
     return visit.finish(selection)
 
 
 async def arun(
-    strategy: BaseStrategy, messages: Any, budget: object, counter: Any, query: object
+    strategy: BaseStrategy,
+    messages: Any,
+    budget: object,
+    counter: Any,
+    query: object,
+    limit: TimeLimit | None = None,
+    distribution: str | None = None,
 ) -> Window[Any]:
+    """The async visit. With a limit, a strategy whose choosing does not await (the
+    default achoose runs the sync choose) chooses in a worker thread, so that it cannot
+    block the event loop past the limit."""
     visit = _begin(strategy, messages, budget, counter, query)
     if isinstance(visit, Window):
         return visit
+    limit = limit or TimeLimit.of(strategy)
+    history = visit.history
+    selection: Selection | None
     with visit.choosing():
-        selection = await strategy.achoose(visit.history)
+        if limit is None:
+            selection = await strategy.achoose(history)
+        else:
+            from ctxwindow.strategy import BaseStrategy
+
+            if type(strategy).achoose is BaseStrategy.achoose:
+                call: Awaitable[Selection] = asyncio.wrap_future(
+                    in_thread(lambda: strategy.choose(history), strategy.name)
+                )
+            else:
+                call = strategy.achoose(history)
+            finished, selection = await within(call, limit.seconds)
+            if not finished:
+                return visit.timed_out(limit, distribution)
     return visit.finish(selection)
+
+
+def in_thread(call: Callable[[], T], name: str) -> concurrent.futures.Future[T]:
+    """Run ``call`` in a new daemon thread (in a copy of the caller's context) and
+    return its future at once. A daemon, so a call that never returns cannot hold the
+    process open at exit; its own thread, so it cannot starve any pool."""
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = context.run(call)
+        except BaseException as error:  # handed to the caller, who raises it
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=work, name=f"ctxwindow-{name}", daemon=True).start()
+    return future
+
+
+async def within(call: Awaitable[T], seconds: float) -> tuple[bool, T | None]:
+    """``(True, result)`` if ``call`` finishes within ``seconds``, else ``(False, None)``
+    once it is cancelled; its own errors, TimeoutError included, are raised as they are.
+
+    A coroutine that blocks the event loop cannot be interrupted; one that returns
+    after the limit that way counts as late too, so the limit holds for the window.
+    """
+    started = time.perf_counter()
+    task = asyncio.ensure_future(call)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=seconds)
+    finally:
+        if not task.done():
+            task.cancel()  # not awaited: a strategy that ignores cancelling cannot hang us
+            task.add_done_callback(_retrieve)
+    if not done or time.perf_counter() - started > seconds:
+        if task.done():
+            _retrieve(task)
+        return False, None
+    return True, task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark an abandoned task's outcome as seen, so asyncio does not log it as lost."""
+    if not task.cancelled():
+        task.exception()
+
+
+def recent_selection(history: History) -> Selection:
+    """The host's own choice: the must-keep units and the newest run of units that fit
+    (as ``fixed`` keeps them), for a strategy that ran out of time."""
+    selection = history.selection()
+    selection.default_reason = OLDER_REASON
+    room = history.budget - history.must_keep_tokens
+    for unit in range(len(history.units) - 1, -1, -1):
+        if unit in history.must_keep:
+            continue
+        tokens = history.unit_tokens(unit)
+        if tokens > room:
+            break
+        selection.keep(unit, RECENT_REASON)
+        room -= tokens
+    return selection
+
+
+def fallback_window(
+    strategy: object,
+    messages: Any,
+    budget: int,
+    counter: Any,
+    query: str | None,
+    limit: TimeLimit,
+) -> Window[Any]:
+    """The host's recent window for a strategy not built on BaseStrategy that ran out
+    of time: default policies (orphans and oversize raise), named after the strategy."""
+    from ctxwindow.strategy import BaseStrategy
+
+    class _Recent(BaseStrategy):
+        name = str(getattr(strategy, "name", type(strategy).__name__))
+
+        def choose(self, history: History) -> Selection:  # pragma: no cover - never called
+            return recent_selection(history)
+
+    visit = _Visit(_Recent(), messages, budget, counter, query)
+    visit.apply_oversize_policy()
+    return visit.timed_out(limit)
 
 
 def _layout(history: History, chosen: _Chosen) -> tuple[list[int | None], list[Message]]:
