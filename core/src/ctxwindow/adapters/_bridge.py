@@ -111,7 +111,7 @@ def select_converted(
     *,
     query: str | None,
     budget: int | None,
-    trim: Callable[[list[Any]], tuple[int, int]] | None = None,
+    trim: Callable[[list[Any]], set[int]] | None = None,
 ) -> Window[Any]:
     """Window the converted Messages and give back the framework's items."""
     try:
@@ -162,7 +162,7 @@ def finish(
     converted: Converted[Any],
     shape: Shape[Any],
     windower: Windower,
-    trim: Callable[[list[Any]], tuple[int, int]] | None,
+    trim: Callable[[list[Any]], set[int]] | None,
 ) -> Window[Any]:
     """The window as the framework's items, with the record in the caller's positions."""
     where = {id(message): position for position, message in enumerate(converted.messages)}
@@ -194,9 +194,9 @@ def finish(
                 slot.kept.update(parts)
             if cut is not None:
                 slot.cut = cut
-    start, stop = trim([_peek(s, converted) for s in slots]) if trim else (0, len(slots))
-    trimmed = slots[:start] + slots[stop:]
-    slots = slots[start:stop]
+    gone = trim([_peek(s, converted) for s in slots]) if trim else set()
+    trimmed = [slot for number, slot in enumerate(slots) if number in gone]
+    slots = [slot for number, slot in enumerate(slots) if number not in gone]
     output: list[Any] = []
     for slot in slots:
         if slot.made is not None:
@@ -230,7 +230,8 @@ def _record(
     sources = converted.sources
     items = converted.items
     removed = {slot.item for slot in trimmed if slot.item is not None}
-    freed = sum(windower.counter.count_message(m) for slot in trimmed for m in slot.messages)
+    gone = {id(m): m for slot in trimmed for m in slot.messages}
+    freed = sum(windower.counter.count_message(m) for m in gone.values())
     inner = record
 
     def decide() -> tuple[Decision, ...]:
