@@ -61,7 +61,9 @@ class WindowRecord:
     """The record of one visit.
 
     ``decisions`` holds one entry per unit. It is built on first access, so a chat loop
-    that never reads it does not pay for it on a long history.
+    that never reads it does not pay for it on a long history. A strategy made of other
+    strategies (``pipeline``) keeps each one's own record in ``stages``, in the order
+    they ran, while ``decisions`` map its final window back to the caller's messages.
     """
 
     strategy: str
@@ -76,6 +78,7 @@ class WindowRecord:
     llm: LLMUsage | None = None
     notes: tuple[str, ...] = ()
     _decide: Callable[[], tuple[Decision, ...]] = field(default=tuple, repr=False, compare=False)
+    stages: tuple[WindowRecord, ...] = ()
 
     @property
     def decisions(self) -> tuple[Decision, ...]:
@@ -106,6 +109,8 @@ class WindowRecord:
         }
         if decisions:
             out["decisions"] = [decision.to_dict() for decision in self.decisions]
+        if self.stages:  # only a composed strategy's record has the key
+            out["stages"] = [stage.to_dict(decisions) for stage in self.stages]
         return out
 
 

@@ -1,0 +1,438 @@
+"""pipeline: strategies run in order under one budget, with one record for the visit.
+
+Each stage windows the previous stage's output, made messages (a summary, a cleared
+tool exchange's note) included. A message transform that is not the last stage only
+transforms; every other stage fits the budget, so the last one guarantees it, and the
+host checks the final window like any strategy's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from ctxwindow import (
+    BaseStrategy,
+    Conversation,
+    History,
+    LLMUsage,
+    Message,
+    Option,
+    Selection,
+    TokenCounter,
+    Window,
+    WindowRecord,
+)
+from ctxwindow.errors import ContractViolation
+from ctxwindow.host import Windower
+from ctxwindow.messages import read_message
+from ctxwindow.window import decisions_from
+from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
+
+#: Where a visit's stage records go, from choose() to the select() that attaches them.
+_STAGE_RECORDS: ContextVar[list[WindowRecord] | None] = ContextVar(
+    "ctxwindow_pipeline_stage_records", default=None
+)
+KEPT_ALL_FIT = "every stage found its input within the budget"
+
+
+class PipelineStrategy(BaseStrategy):
+    """Runs strategies in order, each windowing the previous one's output, under one budget.
+
+    Stages are strategies looked up by name (third-party ones too), each with its own
+    options. The record maps the final window back to your messages (kept, dropped,
+    summarized, cleared: with the stage that decided and why) and holds each stage's own
+    record in ``record.stages``; LLM usage is summed over the stages.
+    """
+
+    name = "pipeline"
+    option_specs: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "stages",
+            (list, tuple),
+            [],
+            "The strategies to run, in order: each a name or a table with 'strategy' and "
+            f"that strategy's options, for example {EXAMPLE}.",
+        ),
+    )
+
+    def check_ready(self) -> None:
+        """Build every stage now: a bad stage fails at configuration, named."""
+        self.stages: tuple[Stage, ...] = build_stages(
+            f"strategy {self.name!r}", self.options["stages"]
+        )
+        paying = [s for s in self.stages if getattr(s.strategy, "requires_llm", False)]
+        self.requires_llm = bool(paying)
+        self._billing = getattr(paying[0].strategy, "billing", None) if paying else None
+
+    @property
+    def billing(self) -> Any:
+        """The first stage that calls an LLM pays for it; the host checks it at configuration."""
+        return self._billing
+
+    def engages_within_budget(self, history: History) -> bool:
+        """When any stage would engage though everything fits (clearing always, a cap)."""
+        for stage in self.stages:
+            engages = getattr(stage.strategy, "engages_within_budget", None)
+            if engages is not None and engages(history):
+                return True
+        return False
+
+    # -- visiting ------------------------------------------------------------------
+    def select(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]:
+        records: list[WindowRecord] = []
+        token = _STAGE_RECORDS.set(records)
+        try:
+            window = super().select(messages, budget, counter, query=query)
+        finally:
+            _STAGE_RECORDS.reset(token)
+        return _with_stages(window, records)
+
+    async def aselect(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]:
+        records: list[WindowRecord] = []
+        token = _STAGE_RECORDS.set(records)
+        try:
+            window = await super().aselect(messages, budget, counter, query=query)
+        finally:
+            _STAGE_RECORDS.reset(token)
+        return _with_stages(window, records)
+
+    def choose(self, history: History) -> Selection:
+        run = _Run(history)
+        for stage in self.stages:
+            if stage.is_transform and stage is not self.stages[-1]:
+                run.apply(stage, _transformed(stage, run.items, history))
+            else:
+                run.apply(stage, _windower(stage, history).select(run.items, query=history.query))
+        return run.finish()
+
+    async def achoose(self, history: History) -> Selection:
+        run = _Run(history)
+        for stage in self.stages:
+            if stage.is_transform and stage is not self.stages[-1]:
+                run.apply(stage, _transformed(stage, run.items, history))
+            else:
+                windower = _windower(stage, history)
+                run.apply(stage, await windower.aselect(run.items, query=history.query))
+        return run.finish()
+
+
+def _windower(stage: Stage, history: History) -> Windower:
+    """The host around one stage: its window checked, its failure named by distribution."""
+    return Windower(stage.strategy, history.budget, history.counter, stage.distribution)
+
+
+def _with_stages(window: Window[Any], records: list[WindowRecord]) -> Window[Any]:
+    if not records:
+        return window
+    return Window(window.messages, replace(window.record, stages=tuple(records)))
+
+
+# -- a transform stage -----------------------------------------------------------------
+def _transformed(stage: Stage, items: list[Any], history: History) -> Window[Any]:
+    """Run a message transform on ``items``: it may leave them over budget, and only
+    runs when they are over it or it engages anyway. Its output is checked like a window,
+    but for the budget, which the stages after it keep."""
+    started = time.perf_counter()
+    view = Conversation(items).view(history.counter, history.budget, history.query)
+    strategy: Any = stage.strategy
+    total = view.total_tokens
+    count = len(view.units)
+    if total <= history.budget and not strategy.engages_within_budget(view):
+        untouched = _record(stage, view, total, False, started, len(items), (), _all_kept(view))
+        return Window(list(items), untouched)
+    selection = strategy.transform(view)
+    _check_transform(stage, view, selection)
+    inserts: dict[int, list[Message]] = {}
+    for before, message in selection.synthetic:
+        inserts.setdefault(before, []).append(message)
+    wants_messages = bool(items) and isinstance(items[0], Message)
+    output: list[Any] = []
+    tokens = 0
+    for unit in range(count + 1):
+        for message in inserts.get(unit, ()):
+            output.append(message if wants_messages else message.to_dict())
+            tokens += view.counter.count_message(message)
+        if unit < count and unit in selection.kept:
+            output.extend(items[p] for p in view.span(unit))
+            tokens += view.unit_tokens(unit)
+    actions = list(selection.actions)
+    reasons = [selection.reason(unit) for unit in range(count)]
+    scores = dict(selection.scores)
+
+    def decide() -> Any:
+        return decisions_from(
+            actions, reasons, scores, view.span, view.message_id, view.unit_tokens
+        )
+
+    notes = tuple(map(str, selection.notes))
+    return Window(output, _record(stage, view, tokens, True, started, len(output), notes, decide))
+
+
+def _check_transform(stage: Stage, view: History, selection: object) -> None:
+    problems: list[str] = []
+    if not isinstance(selection, Selection) or selection.history is not view:
+        problems.append(f"transform() returned {type(selection).__name__}, not a Selection")
+    else:
+        missing = sorted(set(view.must_keep) - selection.kept)
+        if missing:
+            problems.append(f"transform() dropped must-keep unit(s) {missing}")
+        for unit, action in enumerate(selection.actions):
+            if (action == "kept") != (unit in selection.kept):
+                problems.append(f"unit {unit}: its record says {action!r}, the window disagrees")
+        for _, message in selection.synthetic:
+            if not message.synthetic or message.role == "tool" or message.tool_calls:
+                problems.append(
+                    "a made message must be marked synthetic and cannot be half of a "
+                    f"tool exchange: {message!r}"
+                )
+    if problems:
+        raise ContractViolation(stage.name, stage.distribution, problems)
+
+
+def _record(
+    stage: Stage,
+    view: History,
+    tokens: int,
+    engaged: bool,
+    started: float,
+    size: int,
+    notes: tuple[str, ...],
+    decide: Any,
+) -> WindowRecord:
+    return WindowRecord(
+        strategy=stage.name,
+        budget=view.budget,
+        counter=view.counter.name,
+        tokens_before=view.total_tokens,
+        tokens_after=tokens,
+        engaged=engaged,
+        elapsed_ms=(time.perf_counter() - started) * 1000,
+        messages_before=len(view),
+        messages_after=size,
+        notes=notes,
+        _decide=decide,
+    )
+
+
+def _all_kept(view: History) -> Any:
+    count = len(view.units)
+
+    def decide() -> Any:
+        return decisions_from(
+            ["kept"] * count,
+            ["everything fits the budget"] * count,
+            {},
+            view.span,
+            view.message_id,
+            view.unit_tokens,
+        )
+
+    return decide
+
+
+# -- following the caller's messages through the stages ---------------------------------
+@dataclass(frozen=True)
+class _Origin:
+    """Where a stage's input message comes from: the caller's message at ``position``,
+    or (position None) a message stage ``made_by`` made, standing for ``covers``."""
+
+    position: int | None
+    covers: frozenset[int]
+    made_by: str | None = None
+
+
+class _Run:
+    """One pipeline visit: the current messages, where each came from, and the fate of
+    every caller's unit that a stage removed."""
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        self.items: list[Any] = []
+        self.origins: list[_Origin] = []
+        self.fate: dict[int, tuple[str, str]] = {}
+        self.kept_reason: dict[int, str] = {}
+        self.records: list[WindowRecord] = []
+        self.labels: list[str] = []
+        replaced = history.replacements  # the host's cut of the newest user message
+        for unit in range(len(history.units)):
+            for position in history.span(unit):
+                item = history.original(position)
+                if position in replaced:
+                    cut = replaced[position]
+                    item = cut if isinstance(item, Message) else {**item, **_content(cut)}
+                self.items.append(item)
+                self.origins.append(_Origin(position, frozenset((unit,))))
+
+    def apply(self, stage: Stage, window: Window[Any]) -> None:
+        """Take a stage's window as the next input, remembering what it did."""
+        record = window.record
+        self.records.append(record)
+        self.labels.append(stage.label)
+        if not record.engaged:
+            return
+        label = stage.label
+        decisions = record.decisions
+        kept = sorted(
+            p for d in decisions if d.action in ("kept", "truncated") for p in d.positions
+        )
+        items: list[Any] = []
+        origins: list[_Origin | None] = []
+        made: list[tuple[int, int]] = []  # (index in the new input, input position after it)
+        pointer = 0
+        for item in window.messages:
+            if pointer < len(kept) and item is self.items[kept[pointer]]:
+                origins.append(self.origins[kept[pointer]])
+                pointer += 1
+            else:
+                anchor = kept[pointer] if pointer < len(kept) else len(self.items)
+                made.append((len(items), anchor))
+                origins.append(None)
+            items.append(item)
+        if pointer != len(kept):
+            raise ContractViolation(
+                stage.name,
+                stage.distribution,
+                ["its window does not hold the very messages its record says it kept"],
+            )
+        summarized: list[tuple[int, frozenset[int]]] = []
+        for decision in decisions:
+            if not decision.positions:
+                continue
+            carried = [self.origins[p] for p in decision.positions if p < len(self.origins)]
+            if decision.action in ("kept", "truncated"):
+                for origin in carried:
+                    if origin.position is not None:
+                        (unit,) = origin.covers
+                        self.kept_reason[unit] = f"{label}: {decision.reason}"
+            else:
+                self._removed(label, decision.action, decision.reason, carried)
+                if decision.action == "summarized":
+                    covers = frozenset().union(*(o.covers for o in carried))
+                    summarized.append((decision.positions[0], covers))
+        for index, covers in _covers(made, summarized):
+            origins[index] = _Origin(None, covers, label)
+        self.items = items
+        self.origins = [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
+
+    def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
+        for origin in carried:
+            if origin.position is not None:
+                (unit,) = origin.covers
+                self.fate[unit] = (action, f"{label}: {reason}")
+                continue
+            for unit in origin.covers:  # a made message goes, and what it stood for
+                before = self.fate.get(unit, ("summarized", str(origin.made_by)))[1]
+                if action == "dropped":
+                    self.fate[unit] = ("dropped", f"{before}; then {label} dropped it: {reason}")
+                else:
+                    self.fate[unit] = ("summarized", f"{before}; then {label}: {reason}")
+
+    def finish(self) -> Selection:
+        """The pipeline's own selection over the caller's messages: what the last
+        stage's window holds, traced back, and why each other unit went."""
+        history = self.history
+        selection = history.selection()
+        present = {next(iter(o.covers)) for o in self.origins if o.position is not None}
+        for unit in range(len(history.units)):
+            if unit in history.must_keep:
+                continue
+            if unit in present:
+                selection.keep(unit, self.kept_reason.get(unit, KEPT_ALL_FIT))
+            elif unit in self.fate:
+                action, reason = self.fate[unit]
+                if action == "summarized":
+                    selection.summarize(unit, reason)
+                else:
+                    selection.drop(unit, reason)
+        count = len(history.units)
+        for index, origin in enumerate(self.origins):
+            if origin.position is not None:
+                continue
+            after = next(
+                (next(iter(o.covers)) for o in self.origins[index + 1 :] if o.position is not None),
+                count,
+            )
+            selection.add_synthetic(read_message(self.items[index], None), before_unit=after)
+        for label, record in zip(self.labels, self.records, strict=True):
+            selection.notes.append(f"{label}: {_summary(record)}")
+            selection.notes.extend(f"{label}: {note}" for note in record.notes)
+        selection.llm = _usage(self.records)
+        sink = _STAGE_RECORDS.get()
+        if sink is not None:
+            sink.extend(self.records)
+        return selection
+
+
+def _covers(
+    made: list[tuple[int, int]], summarized: list[tuple[int, frozenset[int]]]
+) -> list[tuple[int, frozenset[int]]]:
+    """Which summarized units each made message stands for: those just before where it
+    sits (a note where its exchange was, a summary where the verbatim part begins)."""
+    if not made:
+        return []
+    anchors = sorted({anchor for _, anchor in made})
+    groups: dict[int, list[frozenset[int]]] = {anchor: [] for anchor in anchors}
+    for first, covers in summarized:
+        anchor = next((a for a in anchors if a > first), anchors[-1])
+        groups[anchor].append(covers)
+    out: list[tuple[int, frozenset[int]]] = []
+    for anchor in anchors:
+        here = [index for index, a in made if a == anchor]
+        found = groups[anchor]
+        if len(found) == len(here):  # one message for each (clearing, say)
+            out.extend(zip(here, found, strict=True))
+        else:
+            every = frozenset().union(*found) if found else frozenset()
+            out.extend((index, every) for index in here)
+    return out
+
+
+def _content(message: Message) -> dict[str, Any]:
+    return {"content": message.to_dict()["content"]}
+
+
+def _summary(record: WindowRecord) -> str:
+    if not record.engaged:
+        return f"not engaged (its input, {record.tokens_before:,} tokens, fits)"
+    counts = ", ".join(
+        f"{action} {record.count(action)}"
+        for action in ("kept", "dropped", "summarized", "truncated")
+        if record.count(action)
+    )
+    return (
+        f"tokens {record.tokens_before:,} -> {record.tokens_after:,}, messages "
+        f"{record.messages_before} -> {record.messages_after} (units {counts})"
+    )
+
+
+def _usage(records: Sequence[WindowRecord]) -> LLMUsage | None:
+    used = [record.llm for record in records if record.llm is not None]
+    if not used:
+        return None
+    providers = sorted({u.provider for u in used if u.provider})
+    models = sorted({u.model for u in used if u.model})
+    return LLMUsage(
+        provider="+".join(providers) or None,
+        model="+".join(models) or None,
+        calls=sum(u.calls for u in used),
+        prompt_tokens=sum(u.prompt_tokens for u in used),
+        completion_tokens=sum(u.completion_tokens for u in used),
+    )

@@ -1,0 +1,106 @@
+"""Reading the ``stages`` option: each stage a strategy looked up by name and built with
+its own options, every problem named by the stage's index and name at configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwindow.errors import CtxWindowError, InvalidOption, UnknownStrategy
+from ctxwindow.registry import strategy_entry
+from ctxwindow.strategy import Strategy, declared_options
+
+PIPELINE = "pipeline"
+EXAMPLE = '[{strategy = "clear_tool_outputs", keep_recent = 2}, {strategy = "fixed"}]'
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One configured stage: where it sits, its strategy, and who ships it."""
+
+    index: int
+    name: str
+    strategy: Strategy
+    distribution: str | None
+
+    @property
+    def label(self) -> str:
+        return f"stages[{self.index}] {self.name}"
+
+    @property
+    def is_transform(self) -> bool:
+        """A message transform: it can leave the history over budget for later stages."""
+        return callable(getattr(self.strategy, "transform", None))
+
+
+def build_stages(owner: str, specs: Sequence[Any]) -> tuple[Stage, ...]:
+    """Every stage built, or the first problem raised naming the stage."""
+    if not specs:
+        raise InvalidOption(
+            f"{owner}: option 'stages' is empty; list at least one, for example {EXAMPLE}"
+        )
+    return tuple(_build(owner, index, spec) for index, spec in enumerate(specs))
+
+
+def _build(owner: str, index: int, spec: Any) -> Stage:
+    where = f"{owner}: stages[{index}]"
+    if isinstance(spec, Mapping):
+        if "strategy" not in spec:
+            raise InvalidOption(
+                f"{where} has no 'strategy'; write each stage as a strategy name or a "
+                f'table such as {{strategy = "fixed", max_messages = 40}}'
+            )
+        name, options = spec["strategy"], {k: v for k, v in spec.items() if k != "strategy"}
+    elif isinstance(spec, str):
+        name, options = spec, {}
+    elif _is_strategy(spec):  # an instance, from Python
+        if _is_pipeline(type(spec)):
+            raise InvalidOption(f"{where}: a pipeline cannot be a stage of a pipeline")
+        return Stage(index, str(spec.name), spec, None)
+    else:
+        raise InvalidOption(
+            f"{where} must be a strategy name, a table with 'strategy' and its options, "
+            f"or a strategy object; got {type(spec).__name__} {spec!r}"
+        )
+    if not isinstance(name, str):
+        raise InvalidOption(f"{where}: 'strategy' must be a name (str), got {name!r}")
+    where = f"{where} ({name!r})"
+    if name == PIPELINE:
+        raise InvalidOption(
+            f"{where}: a pipeline cannot be a stage of a pipeline; list its stages here instead"
+        )
+    try:
+        entry = strategy_entry(name)
+    except UnknownStrategy as error:
+        error.args = (f"{where}: {error}",)
+        raise
+    if getattr(entry.target, "name", None) == PIPELINE or _is_pipeline(entry.target):
+        raise InvalidOption(f"{where}: a pipeline cannot be a stage of a pipeline")
+    known = {option.name for option in declared_options(entry.target)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        valid = ", ".join(sorted(known)) or "none"
+        raise InvalidOption(
+            f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; valid options: {valid}"
+        )
+    try:
+        strategy = entry.target(**options)
+    except CtxWindowError as error:
+        error.args = (f"{where}: {error}",)
+        raise
+    except TypeError as error:
+        raise InvalidOption(f"{where} rejected its options: {error}") from None
+    return Stage(index, name, strategy, entry.distribution)
+
+
+def _is_strategy(value: Any) -> bool:
+    return isinstance(getattr(value, "name", None), str) and callable(
+        getattr(value, "select", None)
+    )
+
+
+def _is_pipeline(target: Any) -> bool:
+    from ctxwindow_pipeline.pipeline import PipelineStrategy
+
+    return isinstance(target, type) and issubclass(target, PipelineStrategy)
