@@ -1,0 +1,317 @@
+"""Faults injected into the host: strategies that crash, break the contract or hang.
+
+The strategies come from the fixture distribution ``tests/fixtures/ctxwindow-faulty``,
+registered here by hand under that distribution's name (``tests/test_ecosystem.py``
+installs the same package as a wheel and loads it through its entry point). After
+every fault, ``fixed`` must still give its usual window in the same process.
+
+Every call that could hang runs under :func:`bounded`: a hang fails the test after a
+generous timeout instead of hanging the run. No assertion is about speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import ctxwindow
+from ctxwindow import ContractViolation, PluginError, Windower, plugins, registry
+from ctxwindow.errors import VisitTimeout
+from ctxwindow.testing import assistant, calls, result, user
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "ctxwindow-faulty" / "src"
+DISTRIBUTION = "ctxwindow-faulty"
+BUDGET = 120
+#: Long enough for any machine to start a thread; a hang still fails within a minute.
+LIMIT = 0.3
+HANG_GUARD = 60.0
+T = TypeVar("T")
+
+
+def bounded(call: Callable[[], T], seconds: float = HANG_GUARD) -> T:
+    """``call()``, run in a daemon thread; a call still running after ``seconds`` fails
+    the test (it is a hang) instead of blocking the test run."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as error:
+            box["error"] = error
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"still running after {seconds} s: the host did not bound the visit")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def conversation() -> list[dict[str, Any]]:
+    """A system prompt, ten turns, a parallel tool exchange near the end, a new question."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You help with travel."}]
+    for turn in range(10):
+        out.append(user(f"question {turn}: " + "words " * 12))
+        out.append(assistant(f"answer {turn}: " + "reply " * 12))
+    out += [
+        user("Weather in Paris and Rome?"),
+        calls("c1", "c2"),
+        result("c1", "Paris: 18C"),
+        result("c2", "Rome: 24C"),
+        assistant("Paris is 18C and Rome 24C."),
+        user("Which one is warmer?"),
+    ]
+    return out
+
+
+def positions(window: ctxwindow.Window[Any], messages: list[Any]) -> list[int]:
+    where = {id(message): index for index, message in enumerate(messages)}
+    return [where[id(message)] for message in window.messages]
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Iterator[Any]:
+    """The fixture distribution's module, registered as ``ctxwindow-faulty``."""
+    sys.path.insert(0, str(FIXTURE))
+    try:
+        module = importlib.import_module("ctxwindow_faulty")
+        plugins.host().register_plugin(module, "faulty", distribution=DISTRIBUTION)
+        yield module
+    finally:
+        module.release()
+        plugins.host().unregister_plugin("faulty")
+        registry.forget()
+        sys.path.remove(str(FIXTURE))
+
+
+@pytest.fixture
+def expected_fixed() -> list[int]:
+    messages = conversation()
+    return positions(ctxwindow.select(messages, BUDGET, strategy="fixed"), messages)
+
+
+def assert_fixed_still_works(expected: list[int]) -> None:
+    """The other plugins keep working in the same process, sync and async."""
+    messages = conversation()
+    assert positions(ctxwindow.select(messages, BUDGET, strategy="fixed"), messages) == expected
+    window = bounded(lambda: asyncio.run(ctxwindow.aselect(messages, BUDGET, strategy="fixed")))
+    assert positions(window, messages) == expected
+
+
+Select = Callable[..., ctxwindow.Window[Any]]
+
+
+def sync_select(messages: Any, strategy: str, **options: Any) -> ctxwindow.Window[Any]:
+    return ctxwindow.select(messages, BUDGET, strategy=strategy, **options)
+
+
+def async_select(messages: Any, strategy: str, **options: Any) -> ctxwindow.Window[Any]:
+    return asyncio.run(ctxwindow.aselect(messages, BUDGET, strategy=strategy, **options))
+
+
+BOTH = pytest.mark.parametrize("run", [sync_select, async_select], ids=["sync", "async"])
+
+# Faults counted for the report: kind x strategy, each run sync and async.
+RAISES = [
+    ("faulty-raises", "ValueError: faulty: the scoring table is empty"),
+    ("faulty-recursion", "RecursionError"),
+    ("faulty-memory", "MemoryError: faulty: cannot allocate the similarity matrix"),
+]
+VIOLATIONS = [
+    ("faulty-over-budget", "over the limit of 120"),
+    ("faulty-drops-system", "unit 0 (system message) must be kept but was dropped"),
+    ("faulty-bad-unit", "is not a unit of this history"),
+    ("faulty-returns-none", "choose() returned NoneType, not a Selection"),
+    ("faulty-reorders", "out of order"),
+    ("faulty-splits-tool", "is split: message"),
+    ("faulty-not-window", "select() returned list, not a Window"),
+]
+HANGS = ["faulty-sleeps", "faulty-blocks-io", "faulty-async-hangs"]
+
+
+# -- raising inside choose/select --------------------------------------------------------
+@BOTH
+@pytest.mark.parametrize(("name", "error"), RAISES)
+@pytest.mark.usefixtures("faulty")
+def test_a_strategy_that_raises_is_reported_by_distribution(
+    run: Select, name: str, error: str, expected_fixed: list[int]
+) -> None:
+    messages = conversation()
+    before = copy.deepcopy(messages)
+    with pytest.raises(PluginError) as caught:
+        bounded(lambda: run(messages, name))
+    text = str(caught.value)
+    assert f"strategy {name!r} from distribution {DISTRIBUTION!r} failed" in text
+    assert error in text
+    assert type(caught.value.__cause__).__name__ == error.split(":")[0]
+    assert messages == before, "the input is unchanged"
+    assert_fixed_still_works(expected_fixed)
+
+
+@BOTH
+@pytest.mark.usefixtures("faulty")
+def test_keyboard_interrupt_is_not_turned_into_a_plugin_error(
+    run: Select, expected_fixed: list[int]
+) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        bounded(lambda: run(conversation(), "faulty-interrupt"))
+    assert_fixed_still_works(expected_fixed)
+
+
+# -- breaking the contract ---------------------------------------------------------------
+@BOTH
+@pytest.mark.parametrize(("name", "problem"), VIOLATIONS)
+@pytest.mark.usefixtures("faulty")
+def test_a_broken_window_is_a_contract_violation_naming_the_distribution(
+    run: Select, name: str, problem: str, expected_fixed: list[int]
+) -> None:
+    messages = conversation()
+    before = copy.deepcopy(messages)
+    with pytest.raises(ContractViolation) as caught:
+        bounded(lambda: run(messages, name))
+    assert caught.value.strategy == name
+    assert caught.value.distribution == DISTRIBUTION
+    assert f"(from distribution {DISTRIBUTION!r})" in str(caught.value)
+    assert problem in str(caught.value)
+    assert messages == before
+    assert_fixed_still_works(expected_fixed)
+
+
+@pytest.mark.usefixtures("faulty")
+def test_splitting_a_tool_call_from_its_results_is_named_as_such() -> None:
+    messages = conversation()
+    assert messages[22]["tool_calls"] and messages[23]["role"] == "tool"
+    with pytest.raises(ContractViolation) as caught:
+        sync_select(messages, "faulty-splits-tool")
+    # unit 22 is the call (message 22) with its two results (23, 24)
+    assert caught.value.problems == ("unit 22 is split: message 23 is missing",)
+
+
+@pytest.mark.usefixtures("faulty")
+def test_a_selection_changed_after_the_visit_changes_nothing(expected_fixed: list[int]) -> None:
+    messages = conversation()
+    window = sync_select(messages, "faulty-mutates-later")
+    kept = positions(window, messages)
+    assert kept == expected_fixed, "the same rule as fixed"
+    time.sleep(0.3)  # the strategy's own thread has now spoiled its Selection
+    # decisions are built on first read: they must come from the host's copy
+    assert positions(window, messages) == kept
+    assert window.tokens <= BUDGET
+    assert {d.reason for d in window.record.decisions}.isdisjoint({"changed after the visit"})
+    assert "changed after the visit" not in window.record.notes
+    assert sum(len(d.positions) for d in window.record.decisions if d.action == "kept") == len(kept)
+
+
+# -- hanging -------------------------------------------------------------------------------
+@BOTH
+@pytest.mark.parametrize("name", HANGS)
+@pytest.mark.usefixtures("faulty")
+def test_a_hanging_strategy_raises_visit_timeout_naming_its_distribution(
+    run: Select, name: str, expected_fixed: list[int]
+) -> None:
+    with pytest.raises(VisitTimeout) as caught:
+        bounded(lambda: run(conversation(), name, time_limit=LIMIT))
+    error = caught.value
+    assert isinstance(error, PluginError)
+    assert isinstance(error, TimeoutError)
+    assert (error.strategy, error.distribution, error.seconds) == (name, DISTRIBUTION, LIMIT)
+    assert f"{name!r} from distribution {DISTRIBUTION!r}" in str(error)
+    assert "time limit of 0.3 s" in str(error)
+    assert_fixed_still_works(expected_fixed)
+
+
+@BOTH
+@pytest.mark.parametrize("name", HANGS)
+@pytest.mark.usefixtures("faulty")
+def test_a_hanging_strategy_falls_back_to_the_hosts_recent_window(
+    run: Select, name: str, expected_fixed: list[int]
+) -> None:
+    messages = conversation()
+    before = copy.deepcopy(messages)
+    window = bounded(lambda: run(messages, name, time_limit=LIMIT, on_timeout="recent"))
+    # the host's fallback is the rule fixed follows: must-keep plus the newest run that fits
+    assert positions(window, messages) == expected_fixed
+    record = window.record
+    assert record.strategy == name
+    assert record.engaged is True
+    assert record.tokens_after <= BUDGET
+    assert any(f"{name!r} ran out of its time limit of 0.3 s" in note for note in record.notes)
+    reasons = {d.reason for d in record.decisions}
+    assert "among the newest units that fit (the strategy ran out of time)" in reasons
+    assert "outside the newest units that fit (the strategy ran out of time)" in reasons
+    assert messages == before
+    assert_fixed_still_works(expected_fixed)
+
+
+@pytest.mark.parametrize("on_timeout", ["raise", "recent"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_strategy_not_built_on_base_strategy_is_bounded_by_the_windower(
+    faulty: Any, on_timeout: str, asynchronous: bool, expected_fixed: list[int]
+) -> None:
+    windower = Windower(
+        faulty.BareHangs(),
+        BUDGET,
+        "approx",
+        DISTRIBUTION,
+        time_limit=LIMIT,
+        on_timeout=on_timeout,
+    )
+    assert "time_limit=0.3, on_timeout=" in repr(windower)
+    messages = conversation()
+
+    def visit() -> ctxwindow.Window[Any]:
+        if asynchronous:
+            return asyncio.run(windower.aselect(messages))
+        return windower.select(messages)
+
+    if on_timeout == "raise":
+        with pytest.raises(VisitTimeout, match="'faulty-bare-hangs' from distribution"):
+            bounded(visit)
+    else:
+        window = bounded(visit)
+        assert positions(window, messages) == expected_fixed
+        assert window.record.strategy == "faulty-bare-hangs"
+        assert any("ran out of its time limit" in note for note in window.record.notes)
+    assert_fixed_still_works(expected_fixed)
+
+
+def test_the_windower_limit_still_checks_a_bare_strategys_window(faulty: Any) -> None:
+    """A bare strategy that answers in time is checked as without a limit."""
+    windower = Windower(faulty.Reorders(), BUDGET, "approx", DISTRIBUTION, time_limit=5.0)
+    with pytest.raises(ContractViolation, match="out of order"):
+        bounded(lambda: windower.select(conversation()))
+    with pytest.raises(ContractViolation, match="out of order"):
+        bounded(lambda: asyncio.run(windower.aselect(conversation())))
+
+
+def test_abandoned_threads_end_once_released_and_change_nothing(faulty: Any) -> None:
+    """What a timed-out strategy does after the host gave up cannot reach the window."""
+    messages = conversation()
+    window = bounded(
+        lambda: sync_select(messages, "faulty-sleeps", time_limit=LIMIT, on_timeout="recent")
+    )
+    kept = positions(window, messages)
+    decisions = [d.to_dict() for d in window.record.decisions]
+    waiting = [t for t in threading.enumerate() if t.name == "ctxwindow-faulty-sleeps"]
+    assert waiting, "the abandoned choosing still runs in its own daemon thread"
+    assert all(t.daemon for t in waiting)
+    faulty.release()
+    try:
+        for thread in waiting:
+            thread.join(HANG_GUARD)
+            assert not thread.is_alive()
+        assert positions(window, messages) == kept
+        assert [d.to_dict() for d in window.record.decisions] == decisions
+    finally:
+        faulty.RELEASE.clear()
