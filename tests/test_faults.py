@@ -154,7 +154,7 @@ def test_a_strategy_that_raises_is_reported_by_distribution(
     text = str(caught.value)
     assert f"strategy {name!r} from distribution {DISTRIBUTION!r} failed" in text
     assert error in text
-    assert type(caught.value.__cause__).__name__ == error.split(":")[0]
+    assert type(caught.value.__cause__).__name__ == error.split(":", maxsplit=1)[0]
     assert messages == before, "the input is unchanged"
     assert_fixed_still_works(expected_fixed)
 
