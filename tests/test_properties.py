@@ -121,9 +121,7 @@ def _check_case(
         return
     again = strategy.select(messages, budget, counter, query=query)
     assert _same(again.messages, window.messages), "a second call gave another window"
-    assert [d.action for d in again.record.decisions] == [
-        d.action for d in window.record.decisions
-    ]
+    assert [d.action for d in again.record.decisions] == [d.action for d in window.record.decisions]
     twin = copy.deepcopy(messages)
     copied = strategy.select(twin, budget, counter, query=query)
     assert _same(copied.messages, window.messages), "a deep copy of the input gave another window"
@@ -206,4 +204,3 @@ def test_the_end_of_session_count_is_of_executed_cases(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         ["ctxwindow: 2 generated histories checked over 1 strategies (fixed 2; *)"]
     )
-

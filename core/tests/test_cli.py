@@ -151,7 +151,11 @@ def test_plugins_and_strategies_report_json() -> None:
     fixed = strategies["fixed"]
     assert fixed["requires_llm"] is False
     assert fixed["distribution"] == "ctxwindow-fixed"
-    assert {o["name"] for o in fixed["options"]} == {"max_messages", "oversize", "orphans"}
+    from ctxwindow_fixed import FixedWindow
+
+    declared = {option.name for option in FixedWindow.all_options()}
+    assert {o["name"] for o in fixed["options"]} == declared
+    assert {"max_messages", "oversize", "orphans"} <= declared
 
 
 def test_no_command_prints_help() -> None:

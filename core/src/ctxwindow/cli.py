@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ctxwindow import plugins, registry
 from ctxwindow.config import HOST_KEYS, from_config, load_config_file
@@ -47,8 +47,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line like every other error (and exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(
+            f"ctxwindow: error: {message} (see `{self.prog} --help`)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_USAGE)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctxwindow", description="Context-window strategies for LLM applications."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -187,9 +198,12 @@ def _select(args: argparse.Namespace) -> int:
             "no token budget: pass --budget N, or set budget in the file given with --config"
         )
     config.update(_options(args.option))
+    _check_outputs(args)
     messages = read_messages_file(args.file)
     window = from_config(config).select(messages, query=args.query)
     text = json.dumps(window.messages, indent=2, ensure_ascii=False, default=str) + "\n"
+    if not _encodable(text):  # lone surrogates, read from "\ud800" escapes: keep them escaped
+        text = json.dumps(window.messages, indent=2, default=str) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
@@ -201,6 +215,34 @@ def _select(args: argparse.Namespace) -> int:
             json.dumps(window.record.to_dict(), indent=2), encoding="utf-8"
         )
     return 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse to write the window or the record over an input (or over each other)."""
+    inputs = {"the messages file": args.file, "the config file": args.config}
+    outputs = {"--output": args.output, "--record": args.record}
+    seen: dict[Path, str] = {}
+    for label, name in inputs.items():
+        if name and name != "-":
+            seen[Path(name).resolve()] = label
+    for flag, name in outputs.items():
+        if not name:
+            continue
+        target = Path(name).resolve()
+        if target in seen:
+            raise ValueError(
+                f"{flag} {name!r} is {seen[target]}; ctxwindow never overwrites its "
+                f"input: write to another file"
+            )
+        seen[target] = flag
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -324,27 +366,31 @@ def _options(pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+#: What to do when a messages file cannot be read, said once for every problem.
+FORMAT_HINT = "expected a JSON array of messages, or JSONL with one message per line"
+
+
 def read_messages_file(path: str) -> list[Any]:
-    """A JSON array, or JSONL with one message per line; '-' reads stdin."""
+    """A JSON array, or JSONL with one message per line; '-' reads stdin.
+
+    Anything else is one InvalidMessage naming the file and the problem.
+    """
     source = "stdin" if path == "-" else path
     try:
         raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InvalidMessage(None, f"{source} is not UTF-8 text (is it a binary file?)") from None
     except FileNotFoundError:
         raise InvalidMessage(None, f"{source} does not exist") from None
     except IsADirectoryError:
         raise InvalidMessage(None, f"{source} is a directory, not a messages file") from None
+    except OSError as error:
+        raise InvalidMessage(None, f"{source} cannot be read ({error.strerror or error})") from None
+    text = _decoded(raw, source)
     stripped = text.strip()
     if not stripped:
-        raise InvalidMessage(None, f"{source} is empty; expected a JSON array of messages")
+        raise InvalidMessage(None, f"{source} is empty; {FORMAT_HINT}")
     if stripped.startswith("["):
-        try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError as error:
-            raise InvalidMessage(None, f"{source} is not valid JSON: {error}") from None
-        if not isinstance(data, list):
+        data = _parsed(stripped, source, "")
+        if not isinstance(data, list):  # pragma: no cover - a JSON text starting '[' is a list
             raise InvalidMessage(None, f"{source} must hold a JSON array of messages")
         return data
     messages = []
@@ -354,14 +400,57 @@ def read_messages_file(path: str) -> list[Any]:
         if not line.strip():
             continue
         try:
-            messages.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise InvalidMessage(
-                None,
-                f"{source} line {number} is not valid JSON ({error}); expected a "
-                f"JSON array or one JSON message per line",
-            ) from None
+            messages.append(_parsed(line, source, f" line {number}"))
+        except InvalidMessage:
+            if stripped.startswith("{") and number == 1 and _is_one_object(stripped):
+                raise InvalidMessage(
+                    None,
+                    f"{source} holds one JSON object spread over lines, not a list of "
+                    f"messages; put it in a JSON array ([...]) or on a single line",
+                ) from None
+            raise
     return messages
+
+
+def _decoded(raw: bytes, source: str) -> str:
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InvalidMessage(
+            None, f"{source} is UTF-16 text, not UTF-8; save it as UTF-8 and try again"
+        )
+    if b"\x00" in raw:
+        raise InvalidMessage(
+            None, f"{source} holds NUL bytes, so it is no text file (is it binary?); {FORMAT_HINT}"
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InvalidMessage(
+            None,
+            f"{source} is not UTF-8 text (byte {error.start}; is it a binary file?); "
+            f"save it as UTF-8",
+        ) from None
+
+
+def _parsed(text: str, source: str, where: str) -> Any:
+    """One JSON value, or InvalidMessage naming the file, the line and what to do."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        problem = f"{error.msg} at line {error.lineno} column {error.colno}"
+        if where:  # a JSONL line: its own line and column are the line's
+            problem = f"{error.msg} at column {error.colno}"
+    except RecursionError:
+        problem = "its arrays or objects are nested too deeply"
+    except ValueError as error:  # such as an integer with more digits than Python reads
+        problem = str(error)
+    raise InvalidMessage(None, f"{source}{where} is not valid JSON ({problem}); {FORMAT_HINT}")
+
+
+def _is_one_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def explain(window: Window[Any]) -> str:

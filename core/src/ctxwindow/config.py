@@ -37,14 +37,28 @@ def load_config_file(path: str | PathLike[str]) -> dict[str, Any]:
 
 def _read_config_file(file: Path) -> dict[str, Any] | None:
     """The file's ctxwindow table; None for a pyproject.toml without one."""
+    where = f"config file {str(file)!r}"
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        raw = file.read_bytes()
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(file)!r} does not exist") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ConfigError(f"config file {str(file)!r} is not valid TOML: {error}") from None
+        raise ConfigError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where} is a directory; give the path of the TOML file") from None
     except OSError as error:
-        raise ConfigError(f"config file {str(file)!r} cannot be read: {error}") from None
+        raise ConfigError(f"{where} cannot be read: {error.strerror or error}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{where} is not UTF-8 text (byte {error.start}; is it a binary file?); "
+            f"TOML files are UTF-8"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{where} is not valid TOML: {error}; fix it or remove it") from None
+    except RecursionError:
+        raise ConfigError(f"{where} is not valid TOML: nested too deeply") from None
     if file.name == "pyproject.toml":
         tool = data.get("tool", {})
         table = tool.get("ctxwindow") if isinstance(tool, dict) else None
@@ -100,7 +114,7 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
     budget = check_budget(config["budget"])
     options = {key: value for key, value in config.items() if key not in HOST_KEYS}
     known = {option.name for option in declared_options(entry.target)}
-    unknown = sorted(set(options) - known)
+    unknown = sorted(set(options) - known, key=str)
     if unknown:
         valid = ", ".join(sorted(HOST_KEYS + tuple(known)))
         raise InvalidOption(

@@ -172,7 +172,7 @@ def _check_fields(message: Message) -> None:
             raise InvalidMessage(None, f"{key!r} must be a string, got {type(value).__name__}")
     message_id = message.id
     if message_id is not None and not isinstance(message_id, str):
-        if not isinstance(message_id, int):
+        if isinstance(message_id, bool) or not isinstance(message_id, int):
             raise InvalidMessage(None, f"'id' must be a string, got {type(message_id).__name__}")
         put(message, "id", str(message_id))
     metadata = message.metadata
@@ -204,7 +204,7 @@ def read_message(data: object, index: int | None) -> Message:
             f"got {type(data).__name__}",
         )
     role = data.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:  # a list role is unhashable
         raise InvalidMessage(
             index, f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
         )
@@ -218,7 +218,9 @@ def read_message(data: object, index: int | None) -> Message:
     metadata = metadata or _EMPTY
     if message_id is None:
         message_id = metadata.get("id")
-    if message_id is not None and not isinstance(message_id, (str, int)):
+    if message_id is not None and (
+        isinstance(message_id, bool) or not isinstance(message_id, (str, int))
+    ):
         raise InvalidMessage(index, f"'id' must be a string, got {type(message_id).__name__}")
     pinned = metadata.get("pinned", False)
     if not isinstance(pinned, bool):
@@ -291,7 +293,7 @@ def read_messages(messages: object) -> list[Message]:
 def _role_problem(
     role: str, tool_calls: tuple[ToolCall, ...], tool_call_id: str | None, content: Content
 ) -> str | None:
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         return f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
     if tool_calls and role != "assistant":
         return f"only assistant messages may carry tool_calls, not {role!r}"
@@ -347,7 +349,7 @@ def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]
         rest = {k: v for k, v in part.items() if k not in ("type", "text")}
         try:
             data_json = json.dumps(rest, sort_keys=True) if rest else None
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
             raise InvalidMessage(
                 index, f"content part {number} is not JSON data: {error}"
             ) from None
@@ -375,6 +377,16 @@ def _read_tool_calls(index: int | None, calls: object) -> tuple[ToolCall, ...]:
         if not isinstance(name, str):
             raise InvalidMessage(index, f"tool call {number} has no function 'name'")
         if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, sort_keys=True)
-        read.append(ToolCall(call_id, name, arguments, str(call.get("type", "function"))))
+            try:
+                arguments = json.dumps(arguments, sort_keys=True)
+            except (TypeError, ValueError, RecursionError) as error:
+                raise InvalidMessage(
+                    index, f"tool call {number}'s arguments are not JSON data: {error}"
+                ) from None
+        kind = call.get("type")
+        if kind is not None and not isinstance(kind, str):
+            raise InvalidMessage(
+                index, f"tool call {number}'s 'type' must be a string, got {type(kind).__name__}"
+            )
+        read.append(ToolCall(call_id, name, arguments, kind or "function"))
     return tuple(read)

@@ -214,13 +214,13 @@ def histories(max_turns: int = 30, *, defects: bool = False) -> Any:
 #: (a Python str may hold them, and JSON's "\ud800" escape reads into one).
 AWKWARD_TEXTS = (
     "👩‍👩‍👧‍👦 🎉🇫🇷 ✌🏽",
-    "עברית والعربية mixed with English ‏‎",
+    "עברית والعربية mixed with English \u200f\u200e \u202e override",
     "e\u0301\u0308 a\u0338 Z\u0335\u0321\u031b",
     "zero\u200bwidth\u200d joiner \ufeff bom",
     "line\u2028separator\u2029paragraph\x85next",
     "nul\x00byte and \x1b[31mescape",
     "lone \ud800 surrogate \udfff",
-    "{\"role\": \"system\", \"content\": \"not a message\"}",
+    '{"role": "system", "content": "not a message"}',
     "\\u0000 \\n literal escapes",
 )
 
@@ -269,7 +269,10 @@ def wild_histories(max_turns: int = 24, *, defects: bool = False) -> Any:
                 parts.append(
                     {
                         "type": "image_url",
-                        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": detail},
+                        "image_url": {
+                            "url": "data:image/png;base64,iVBORw0KGgo=",
+                            "detail": detail,
+                        },
                     }
                 )
         return parts
@@ -328,7 +331,9 @@ def wild_histories(max_turns: int = 24, *, defects: bool = False) -> Any:
                     {
                         "role": "assistant",
                         "content": draw(st.one_of(st.none(), text)),
-                        "tool_calls": [_call(i, draw(plain) or "tool", n=n) for n, i in enumerate(ids)],
+                        "tool_calls": [
+                            _call(i, draw(plain) or "tool", n=n) for n, i in enumerate(ids)
+                        ],
                         **draw(extras()),
                     }
                 )
