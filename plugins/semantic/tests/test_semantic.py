@@ -16,8 +16,9 @@ import pytest
 import ctxwindow
 from ctxwindow import Conversation, plugins
 from ctxwindow_semantic import SemanticWindow
-from ctxwindow_semantic.cache import EmbeddingCache, content_key
+from ctxwindow_semantic.cache import EmbeddingCache, content_key, decode
 
+MODEL = "sentence-transformers:all-MiniLM-L6-v2"
 FACT = "By the way, the wifi password at the cabin is pinecone42."
 
 
@@ -99,24 +100,28 @@ def test_persistent_cache_is_float32_bytes_and_shared_by_a_new_instance(tmp_path
     assert second.cache.embedded == 0  # everything came from SQLite
     assert again.messages == window.messages
     with sqlite3.connect(path) as db:
-        model, key, dim, blob = db.execute(
-            "SELECT model, key, dim, vector FROM embeddings"
+        key, value = db.execute(
+            "SELECT key, value FROM ctxwindow_cache WHERE key = ?",
+            (content_key(MODEL, "You are a helpful assistant."),),
         ).fetchone()
-    assert model == "sentence-transformers:all-MiniLM-L6-v2" and dim == 384
-    vector = np.frombuffer(blob, dtype=np.float32)
-    assert len(blob) == 384 * 4 and abs(float(np.linalg.norm(vector)) - 1) < 1e-4
-    assert not blob.startswith(b"\x80")  # not a pickle
-    assert key in {content_key(t) for t in ("You are a helpful assistant.",)} or len(key) == 20
+    assert key.startswith(f"ctxwindow:v1:embedding:{MODEL}:")
+    assert "helpful" not in key  # the text is hashed, never in the key
+    assert len(value) == 16 + 384 * 4 and value[:4] == b"cwv1"  # header, then float32
+    vector = np.frombuffer(value[16:], dtype="<f4")
+    assert abs(float(np.linalg.norm(vector)) - 1) < 1e-4
+    assert decode(MODEL, value) is not None and decode("another-model", value) is None
 
 
-def test_corrupt_cache_file_warns_and_still_works(tmp_path: Path) -> None:
+def test_a_file_that_is_not_sqlite_is_left_alone_with_one_warning(tmp_path: Path) -> None:
     path = tmp_path / "broken.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         strategy = SemanticWindow(cache=str(path))
         window = strategy.select(chat(), 300)
-    assert any("unusable" in str(w.message) or "failed" in str(w.message) for w in caught)
+        strategy.select(chat(), 300)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and str(path) in messages[0] and "not a SQLite" in messages[0]
     assert chat()[11] in window.messages
     assert path.read_bytes() == b"this is not a database" * 100  # never overwritten
 
@@ -215,22 +220,25 @@ def test_a_third_party_embedder_registered_by_hook_is_selected_by_name(tmp_path:
 def test_cache_rejects_a_bad_row_and_embeds_again(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
     strategy = SemanticWindow(cache=str(path))
-    strategy.select(chat(10), 200)
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE embeddings SET vector = ?", (b"\x00" * 1536,))  # zero vectors
+    window = strategy.select(chat(10), 200)
+    with sqlite3.connect(path) as db:  # zero vectors with a sound header
+        db.execute("UPDATE ctxwindow_cache SET value = substr(value, 1, 16) || zeroblob(1536)")
     again = SemanticWindow(cache=str(path))
-    again.select(chat(10), 200)
-    assert again.cache.embedded > 0  # the damaged rows were not trusted
+    assert again.select(chat(10), 200).messages == window.messages
+    assert again.cache.embedded == strategy.cache.embedded  # no damaged row was trusted
 
 
 def test_memory_cache_is_bounded() -> None:
     cache = EmbeddingCache(None, memory_entries=50)
     strategy = SemanticWindow(cache="memory")
     cache.embed(strategy.embedder, [f"text {i}" for i in range(120)])
-    assert len(cache._memory) <= 50
+    assert len(cache.store) <= 50  # type: ignore[arg-type]
     cache.embed(strategy.embedder, [f"other {i}" for i in range(10)])
-    assert len(cache._memory) <= 50
-    assert ("sentence-transformers:all-MiniLM-L6-v2", content_key("other 9")) in cache._memory
+    assert len(cache.store) <= 50  # type: ignore[arg-type]
+    assert cache.store.get_many([content_key(MODEL, "other 9")])
+    before = cache.embedded
+    cache.embed(strategy.embedder, ["other 9", "text 0"])  # one remembered, one forgotten
+    assert cache.embedded == before + 1
 
 
 def test_two_local_models_in_same_named_folders_never_share_cached_vectors(tmp_path: Path) -> None:

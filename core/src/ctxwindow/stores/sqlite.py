@@ -3,8 +3,10 @@
 WAL mode, a busy timeout, one table of (key, value), parameterized queries only. What
 goes wrong with the file is met without raising, each kind reported once:
 
-- not a database (garbage, or cut short): moved aside to ``<path>.corrupt`` and a new
-  cache started (once per store; a second time, the cache runs without the file);
+- a damaged database (cut short, pages overwritten): moved aside to ``<path>.corrupt``
+  and a new cache started (once per store; a second time, the cache runs without it);
+- not a SQLite file at all (the option names some other file): left untouched, and the
+  cache runs without it;
 - locked by another connection past the busy timeout: that operation is skipped, and
   the file is left alone for ``retry_after`` seconds (reads still run when only writes
   are blocked);
@@ -29,6 +31,7 @@ TABLE = "ctxwindow_cache"
 _SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
 )
+_HEADER = b"SQLite format 3\x00"
 _CHUNK = 500  # keys per SELECT, below SQLite's limit on host parameters
 
 # SQLite's primary result codes (the low byte of an extended code).
@@ -68,7 +71,8 @@ class SQLiteStore:
                     chunk = list(keys[start : start + _CHUNK])
                     marks = ",".join("?" * len(chunk))  # only "?" is formatted in
                     rows = db.execute(
-                        f"SELECT key, value FROM {TABLE} WHERE key IN ({marks})", chunk
+                        f"SELECT key, CAST(value AS BLOB) FROM {TABLE} WHERE key IN ({marks})",
+                        chunk,
                     ).fetchall()
                     for key, value in rows:
                         if isinstance(key, str) and isinstance(value, bytes):
@@ -179,9 +183,17 @@ class SQLiteStore:
         return db
 
     def _rebuild(self, problem: str) -> sqlite3.Connection | None:
-        """Move a damaged file aside (never delete what may be someone's data) and start
-        a new one; a second rebuild in one run means something keeps breaking it."""
+        """Move a damaged database aside (never delete what may be someone's data) and
+        start a new one; a second rebuild in one run means something keeps breaking it.
+        A file that is not SQLite at all is someone else's: it is never touched."""
         self._drop_connection()
+        if not _looks_like_sqlite(self.path):
+            self._disable(
+                "foreign",
+                f"is not a SQLite database ({problem}); leaving it untouched and running "
+                "without a persistent cache (delete it or choose another path)",
+            )
+            return None
         if self.rebuilt:
             self._disable("broken", f"is damaged again ({problem}); running without it")
             return None
@@ -290,3 +302,15 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    """Whether ``path`` starts like a SQLite database (or is empty, as a new one is)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(_HEADER))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return not head or head == _HEADER

@@ -1,35 +1,35 @@
-"""Embeddings cached by (model, content hash): in memory, and in SQLite on disk.
+"""Embeddings cached by (model, content hash) in a :mod:`ctxwindow.stores` store: memory
+only, or memory in front of a SQLite file or a Redis server shared by app replicas.
 
-Vectors are stored as raw float32 bytes with their dimension, never pickled, and are
-checked when read back: a row of the wrong size or not of unit length is ignored and
-embedded again. A database that cannot be opened is reported once and the cache runs
-in memory only; a cache must never be the reason a window fails.
+A vector is stored as bytes, never pickled: a tag, the hash of the model's name, the
+dimension, then raw little-endian float32. It is checked when read back: a value of the
+wrong size, for another model, non-finite or not of unit length is ignored and the text
+embedded again, so a damaged or foreign entry can cost time but never give a message a
+wrong vector. A store that fails reports it once and the cache carries on without it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
-import sqlite3
+import struct
 import threading
-import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-MEMORY_ENTRIES = 200_000
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS embeddings (
-    model TEXT NOT NULL,
-    key BLOB NOT NULL,
-    dim INTEGER NOT NULL,
-    vector BLOB NOT NULL,
-    PRIMARY KEY (model, key)
-) WITHOUT ROWID
-"""
+from ctxwindow.stores import Store, cache_key, content_hash, open_store
+
+#: The in-memory layer's bounds: 100,000 vectors or 64 MiB (about 40,000 vectors of
+#: all-MiniLM-L6-v2's 384 dimensions), whichever is reached first.
+MEMORY_ENTRIES = 100_000
+MEMORY_BYTES = 64 * 2**20
+KIND = "embedding"
+_TAG = b"cwv1"
+_HEAD = struct.Struct("<4s8sI")  # tag, model hash, dimension
 
 
 class Embeds(Protocol):
@@ -38,8 +38,9 @@ class Embeds(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-def content_key(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:20]
+def content_key(model: str, text: str) -> str:
+    """The store key of ``text``'s vector under ``model`` (no text in the key)."""
+    return cache_key(KIND, model, content_hash(text))
 
 
 def default_cache_path() -> Path:
@@ -47,143 +48,95 @@ def default_cache_path() -> Path:
     return Path(base) / "ctxwindow" / "embeddings.sqlite3"
 
 
-class EmbeddingCache:
-    """Thread-safe; ``path`` None keeps vectors in memory only."""
-
-    def __init__(
-        self, path: str | Path | None = None, memory_entries: int = MEMORY_ENTRIES
-    ) -> None:
-        self.path = None if path is None else Path(path).expanduser()
-        self.memory_entries = memory_entries
-        self._memory: dict[tuple[str, bytes], np.ndarray] = {}
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-        self.embedded = 0  # texts actually sent to a model, for tests and the bench
-        if self.path is not None:
-            self._db = self._open(self.path)
-
-    def _open(self, path: Path) -> sqlite3.Connection | None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, check_same_thread=False, timeout=5.0)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(_SCHEMA)
-            db.commit()
-            return db
-        except (sqlite3.Error, OSError) as error:
-            warnings.warn(
-                f"ctxwindow: embedding cache {str(path)!r} unusable ({error}); "
-                f"running with an in-memory cache only",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return None
-
-    def embed(self, embedder: Embeds, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for ``texts``, embedding only those not cached, in one batch."""
-        keys = [content_key(text) for text in texts]
-        model = embedder.name
-        found: dict[bytes, np.ndarray] = {}
-        missing: list[bytes] = []
-        for key in dict.fromkeys(keys):
-            vector = self._memory.get((model, key))
-            if vector is None:
-                missing.append(key)
-            else:
-                found[key] = vector
-        if missing:
-            found.update(self._read(model, missing))
-            todo = [key for key in missing if key not in found]
-            if todo:
-                text_of = dict(zip(keys, texts, strict=True))
-                fresh = _checked(embedder.embed([text_of[key] for key in todo]), len(todo), model)
-                self.embedded += len(todo)
-                new = dict(zip(todo, fresh, strict=True))
-                found.update(new)
-                self._write(model, new)
-            self._remember(model, {key: found[key] for key in missing})
-        if not keys:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([found[key] for key in keys])
-
-    def _remember(self, model: str, vectors: dict[bytes, np.ndarray]) -> None:
-        """Keep ``vectors`` in memory; past the bound, forget the oldest (and a quarter
-        more, so eviction is rare rather than on every call)."""
-        with self._lock:
-            for key, vector in vectors.items():
-                self._memory[(model, key)] = vector
-            excess = len(self._memory) - self.memory_entries
-            if excess > 0:
-                stale = list(itertools.islice(self._memory, excess + self.memory_entries // 4))
-                for old in stale:
-                    del self._memory[old]
-
-    def _read(self, model: str, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        if self._db is None:
-            return {}
-        out: dict[bytes, np.ndarray] = {}
-        try:
-            with self._lock:
-                for start in range(0, len(keys), 500):
-                    chunk = keys[start : start + 500]
-                    marks = ",".join("?" * len(chunk))
-                    query = (  # only "?" placeholders are formatted in: still parameterized
-                        "SELECT key, dim, vector FROM embeddings "
-                        f"WHERE model = ? AND key IN ({marks})"
-                    )
-                    rows = self._db.execute(query, (model, *chunk)).fetchall()
-                    for key, dim, blob in rows:
-                        vector = _from_bytes(blob, dim)
-                        if vector is not None:
-                            out[bytes(key)] = vector
-        except sqlite3.Error as error:
-            self._give_up(error)
-        return out
-
-    def _write(self, model: str, vectors: dict[bytes, np.ndarray]) -> None:
-        if self._db is None:
-            return
-        rows = [
-            (model, key, int(v.shape[0]), v.astype(np.float32).tobytes())
-            for key, v in vectors.items()
-        ]
-        try:
-            with self._lock:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO embeddings (model, key, dim, vector) "
-                    "VALUES (?, ?, ?, ?)",
-                    rows,
-                )
-                self._db.commit()
-        except sqlite3.Error as error:
-            self._give_up(error)
-
-    def _give_up(self, error: sqlite3.Error) -> None:
-        warnings.warn(
-            f"ctxwindow: embedding cache {str(self.path)!r} failed ({error}); "
-            f"continuing with the in-memory cache only",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        self._db = None
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+def encode(model: str, vector: np.ndarray) -> bytes:
+    data = np.ascontiguousarray(vector, dtype="<f4")
+    return _HEAD.pack(_TAG, _model_tag(model), int(data.shape[0])) + data.tobytes()
 
 
-def _from_bytes(blob: bytes, dim: int) -> np.ndarray | None:
-    if dim <= 0 or len(blob) != dim * 4:
+def decode(model: str, value: bytes) -> np.ndarray | None:
+    """The vector ``value`` holds for ``model``, or None if it is not a sound one."""
+    if len(value) <= _HEAD.size:
         return None
-    vector = np.frombuffer(blob, dtype=np.float32).copy()
+    tag, owner, dim = _HEAD.unpack_from(value)
+    if tag != _TAG or owner != _model_tag(model) or dim <= 0:
+        return None
+    if len(value) != _HEAD.size + 4 * dim:
+        return None
+    vector = np.frombuffer(value, dtype="<f4", offset=_HEAD.size).astype(np.float32)
     norm = float(np.linalg.norm(vector))
     return vector if np.isfinite(norm) and abs(norm - 1.0) < 1e-3 else None
 
 
+def _model_tag(model: str) -> bytes:
+    return hashlib.sha256(model.encode("utf-8", "surrogatepass")).digest()[:8]
+
+
+class EmbeddingCache:
+    """Thread-safe. ``where``: None or ``"memory"`` (memory only), a SQLite path, a
+    ``redis://`` URL, or a ready :class:`~ctxwindow.stores.Store`. ``ttl``: seconds an
+    entry lives in Redis (None: no expiry)."""
+
+    def __init__(
+        self,
+        where: str | Path | Store | None = None,
+        memory_entries: int = MEMORY_ENTRIES,
+        memory_bytes: int = MEMORY_BYTES,
+        ttl: float | None = None,
+    ) -> None:
+        if isinstance(where, (str, Path)) or where is None:
+            self.store: Store = open_store(
+                where, memory_entries=memory_entries, memory_bytes=memory_bytes, ttl=ttl
+            )
+        else:
+            self.store = where
+        self.where = self.store.where
+        self._count = threading.Lock()
+        self.embedded = 0  # texts actually sent to a model, for tests and the bench
+
+    def embed(self, embedder: Embeds, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for ``texts``, embedding only those not cached, in one batch."""
+        model = embedder.name
+        keys = [content_key(model, text) for text in texts]
+        if not keys:
+            return np.zeros((0, 0), dtype=np.float32)
+        text_of = dict(zip(keys, texts, strict=True))
+        unique = list(text_of)
+        found: dict[str, np.ndarray] = {}
+        for key, value in self.store.get_many(unique).items():
+            vector = decode(model, value)
+            if vector is not None:
+                found[key] = vector
+        todo = [key for key in unique if key not in found]
+        if todo:
+            found.update(self._fresh(embedder, todo, text_of))
+        sizes = Counter(vector.shape[0] for vector in found.values())
+        if len(sizes) > 1:  # sound entries of another size (the model changed): the
+            # fresh vectors' size is the right one, else the most common size
+            size = found[todo[0]].shape[0] if todo else sizes.most_common(1)[0][0]
+            stale = [key for key, vector in found.items() if vector.shape[0] != size]
+            found.update(self._fresh(embedder, stale, text_of))
+            if len({vector.shape[0] for vector in found.values()}) > 1:
+                raise ValueError(f"embedder {model!r} returned vectors of different sizes")
+        return np.stack([found[key] for key in keys])
+
+    def _fresh(
+        self, embedder: Embeds, keys: list[str], text_of: dict[str, str]
+    ) -> dict[str, np.ndarray]:
+        model = embedder.name
+        vectors = _checked(embedder.embed([text_of[key] for key in keys]), len(keys), model)
+        with self._count:
+            self.embedded += len(keys)
+        new = dict(zip(keys, vectors, strict=True))
+        self.store.put_many({key: encode(model, vector) for key, vector in new.items()})
+        return new
+
+    def close(self) -> None:
+        self.store.close()
+
+
 def _checked(vectors: object, count: int, model: str) -> np.ndarray:
     array = np.asarray(vectors, dtype=np.float32)
-    if array.ndim != 2 or array.shape[0] != count:
+    if array.ndim != 2 or array.shape[0] != count or array.shape[1] == 0:
         raise ValueError(f"embedder {model!r} returned shape {array.shape} for {count} texts")
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     if not np.all(np.isfinite(norms)) or np.any(norms == 0):

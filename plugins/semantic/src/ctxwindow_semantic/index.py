@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -38,3 +40,87 @@ class UnitIndex:
             self.vectors = fresh if start == 0 else np.concatenate([self.vectors, fresh])
             for text in texts:
                 self.lexical.add(text)
+
+
+#: The per-conversation indexes' bounds: at most this many conversations, and this many
+#: units across them (a 384-dimension unit costs about 1.6 KB, so 100,000 units about
+#: 160 MB); the least recently used conversations' indexes go first.
+MAX_CONVERSATIONS = 1_024
+MAX_UNITS = 100_000
+
+
+class IndexPool:
+    """The index of each live conversation, bounded by conversations and by units.
+
+    Held by weak reference, so an index goes with its conversation; past a bound the
+    least recently used indexes are forgotten (the one in use never is). A forgotten
+    index is rebuilt on the conversation's next visit, from the embedding cache.
+    """
+
+    def __init__(
+        self, max_conversations: int = MAX_CONVERSATIONS, max_units: int = MAX_UNITS
+    ) -> None:
+        self.max_conversations = max_conversations
+        self.max_units = max_units
+        self._entries: OrderedDict[int, tuple[weakref.ref[object], UnitIndex]] = OrderedDict()
+        self._dead: list[tuple[int, weakref.ref[object]]] = []
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._purge()
+            return len(self._entries)
+
+    @property
+    def units(self) -> int:
+        """Units held across every index."""
+        with self._lock:
+            self._purge()
+            return sum(len(index) for _ref, index in self._entries.values())
+
+    def get(self, conversation: object) -> UnitIndex:
+        """The index of ``conversation``, created empty the first time."""
+        key = id(conversation)
+        with self._lock:
+            self._purge()
+            entry = self._entries.get(key)
+            if entry is not None and entry[0]() is conversation:
+                self._entries.move_to_end(key)
+                return entry[1]
+            index = UnitIndex()
+            ref = weakref.ref(conversation, self._forget(key))
+            self._entries[key] = (ref, index)
+            self._trim(keep=key)
+            return index
+
+    def trim(self, keep: object) -> None:
+        """Apply the bounds now (an index grew), never dropping ``keep``'s index."""
+        with self._lock:
+            self._trim(keep=id(keep))
+
+    def _trim(self, keep: int) -> None:
+        self._purge()
+        total = sum(len(index) for _ref, index in self._entries.values())
+        for key in list(self._entries):
+            if len(self._entries) <= self.max_conversations and total <= self.max_units:
+                break
+            if key == keep:
+                continue
+            _ref, index = self._entries.pop(key)
+            total -= len(index)
+
+    def _forget(self, key: int) -> Callable[[weakref.ref[object]], None]:
+        """A conversation was collected: note it, and drop its index at the next use
+        (the collector may run while the lock is held, so it must not take it)."""
+
+        def forget(ref: weakref.ref[object]) -> None:
+            self._dead.append((key, ref))
+
+        return forget
+
+    def _purge(self) -> None:
+        while self._dead:
+            key, ref = self._dead.pop()
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] is ref:
+                del self._entries[key]

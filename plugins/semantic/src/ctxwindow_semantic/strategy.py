@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ctxwindow import BaseStrategy, Conversation, History, Option, Selection, get_embedder
+from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
 from ctxwindow.text import unit_text
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
-from ctxwindow_semantic.index import UnitIndex
+from ctxwindow_semantic.index import IndexPool
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
 
 
@@ -39,7 +38,17 @@ class SemanticWindow(BaseStrategy):
             str,
             "default",
             "Where embeddings persist: 'default' (a SQLite file in the user cache folder), "
-            "a file path, or 'memory'.",
+            "a SQLite file path, a Redis URL ('redis://host:6379/0', shared by app "
+            "replicas), or 'memory' / None (this process only).",
+            nullable=True,
+        ),
+        Option(
+            "cache_ttl",
+            float,
+            None,
+            "Seconds an embedding lives in a Redis cache (None: until Redis evicts it).",
+            nullable=True,
+            minimum=1.0,
         ),
         Option(
             "recent_share",
@@ -76,11 +85,10 @@ class SemanticWindow(BaseStrategy):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         where = self.options["cache"]
-        path = None if where == "memory" else default_cache_path() if where == "default" else where
-        self.cache = EmbeddingCache(path)
-        self._indexes: weakref.WeakKeyDictionary[Conversation, UnitIndex] = (
-            weakref.WeakKeyDictionary()
+        self.cache = EmbeddingCache(
+            default_cache_path() if where == "default" else where, ttl=self.options["cache_ttl"]
         )
+        self.indexes = IndexPool()
 
     def check_ready(self) -> None:
         """An unknown embedder, or a model that cannot be found, fails here, at
@@ -105,11 +113,10 @@ class SemanticWindow(BaseStrategy):
         query = history.effective_query
         if size == 0 or not query.strip():
             return np.arange(size, dtype=np.float32) / max(size, 1)
-        index = self._indexes.get(history.conversation)
-        if index is None:
-            index = self._indexes.setdefault(history.conversation, UnitIndex())
+        index = self.indexes.get(history.conversation)
         stable = _stable_units(history)
         index.update(history, self.embed, stable)
+        self.indexes.trim(keep=history.conversation)
         vectors = index.vectors[:stable]
         lexical = index.lexical.scores(query, stable)
         if stable < size:  # the stand-in units: scored, never stored
