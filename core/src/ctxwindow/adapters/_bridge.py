@@ -93,7 +93,9 @@ def windower_for(
     if isinstance(strategy, str):
         from ctxwindow.config import windower_from
 
-        return windower_from({"strategy": strategy, "budget": budget, "counter": counter, **options})
+        return windower_from(
+            {"strategy": strategy, "budget": budget, "counter": counter, **options}
+        )
     if options:
         raise InvalidOption(
             f"options {', '.join(map(repr, options))} go to the strategy's constructor "

@@ -47,7 +47,7 @@ class AnthropicWindow(Window[Any]):
     system: Any = None
 
     def request(self) -> dict[str, Any]:
-        """``messages`` and (when set) ``system``: ``client.messages.create(**w.request(), ...)``."""
+        """``messages`` and ``system`` (when set), for ``client.messages.create(**...)``."""
         out: dict[str, Any] = {"messages": self.messages}
         if self.system is not None:
             out["system"] = self.system
@@ -196,11 +196,11 @@ def _user(converted: Converted[Any], blocks: Sequence[Any], index: int) -> None:
         call_id = get(block, "tool_use_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessage(index, f"tool_result block {number} needs a 'tool_use_id'")
-        content = _block_text(get(block, "content"))
-        converted.add(Message("tool", content, tool_call_id=call_id), (index,), frozenset({number}))
+        result = Message("tool", _block_text(get(block, "content")), tool_call_id=call_id)
+        converted.add(result, (index,), frozenset({number}))
     if others:
-        content = _parts([blocks[n] for n in others], index)
-        converted.add(Message("user", content), (index,), frozenset(others))
+        rest = _parts([blocks[n] for n in others], index)
+        converted.add(Message("user", rest), (index,), frozenset(others))
 
 
 def _parts(blocks: Sequence[Any], index: int | None) -> tuple[ContentPart, ...]:
@@ -239,7 +239,7 @@ def _rebuild(
 ) -> dict[str, Any]:
     """A copy holding the kept blocks (in their order), the newest user text cut."""
     content = message.get("content")
-    if isinstance(content, str):
+    if not isinstance(content, (list, tuple)):
         return {**message, "content": cut[1] if cut else content}
     numbers = range(len(content)) if kept is None else kept
     blocks = []

@@ -186,18 +186,14 @@ def _matches(message: Any, types: tuple[Any, ...]) -> bool:
         kind = "system" if message.role == "system" else "human"
         return any(t == kind or (isinstance(t, type) and t.__name__[:-7].lower() == kind)
                    for t in types)  # fmt: skip
-    return any(
-        message.type == t if isinstance(t, str) else isinstance(message, t) for t in types
-    )
+    return any(message.type == t if isinstance(t, str) else isinstance(message, t) for t in types)
 
 
 def _system(message: Any) -> bool:
     return message.role == "system" if isinstance(message, Message) else message.type == "system"
 
 
-def _bounds(
-    window: list[Any], *, start_on: tuple[Any, ...], end_on: tuple[Any, ...]
-) -> set[int]:
+def _bounds(window: list[Any], *, start_on: tuple[Any, ...], end_on: tuple[Any, ...]) -> set[int]:
     """Which window entries start_on and end_on remove: those after the leading system
     messages and before the first ``start_on`` match, and those after the last
     ``end_on`` match."""
