@@ -11,11 +11,13 @@ history, so re-selecting the same history finds the same boundary and its cached
 from __future__ import annotations
 
 import hashlib
-import threading
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ctxwindow import History
+from ctxwindow.stores import Store, cache_key, open_store
 
 
 @dataclass(frozen=True)
@@ -63,14 +65,33 @@ def boundary(history: History, units: Sequence[int], room: int, step: int) -> tu
     return chosen, [c for c in checkpoints if c < chosen]
 
 
-class SummaryCache:
-    """Summaries by (summarizer, target, the exact content they cover). Bounded, shared
-    by threads."""
+#: The in-memory layer's bounds: 4,096 summaries or 16 MiB, whichever comes first.
+MEMORY_ENTRIES = 4_096
+MEMORY_BYTES = 16 * 2**20
+KIND = "summary"
 
-    def __init__(self, entries: int = 4_096) -> None:
+
+class SummaryCache:
+    """Summaries by (summarizer, target size, the exact content they cover), kept in a
+    :mod:`ctxwindow.stores` store: memory only (bounded), or memory in front of a
+    SQLite file or a Redis server that app replicas share. Stored as JSON, never
+    pickled; an entry that does not read back as a summary is ignored. Thread-safe."""
+
+    def __init__(
+        self,
+        where: str | Path | Store | None = None,
+        entries: int = MEMORY_ENTRIES,
+        memory_bytes: int = MEMORY_BYTES,
+        ttl: float | None = None,
+    ) -> None:
+        if isinstance(where, (str, Path)) or where is None:
+            self.store: Store = open_store(
+                where, memory_entries=entries, memory_bytes=memory_bytes, ttl=ttl
+            )
+        else:
+            self.store = where
         self.entries = entries
-        self._saved: dict[tuple[str, int, str], Summary] = {}
-        self._lock = threading.Lock()
+        self.where = self.store.where
 
     @staticmethod
     def prefix_keys(texts: Sequence[str]) -> list[str]:
@@ -82,12 +103,36 @@ class SummaryCache:
             keys.append(running.copy().hexdigest())
         return keys
 
+    @staticmethod
+    def store_key(summarizer: str, target: int, key: str) -> str:
+        return cache_key(KIND, summarizer, f"{target}:{key[:40]}")
+
     def get(self, summarizer: str, target: int, key: str) -> Summary | None:
-        return self._saved.get((summarizer, target, key))
+        return self.get_many(summarizer, target, [key]).get(key)
+
+    def get_many(self, summarizer: str, target: int, keys: Sequence[str]) -> dict[str, Summary]:
+        """The summaries held for prefix ``keys``, in one round trip to the store."""
+        wanted = {self.store_key(summarizer, target, key): key for key in keys if key}
+        found: dict[str, Summary] = {}
+        for stored, value in self.store.get_many(list(wanted)).items():
+            summary = _decode(value)
+            if summary is not None:
+                found[wanted[stored]] = summary
+        return found
 
     def put(self, summarizer: str, target: int, key: str, summary: Summary) -> None:
-        with self._lock:
-            if len(self._saved) >= self.entries:
-                for stale in list(self._saved)[: self.entries // 4]:
-                    del self._saved[stale]
-            self._saved[(summarizer, target, key)] = summary
+        value = json.dumps({"text": summary.text, "summarizer": summary.summarizer})
+        self.store.put_many({self.store_key(summarizer, target, key): value.encode("utf-8")})
+
+
+def _decode(value: bytes) -> Summary | None:
+    try:
+        data = json.loads(value.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    text, by = data.get("text"), data.get("summarizer")
+    if not (isinstance(text, str) and text.strip() and isinstance(by, str) and by):
+        return None
+    return Summary(text, by)

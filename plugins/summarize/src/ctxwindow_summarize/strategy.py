@@ -94,6 +94,22 @@ class SummarizeWindow(BaseStrategy):
             "lower means rarer summarizer calls.",
             check=_share,
         ),
+        Option(
+            "cache",
+            str,
+            None,
+            "Where summaries are kept: None / 'memory' (this process only), a SQLite file "
+            "path, or a Redis URL ('redis://host:6379/0', shared by app replicas).",
+            nullable=True,
+        ),
+        Option(
+            "cache_ttl",
+            float,
+            None,
+            "Seconds a summary lives in a Redis cache (None: until Redis evicts it).",
+            nullable=True,
+            minimum=1.0,
+        ),
         Option("llm_model", str, None, "Model name for 'openai'.", nullable=True),
         Option(
             "llm_base_url",
@@ -122,7 +138,7 @@ class SummarizeWindow(BaseStrategy):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.cache = SummaryCache()
+        self.cache = SummaryCache(self.options["cache"], ttl=self.options["cache_ttl"])
         #: Summarizers that failed at a boundary are not called again for it: a failing
         #: LLM is tried once per checkpoint, not once per turn.
         self._failed: dict[tuple[str, int, str], str] = {}
@@ -193,13 +209,14 @@ class SummarizeWindow(BaseStrategy):
         keys = SummaryCache.prefix_keys(plan.texts)
         primary = self._summarizers[0].name if self._summarizers else DROP
         target = plan.summary_room
-        cached = self.cache.get(primary, target, keys[plan.start])
+        held = self.cache.get_many(
+            primary, target, [keys[plan.start], *(keys[c] for c in plan.checkpoints)]
+        )
+        cached = held.get(keys[plan.start])
         if cached is not None:
             return Outcome(cached, covered)
-        previous_at = next(
-            (c for c in reversed(plan.checkpoints) if self.cache.get(primary, target, keys[c])), 0
-        )
-        previous = self.cache.get(primary, target, keys[previous_at]) if previous_at else None
+        previous_at = next((c for c in reversed(plan.checkpoints) if keys[c] in held), 0)
+        previous = held.get(keys[previous_at]) if previous_at else None
         request_texts = plan.texts[previous_at : plan.start]
         failures: list[str] = []
         usage = _Usage()
