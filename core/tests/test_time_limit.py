@@ -1,0 +1,313 @@
+"""The per-visit time limit: ``time_limit`` and ``on_timeout`` on every BaseStrategy and
+on the Windower. Calls that could hang run under a thread join with a generous timeout,
+so a broken limit fails the test instead of hanging the run; nothing asserts speed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+
+import ctxwindow
+from ctxwindow import (
+    ContractViolation,
+    History,
+    InvalidOption,
+    PluginError,
+    Selection,
+    Windower,
+)
+from ctxwindow.errors import VisitTimeout
+from ctxwindow.registry import describe_strategies
+from ctxwindow.testing import assistant, calls, result, user
+from ctxwindow_fixed import FixedWindow
+
+LIMIT = 0.2
+GUARD = 60.0
+T = TypeVar("T")
+RELEASE = threading.Event()
+CALLER = contextvars.ContextVar("CALLER", default="nobody")
+
+
+def bounded(call: Callable[[], T]) -> T:
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as error:
+            box["error"] = error
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(GUARD)
+    if thread.is_alive():
+        pytest.fail("the visit was not bounded by its time limit")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_hung_threads() -> Any:
+    yield
+    RELEASE.set()
+
+
+def chat(turns: int = 12) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    for turn in range(turns):
+        out.append(user(f"q{turn} " * 10))
+        out.append(assistant(f"a{turn} " * 10))
+    return out
+
+
+def positions(window: ctxwindow.Window[Any], messages: list[Any]) -> list[int]:
+    where = {id(m): i for i, m in enumerate(messages)}
+    return [where[id(m)] for m in window.messages]
+
+
+class Hangs(FixedWindow):
+    """fixed, after waiting until the module's tests are done."""
+
+    name = "hangs"
+
+    def choose(self, history: History) -> Selection:
+        RELEASE.wait()
+        return super().choose(history)
+
+
+class BlocksTheLoop(FixedWindow):
+    """An async choose that blocks the event loop instead of awaiting."""
+
+    name = "blocks-the-loop"
+
+    async def achoose(self, history: History) -> Selection:
+        time.sleep(LIMIT * 3)
+        return self.choose(history)
+
+
+class OwnTimeout(FixedWindow):
+    """Fails at once with a TimeoutError of its own (an HTTP client's, say)."""
+
+    name = "own-timeout"
+
+    def choose(self, history: History) -> Selection:
+        raise TimeoutError("upstream read timed out")
+
+
+class ReadsContext(FixedWindow):
+    """Keeps what fixed keeps, with the caller's context variable in each reason."""
+
+    name = "reads-context"
+
+    def choose(self, history: History) -> Selection:
+        selection = super().choose(history)
+        for unit in selection.kept:
+            selection.keep(unit, f"kept for {CALLER.get()}")
+        return selection
+
+
+# -- options ----------------------------------------------------------------------------
+def test_every_base_strategy_has_the_options_with_no_limit_by_default() -> None:
+    fixed = FixedWindow()
+    assert fixed.options["time_limit"] is None
+    assert fixed.options["on_timeout"] == "raise"
+    assert repr(FixedWindow(time_limit=2, on_timeout="recent")) == (
+        "FixedWindow(time_limit=2.0, on_timeout='recent')"
+    )
+    described = {entry["name"]: entry for entry in describe_strategies()}
+    names = {option["name"] for option in described["fixed"]["options"]}
+    assert {"time_limit", "on_timeout"} <= names
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"time_limit": 0}, "must be a positive, finite number of seconds, got 0.0"),
+        ({"time_limit": -1.5}, "must be a positive, finite number of seconds, got -1.5"),
+        ({"time_limit": math.nan}, "got nan"),
+        ({"time_limit": math.inf}, "got inf"),
+        ({"time_limit": 1e300}, "got 1e+300"),
+        ({"time_limit": "2s"}, "expects float | None, got str '2s'"),
+        ({"time_limit": True}, "expects float | None, got bool True"),
+        ({"on_timeout": "ignore"}, "must be one of 'raise', 'recent', got 'ignore'"),
+    ],
+)
+def test_bad_limits_are_clear_errors_in_python_config_and_windower(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidOption, match="option '(time_limit|on_timeout)'") as caught:
+        FixedWindow(**options)
+    assert message in str(caught.value)
+    with pytest.raises(InvalidOption) as caught:
+        ctxwindow.from_config({"strategy": "fixed", "budget": 100, **options})
+    assert message in str(caught.value)
+    with pytest.raises(InvalidOption) as caught:
+        Windower(FixedWindow(), 100, "approx", **options)
+    assert message in str(caught.value)
+
+
+def test_the_limit_comes_from_config_as_a_strategy_option() -> None:
+    windower = ctxwindow.from_config(
+        {"strategy": "fixed", "budget": 100, "time_limit": 1.5, "on_timeout": "recent"}
+    )
+    assert windower.strategy.options["time_limit"] == 1.5  # type: ignore[attr-defined]
+    assert windower.strategy.options["on_timeout"] == "recent"  # type: ignore[attr-defined]
+
+
+# -- a strategy that answers in time --------------------------------------------------------
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_an_answer_in_time_is_the_strategys_own_window(asynchronous: bool) -> None:
+    messages = chat()
+    plain = FixedWindow().select(messages, 100)
+    timed = FixedWindow(time_limit=30.0)
+    if asynchronous:
+        window = bounded(lambda: asyncio.run(timed.aselect(messages, 100)))
+    else:
+        window = bounded(lambda: timed.select(messages, 100))
+    assert positions(window, messages) == positions(plain, messages)
+    assert [d.to_dict() for d in window.record.decisions] == [
+        d.to_dict() for d in plain.record.decisions
+    ]
+    assert window.record.notes == plain.record.notes
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_callers_context_reaches_the_worker_thread(asynchronous: bool) -> None:
+    messages = chat()
+
+    def visit() -> ctxwindow.Window[Any]:
+        CALLER.set("request-42")
+        strategy = ReadsContext(time_limit=30.0)
+        if asynchronous:
+            return asyncio.run(strategy.aselect(messages, 100))
+        return strategy.select(messages, 100)
+
+    window = bounded(visit)
+    kept = [d.reason for d in window.record.decisions if d.action == "kept"]
+    assert kept
+    assert set(kept) == {"kept for request-42"}
+
+
+def test_a_strategys_own_timeout_error_is_its_failure_not_the_limit() -> None:
+    strategy = OwnTimeout(time_limit=30.0)
+    with pytest.raises(TimeoutError, match="upstream read timed out") as caught:
+        bounded(lambda: strategy.select(chat(), 100))
+    assert not isinstance(caught.value, VisitTimeout)
+    windower = Windower(strategy, 100, "approx", "my-dist")
+    with pytest.raises(PluginError, match="TimeoutError: upstream read timed out") as wrapped:
+        bounded(lambda: windower.select(chat()))
+    assert not isinstance(wrapped.value, VisitTimeout)
+    with pytest.raises(PluginError, match="TimeoutError"):
+        bounded(lambda: asyncio.run(windower.aselect(chat())))
+
+
+def test_a_bad_selection_made_in_the_worker_is_still_a_contract_violation() -> None:
+    class BadUnit(FixedWindow):
+        name = "bad-unit"
+
+        def choose(self, history: History) -> Selection:
+            selection = history.selection()
+            selection.keep(999, "no such unit")
+            return selection
+
+    with pytest.raises(ContractViolation, match="unit 999 is not a unit"):
+        bounded(lambda: BadUnit(time_limit=30.0).select(chat(), 100))
+
+
+# -- running out of time ---------------------------------------------------------------------
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_running_out_raises_visit_timeout(asynchronous: bool) -> None:
+    strategy = Hangs(time_limit=LIMIT)
+
+    def visit() -> ctxwindow.Window[Any]:
+        if asynchronous:
+            return asyncio.run(strategy.aselect(chat(), 100))
+        return strategy.select(chat(), 100)
+
+    with pytest.raises(VisitTimeout) as caught:
+        bounded(visit)
+    assert caught.value.strategy == "hangs"
+    assert caught.value.seconds == LIMIT
+    assert "time limit of 0.2 s" in str(caught.value)
+    assert "on_timeout='recent'" in str(caught.value), "the error says what else to do"
+
+
+def test_an_async_choose_that_blocks_the_loop_is_late_even_if_it_answers() -> None:
+    """The loop cannot be interrupted, but the late answer is not used."""
+    with pytest.raises(VisitTimeout):
+        bounded(lambda: asyncio.run(BlocksTheLoop(time_limit=LIMIT).aselect(chat(), 100)))
+    window = bounded(
+        lambda: asyncio.run(
+            BlocksTheLoop(time_limit=LIMIT, on_timeout="recent").aselect(chat(), 100)
+        )
+    )
+    assert any("ran out of its time limit" in note for note in window.record.notes)
+
+
+def test_cancelling_the_caller_cancels_the_strategys_task() -> None:
+    seen: list[str] = []
+
+    class Waits(FixedWindow):
+        name = "waits"
+
+        async def achoose(self, history: History) -> Selection:
+            try:
+                await asyncio.sleep(GUARD)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+            return self.choose(history)  # pragma: no cover
+
+    async def caller() -> None:
+        task = asyncio.ensure_future(Waits(time_limit=GUARD).aselect(chat(), 100))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)  # let the strategy's task see its cancellation
+
+    bounded(lambda: asyncio.run(caller()))
+    assert seen == ["cancelled"]
+
+
+def test_the_fallback_keeps_the_visits_own_policies() -> None:
+    """The host's recent window still applies oversize='truncate' and orphans='drop'."""
+    messages = [
+        {"role": "system", "content": "S" * 200},
+        result("ghost", "a result whose call is gone"),
+        *chat(4)[1:],
+        calls("c1"),
+        result("c1", "r" * 40),
+        user("x" * 2000),
+    ]
+    strategy = Hangs(time_limit=LIMIT, on_timeout="recent", oversize="truncate", orphans="drop")
+    window = bounded(lambda: strategy.select(messages, 200))
+    assert window.tokens <= 200
+    newest = window.messages[-1]
+    assert newest is not messages[-1], "the newest user message was cut, as a copy"
+    assert newest["content"].endswith("characters cut by ctxwindow to fit the token budget]")
+    actions = {d.positions: d.action for d in window.record.decisions}
+    assert actions[(1,)] == "dropped", "the orphan result is dropped as the options say"
+    assert actions[(len(messages) - 1,)] == "truncated"
+    notes = " ".join(window.record.notes)
+    assert "ran out of its time limit" in notes
+    assert "truncated message" in notes
+    assert "dropped messages 1-1" in notes
+
+
+def test_the_windower_limit_wins_over_the_strategys_own() -> None:
+    windower = Windower(Hangs(time_limit=GUARD), 100, "approx", time_limit=LIMIT)
+    with pytest.raises(VisitTimeout, match="time limit of 0.2 s"):
+        bounded(lambda: windower.select(chat()))
+    recent = Windower(Hangs(), 100, "approx", time_limit=LIMIT, on_timeout="recent")
+    messages = chat()
+    window = bounded(lambda: recent.select(messages))
+    assert positions(window, messages) == positions(FixedWindow().select(messages, 100), messages)
