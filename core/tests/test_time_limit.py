@@ -143,14 +143,14 @@ def test_every_base_strategy_has_the_options_with_no_limit_by_default() -> None:
 def test_bad_limits_are_clear_errors_in_python_config_and_windower(
     options: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(InvalidOption, match="option '(time_limit|on_timeout)'") as caught:
+    with pytest.raises(InvalidOption, match=r"option '(time_limit|on_timeout)'") as caught:
         FixedWindow(**options)
     assert message in str(caught.value)
     with pytest.raises(InvalidOption) as caught:
         ctxwindow.from_config({"strategy": "fixed", "budget": 100, **options})
     assert message in str(caught.value)
     with pytest.raises(InvalidOption) as caught:
-        Windower(FixedWindow(), 100, "approx", **options)
+        Windower(FixedWindow(), 100, "approx", **options)  # type: ignore[arg-type]
     assert message in str(caught.value)
 
 
@@ -201,7 +201,7 @@ def test_a_strategys_own_timeout_error_is_its_failure_not_the_limit() -> None:
     with pytest.raises(TimeoutError, match="upstream read timed out") as caught:
         bounded(lambda: strategy.select(chat(), 100))
     assert not isinstance(caught.value, VisitTimeout)
-    windower = Windower(strategy, 100, "approx", "my-dist")
+    windower = Windower(strategy, 100, "approx", "my-dist")  # type: ignore[arg-type]
     with pytest.raises(PluginError, match="TimeoutError: upstream read timed out") as wrapped:
         bounded(lambda: windower.select(chat()))
     assert not isinstance(wrapped.value, VisitTimeout)
@@ -304,10 +304,10 @@ def test_the_fallback_keeps_the_visits_own_policies() -> None:
 
 
 def test_the_windower_limit_wins_over_the_strategys_own() -> None:
-    windower = Windower(Hangs(time_limit=GUARD), 100, "approx", time_limit=LIMIT)
-    with pytest.raises(VisitTimeout, match="time limit of 0.2 s"):
+    windower = Windower(Hangs(time_limit=GUARD), 100, "approx", time_limit=LIMIT)  # type: ignore[arg-type]
+    with pytest.raises(VisitTimeout, match=r"time limit of 0\.2 s"):
         bounded(lambda: windower.select(chat()))
-    recent = Windower(Hangs(), 100, "approx", time_limit=LIMIT, on_timeout="recent")
+    recent = Windower(Hangs(), 100, "approx", time_limit=LIMIT, on_timeout="recent")  # type: ignore[arg-type]
     messages = chat()
     window = bounded(lambda: recent.select(messages))
     assert positions(window, messages) == positions(FixedWindow().select(messages, 100), messages)
