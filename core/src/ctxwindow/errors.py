@@ -46,14 +46,24 @@ class InvalidOption(CtxWindowError, ValueError):
 class UnknownStrategy(CtxWindowError, LookupError):
     """No installed plugin registers a strategy of that name."""
 
-    def __init__(self, name: str, installed: Sequence[str], install_hint: str | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        installed: Sequence[str],
+        install_hint: str | None,
+        skipped: Sequence[str] = (),
+    ) -> None:
         self.name = name
         self.installed = tuple(installed)
         self.install_hint = install_hint
+        #: Installed plugins the environment kept from loading, "distribution (VARIABLE)".
+        self.skipped = tuple(skipped)
         have = ", ".join(self.installed) if self.installed else "none"
         text = f"unknown strategy {name!r}; installed strategies: {have}"
         if install_hint:
             text += f". {name!r} is a first-party strategy: install it with `{install_hint}`"
+        if self.skipped:
+            text += f". Not loaded because of the environment: {', '.join(self.skipped)}"
         super().__init__(text)
 
 

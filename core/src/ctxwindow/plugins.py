@@ -5,7 +5,9 @@ broken plugin is reported (distribution, error) and the others still load.
 
 ``CTXWINDOW_LOAD_PLUGINS``: comma-separated distribution (or entry-point) names; when
 set, only those load (set it empty to load none). ``CTXWINDOW_DISABLE_PLUGINS``: names
-that never load.
+that never load. A name in either that matches no installed plugin is reported in
+``problems`` (a typo there would otherwise load nothing, or block nothing, silently),
+and the plugins they keep from loading are named when a strategy is not found.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ class PluginHost:
         self.manager = pluggy.PluginManager(hookspecs.PROJECT)
         self.manager.add_hookspecs(hookspecs)
         self.plugins: dict[str, PluginInfo] = {}
+        #: Installed distributions the environment kept from loading, with the variable.
+        self.skipped: dict[str, str] = {}
+        #: Problems with the environment itself (names that match no plugin).
+        self.problems: list[str] = []
         self._loaded = False
         self._lock = threading.Lock()
 
@@ -91,11 +97,19 @@ class PluginHost:
     def _load_entry_points(self) -> None:
         allowed = _names_from_env(LOAD_ENV)
         blocked = _names_from_env(DISABLE_ENV) or set()
+        known = {normalize(CORE_DISTRIBUTION)}
+        installed: set[str] = set()
         for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = entry_point.dist
             distribution = dist.metadata["Name"] if dist is not None else entry_point.name
             names = {normalize(distribution), normalize(entry_point.name)}
-            if (allowed is not None and not names & allowed) or names & blocked:
+            known |= names
+            installed.add(distribution)
+            if names & blocked:
+                self.skipped.setdefault(distribution, DISABLE_ENV)
+                continue
+            if allowed is not None and not names & allowed:
+                self.skipped.setdefault(distribution, LOAD_ENV)
                 continue
             version = dist.version if dist is not None else None
             try:
@@ -111,6 +125,13 @@ class PluginHost:
                 )
                 if os.environ.get("CTXWINDOW_DEBUG"):
                     traceback.print_exc(file=sys.stderr)
+        for variable, wanted in ((LOAD_ENV, allowed or set()), (DISABLE_ENV, blocked)):
+            unknown = sorted(wanted - known)
+            if unknown:
+                self.problems.append(
+                    f"{variable} names {', '.join(map(repr, unknown))}, which no installed "
+                    f"plugin matches; installed: {', '.join(sorted(installed)) or 'none'}"
+                )
 
     def _register(self, module: Any, name: str, distribution: str, version: str | None) -> None:
         if self.manager.is_registered(module) or self.manager.has_plugin(name):

@@ -141,6 +141,7 @@ def _build() -> Registry:
     host = plugins.host()
     manager = host.ensure_loaded()
     built = Registry()
+    built.problems.extend(host.problems)
     for kind, hook_name in HOOKS.items():
         for impl in reversed(getattr(manager.hook, hook_name).get_hookimpls()):
             info = host.plugins.get(impl.plugin_name)
@@ -265,7 +266,13 @@ def strategy_entry(name: str) -> Registered:
         raise conflict
     entry = current.strategies.get(name)
     if entry is None:
-        raise UnknownStrategy(name, sorted(current.strategies), FIRST_PARTY.get(name))
+        skipped = plugins.host().skipped
+        raise UnknownStrategy(
+            name,
+            sorted(current.strategies),
+            FIRST_PARTY.get(name),
+            [f"{distribution} ({variable})" for distribution, variable in sorted(skipped.items())],
+        )
     return entry
 
 
