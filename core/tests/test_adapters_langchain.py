@@ -1,0 +1,204 @@
+"""LangChain adapter: BaseMessage windows and the trim_messages stand-in, run through
+langchain-core's own conversion and a real chat model class inside a chain."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pydantic
+import pytest
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import (  # noqa: E402
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+from langchain_core.messages.utils import count_tokens_approximately  # noqa: E402
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
+from langchain_core.runnables import Runnable  # noqa: E402
+from openai.types.chat import ChatCompletionMessageParam  # noqa: E402
+
+from ctxwindow import InvalidMessage, InvalidOption, OrphanToolResult, get_counter  # noqa: E402
+from ctxwindow.adapters import langchain as adapter  # noqa: E402
+
+OPENAI_MESSAGES = pydantic.TypeAdapter(list[ChatCompletionMessageParam])
+
+
+def history(turns: int = 8) -> list[BaseMessage]:
+    """5 messages a turn (a question, two parallel tool calls, their results in the other
+    order, an answer) after a system message, and a newest question: 42 messages."""
+    out: list[BaseMessage] = [SystemMessage("You are brief.", id="sys")]
+    for t in range(turns):
+        out.append(HumanMessage(f"question {t} " + "word " * 20, id=f"h{t}",
+                                additional_kwargs={"lang": "en"}))
+        out.append(AIMessage("", id=f"ai{t}", response_metadata={"model": "m", "turn": t},
+                             tool_calls=[{"name": "lookup", "args": {"q": t}, "id": f"a{t}"},
+                                         {"name": "lookup", "args": {"q": -t}, "id": f"b{t}"}]))
+        out.append(ToolMessage("r " * 30, tool_call_id=f"b{t}", id=f"tb{t}"))
+        out.append(ToolMessage("r " * 30, tool_call_id=f"a{t}", id=f"ta{t}", artifact={"t": t}))
+        out.append(AIMessage("answer " * 15, id=f"ans{t}"))
+    out.append(HumanMessage("and now?", id="last"))
+    return out  # fmt: skip
+
+
+def check_valid(messages: list[BaseMessage]) -> None:
+    """Tool messages directly follow the AIMessage that called them, and every call is
+    answered; the OpenAI conversion of the window passes the openai SDK's types."""
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            assert message.tool_call_id in pending, f"orphan tool message at {index}"
+            pending.discard(message.tool_call_id)
+            continue
+        assert not pending, f"message {index} comes before the results of {pending}"
+        if isinstance(message, AIMessage):
+            pending = {call["id"] for call in message.tool_calls if call["id"]}
+    assert not pending
+    OPENAI_MESSAGES.validate_python(convert_to_openai_messages(messages))
+
+
+class Recorder(BaseCallbackHandler):
+    """What a chat model was called with, as LangChain reports it."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[BaseMessage]] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.calls.extend(messages)
+
+
+def test_round_trip_same_objects_units_and_budget() -> None:
+    messages = history()
+    before = copy.deepcopy(messages)
+    counter = get_counter("approx")
+    window = adapter.select(messages, 400, counter=counter)
+    assert messages == before
+    assert len(messages) == 42
+    kept = window.messages
+    assert all(any(m is o for o in messages) for m in kept)
+    positions = [next(p for p, o in enumerate(messages) if o is m) for m in kept]
+    assert positions == sorted(positions)
+    assert kept[0] is messages[0] and kept[-1] is messages[-1]
+    check_valid(kept)
+    assert sum(counter.count_message(m) for m in adapter.read_messages(kept).messages) <= 400
+    ids = {d.ids for d in window.record.decisions}
+    assert ("ai0", "tb0", "ta0") in ids  # decisions name the caller's messages by id
+    assert window.record.messages_before == 42 and window.record.messages_after == len(kept)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "summarize"])
+def test_trim_messages_runnable_in_a_chain_with_a_real_chat_model(strategy: str) -> None:
+    messages = history(12)
+    trimmer = adapter.trim_messages(max_tokens=500, token_counter="approx", strategy=strategy)
+    assert isinstance(trimmer, Runnable)
+    model = GenericFakeChatModel(messages=iter(["fine"]))
+    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history")])
+    chain = prompt | (lambda value: value.to_messages()) | trimmer | model
+    recorder = Recorder()
+    reply = chain.invoke({"history": messages}, config={"callbacks": [recorder]})
+    assert reply.content == "fine"
+    (sent,) = recorder.calls
+    expected = adapter.trim_messages(messages, max_tokens=500, strategy=strategy)
+    assert sent == expected
+    check_valid(sent)
+    made = [m for m in sent if not any(m is o for o in messages)]
+    if strategy == "summarize":
+        assert made and isinstance(made[0], SystemMessage)  # right after the system message
+        assert sent.index(made[0]) == 1
+    else:
+        assert not made
+
+
+def test_trim_messages_accepts_langchain_token_counters() -> None:
+    messages = history()
+
+    def per_message(message: BaseMessage) -> int:
+        return len(str(message.content)) // 4 + 3
+
+    for token_counter in (count_tokens_approximately, "approximate", per_message):
+        kept = adapter.trim_messages(messages, max_tokens=300, token_counter=token_counter)
+        assert isinstance(kept, list) and kept[0] is messages[0] and kept[-1] is messages[-1]
+        check_valid(kept)
+        assert count_tokens_approximately(kept) <= 300 or token_counter is per_message
+    by_count = adapter.trim_messages(messages, max_tokens=12, token_counter=len)
+    assert len(by_count) <= 12
+    check_valid(by_count)
+
+
+def test_start_on_and_end_on() -> None:
+    messages = history()
+    kept = adapter.trim_messages(messages, max_tokens=300, start_on="human")
+    assert isinstance(kept[0], SystemMessage) and isinstance(kept[1], HumanMessage)
+    check_valid(kept)
+    plain = adapter.trim_messages(messages, max_tokens=300)
+    assert kept == [plain[0], *plain[plain.index(kept[1]) :]]
+    ended = adapter.trim_messages(messages[:-1], max_tokens=300, end_on=[AIMessage])
+    assert isinstance(ended[-1], AIMessage)
+    window_record = adapter.select(messages, 300).record
+    assert window_record.engaged
+
+
+def test_start_on_updates_the_record() -> None:
+    messages = history()
+    counter = get_counter("approx")
+    windower = adapter.windower_for(None, "fixed", 300, counter, {})
+    trimmed = adapter.select_converted(
+        windower,
+        adapter.read_messages(messages),
+        adapter.SHAPE,
+        query=None,
+        budget=None,
+        trim=lambda window: adapter._bounds(window, start_on=("human",), end_on=()),
+    )
+    plain = adapter.select(messages, 300, counter=counter)
+    removed = len(plain) - len(trimmed)
+    assert removed > 0
+    assert trimmed.record.messages_after == len(trimmed)
+    assert trimmed.record.tokens_after == sum(
+        counter.count_message(m) for m in adapter.read_messages(trimmed.messages).messages
+    )
+    assert "start_on/end_on trimmed" in trimmed.record.notes[-1]
+    assert sum(d.action == "kept" for d in trimmed.record.decisions) < sum(
+        d.action == "kept" for d in plain.record.decisions
+    )
+
+
+def test_unsupported_trim_messages_arguments_say_so() -> None:
+    messages = history(2)
+    for kwargs, words in [
+        ({"strategy": "first"}, "strategy='first' is not supported"),
+        ({"include_system": False}, "include_system=False is not supported"),
+        ({"allow_partial": True}, "allow_partial and text_splitter are not supported"),
+        ({"text_splitter": str.split}, "allow_partial and text_splitter are not supported"),
+        ({"start_on": 3}, "start_on takes message type names"),
+        ({"token_counter": 3}, "token_counter must be"),
+    ]:
+        with pytest.raises(InvalidOption, match=words):
+            adapter.trim_messages(messages, max_tokens=100, **kwargs)
+
+
+def test_truncated_newest_message_is_a_copy() -> None:
+    messages = [SystemMessage("Be brief."), HumanMessage("long " * 500, id="q")]
+    window = adapter.select(messages, 100, oversize="truncate")
+    last = window.messages[-1]
+    assert last is not messages[-1] and isinstance(last, HumanMessage) and last.id == "q"
+    assert "cut by ctxwindow" in str(last.content)
+    assert messages[-1].content == "long " * 500
+
+
+def test_bad_input_names_the_message() -> None:
+    with pytest.raises(InvalidMessage, match="message 1: expected a LangChain BaseMessage"):
+        adapter.select([HumanMessage("x"), {"role": "user", "content": "y"}], 50)
+    with pytest.raises(OrphanToolResult, match="message 1: tool result for call 'zz'"):
+        adapter.select([HumanMessage("x"), ToolMessage("r", tool_call_id="zz")], 50)
+    no_id = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": None}])
+    with pytest.raises(InvalidMessage, match="message 0: tool call 0 has no 'id'"):
+        adapter.select([no_id], 50)
