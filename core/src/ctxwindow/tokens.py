@@ -190,22 +190,41 @@ def counter_problem(counter: object) -> str | None:
     return None
 
 
+#: CachedCounter's default bounds: 200,000 messages, and 64 million characters of the
+#: text its keys hold (the keys share the messages' strings while those live; the bound
+#: matters once they are gone, in a long-running app).
+COUNT_CACHE_ENTRIES = 200_000
+COUNT_CACHE_CHARS = 64_000_000
+
+
 class CachedCounter:
     """Wraps a counter and remembers each message's count by its content.
 
-    Bounded: past ``max_entries`` the oldest entries are forgotten. Safe to share
-    between threads. Checks what the wrapped counter returns, and reports a counter
-    that raises as :class:`~ctxwindow.errors.CounterFailed`, naming it.
+    Bounded by ``max_entries`` messages and ``max_chars`` characters of key text: past
+    either, the oldest entries are forgotten, down to three quarters of the bound (so
+    eviction is rare rather than on every call). Safe to share between threads. Checks
+    what the wrapped counter returns, and reports a counter that raises as
+    :class:`~ctxwindow.errors.CounterFailed`, naming it.
     """
 
-    def __init__(self, inner: TokenCounter, max_entries: int = 200_000) -> None:
+    def __init__(
+        self,
+        inner: TokenCounter,
+        max_entries: int = COUNT_CACHE_ENTRIES,
+        max_chars: int = COUNT_CACHE_CHARS,
+    ) -> None:
         problem = counter_problem(inner)
         if problem:
             raise InvalidOption(problem)
+        for label, bound in (("max_entries", max_entries), ("max_chars", max_chars)):
+            if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+                raise InvalidOption(f"CachedCounter: {label} must be an int >= 1, got {bound!r}")
         self.inner = inner
         self.name: str = inner.name
         self.max_entries = max_entries
-        self._counts: dict[Any, int] = {}
+        self.max_chars = max_chars
+        self._counts: dict[Any, tuple[int, int]] = {}  # key -> (count, characters)
+        self._chars = 0
         self._lock = threading.Lock()
         self.misses = 0
 
@@ -226,16 +245,38 @@ class CachedCounter:
             message.tool_calls,
             message.tool_call_id,
         )
-        count = self._counts.get(key)
-        if count is None:
-            count = self.count_uncached(message)
-            if len(self._counts) >= self.max_entries:
-                with self._lock:
-                    for stale in list(self._counts)[: self.max_entries // 4 or 1]:
-                        self._counts.pop(stale, None)
-            self._counts[key] = count  # one dict store: atomic, so no lock needed
-            self.misses += 1
+        entry = self._counts.get(key)  # a read needs no lock: writes only add or remove
+        if entry is not None:
+            return entry[0]
+        count = self.count_uncached(message)
+        size = len(message.role) + sum(len(piece) for piece in text_pieces(message))
+        with self._lock:
+            if key not in self._counts:
+                self._counts[key] = (count, size)
+                self._chars += size
+                self.misses += 1
+                if len(self._counts) > self.max_entries or self._chars > self.max_chars:
+                    self._evict()
         return count
+
+    def _evict(self) -> None:
+        """Forget the oldest entries, down to three quarters of both bounds."""
+        entries, chars = len(self._counts), self._chars
+        stale = []
+        for old, (_count, size) in self._counts.items():
+            if entries <= self.max_entries * 3 // 4 and chars <= self.max_chars * 3 // 4:
+                break
+            stale.append(old)
+            entries -= 1
+            chars -= size
+        for old in stale:
+            del self._counts[old]
+        self._chars = chars
+
+    @property
+    def cached_chars(self) -> int:
+        """Characters of text the cache's keys hold (bounded by ``max_chars``)."""
+        return self._chars
 
     def count_uncached(self, message: Message) -> int:
         """The wrapped counter's count, checked, without touching the cache (for drafts)."""
@@ -259,4 +300,4 @@ class CachedCounter:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Copies and pickles start with an empty cache (the lock cannot be copied)."""
-        return (CachedCounter, (self.inner, self.max_entries))
+        return (CachedCounter, (self.inner, self.max_entries, self.max_chars))

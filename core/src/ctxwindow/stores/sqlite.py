@@ -166,21 +166,28 @@ class SQLiteStore:
             db.close()
             if _code(error) != _READONLY:
                 raise
-        # A read-only file or folder: read what it holds, add nothing.
-        db = sqlite3.connect(
-            f"file:{quote(str(self.path))}?mode=ro",
-            uri=True,
-            timeout=self.timeout,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        try:
-            db.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
-        except sqlite3.Error:
-            db.close()
-            raise
-        self._read_only_now()
-        return db
+        # A read-only file or folder: read what it holds, add nothing. In a read-only
+        # folder a WAL database cannot make its shared-memory file, so it is read as
+        # immutable (every value read is checked by its cache anyway).
+        last: sqlite3.Error | None = None
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            db = sqlite3.connect(
+                f"file:{quote(str(self.path.resolve()))}?{flags}",
+                uri=True,
+                timeout=self.timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            try:
+                db.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+            except sqlite3.Error as error:
+                db.close()
+                last = error
+                continue
+            self._read_only_now()
+            return db
+        assert last is not None
+        raise last
 
     def _rebuild(self, problem: str) -> sqlite3.Connection | None:
         """Move a damaged database aside (never delete what may be someone's data) and
@@ -243,6 +250,13 @@ class SQLiteStore:
             self._writes_paused_until = time.monotonic() + self.retry_after
             self._warn_once(
                 "full", f"cannot grow ({error}); not adding to it (free some disk space)"
+            )
+        elif writing:  # an I/O error, say: keep reading what is there
+            self._writes_paused_until = time.monotonic() + self.retry_after
+            self._warn_once(
+                "write-error",
+                f"could not be written ({error}); not adding to it for "
+                f"{self.retry_after:g} s at a time",
             )
         else:
             self._drop_connection()
