@@ -1,9 +1,10 @@
 """The plugin ecosystem, end to end, the way users meet it.
 
-The core and the first-party ``fixed`` plugin are built into wheels, next to three
+The core and the first-party ``fixed`` plugin are built into wheels, next to four
 third-party fixture distributions (``tests/fixtures/``): ``ctxwindow-keywords`` (a real
 strategy plugin), ``ctxwindow-broken`` (one entry point fails at import, another one's
-hook raises) and ``ctxwindow-dupe`` (registers a second strategy named ``fixed``).
+hook raises), ``ctxwindow-dupe`` (registers a second strategy named ``fixed``) and
+``ctxwindow-faulty`` (strategies that raise, break the contract or hang).
 They are pip-installed, offline, into one fresh virtual environment shared by this
 module, and every check runs a small Python snippet with that environment's
 interpreter (``python -I``, from an empty directory, so nothing leaks in from this
@@ -34,6 +35,7 @@ PROJECTS = {
     "ctxwindow-keywords": FIXTURES / "ctxwindow-keywords",
     "ctxwindow-broken": FIXTURES / "ctxwindow-broken",
     "ctxwindow-dupe": FIXTURES / "ctxwindow-dupe",
+    "ctxwindow-faulty": FIXTURES / "ctxwindow-faulty",
 }
 FIXED_HINT = "pip install ctxwindow-fixed"
 RESULT = "RESULT:"
@@ -78,7 +80,10 @@ def outcome(call):
         value = call()
     except Exception as error:
         found = {"error": type(error).__name__, "message": str(error)}
-        for field in ("name", "install_hint", "installed", "kind", "first", "second"):
+        for field in (
+            "name", "install_hint", "installed", "skipped", "kind", "first", "second",
+            "strategy", "distribution", "seconds",
+        ):
             if hasattr(error, field):
                 found[field] = getattr(error, field)
         return found
@@ -690,3 +695,145 @@ emit({"before": before, "mine": mine, "names": registry.strategy_names(), "after
     assert found["mine"].get("value", {}).get("strategy") == "mine", found["mine"]
     assert found["names"] == ["fixed"]
     assert found["after"]["value"]["strategy"] == "fixed"
+
+
+def test_only_the_pinned_plugins_are_even_imported(venv: Venv) -> None:
+    """CTXWINDOW_LOAD_PLUGINS pins what loads: the others' code never runs, not even
+    their imports, however many more are installed later."""
+    venv.use("ctxwindow-fixed", "ctxwindow-keywords", "ctxwindow-broken", "ctxwindow-faulty")
+    code = """
+    emit({
+        "names": registry.strategy_names(),
+        "problems": registry.registry().problems,
+        "imported": sorted(
+            name for name in sys.modules
+            if name.split(".")[0] in (
+                "ctxwindow_fixed", "ctxwindow_keywords", "ctxwindow_broken", "ctxwindow_faulty"
+            )
+        ),
+        "faulty": outcome(lambda: window_of("faulty-raises")),
+    })
+    """
+    found = venv.run(code, CTXWINDOW_LOAD_PLUGINS="ctxwindow-fixed")
+    assert found["names"] == ["fixed"]
+    assert found["imported"] == ["ctxwindow_fixed", "ctxwindow_fixed.strategy"]
+    assert found["problems"] == []
+    error = found["faulty"]
+    assert error["error"] == "UnknownStrategy"
+    assert error["skipped"] == [
+        "ctxwindow-broken (CTXWINDOW_LOAD_PLUGINS)",
+        "ctxwindow-faulty (CTXWINDOW_LOAD_PLUGINS)",
+        "ctxwindow-keywords (CTXWINDOW_LOAD_PLUGINS)",
+    ]
+    assert "Not loaded because of the environment: ctxwindow-broken" in error["message"]
+
+    found = venv.run(code, CTXWINDOW_LOAD_PLUGINS="")
+    assert found["names"] == []
+    assert found["imported"] == []
+
+
+@pytest.mark.parametrize(
+    ("env", "names", "problem"),
+    [
+        pytest.param(
+            {"CTXWINDOW_LOAD_PLUGINS": "ctxwindow-fixd"},
+            [],
+            "CTXWINDOW_LOAD_PLUGINS names 'ctxwindow-fixd', which no installed plugin "
+            "matches; installed: ctxwindow-fixed, ctxwindow-keywords",
+            id="load-typo-loads-nothing-and-says-so",
+        ),
+        pytest.param(
+            {"CTXWINDOW_LOAD_PLUGINS": "ctxwindow-fixed, nope,ctxwindow-keywords"},
+            ["fixed", "keywords"],
+            "CTXWINDOW_LOAD_PLUGINS names 'nope', which no installed plugin matches",
+            id="load-one-unknown-among-known",
+        ),
+        pytest.param(
+            {"CTXWINDOW_DISABLE_PLUGINS": "ctxwindow-keyword"},
+            ["fixed", "keywords"],
+            "CTXWINDOW_DISABLE_PLUGINS names 'ctxwindow-keyword', which no installed plugin "
+            "matches",
+            id="disable-typo-blocks-nothing-and-says-so",
+        ),
+    ],
+)
+def test_unknown_names_in_the_environment_are_reported(
+    venv: Venv, env: dict[str, str], names: list[str], problem: str
+) -> None:
+    venv.use("ctxwindow-fixed", "ctxwindow-keywords")
+    found = venv.run(
+        "emit({'names': registry.strategy_names(), 'problems': registry.registry().problems})",
+        **env,
+    )
+    assert found["names"] == names
+    assert len(found["problems"]) == 1
+    assert found["problems"][0].startswith(problem)
+    # the same in the operator's view: `ctxwindow plugins`
+    scripts = venv.python.parent
+    done = _run([str(scripts / "ctxwindow"), "plugins"], env=_clean_env(**env), cwd=venv.work)
+    report = json.loads(done.stdout)
+    assert report["problems"] == found["problems"]
+    assert done.stderr == ""
+
+
+# -- faults from an installed distribution ----------------------------------------------
+FAULTS = """
+import asyncio
+import ctxwindow_faulty
+
+def fault(name, **options):
+    found = outcome(lambda: window_of(name, **options))
+    after = outcome(lambda: window_of("fixed"))
+    aafter = outcome(lambda: positions(asyncio.run(ctxwindow.aselect(MESSAGES, BUDGET))))
+    return {"fault": found, "fixed_after": after, "async_fixed_after": aafter}
+
+found = {
+    name: fault(name)
+    for name in (
+        "faulty-raises", "faulty-recursion", "faulty-memory", "faulty-over-budget",
+        "faulty-drops-system", "faulty-bad-unit", "faulty-returns-none", "faulty-reorders",
+        "faulty-not-window",
+    )
+}
+for name in ("faulty-sleeps", "faulty-blocks-io", "faulty-async-hangs"):
+    found[name] = fault(name, time_limit=0.3)
+    found[name + ":recent"] = fault(name, time_limit=0.3, on_timeout="recent")
+emit({"faults": found, "report": report()})
+ctxwindow_faulty.release()
+"""
+
+
+def test_faults_in_an_installed_plugin_are_named_by_its_distribution(venv: Venv) -> None:
+    venv.use("ctxwindow-fixed", "ctxwindow-broken", "ctxwindow-faulty")
+    found = venv.run(FAULTS)
+    plugins = by_name(found["report"])
+    assert plugins["faulty"]["distribution"] == "ctxwindow-faulty"
+    assert plugins["faulty"]["version"] == "0.1.0"
+    assert plugins["faulty"]["error"] is None
+    assert plugins["broken-import"]["error"].startswith("ModuleNotFoundError")
+    expected = {
+        "faulty-raises": "PluginError",
+        "faulty-recursion": "PluginError",
+        "faulty-memory": "PluginError",
+        "faulty-over-budget": "ContractViolation",
+        "faulty-drops-system": "ContractViolation",
+        "faulty-bad-unit": "ContractViolation",
+        "faulty-returns-none": "ContractViolation",
+        "faulty-reorders": "ContractViolation",
+        "faulty-not-window": "ContractViolation",
+        "faulty-sleeps": "VisitTimeout",
+        "faulty-blocks-io": "VisitTimeout",
+        "faulty-async-hangs": "VisitTimeout",
+    }
+    faults = found["faults"]
+    for name, error in expected.items():
+        got = faults[name]["fault"]
+        assert got.get("error") == error, (name, got)
+        assert "'ctxwindow-faulty'" in got["message"], (name, got)
+    for name in ("faulty-sleeps", "faulty-blocks-io", "faulty-async-hangs"):
+        recent = faults[name + ":recent"]["fault"]["value"]
+        assert recent["strategy"] == name
+        assert recent["positions"] == [0, 11, 12, 13, 14, 15], "the host's recent window"
+    for name, outcome in faults.items():
+        assert outcome["fixed_after"]["value"]["positions"] == [0, 11, 12, 13, 14, 15], name
+        assert outcome["async_fixed_after"]["value"] == [0, 11, 12, 13, 14, 15], name
