@@ -1,0 +1,132 @@
+"""What clear_tool_outputs clears, keeps and says, beyond the contract."""
+
+from __future__ import annotations
+
+from agent import agent, call, output
+
+import ctxwindow
+from ctxwindow import Message, get_counter
+from ctxwindow_pipeline import ClearToolOutputs
+
+COUNTER = get_counter("approx")
+
+
+def tokens(message: dict) -> int:
+    return COUNTER.count_message(Message.from_dict(message))
+
+
+def notes(window: ctxwindow.Window) -> list[dict]:
+    return [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+
+
+def test_an_old_large_result_becomes_a_note_naming_tool_call_and_tokens() -> None:
+    messages = agent(6)
+    budget = sum(map(tokens, messages)) - 10  # just over: clearing alone is enough
+    window = ClearToolOutputs(keep_recent=2).select(messages, budget)
+    cleared = notes(window)
+    assert len(cleared) == 4  # six results, the newest two stay whole
+    first = cleared[0]
+    assert first["role"] == "assistant"
+    cost = tokens(messages[3])
+    assert first["content"] == (
+        'called search({"query": "topic0"}) as call_0\n'
+        f"[tool output of search (call_0) cleared by ctxwindow: {cost:,} tokens]"
+    )
+    detail = first["metadata"]["cleared_tool_outputs"]
+    assert detail == [
+        {
+            "tool": "search",
+            "tool_call_id": "call_0",
+            "position": 3,
+            "id": None,
+            "tokens": cost,
+            "characters": len(messages[3]["content"]),
+        }
+    ]
+    # the exchange left whole: no call or result of a cleared exchange is in the window
+    sent = {id(m) for m in window.messages}
+    for turn in range(4):
+        assert id(messages[2 + 4 * turn]) not in sent and id(messages[3 + 4 * turn]) not in sent
+    for turn in (4, 5):  # the newest two results, whole, with their calls
+        assert id(messages[2 + 4 * turn]) in sent and id(messages[3 + 4 * turn]) in sent
+    # nothing else had to go
+    assert len(window.messages) == len(messages) - 4
+    decision = next(d for d in window.record.decisions if 3 in d.positions)
+    assert decision.action == "summarized"
+    assert decision.reason.startswith("tool output cleared: search (call_0); ")
+    assert window.record.count("dropped") == 0
+    assert window.tokens <= budget
+
+
+def test_min_tokens_spares_small_results_and_keep_recent_counts_results() -> None:
+    messages = agent(4, words=200)
+    messages[3] = output("call_0", 5, "tiny")  # old but small
+    budget = sum(map(tokens, messages)) - 10
+    window = ClearToolOutputs(keep_recent=1, min_tokens=50).select(messages, budget)
+    cleared = [n["metadata"]["cleared_tool_outputs"][0]["tool_call_id"] for n in notes(window)]
+    assert cleared == ["call_1", "call_2"]
+    assert messages[3] in window.messages and messages[15] in window.messages
+
+
+def test_parallel_calls_keep_the_small_result_verbatim_in_the_note() -> None:
+    messages = [
+        {"role": "system", "content": "Agent."},
+        {"role": "user", "content": "Weather and flights?"},
+        {
+            **call("call_a", "weather", city="Lisbon"),
+            "tool_calls": [
+                *call("call_a", "weather", city="Lisbon")["tool_calls"],
+                *call("call_b", "flights", to="LIS")["tool_calls"],
+            ],
+        },
+        output("call_b", 300, "flight"),
+        {"role": "tool", "tool_call_id": "call_a", "content": "sunny, 23C"},
+        {"role": "assistant", "content": "Sunny; flights found."},
+        {"role": "user", "content": "Thanks. Anything else?"},
+    ]
+    budget = sum(map(tokens, messages)) - 10
+    window = ClearToolOutputs(keep_recent=0, min_tokens=20).select(messages, budget)
+    (note,) = notes(window)
+    assert note["content"].splitlines() == [
+        'called weather({"city": "Lisbon"}) as call_a',
+        'called flights({"to": "LIS"}) as call_b',
+        f"[tool output of flights (call_b) cleared by ctxwindow: {tokens(messages[3]):,} tokens]",
+        "output of weather (call_a): sunny, 23C",
+    ]
+
+
+def test_engages_within_budget_only_when_asked() -> None:
+    messages = agent(5)
+    roomy = 100_000
+    assert ClearToolOutputs().select(messages, roomy).record.engaged is False
+    window = ClearToolOutputs(when="always").select(messages, roomy)
+    assert window.record.engaged is True
+    assert len(notes(window)) == 2  # five results, the newest three stay whole
+    assert window.tokens < window.record.tokens_before
+    nothing_to_clear = agent(2)
+    assert ClearToolOutputs(when="always").select(nothing_to_clear, roomy).record.engaged is False
+
+
+def test_alone_it_drops_the_oldest_units_when_clearing_is_not_enough() -> None:
+    messages = agent(12, words=60)
+    window = ClearToolOutputs(keep_recent=2).select(messages, 700)
+    assert window.tokens <= 700
+    record = window.record
+    dropped = [d for d in record.decisions if d.action == "dropped"]
+    assert dropped and all(
+        d.reason == "outside the most recent units that fit once tool outputs were cleared"
+        for d in dropped
+    )
+    # dropped from the oldest on: every dropped unit is older than every kept or cleared one
+    others = [d.unit for d in record.decisions if d.action != "dropped" and d.unit > 0]
+    assert max(d.unit for d in dropped) < min(others)
+    assert any(d.action == "summarized" for d in record.decisions)  # and it still cleared
+    assert record.notes and record.notes[0].startswith("cleared the tool output of ")
+
+
+def test_a_note_that_would_not_save_tokens_is_not_made() -> None:
+    messages = agent(5, words=3)  # results shorter than any note
+    budget = sum(map(tokens, messages)) - 5
+    window = ClearToolOutputs(keep_recent=0, min_tokens=0).select(messages, budget)
+    assert notes(window) == []
+    assert window.tokens <= budget

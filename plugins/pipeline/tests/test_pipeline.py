@@ -1,0 +1,315 @@
+"""The pipeline: stages by name, the budget flowing through, one record, config checks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from agent import agent
+
+import ctxwindow
+from ctxwindow import BaseStrategy, History, LLMUsage, Message, Selection, get_counter
+from ctxwindow.errors import InvalidOption, UnknownStrategy
+from ctxwindow_pipeline import ClearToolOutputs, PipelineStrategy
+
+COUNTER = get_counter("approx")
+CLEAR = {"strategy": "clear_tool_outputs", "keep_recent": 2, "min_tokens": 20}
+
+
+def tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(COUNTER.count_message(Message.from_dict(m)) for m in messages)
+
+
+def test_config_file_with_stage_tables(tmp_path: Path) -> None:
+    config = tmp_path / "ctxwindow.toml"
+    config.write_text(
+        'strategy = "pipeline"\n'
+        "budget = 1500\n"
+        "stages = [\n"
+        '  { strategy = "clear_tool_outputs", keep_recent = 2 },\n'
+        '  { strategy = "summarize" },\n'
+        '  "fixed",\n'
+        "]\n"
+    )
+    windower = ctxwindow.from_config(config)
+    messages = agent(10)
+    window = windower.select(messages)
+    record = window.record
+    assert record.strategy == "pipeline" and window.tokens <= 1500
+    assert [stage.strategy for stage in record.stages] == [
+        "clear_tool_outputs",
+        "summarize",
+        "fixed",
+    ]
+    assert record.stages[0].engaged and record.stages[0].tokens_before == tokens(messages)
+    # the budget flows through: each stage starts where the previous one ended
+    for before, after in zip(record.stages, record.stages[1:], strict=False):
+        assert after.tokens_before == before.tokens_after
+    assert record.tokens_after == record.stages[-1].tokens_after
+    dumped = json.loads(json.dumps(record.to_dict()))
+    assert [stage["strategy"] for stage in dumped["stages"]] == [
+        "clear_tool_outputs",
+        "summarize",
+        "fixed",
+    ]
+    assert all("decisions" in stage for stage in dumped["stages"])
+    assert (
+        "stages" not in ctxwindow.select(messages, budget=1500, strategy="fixed").record.to_dict()
+    )
+
+
+def test_array_of_tables_in_pyproject(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.ctxwindow]\n"
+        'strategy = "pipeline"\n'
+        "budget = 900\n"
+        "[[tool.ctxwindow.stages]]\n"
+        'strategy = "clear_tool_outputs"\n'
+        "keep_recent = 1\n"
+        "[[tool.ctxwindow.stages]]\n"
+        'strategy = "sliding"\n'
+    )
+    window = ctxwindow.from_config(tmp_path / "pyproject.toml").select(agent(8))
+    assert [stage.strategy for stage in window.record.stages] == ["clear_tool_outputs", "sliding"]
+    assert window.tokens <= 900
+
+
+def test_the_record_maps_the_final_window_back_to_every_original_unit() -> None:
+    messages = agent(10)
+    budget = 1200
+    window = PipelineStrategy(stages=[CLEAR, "summarize", "fixed"]).select(messages, budget)
+    record = window.record
+    assert window.tokens <= budget
+    by_unit = {d.unit: d for d in record.decisions}
+    assert sorted(p for d in record.decisions for p in d.positions) == list(range(len(messages)))
+    sent = {id(m) for m in window.messages}
+    for decision in record.decisions:
+        inside = [id(messages[p]) in sent for p in decision.positions]
+        assert all(inside) == (decision.action == "kept"), decision
+    # an old exchange was cleared by stage 0, then folded into stage 1's summary
+    old_exchange = next(d for d in record.decisions if 2 in d.positions)
+    assert old_exchange.action == "summarized"
+    assert old_exchange.reason.startswith(
+        "stages[0] clear_tool_outputs: tool output cleared: search (call_0)"
+    )
+    assert "; then stages[1] summarize: " in old_exchange.reason
+    # the newest exchanges stayed whole (keep_recent=2) and are kept, verbatim
+    newest_call = len(messages) - 3
+    assert by_unit[next(d.unit for d in record.decisions if newest_call in d.positions)].action == (
+        "kept"
+    )
+    made = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+    assert made and made[0]["role"] == "system"  # the summary
+    assert any(note.startswith("stages[0] clear_tool_outputs: tokens ") for note in record.notes)
+
+
+def test_a_made_message_dropped_by_a_later_stage_takes_its_units_with_it() -> None:
+    messages = agent(10)
+    pipeline = PipelineStrategy(stages=[{**CLEAR, "keep_recent": 0}, "fixed"])
+    window = pipeline.select(messages, 400)
+    assert window.tokens <= 400
+    first_exchange = next(d for d in window.record.decisions if 2 in d.positions)
+    assert first_exchange.action == "dropped"
+    assert first_exchange.reason.startswith("stages[0] clear_tool_outputs: tool output cleared")
+    assert "; then stages[1] fixed dropped it: " in first_exchange.reason
+
+
+def test_a_transform_stage_only_transforms_and_later_stages_fit_the_budget() -> None:
+    messages = agent(10)
+    budget = 1200
+    alone = ClearToolOutputs(keep_recent=2, min_tokens=20).select(messages, budget)
+    assert alone.record.count("dropped") > 0  # alone, it has to drop to fit
+    window = PipelineStrategy(stages=[CLEAR, "summarize"]).select(messages, budget)
+    first = window.record.stages[0]
+    assert first.strategy == "clear_tool_outputs" and first.count("dropped") == 0
+    assert first.tokens_after > budget  # it left the fitting to the summarize stage
+    assert window.record.stages[1].engaged and window.tokens <= budget
+    assert window.record.count("dropped") == 0  # nothing lost: cleared or summarized
+
+
+def test_clearing_first_can_make_later_stages_unnecessary() -> None:
+    messages = agent(6)
+    budget = tokens(messages) - 50
+    window = PipelineStrategy(stages=[CLEAR, "summarize"]).select(messages, budget)
+    cleared, summarize = window.record.stages
+    assert cleared.engaged and not summarize.engaged
+    assert window.record.count("summarized") == cleared.count("summarized") > 0
+    assert not any(m.get("role") == "system" and m is not messages[0] for m in window.messages)
+
+
+def test_engaging_within_budget_follows_the_stages() -> None:
+    messages = agent(6)
+    roomy = 100_000
+    lazy = PipelineStrategy(stages=[CLEAR, "fixed"]).select(messages, roomy)
+    assert lazy.record.engaged is False and lazy.messages == messages
+    assert lazy.record.stages == ()
+    eager = PipelineStrategy(stages=[{**CLEAR, "when": "always"}, "fixed"]).select(messages, roomy)
+    assert eager.record.engaged is True
+    assert eager.record.stages[0].engaged and not eager.record.stages[1].engaged
+    assert eager.tokens < tokens(messages)
+
+
+def test_third_party_strategy_as_a_stage_by_name() -> None:
+    """recency-decay is the plugin tutorial's package, installed like any third party."""
+    messages = agent(10)
+    window = PipelineStrategy(stages=[CLEAR, "recency-decay"]).select(messages, 900)
+    assert window.record.stages[1].strategy == "recency-decay"
+    assert window.tokens <= 900
+
+
+class _Paid(BaseStrategy):
+    """A real (if tiny) strategy that reports LLM usage, as an LLM-backed one would."""
+
+    name = "paid-fixed"
+    requires_llm: ClassVar[bool] = True  # type: ignore[misc]
+
+    @property
+    def billing(self) -> dict[str, str]:
+        return {"provider": "local", "model": "m"}
+
+    def engages_within_budget(self, history: History) -> bool:
+        return True
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        for unit in range(len(history.units)):
+            selection.keep(unit, "kept")
+        selection.llm = LLMUsage("local", "m", calls=1, prompt_tokens=10, completion_tokens=2)
+        return selection
+
+
+def test_llm_usage_is_summed_over_stages_and_billing_comes_from_a_paying_stage() -> None:
+    pipeline = PipelineStrategy(stages=[_Paid(), _Paid()])
+    assert pipeline.requires_llm is True
+    assert pipeline.billing == {"provider": "local", "model": "m"}
+    window = pipeline.select(agent(2), 100_000)
+    assert window.record.llm == LLMUsage("local", "m", 2, 20, 4)
+    assert [stage.llm for stage in window.record.stages] == [LLMUsage("local", "m", 1, 10, 2)] * 2
+    assert PipelineStrategy(stages=["fixed"]).requires_llm is False
+
+
+def test_async_gives_the_sync_record() -> None:
+    messages = agent(10)
+    pipeline = PipelineStrategy(stages=[CLEAR, "summarize", "sliding"])
+    sync = pipeline.select(messages, 1000)
+    asynchronous = asyncio.run(pipeline.aselect(messages, 1000))
+    assert asynchronous.messages == sync.messages
+    assert [d.to_dict() for d in asynchronous.record.decisions] == [
+        d.to_dict() for d in sync.record.decisions
+    ]
+    assert [s.strategy for s in asynchronous.record.stages] == [
+        s.strategy for s in sync.record.stages
+    ]
+
+
+def test_a_cut_newest_user_message_reaches_the_stages_cut() -> None:
+    messages = [*agent(3), {"role": "user", "content": "long question " * 400}]
+    window = PipelineStrategy(stages=[CLEAR, "fixed"], oversize="truncate").select(messages, 300)
+    assert window.tokens <= 300
+    newest = window.messages[-1]
+    assert newest is not messages[-1] and "cut by ctxwindow" in newest["content"]
+    assert window.record.decisions[-1].action == "truncated"
+
+
+# -- configuration errors, each naming the stage ---------------------------------------
+def select_with(stages: Any) -> None:
+    ctxwindow.from_config({"strategy": "pipeline", "budget": 1000, "stages": stages})
+
+
+def test_unknown_stage_name() -> None:
+    with pytest.raises(UnknownStrategy) as raised:
+        select_with(["clear_tool_outputs", "semantik"])
+    text = str(raised.value)
+    assert text.startswith("strategy 'pipeline': stages[1] ('semantik'): unknown strategy")
+    assert "installed strategies: " in text and "fixed" in text
+
+
+def test_unknown_first_party_stage_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxwindow import plugins
+
+    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-sliding")
+    plugins.reset()
+    try:
+        with pytest.raises(UnknownStrategy) as raised:
+            select_with(["fixed", {"strategy": "sliding"}])
+    finally:
+        monkeypatch.delenv("CTXWINDOW_DISABLE_PLUGINS")
+        plugins.reset()
+    assert "stages[1] ('sliding')" in str(raised.value)
+    assert "pip install ctxwindow-sliding" in str(raised.value)
+    assert raised.value.install_hint == "pip install ctxwindow-sliding"
+
+
+@pytest.mark.parametrize(
+    ("stages", "expected"),
+    [
+        ([], "option 'stages' is empty; list at least one"),
+        (
+            ["fixed", {"strategy": "clear_tool_outputs", "keep_recnt": 2}],
+            "stages[1] ('clear_tool_outputs'): unknown option(s) 'keep_recnt'; valid options: "
+            "keep_recent, min_tokens, ",
+        ),
+        (
+            [{"strategy": "clear_tool_outputs", "keep_recent": "two"}],
+            "stages[0] ('clear_tool_outputs'): strategy 'clear_tool_outputs': option "
+            "'keep_recent' expects int, got str 'two'",
+        ),
+        (
+            [{"strategy": "fixed", "max_messages": -1}],
+            "stages[0] ('fixed'): strategy 'fixed': option 'max_messages' must be >= 0",
+        ),
+        (
+            ["fixed", {"strategy": "pipeline", "stages": ["fixed"]}],
+            "stages[1] ('pipeline'): a pipeline cannot be a stage of a pipeline",
+        ),
+        ([{"keep_recent": 2}], "stages[0] has no 'strategy'"),
+        ([3], "stages[0] must be a strategy name, a table with 'strategy'"),
+        ([{"strategy": 7}], "stages[0]: 'strategy' must be a name (str), got 7"),
+        ("fixed", "option 'stages' expects list | tuple, got str 'fixed'"),
+    ],
+)
+def test_bad_stages_are_clear_errors(stages: Any, expected: str) -> None:
+    with pytest.raises(InvalidOption) as raised:
+        select_with(stages)
+    assert expected in str(raised.value)
+
+
+def test_a_pipeline_object_cannot_be_a_stage_either() -> None:
+    inner = PipelineStrategy(stages=["fixed"])
+    with pytest.raises(InvalidOption, match=r"stages\[0\]: a pipeline cannot be a stage"):
+        PipelineStrategy(stages=[inner])
+
+
+def test_the_cli_explains_a_pipeline(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "chat.json").write_text(json.dumps(agent(8)))
+    (tmp_path / "ctxwindow.toml").write_text(
+        'strategy = "pipeline"\nbudget = 900\n'
+        'stages = [{ strategy = "clear_tool_outputs", keep_recent = 1 }, "summarize"]\n'
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctxwindow.cli",
+            "select",
+            "chat.json",
+            "--explain",
+            "--config",
+            "ctxwindow.toml",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stderr.startswith("strategy pipeline | budget 900")
+    assert "note: stages[0] clear_tool_outputs: tokens " in done.stderr
+    assert "note: stages[1] summarize: tokens " in done.stderr
+    assert len(json.loads(done.stdout)) < len(agent(8))
