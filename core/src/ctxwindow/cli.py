@@ -205,15 +205,13 @@ def _select(args: argparse.Namespace) -> int:
     if not _encodable(text):  # lone surrogates, read from "\ud800" escapes: keep them escaped
         text = json.dumps(window.messages, indent=2, default=str) + "\n"
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write(args.output, text, "--output")
     else:
         sys.stdout.write(text)
     if args.explain:
         print(explain(window), file=sys.stderr)
     if args.record:
-        Path(args.record).write_text(
-            json.dumps(window.record.to_dict(), indent=2), encoding="utf-8"
-        )
+        _write(args.record, json.dumps(window.record.to_dict(), indent=2), "--record")
     return 0
 
 
@@ -237,6 +235,16 @@ def _check_outputs(args: argparse.Namespace) -> None:
         seen[target] = flag
 
 
+def _write(name: str, text: str, flag: str) -> None:
+    try:
+        Path(name).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ValueError(
+            f"cannot write {flag} {name!r}: {error.strerror or error}; give a file path "
+            f"in a folder you can write to"
+        ) from None
+
+
 def _encodable(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -250,16 +258,13 @@ def _eval(args: argparse.Namespace) -> int:
 
     progress_module = report.require("rich.progress")
     console = _console(report)
-    if args.questions:
-        conversations, loaded = dataset.load_jsonl(args.data, args.questions)
-    else:
-        conversations, loaded = dataset.load_locomo(args.data)
+    budgets = _ints(args.budgets, "--budgets")  # before the data: a typo fails at once
+    categories = _ints(args.categories, "--categories")
+    conversations, loaded = _load_benchmark(dataset, args.data, args.questions)
     console.print(f"[dim]{len(conversations)} conversations; {loaded.summary()}[/dim]")
     specs = args.strategy or [
         s["name"] for s in registry.describe_strategies() if not s["requires_llm"]
     ]
-    budgets = _ints(args.budgets, "--budgets")
-    categories = _ints(args.categories, "--categories")
     per_round = sum(len(c.questions) for c in conversations)
     with progress_module.Progress(console=console, transient=True) as bar:
         task = bar.add_task("evaluating", total=per_round * len(specs) * len(budgets))
@@ -284,6 +289,25 @@ def _eval(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(result, args.plot)
     return 0
+
+
+def _load_benchmark(dataset: Any, data: str, questions: str | None) -> tuple[Any, Any]:
+    """The benchmark's conversations; a file of another shape is one ConfigError."""
+    what = "your messages JSONL" if questions else "LoCoMo's JSON (a list of samples)"
+    try:
+        if questions:
+            return dataset.load_jsonl(data, questions)  # type: ignore[no-any-return]
+        return dataset.load_locomo(data)  # type: ignore[no-any-return]
+    except CtxWindowError:
+        raise
+    except IsADirectoryError:
+        raise ConfigError(f"benchmark file {data!r} is a directory; give {what}") from None
+    except OSError as error:
+        raise ConfigError(f"benchmark file cannot be read: {error}") from None
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as error:
+        raise ConfigError(
+            f"benchmark file {data!r} is not {what}: {type(error).__name__}: {error}"
+        ) from None
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -384,6 +408,12 @@ def read_messages_file(path: str) -> list[Any]:
         raise InvalidMessage(None, f"{source} is a directory, not a messages file") from None
     except OSError as error:
         raise InvalidMessage(None, f"{source} cannot be read ({error.strerror or error})") from None
+    return parse_messages(raw, source)
+
+
+def parse_messages(raw: bytes, source: str = "input") -> list[Any]:
+    """The bytes of a messages file as a list of (unchecked) entries, as the CLI reads
+    them; ``source`` names the file in errors. Anything else is one InvalidMessage."""
     text = _decoded(raw, source)
     stripped = text.strip()
     if not stripped:

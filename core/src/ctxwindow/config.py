@@ -46,6 +46,13 @@ def _read_config_file(file: Path) -> dict[str, Any] | None:
         raise ConfigError(f"{where} is a directory; give the path of the TOML file") from None
     except OSError as error:
         raise ConfigError(f"{where} cannot be read: {error.strerror or error}") from None
+    return parse_config(raw, file)
+
+
+def parse_config(raw: bytes, file: Path = Path(CONFIG_FILE)) -> dict[str, Any] | None:
+    """The ctxwindow table of a config file's bytes; ``file``'s name says whether it is a
+    pyproject.toml (None when that has no [tool.ctxwindow]). Errors are ConfigError."""
+    where = f"config file {str(file)!r}"
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -1,0 +1,874 @@
+"""Hostile input at every door: the CLI and the Python API.
+
+Every bad input gets one clear error: the CLI prints one line naming the problem and
+what to do and exits non-zero, with no traceback unless ``--debug``; the API raises a
+ctxwindow.errors exception whose message names the problem. No input file changes.
+
+Most CLI cases run ``ctxwindow.cli.main`` in this process (a subprocess per case would
+take minutes); a sample runs as a real subprocess too, to see exactly what a user sees.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import math
+import random
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import cli
+from ctxwindow.errors import (
+    BudgetTooSmall,
+    ConfigError,
+    CtxWindowError,
+    InvalidBudget,
+    InvalidMessage,
+    InvalidOption,
+    InvalidQuery,
+    OrphanToolResult,
+    UnknownCounter,
+    UnknownStrategy,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "conversation.json"
+GOOD = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
+
+
+def _call(name: str, call_id: str = "a") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+# -- message payloads: (id, the JSON-able value, a phrase the error must contain) ------
+BAD_MESSAGES: list[tuple[str, Any, str]] = [
+    ("object-not-list", {"role": "user", "content": "x", "extra": [1]}, "list of messages"),
+    ("list-of-strings", ["hello", "world"], "expected a dict"),
+    ("list-of-numbers", [1, 2.5], "expected a dict"),
+    ("nested-nonsense", [[[{"role": "user"}]]], "expected a dict"),
+    ("list-of-nulls", [None], "expected a dict"),
+    ("unknown-role", [{"role": "wizard", "content": "x"}], "unknown role 'wizard'"),
+    ("role-missing", [{"content": "x"}], "unknown role None"),
+    ("role-number", [{"role": 7, "content": "x"}], "unknown role 7"),
+    ("role-list", [{"role": ["user"], "content": "x"}], "unknown role ['user']"),
+    ("role-case", [{"role": "User", "content": "x"}], "unknown role 'User'"),
+    ("content-missing", [{"role": "user"}], "'content' is missing"),
+    ("content-number", [{"role": "user", "content": 5}], "'content' must be a string"),
+    ("content-object", [{"role": "user", "content": {"text": "x"}}], "'content' must be"),
+    ("content-bool", [{"role": "user", "content": True}], "'content' must be"),
+    ("part-string", [{"role": "user", "content": ["x"]}], "content part 0 must be a dict"),
+    ("part-no-type", [{"role": "user", "content": [{"text": "x"}]}], "with a 'type'"),
+    ("part-text-none", [{"role": "user", "content": [{"type": "text"}]}], "without 'text'"),
+    ("part-text-number", [{"role": "user", "content": [{"type": "text", "text": 3}]}], "text"),
+    ("name-number", [{"role": "user", "content": "x", "name": 5}], "'name' must be a string"),
+    ("metadata-list", [{"role": "user", "content": "x", "metadata": [1]}], "'metadata' must"),
+    ("pinned-string", [{"role": "user", "content": "x", "metadata": {"pinned": "yes"}}], "pinned"),
+    ("pinned-number", [{"role": "user", "content": "x", "metadata": {"pinned": 1}}], "pinned"),
+    ("id-float", [{"role": "user", "content": "x", "id": 1.5}], "'id' must be a string"),
+    ("id-bool", [{"role": "user", "content": "x", "id": True}], "'id' must be a string"),
+    ("id-object", [{"role": "user", "content": "x", "id": {"a": 1}}], "'id' must be a string"),
+    (
+        "tool-calls-object",
+        [{"role": "assistant", "content": None, "tool_calls": {"id": "a"}}],
+        "'tool_calls' must be a list",
+    ),
+    (
+        "tool-call-string",
+        [{"role": "assistant", "content": None, "tool_calls": ["a"]}],
+        "tool call 0 must be a dict",
+    ),
+    (
+        "tool-call-no-id",
+        [{"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]}],
+        "has no 'id'",
+    ),
+    (
+        "tool-call-no-name",
+        [{"role": "assistant", "content": None, "tool_calls": [{"id": "a", "function": {}}]}],
+        "no function 'name'",
+    ),
+    (
+        "tool-call-type-number",
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "a", "type": 1, "function": {"name": "f"}}],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+        ],
+        "'type' must be a string",
+    ),
+    (
+        "tool-calls-on-user",
+        [{"role": "user", "content": "x", "tool_calls": [_call("f")]}],
+        "only assistant messages may carry tool_calls",
+    ),
+    ("tool-without-id", [{"role": "tool", "content": "r"}], "needs the 'tool_call_id'"),
+    (
+        "tool-call-id-on-user",
+        [{"role": "user", "content": "x", "tool_call_id": "a"}],
+        "'tool_call_id' belongs on tool messages",
+    ),
+    (
+        "duplicate-call-ids",
+        [
+            {"role": "assistant", "content": None, "tool_calls": [_call("f"), _call("g")]},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+        ],
+        "appears twice in one message",
+    ),
+    (
+        "result-without-call",
+        [
+            {"role": "tool", "tool_call_id": "ghost", "content": "r"},
+            {"role": "user", "content": "q"},
+        ],
+        "pass orphans='drop'",
+    ),
+    (
+        "call-without-result",
+        [
+            {"role": "assistant", "content": None, "tool_calls": [_call("f")]},
+            {"role": "user", "content": "q"},
+        ],
+        "pass orphans='drop'",
+    ),
+    (
+        "result-after-another-message",
+        [
+            {"role": "assistant", "content": None, "tool_calls": [_call("f")]},
+            {"role": "user", "content": "meanwhile"},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+        ],
+        "pass orphans='drop'",
+    ),
+    (
+        "one-of-two-results",
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_call("f", "a"), _call("g", "b")],
+            },
+            {"role": "tool", "tool_call_id": "b", "content": "r"},
+            {"role": "user", "content": "q"},
+        ],
+        "pass orphans='drop'",
+    ),
+    (
+        "result-answered-twice",
+        [
+            {"role": "assistant", "content": None, "tool_calls": [_call("f")]},
+            {"role": "tool", "tool_call_id": "a", "content": "r"},
+            {"role": "tool", "tool_call_id": "a", "content": "again"},
+        ],
+        "pass orphans='drop'",
+    ),
+]
+#: Payloads that are tool-exchange defects: clear errors by default, dropped with 'drop'.
+DEFECTS = {
+    "result-without-call",
+    "call-without-result",
+    "result-after-another-message",
+    "one-of-two-results",
+    "result-answered-twice",
+}
+MESSAGE_IDS = [case[0] for case in BAD_MESSAGES]
+
+BAD_BUDGETS: list[Any] = [
+    0,
+    -1,
+    -(10**30),
+    1.5,
+    "abc",
+    "100",
+    math.nan,
+    math.inf,
+    True,
+    None,
+    [100],
+]
+
+
+# -- the API ---------------------------------------------------------------------------
+def _raises_cleanly(call: Callable[[], Any], kind: type[CtxWindowError], phrase: str) -> str:
+    with pytest.raises(CtxWindowError) as raised:
+        call()
+    assert isinstance(raised.value, kind), f"{type(raised.value).__name__}: {raised.value}"
+    text = str(raised.value)
+    assert phrase in text, text
+    assert "\n" not in text, "an error message is one line"
+    return text
+
+
+def _kind(case: str) -> type[CtxWindowError]:
+    return OrphanToolResult if case in DEFECTS else InvalidMessage
+
+
+@pytest.mark.parametrize(("case", "payload", "phrase"), BAD_MESSAGES, ids=MESSAGE_IDS)
+def test_api_bad_messages_are_one_clear_error(case: str, payload: Any, phrase: str) -> None:
+    before = copy.deepcopy(payload)
+    _raises_cleanly(lambda: ctxwindow.select(payload, 100), _kind(case), phrase)
+    assert payload == before
+    _raises_cleanly(
+        lambda: ctxwindow.from_config({"strategy": "fixed", "budget": 100}).select(payload),
+        _kind(case),
+        phrase,
+    )
+    strategy = ctxwindow.get_strategy("fixed")
+    _raises_cleanly(lambda: strategy.select(payload, 100), _kind(case), phrase)
+    assert payload == before
+
+
+@pytest.mark.parametrize(("case", "payload", "phrase"), BAD_MESSAGES, ids=MESSAGE_IDS)
+def test_conversation_rejects_what_select_rejects(case: str, payload: Any, phrase: str) -> None:
+    if case in DEFECTS:  # a Conversation grows one message at a time: defects are legal
+        conversation = ctxwindow.Conversation(payload)
+        _raises_cleanly(
+            lambda: ctxwindow.select(conversation, 100), OrphanToolResult, "orphans='drop'"
+        )
+        window = ctxwindow.select(conversation, 100, orphans="drop")
+        assert window.record.notes
+        return
+    before = copy.deepcopy(payload)
+    _raises_cleanly(lambda: ctxwindow.Conversation(payload), InvalidMessage, phrase)
+    if isinstance(payload, list) and payload:
+        growing = ctxwindow.Conversation()
+        _raises_cleanly(lambda: [growing.append(m) for m in payload], InvalidMessage, phrase)
+    assert payload == before
+
+
+@pytest.mark.parametrize("case", sorted(DEFECTS))
+def test_api_defects_are_dropped_on_request_and_said(case: str) -> None:
+    payload = {c: p for c, p, _ in BAD_MESSAGES}[case]
+    window = ctxwindow.select(payload, 1000, orphans="drop")
+    dropped = [d for d in window.record.decisions if d.unit < 0]
+    assert dropped and all(d.action == "dropped" for d in dropped)
+    gone = {p for d in dropped for p in d.positions}
+    assert not any(payload[p] is m for p in gone for m in window.messages)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [None, "hello", b"[]", 5, 2.5, {"role": "user", "content": "x"}, object()],
+    ids=["none", "str", "bytes", "int", "float", "dict", "object"],
+)
+def test_api_messages_of_the_wrong_type(messages: Any) -> None:
+    _raises_cleanly(lambda: ctxwindow.select(messages, 100), InvalidMessage, "messages")
+    _raises_cleanly(lambda: ctxwindow.Conversation(messages), InvalidMessage, "messages")
+
+
+@pytest.mark.parametrize("budget", BAD_BUDGETS, ids=repr)
+def test_api_bad_budgets(budget: Any) -> None:
+    messages = copy.deepcopy(GOOD)
+    _raises_cleanly(lambda: ctxwindow.select(messages, budget), InvalidBudget, "budget")
+    _raises_cleanly(
+        lambda: ctxwindow.from_config({"strategy": "fixed", "budget": budget}),
+        InvalidBudget,
+        "budget",
+    )
+    if budget is not None:  # None there means the configured budget
+        windower = ctxwindow.from_config({"strategy": "fixed", "budget": 100})
+        _raises_cleanly(lambda: windower.select(messages, budget=budget), InvalidBudget, "budget")
+    assert messages == GOOD
+
+
+def test_api_huge_budget_is_a_window_of_everything() -> None:
+    window = ctxwindow.select(GOOD, 10**30)
+    assert window.messages == GOOD and window.record.engaged is False
+
+
+@pytest.mark.parametrize(
+    ("strategy", "kind", "phrase"),
+    [
+        (5, InvalidOption, "strategy must be a name"),
+        (None, InvalidOption, "strategy must be a name"),
+        (["fixed"], InvalidOption, "strategy must be a name"),
+        ("", UnknownStrategy, "installed strategies: "),
+        ("FIXED", UnknownStrategy, "unknown strategy 'FIXED'"),
+        ("fixed\n", UnknownStrategy, "unknown strategy 'fixed\\n'"),
+        ("../../etc/passwd", UnknownStrategy, "installed strategies"),
+    ],
+    ids=repr,
+)
+def test_api_bad_strategy_names(strategy: Any, kind: type[CtxWindowError], phrase: str) -> None:
+    _raises_cleanly(lambda: ctxwindow.select(GOOD, 100, strategy), kind, phrase)
+    _raises_cleanly(
+        lambda: ctxwindow.from_config({"strategy": strategy, "budget": 100}), kind, phrase
+    )
+
+
+@pytest.mark.parametrize(
+    ("counter", "kind", "phrase"),
+    [
+        (5, InvalidOption, "counter must be a name"),
+        (["approx"], InvalidOption, "counter must be a name"),
+        ("", UnknownCounter, "unknown token counter"),
+        ("nope", UnknownCounter, "unknown token counter 'nope'"),
+        ("tiktoken:nope", InvalidOption, "tiktoken knows no encoding or model 'nope'"),
+        ("hf:", InvalidOption, "needs a path"),
+        ("hf:/nonexistent/tokenizer.json", InvalidOption, "no tokenizer file"),
+    ],
+    ids=repr,
+)
+def test_api_bad_counters(counter: Any, kind: type[CtxWindowError], phrase: str) -> None:
+    _raises_cleanly(lambda: ctxwindow.select(GOOD, 100, counter=counter), kind, phrase)
+
+
+@pytest.mark.parametrize("query", [5, b"q", ["q"], {"q": 1}], ids=repr)
+def test_api_bad_queries(query: Any) -> None:
+    _raises_cleanly(lambda: ctxwindow.select(GOOD, 100, query=query), InvalidQuery, "query")
+
+
+@pytest.mark.parametrize(
+    ("options", "phrase"),
+    [
+        ({"max_messages": "ten"}, "expects int | None, got str 'ten'"),
+        ({"max_messages": -1}, "must be >= 0"),
+        ({"max_messages": True}, "got bool True"),
+        ({"max_messages": math.nan}, "got float nan"),
+        ({"oversize": None}, "option 'oversize' expects str"),
+        ({"orphans": "keep"}, "must be one of 'raise', 'drop'"),
+        ({"colour": "red"}, "unknown key(s) 'colour'"),
+    ],
+    ids=repr,
+)
+def test_api_bad_options(options: dict[str, Any], phrase: str) -> None:
+    _raises_cleanly(lambda: ctxwindow.select(GOOD, 100, **options), InvalidOption, phrase)
+    _raises_cleanly(
+        lambda: ctxwindow.from_config({"strategy": "fixed", "budget": 100, **options}),
+        InvalidOption,
+        phrase,
+    )
+
+
+def test_api_unknown_keys_of_other_types_are_listed() -> None:
+    config: dict[Any, Any] = {"strategy": "fixed", "budget": 100, 1: 2, "x": 3}
+    _raises_cleanly(lambda: ctxwindow.from_config(config), InvalidOption, "unknown key(s) 1, 'x'")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"x": object()},
+        {"x": {1, 2}},
+    ],
+    ids=["object", "set"],
+)
+def test_api_tool_arguments_that_are_not_json(arguments: Any) -> None:
+    messages = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": arguments}}],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "r"},
+    ]
+    _raises_cleanly(lambda: ctxwindow.select(messages, 100), InvalidMessage, "not JSON data")
+
+
+def test_api_deeply_nested_content_part() -> None:
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(5_000):
+        inner.append([])
+        inner = inner[0]
+    messages = [{"role": "user", "content": [{"type": "x", "data": deep}]}]
+    _raises_cleanly(lambda: ctxwindow.select(messages, 100), InvalidMessage, "not JSON data")
+
+
+@pytest.mark.parametrize(
+    ("source", "phrase"),
+    [
+        (5, "config must be a dict or a path"),
+        (b"ctxwindow.toml", "config must be a dict or a path"),
+        ([("strategy", "fixed")], "config must be a dict or a path"),
+        ({"strategy": "fixed"}, "config has no 'budget'"),
+        ({"budget": 5}, "config has no 'strategy'"),
+    ],
+    ids=repr,
+)
+def test_api_config_of_the_wrong_shape(source: Any, phrase: str) -> None:
+    _raises_cleanly(lambda: ctxwindow.from_config(source), ConfigError, phrase)
+
+
+def test_api_budget_too_small_names_the_numbers() -> None:
+    text = _raises_cleanly(
+        lambda: ctxwindow.select([{"role": "user", "content": "x" * 400}], 5),
+        BudgetTooSmall,
+        "need",
+    )
+    assert "oversize='truncate'" in text
+
+
+# -- files: messages and configs -------------------------------------------------------
+def _random_bytes(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def _deep_json(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+MESSAGE_FILES: list[tuple[str, bytes, str]] = [
+    ("truncated-json", b'[{"role": "user", "content": "hi"', "is not valid JSON"),
+    ("truncated-mid-string", b'[{"role": "user", "content": "h', "is not valid JSON"),
+    ("invalid-json", b"this is not json", "line 1 is not valid JSON"),
+    ("trailing-comma", b'[{"role": "user", "content": "hi"},]', "is not valid JSON"),
+    ("single-quotes", b"[{'role': 'user', 'content': 'hi'}]", "is not valid JSON"),
+    ("random-bytes", _random_bytes(512, 1), "binary"),
+    ("random-bytes-2", _random_bytes(4096, 2), "binary"),
+    ("random-bytes-no-nul", bytes(b or 1 for b in _random_bytes(512, 5)), "not UTF-8"),
+    ("nul-bytes", b"\x00" * 16, "NUL bytes"),
+    ("json-with-nul", b'[{"role": "user", "content": "a\x00b"}]', "NUL bytes"),
+    ("utf16-le-bom", '[{"role": "user", "content": "hi"}]'.encode("utf-16"), "UTF-16"),
+    ("utf16-be-bom", b"\xfe\xff" + '[{"role":"user"}]'.encode("utf-16-be"), "UTF-16"),
+    ("invalid-utf8", b'[{"role": "user", "content": "\xff\xfe\xfd"}]', "not UTF-8"),
+    ("overlong-utf8", b'[{"role": "user", "content": "\xc0\xaf"}]', "not UTF-8"),
+    ("empty", b"", "is empty"),
+    ("whitespace-only", b" \n\t\r\n ", "is empty"),
+    ("bom-only", b"\xef\xbb\xbf", "is empty"),
+    ("pretty-object", b'{\n  "role": "user",\n  "content": "hi"\n}\n', "one JSON object"),
+    ("list-of-strings", b'["hello", "world"]', "expected a dict"),
+    ("nested-nonsense", b"[[[[{}]]]]", "expected a dict"),
+    ("scalar-string", b'"just a string"', "expected a dict"),
+    ("scalar-null", b"null", "expected a dict"),
+    ("scalar-number", b"42", "expected a dict"),
+    ("deeply-nested", _deep_json(100_000), "nested too deeply"),
+    ("huge-integer", b'[{"role": "user", "content": "x", "id": ' + b"9" * 5000 + b"}]", "JSON"),
+    ("jsonl-bad-third-line", b'{"role":"user","content":"a"}\n\n{"role":', "line 3"),
+    ("jsonl-with-array-line", b'{"role":"user","content":"a"}\n[1, 2]\n', "message 1"),
+    ("unknown-role", b'[{"role": "wizard", "content": "x"}]', "unknown role 'wizard'"),
+    ("wrong-type-content", b'[{"role": "user", "content": 5}]', "'content' must be"),
+    ("wrong-type-pinned", b'[{"role":"user","content":"x","metadata":{"pinned":NaN}}]', "pinned"),
+    ("content-missing", b'{"role": "user"}', "'content' is missing"),
+    (
+        "result-without-call",
+        b'[{"role": "tool", "tool_call_id": "x", "content": "r"}, {"role":"user","content":"q"}]',
+        "orphans='drop'",
+    ),
+    (
+        "call-without-result",
+        json.dumps(
+            [
+                {"role": "assistant", "content": None, "tool_calls": [_call("f")]},
+                {"role": "user", "content": "q"},
+            ]
+        ).encode(),
+        "orphans='drop'",
+    ),
+    (
+        "duplicate-call-ids",
+        json.dumps(
+            [
+                {"role": "assistant", "content": None, "tool_calls": [_call("f"), _call("g")]},
+                {"role": "tool", "tool_call_id": "a", "content": "r"},
+            ]
+        ).encode(),
+        "appears twice",
+    ),
+]
+FILE_IDS = [case[0] for case in MESSAGE_FILES]
+
+CONFIG_FILES: list[tuple[str, str, bytes, str]] = [
+    ("unknown-key", "ctxwindow.toml", b'strategy = "fixed"\nbudget = 100\nbogus = 1\n', "bogus"),
+    ("budget-string", "ctxwindow.toml", b'strategy = "fixed"\nbudget = "100"\n', "budget must"),
+    ("budget-float", "ctxwindow.toml", b'strategy = "fixed"\nbudget = 1e30\n', "budget must"),
+    ("budget-nan", "ctxwindow.toml", b'strategy = "fixed"\nbudget = nan\n', "budget must"),
+    ("budget-zero", "ctxwindow.toml", b'strategy = "fixed"\nbudget = 0\n', "budget must"),
+    ("budget-negative", "ctxwindow.toml", b'strategy = "fixed"\nbudget = -1\n', "budget must"),
+    ("budget-bool", "ctxwindow.toml", b'strategy = "fixed"\nbudget = true\n', "budget must"),
+    ("budget-table", "ctxwindow.toml", b'strategy = "fixed"\n[budget]\na = 1\n', "budget must"),
+    ("strategy-number", "ctxwindow.toml", b"strategy = 5\nbudget = 100\n", "must be a name"),
+    ("strategy-unknown", "ctxwindow.toml", b'strategy = "nope"\nbudget = 100\n', "'nope'"),
+    ("counter-list", "ctxwindow.toml", b'strategy="fixed"\nbudget=100\ncounter=["a"]\n', "counter"),
+    ("counter-unknown", "ctxwindow.toml", b'strategy="fixed"\nbudget=1\ncounter="x:y"\n', "'x:y'"),
+    (
+        "option-wrong-type",
+        "ctxwindow.toml",
+        b'strategy = "fixed"\nbudget = 100\nmax_messages = "ten"\n',
+        "expects int | None",
+    ),
+    (
+        "option-wrong-choice",
+        "ctxwindow.toml",
+        b'strategy = "fixed"\nbudget = 100\noversize = "explode"\n',
+        "must be one of",
+    ),
+    ("invalid-toml", "ctxwindow.toml", b'strategy = "fixed\nbudget = \n', "is not valid TOML"),
+    ("duplicate-key", "ctxwindow.toml", b"budget = 1\nbudget = 2\n", "is not valid TOML"),
+    ("binary", "ctxwindow.toml", _random_bytes(256, 3), "not UTF-8"),
+    ("utf16", "ctxwindow.toml", 'strategy = "fixed"\n'.encode("utf-16"), "not UTF-8"),
+    ("empty", "ctxwindow.toml", b"", "no 'strategy'"),
+    ("no-budget", "ctxwindow.toml", b'strategy = "fixed"\n', "no 'budget'"),
+    ("deep-array", "ctxwindow.toml", b"a = " + b"[" * 50_000 + b"]" * 50_000, "TOML"),
+    (
+        "pyproject-unknown-key",
+        "pyproject.toml",
+        b'[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 100\nextra = {a = 1}\n',
+        "unknown key(s) 'extra'",
+    ),
+    ("pyproject-table-number", "pyproject.toml", b"[tool]\nctxwindow = 5\n", "must be a table"),
+    ("pyproject-tool-number", "pyproject.toml", b"tool = 5\n", "no [tool.ctxwindow] table"),
+    ("pyproject-no-table", "pyproject.toml", b'[project]\nname = "x"\n', "no [tool.ctxwindow]"),
+    ("pyproject-invalid", "pyproject.toml", b"[tool.ctxwindow\n", "is not valid TOML"),
+]
+CONFIG_IDS = [case[0] for case in CONFIG_FILES]
+#: Where the CLI says it otherwise: it defaults the strategy to 'fixed'.
+CLI_CONFIG_PHRASES = {"empty": "no token budget: pass --budget N", "no-budget": "pass --budget N"}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def unchanged(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
+    """``unchanged(path)``: fail the test if that file changes before it ends."""
+    watched: dict[Path, str] = {}
+
+    def watch(path: Path) -> None:
+        watched[path] = _digest(path)
+
+    yield watch
+    for path, digest in watched.items():
+        assert _digest(path) == digest, f"{path} changed"
+
+
+@pytest.mark.parametrize(("case", "content", "phrase"), MESSAGE_FILES, ids=FILE_IDS)
+def test_api_message_files_read_as_the_cli_reads_them(
+    tmp_path: Path, case: str, content: bytes, phrase: str, unchanged: Callable[[Path], None]
+) -> None:
+    """The CLI's reader raises InvalidMessage itself, or hands on what select rejects."""
+    source = tmp_path / "messages.json"
+    source.write_bytes(content)
+    unchanged(source)
+    with pytest.raises(CtxWindowError) as raised:
+        ctxwindow.select(cli.read_messages_file(str(source)), 100)
+    assert isinstance(raised.value, InvalidMessage)
+    assert phrase in str(raised.value)
+
+
+@pytest.mark.parametrize(("case", "name", "content", "phrase"), CONFIG_FILES, ids=CONFIG_IDS)
+def test_api_config_files(
+    tmp_path: Path,
+    case: str,
+    name: str,
+    content: bytes,
+    phrase: str,
+    unchanged: Callable[[Path], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    unchanged(path)
+    text = _raises_cleanly(lambda: ctxwindow.from_config(path), CtxWindowError, phrase)
+    assert text
+    monkeypatch.chdir(tmp_path)  # found by looking in the current folder: the same error
+    if case not in ("pyproject-tool-number", "pyproject-no-table"):
+        _raises_cleanly(ctxwindow.from_config, CtxWindowError, phrase)
+
+
+def test_api_config_paths_that_are_no_files(tmp_path: Path) -> None:
+    _raises_cleanly(lambda: ctxwindow.from_config(tmp_path), ConfigError, "is a directory")
+    _raises_cleanly(
+        lambda: ctxwindow.from_config(tmp_path / "missing.toml"), ConfigError, "does not exist"
+    )
+
+
+# -- the CLI, in this process ----------------------------------------------------------
+def _cli(
+    argv: list[str], capsys: pytest.CaptureFixture[str], stdin: bytes | None = None
+) -> tuple[int, str, str]:
+    old = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    try:
+        try:
+            code = cli.main(argv)
+        except SystemExit as exit_:  # argparse's own exits
+            code = int(exit_.code or 0)
+    finally:
+        sys.stdin = old
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_clear_line(code: int, err: str, phrase: str) -> None:
+    assert code != 0
+    lines = err.splitlines()
+    assert len(lines) == 1, f"want one line, got: {err!r}"
+    assert lines[0].startswith("ctxwindow: error: "), lines[0]
+    assert phrase in lines[0], lines[0]
+    assert "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize(("case", "content", "phrase"), MESSAGE_FILES, ids=FILE_IDS)
+def test_cli_bad_message_files(
+    tmp_path: Path,
+    case: str,
+    content: bytes,
+    phrase: str,
+    capsys: pytest.CaptureFixture[str],
+    unchanged: Callable[[Path], None],
+) -> None:
+    source = tmp_path / "messages.json"
+    source.write_bytes(content)
+    unchanged(source)
+    code, out, err = _cli(["select", str(source), "--budget", "100"], capsys)
+    _one_clear_line(code, err, phrase)
+    assert out == ""
+
+
+@pytest.mark.parametrize(("case", "content", "phrase"), MESSAGE_FILES[:12], ids=FILE_IDS[:12])
+def test_cli_bad_messages_on_stdin(
+    case: str, content: bytes, phrase: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out, err = _cli(["select", "-", "--budget", "100"], capsys, stdin=content)
+    _one_clear_line(code, err, phrase.replace("messages.json", "stdin"))
+    assert "stdin" in err
+
+
+@pytest.mark.parametrize(
+    ("target", "phrase"),
+    [("missing.json", "does not exist"), (".", "is a directory")],
+)
+def test_cli_message_paths_that_are_no_files(
+    tmp_path: Path, target: str, phrase: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _cli(["select", str(tmp_path / target), "--budget", "100"], capsys)
+    _one_clear_line(code, err, phrase)
+
+
+@pytest.mark.parametrize(
+    ("budget", "phrase"),
+    [
+        ("0", "budget must be a positive int"),
+        ("-1", "budget must be a positive int"),
+        ("1.5", "invalid int value: '1.5'"),
+        ("abc", "invalid int value: 'abc'"),
+        ("NaN", "invalid int value: 'NaN'"),
+        ("True", "invalid int value: 'True'"),
+        ("", "invalid int value: ''"),
+        ("1e3", "invalid int value: '1e3'"),
+    ],
+)
+def test_cli_bad_budgets(
+    budget: str, phrase: str, capsys: pytest.CaptureFixture[str], unchanged: Callable[[Path], None]
+) -> None:
+    unchanged(EXAMPLE)
+    code, out, err = _cli(["select", str(EXAMPLE), f"--budget={budget}"], capsys)
+    _one_clear_line(code, err, phrase)
+    assert out == ""
+
+
+def test_cli_huge_budget_gives_the_whole_conversation(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(["select", str(EXAMPLE), "--budget", str(10**30)], capsys)
+    assert code == 0, err
+    assert json.loads(out) == json.loads(EXAMPLE.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("case", "name", "content", "phrase"), CONFIG_FILES, ids=CONFIG_IDS)
+def test_cli_bad_config_files(
+    tmp_path: Path,
+    case: str,
+    name: str,
+    content: bytes,
+    phrase: str,
+    capsys: pytest.CaptureFixture[str],
+    unchanged: Callable[[Path], None],
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    unchanged(path)
+    unchanged(EXAMPLE)
+    code, out, err = _cli(["select", str(EXAMPLE), "--config", str(path)], capsys)
+    _one_clear_line(code, err, CLI_CONFIG_PHRASES.get(case, phrase))
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    ("arguments", "phrase"),
+    [
+        (["--config", "{tmp}"], "is a directory"),
+        (["--config", "{tmp}/missing.toml"], "does not exist"),
+        (["-b", "100", "-o", "colour=red"], "unknown key(s) 'colour'"),
+        (["-b", "100", "-o", "novalue"], "--option wants KEY=VALUE"),
+        (["-b", "100", "-o", "=5"], "--option wants KEY=VALUE"),
+        (["-b", "100", "-o", "max_messages=NaN"], "got float nan"),
+        (["-b", "100", "-o", "max_messages=[1]"], "got list [1]"),
+        (["-b", "100", "-o", "budget=5"], "use --budget instead"),
+        (["-b", "100", "-s", "nope"], "unknown strategy 'nope'"),
+        (["-b", "100", "-s", ""], "unknown strategy ''"),
+        (["-b", "100", "-c", "nope"], "unknown token counter 'nope'"),
+        (["-b", "100", "-c", "hf:{tmp}"], "hf counter"),
+        (["-b", "2"], "need"),
+        ([], "pass --budget N"),
+        (["-b", "100", "--bogus"], "unrecognized arguments: --bogus"),
+        (["-b"], "expected one argument"),
+        (["-b", "2000", "-O", "{tmp}"], "Is a directory"),
+    ],
+)
+def test_cli_bad_arguments(
+    tmp_path: Path,
+    arguments: list[str],
+    phrase: str,
+    capsys: pytest.CaptureFixture[str],
+    unchanged: Callable[[Path], None],
+) -> None:
+    unchanged(EXAMPLE)
+    argv = ["select", str(EXAMPLE), *(a.replace("{tmp}", str(tmp_path)) for a in arguments)]
+    code, _, err = _cli(argv, capsys)
+    _one_clear_line(code, err, phrase)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bogus"],
+        ["strategies", "extra"],
+        ["plugins", "--what"],
+        ["select"],
+        ["eval"],
+        ["bench", "--repeats", "x"],
+        ["new-plugin"],
+    ],
+    ids=" ".join,
+)
+def test_cli_usage_errors_are_one_line_too(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _cli(argv, capsys)
+    assert code == cli.EXIT_USAGE
+    _one_clear_line(code, err, "--help")
+
+
+@pytest.mark.parametrize("flag", ["--output", "--record"])
+@pytest.mark.parametrize("victim", ["messages", "config"])
+def test_cli_never_writes_over_an_input(
+    tmp_path: Path,
+    flag: str,
+    victim: str,
+    capsys: pytest.CaptureFixture[str],
+    unchanged: Callable[[Path], None],
+) -> None:
+    messages = tmp_path / "messages.json"
+    messages.write_bytes(EXAMPLE.read_bytes())
+    config = tmp_path / "ctxwindow.toml"
+    config.write_text('strategy = "fixed"\nbudget = 500\n', encoding="utf-8")
+    unchanged(messages)
+    unchanged(config)
+    target = messages if victim == "messages" else config
+    argv = ["select", str(messages), "--config", str(config), flag, str(target)]
+    code, out, err = _cli(argv, capsys)
+    _one_clear_line(code, err, "never overwrites its input")
+    assert out == ""
+
+
+def test_cli_record_and_output_are_different_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    same = str(tmp_path / "out.json")
+    code, _, err = _cli(["select", str(EXAMPLE), "-b", "500", "-O", same, "--record", same], capsys)
+    _one_clear_line(code, err, "--record")
+
+
+def test_cli_lone_surrogates_come_out_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "messages.json"
+    source.write_bytes(b'[{"role": "user", "content": "half \\ud800 a pair"}]')
+    code, out, err = _cli(["select", str(source), "--budget", "100"], capsys)
+    assert code == 0, err
+    assert "\\ud800" in out
+    assert json.loads(out) == [{"role": "user", "content": "half \ud800 a pair"}]
+
+
+@pytest.mark.parametrize(
+    ("data", "extra", "phrase"),
+    [
+        (b'[{"sample_id": 1', [], "is not JSON"),
+        (b'["a", "b"]', [], "is not LoCoMo's JSON"),
+        (b'{"role": "user"}', [], "is not LoCoMo's JSON"),
+        (b"[[[]]]", [], "is not LoCoMo's JSON"),
+        (_random_bytes(300, 4), [], "not JSON"),
+        (b"[]", ["--budgets", "abc"], "--budgets wants comma-separated whole numbers"),
+        (b"[]", ["--categories", "1,x"], "--categories wants"),
+        (b"[]", ["--budgets", ","], "--budgets is empty"),
+    ],
+)
+def test_cli_eval_bad_data(
+    tmp_path: Path,
+    data: bytes,
+    extra: list[str],
+    phrase: str,
+    capsys: pytest.CaptureFixture[str],
+    unchanged: Callable[[Path], None],
+) -> None:
+    pytest.importorskip("rich")
+    source = tmp_path / "bench.json"
+    source.write_bytes(data)
+    unchanged(source)
+    code, _, err = _cli(["eval", str(source), *extra], capsys)
+    _one_clear_line(code, err, phrase)
+
+
+def test_cli_eval_data_that_is_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("rich")
+    code, _, err = _cli(["eval", str(tmp_path)], capsys)
+    _one_clear_line(code, err, "is a directory")
+
+
+# -- the CLI as a user runs it -----------------------------------------------------------
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwindow.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("case", ["random-bytes", "deeply-nested", "utf16-le-bom"])
+def test_cli_subprocess_one_line_and_traceback_only_with_debug(tmp_path: Path, case: str) -> None:
+    content = {c: b for c, b, _ in MESSAGE_FILES}[case]
+    source = tmp_path / "messages.json"
+    source.write_bytes(content)
+    result = _run("select", str(source), "--budget", "100")
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+    debug = _run("--debug", "select", str(source), "--budget", "100")
+    assert debug.returncode != 0
+    assert "Traceback" in debug.stderr
+    assert source.read_bytes() == content
+
+
+def test_cli_subprocess_usage_error_is_one_line() -> None:
+    result = _run("select", str(EXAMPLE), "--budget", "NaN")
+    assert result.returncode == cli.EXIT_USAGE
+    assert result.stderr.splitlines() == [
+        "ctxwindow: error: argument --budget/-b: invalid int value: 'NaN' "
+        "(see `ctxwindow select --help`)"
+    ]
+
+
+def count_hostile_inputs() -> dict[str, int]:
+    """How many distinct hostile inputs this file tries (for the reliability report)."""
+    return {
+        "message payloads (API)": len(BAD_MESSAGES),
+        "message files (CLI and API)": len(MESSAGE_FILES),
+        "config files (CLI and API)": len(CONFIG_FILES),
+        "budgets (API)": len(BAD_BUDGETS),
+    }
