@@ -25,7 +25,9 @@ REPLY = {
 }  # fmt: skip
 #: Kept alive for the test session: the lazily validated content iterables need it.
 MESSAGE_PARAMS = pydantic.TypeAdapter(list[anthropic.types.MessageParam])
-SYSTEM = [{"type": "text", "text": "You are a careful travel agent.", "cache_control": {"type": "ephemeral"}}]  # fmt: skip
+SYSTEM = [
+    {"type": "text", "text": "You are a careful agent.", "cache_control": {"type": "ephemeral"}}
+]
 
 
 @pytest.fixture
@@ -65,16 +67,31 @@ def history(turns: int = 10) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for t in range(turns):
         out.append({"role": "user", "content": f"question {t} " + "word " * 20})
-        out.append({"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "hmm " * 5, "signature": f"sig{t}"},
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": f"a{t}", "name": "lookup", "input": {"q": t}},
-            {"type": "tool_use", "id": f"b{t}", "name": "lookup", "input": {"q": -t}}]})
-        out.append({"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": f"b{t}", "content": "r " * 30},
-            {"type": "tool_result", "tool_use_id": f"a{t}",
-             "content": [{"type": "text", "text": "r " * 30}]},
-            {"type": "text", "text": f"also consider option {t} " + "x " * 10}]})
+        out.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hmm " * 5, "signature": f"sig{t}"},
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": f"a{t}", "name": "lookup", "input": {"q": t}},
+                    {"type": "tool_use", "id": f"b{t}", "name": "lookup", "input": {"q": -t}},
+                ],
+            }
+        )
+        out.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"b{t}", "content": "r " * 30},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"a{t}",
+                        "content": [{"type": "text", "text": "r " * 30}],
+                    },
+                    {"type": "text", "text": f"also consider option {t} " + "x " * 10},
+                ],
+            }
+        )
         out.append({"role": "assistant", "content": "answer " * 15})
     out.append({"role": "user", "content": "and now?"})
     return out  # fmt: skip
@@ -171,7 +188,9 @@ def test_truncating_the_newest_user_message_gives_a_copy() -> None:
     window = adapter.select(messages, 200, oversize="truncate")
     last = window.messages[-1]
     assert last is not messages[-1] and messages[-1]["content"][0]["text"] == "long " * 400
-    assert last["content"][0]["text"].endswith("characters cut by ctxwindow to fit the token budget]")
+    assert last["content"][0]["text"].endswith(
+        "characters cut by ctxwindow to fit the token budget]"
+    )
     assert last["content"][1] is messages[-1]["content"][1]
     check_valid(window.messages)
 
@@ -181,14 +200,19 @@ def test_bad_input_names_the_message() -> None:
         adapter.select([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}], 50)
     with pytest.raises(InvalidMessage, match="message 0: expected a dict"):
         adapter.select(["hello"], 50)  # type: ignore[list-item]
-    text_first = [{"role": "user", "content": "q"},
-                  {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
-                  {"role": "user", "content": [{"type": "text", "text": "x"},
-                                               {"type": "tool_result", "tool_use_id": "t"}]}]  # fmt: skip
+    call = {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+    text_first = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "text", "text": "x"},
+                                     {"type": "tool_result", "tool_use_id": "t"}]},
+    ]  # fmt: skip
     with pytest.raises(InvalidMessage, match="message 2: content block 1 is a tool_result after"):
         adapter.select(text_first, 50)
-    orphan = [{"role": "user", "content": "q"},
-              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz"}]}]  # fmt: skip
+    orphan = [
+        {"role": "user", "content": "q"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz"}]},
+    ]
     with pytest.raises(OrphanToolResult, match="message 1: tool result for call 'zz'"):
         adapter.select(orphan, 50)
     unanswered = [{"role": "user", "content": "q"}, text_first[1]]

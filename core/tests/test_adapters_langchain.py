@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("langchain_core")
 
-from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
@@ -21,13 +21,13 @@ from langchain_core.messages import (  # noqa: E402
     ToolMessage,
     convert_to_openai_messages,
 )
-from langchain_core.messages.utils import count_tokens_approximately  # noqa: E402
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
-from langchain_core.runnables import Runnable  # noqa: E402
-from openai.types.chat import ChatCompletionMessageParam  # noqa: E402
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import Runnable
+from openai.types.chat import ChatCompletionMessageParam
 
-from ctxwindow import InvalidMessage, InvalidOption, OrphanToolResult, get_counter  # noqa: E402
-from ctxwindow.adapters import langchain as adapter  # noqa: E402
+from ctxwindow import InvalidMessage, InvalidOption, OrphanToolResult, get_counter
+from ctxwindow.adapters import langchain as adapter
 
 OPENAI_MESSAGES = pydantic.TypeAdapter(list[ChatCompletionMessageParam])
 
@@ -37,11 +37,22 @@ def history(turns: int = 8) -> list[BaseMessage]:
     order, an answer) after a system message, and a newest question: 42 messages."""
     out: list[BaseMessage] = [SystemMessage("You are brief.", id="sys")]
     for t in range(turns):
-        out.append(HumanMessage(f"question {t} " + "word " * 20, id=f"h{t}",
-                                additional_kwargs={"lang": "en"}))
-        out.append(AIMessage("", id=f"ai{t}", response_metadata={"model": "m", "turn": t},
-                             tool_calls=[{"name": "lookup", "args": {"q": t}, "id": f"a{t}"},
-                                         {"name": "lookup", "args": {"q": -t}, "id": f"b{t}"}]))
+        out.append(
+            HumanMessage(
+                f"question {t} " + "word " * 20, id=f"h{t}", additional_kwargs={"lang": "en"}
+            )
+        )
+        out.append(
+            AIMessage(
+                "",
+                id=f"ai{t}",
+                response_metadata={"model": "m", "turn": t},
+                tool_calls=[
+                    {"name": "lookup", "args": {"q": t}, "id": f"a{t}"},
+                    {"name": "lookup", "args": {"q": -t}, "id": f"b{t}"},
+                ],
+            )
+        )
         out.append(ToolMessage("r " * 30, tool_call_id=f"b{t}", id=f"tb{t}"))
         out.append(ToolMessage("r " * 30, tool_call_id=f"a{t}", id=f"ta{t}", artifact={"t": t}))
         out.append(AIMessage("answer " * 15, id=f"ans{t}"))

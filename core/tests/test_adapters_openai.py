@@ -73,9 +73,24 @@ def chat_history(turns: int = 10) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"role": "system", "content": "Be brief.", "id": "sys"}]
     for t in range(turns):
         out.append({"role": "user", "content": f"question {t} " + "word " * 20, "id": f"u{t}"})
-        out.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"a{t}", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-            {"id": f"b{t}", "type": "function", "function": {"name": "g", "arguments": "{}"}}]})
+        out.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"a{t}",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    },
+                    {
+                        "id": f"b{t}",
+                        "type": "function",
+                        "function": {"name": "g", "arguments": "{}"},
+                    },
+                ],
+            }
+        )
         out.append({"role": "tool", "tool_call_id": f"b{t}", "content": "result " * 15})
         out.append({"role": "tool", "tool_call_id": f"a{t}", "content": "result " * 15})
         out.append({"role": "assistant", "content": "answer " * 12, "metadata": {"x": t}})
@@ -121,19 +136,49 @@ def responses_history(turns: int = 8) -> list[Any]:
     calls, their outputs (in the other order), and an assistant message."""
     items: list[Any] = [{"type": "message", "role": "developer", "content": "Be brief."}]
     for t in range(turns):
-        items.append({"role": "user", "content": [
-            {"type": "input_text", "text": f"question {t} " + "word " * 20}]})
-        items.append({"type": "reasoning", "id": f"rs_{t}", "summary": [
-            {"type": "summary_text", "text": "thinking " * 5}], "encrypted_content": "xyz"})
-        items.append({"type": "function_call", "id": f"fc_a{t}", "call_id": f"a{t}",
-                      "name": "lookup", "arguments": json.dumps({"q": t})})
-        items.append({"type": "function_call", "id": f"fc_b{t}", "call_id": f"b{t}",
-                      "name": "lookup", "arguments": json.dumps({"q": -t})})
+        items.append(
+            {
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"question {t} " + "word " * 20}],
+            }
+        )
+        items.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{t}",
+                "summary": [{"type": "summary_text", "text": "thinking " * 5}],
+                "encrypted_content": "xyz",
+            }
+        )
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_a{t}",
+                "call_id": f"a{t}",
+                "name": "lookup",
+                "arguments": json.dumps({"q": t}),
+            }
+        )
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_b{t}",
+                "call_id": f"b{t}",
+                "name": "lookup",
+                "arguments": json.dumps({"q": -t}),
+            }
+        )
         items.append({"type": "function_call_output", "call_id": f"b{t}", "output": "r " * 30})
         items.append({"type": "function_call_output", "call_id": f"a{t}", "output": "r " * 30})
-        items.append({"type": "message", "role": "assistant", "id": f"msg_{t}",
-                      "status": "completed", "content": [
-            {"type": "output_text", "text": "answer " * 10, "annotations": []}]})
+        items.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": f"msg_{t}",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "answer " * 10, "annotations": []}],
+            }
+        )
     items.append({"role": "user", "content": "and now?"})
     return items  # fmt: skip
 

@@ -1,0 +1,193 @@
+"""pydantic-ai adapter: the history processor inside a real Agent with a FunctionModel,
+and the window of list[ModelMessage] on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import ctxwindow
+from ctxwindow import InvalidMessage, OrphanToolResult, get_counter
+from ctxwindow.adapters import pydantic_ai as adapter
+
+
+def history(turns: int = 10) -> list[ModelMessage]:
+    """A system prompt with the first question, then per turn two parallel tool calls,
+    their returns (in the other order), an answer and the next question: 41 messages."""
+    out: list[ModelMessage] = [
+        ModelRequest(
+            parts=[SystemPromptPart("Be brief."), UserPromptPart("question 0 " + "w " * 30)]
+        )
+    ]
+    for t in range(turns):
+        out.append(
+            ModelResponse(
+                parts=[
+                    TextPart("Let me look."),
+                    ToolCallPart("lookup", {"q": t}, tool_call_id=f"a{t}"),
+                    ToolCallPart("lookup", {"q": -t}, tool_call_id=f"b{t}"),
+                ],
+                model_name="m",
+            )
+        )
+        out.append(
+            ModelRequest(
+                parts=[
+                    ToolReturnPart("lookup", "r " * 30, tool_call_id=f"b{t}"),
+                    ToolReturnPart("lookup", {"rows": ["r"] * 10}, tool_call_id=f"a{t}"),
+                ]
+            )
+        )
+        out.append(ModelResponse(parts=[TextPart("answer " * 15)], model_name="m"))
+        out.append(
+            ModelRequest(
+                parts=[UserPromptPart(f"question {t + 1} " + "w " * 30)], metadata={"turn": t}
+            )
+        )
+    return out  # fmt: skip
+
+
+def check_valid(messages: list[ModelMessage]) -> None:
+    """Each tool call is answered in the next request, each return answers the response
+    before it, and the history ends with a request (pydantic-ai requires it)."""
+    assert isinstance(messages[-1], ModelRequest)
+    for index, message in enumerate(messages):
+        returns = {p.tool_call_id for p in message.parts if isinstance(p, ToolReturnPart)}
+        calls = {p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)}
+        if returns:
+            before = messages[index - 1]
+            assert isinstance(before, ModelResponse)
+            assert returns == {p.tool_call_id for p in before.parts if isinstance(p, ToolCallPart)}
+        if calls:
+            after = messages[index + 1]
+            assert calls == {p.tool_call_id for p in after.parts if isinstance(p, ToolReturnPart)}
+
+
+def test_select_round_trip() -> None:
+    messages = history()
+    before = copy.deepcopy(messages)
+    counter = get_counter("approx")
+    window = adapter.select(messages, 400, counter=counter)
+    assert messages == before
+    assert len(messages) == 41
+    kept = window.messages
+    check_valid(kept)
+    first = kept[0]
+    assert first is not messages[0] and first.parts == [messages[0].parts[0]]  # system part
+    assert dataclasses.replace(messages[0], parts=first.parts) == first  # every other field
+    assert all(any(m is o for o in messages) for m in kept[1:])
+    assert kept[-1] is messages[-1]
+    assert sum(counter.count_message(m) for m in adapter.read_messages(kept).messages) <= 400
+    assert window.record.messages_before == 41 and window.record.messages_after == len(kept)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "summarize"])
+def test_history_processor_in_a_real_agent(strategy: str) -> None:
+    messages = history(12)[:-1]  # ends with the model's answer; the run adds a question
+    received: list[list[ModelMessage]] = []
+
+    def model(seen: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        received.append(list(seen))
+        return ModelResponse(parts=[TextPart("fine")])
+
+    processor = adapter.ctxwindow_processor(budget=500, strategy=strategy)
+    agent = Agent(FunctionModel(model), capabilities=[processor.capability()])
+    result = agent.run_sync("and now?", message_history=messages)
+    assert result.output == "fine"
+    (seen,) = received
+    window = processor.last
+    assert window is not None and window.record.engaged
+    assert len(seen) < len(messages)
+    # what the model got is the window (pydantic-ai puts tool returns in call order and
+    # joins consecutive requests)
+    assert summary(seen) == summary(window.messages)
+    check_valid(seen)
+    newest = seen[-1]
+    assert isinstance(newest, ModelRequest) and newest.parts[-1].content == "and now?"
+    assert isinstance(seen[0].parts[0], SystemPromptPart)
+    made = [p for m in seen for p in m.parts
+            if isinstance(p, UserPromptPart) and str(p.content).startswith("Summary")]  # fmt: skip
+    assert bool(made) == (strategy == "summarize")
+    if strategy == "summarize":
+        assert window.record.count("summarized") > 0
+
+
+def test_processor_is_async_and_keeps_the_last_request() -> None:
+    # the last request holds only tool returns: pinned, so the window still ends with it
+    messages = history(6)[:-2]
+    processor = adapter.ctxwindow_processor(budget=300)
+    out = asyncio.run(processor(messages))
+    assert out[-1] is messages[-1] and out[-2] is messages[-2]
+    check_valid(out)
+    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 9999})
+    overridden = adapter.ctxwindow_processor(300, windower=windower)
+    assert overridden.windower.budget == 300
+    assert asyncio.run(overridden(messages)) == out
+    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")])),
+                  capabilities=[ProcessHistory(processor)])  # fmt: skip
+    assert agent.run_sync("q", message_history=history(3)).output == "x"
+
+
+def test_a_request_is_split_by_its_parts() -> None:
+    # a request answering a call and asking a new question in one
+    messages = history(4)
+    mixed = ModelRequest(parts=[*messages[-3].parts, UserPromptPart("also this " + "w " * 20)])
+    messages[-3] = mixed
+    del messages[-2:]  # ... so that its question is the newest one
+    messages.append(ModelResponse(parts=[TextPart("ok " * 40)]))
+    messages.append(ModelRequest(parts=[UserPromptPart("last")]))
+    counter = get_counter("approx")
+    keep = adapter.read_messages(messages[-3:]).messages
+    budget = sum(counter.count_message(m) for m in keep[-3:]) + 10
+    window = adapter.select(messages, budget, counter=counter)
+    copies = [m for m in window.messages if not any(m is o for o in messages)]
+    assert [c.parts for c in copies] == [[messages[0].parts[0]], [mixed.parts[-1]]]
+    assert copies[1].parts[0] is mixed.parts[-1]
+    check_valid(window.messages)
+
+
+def test_bad_input_names_the_message() -> None:
+    with pytest.raises(InvalidMessage, match="message 1: expected a ModelRequest"):
+        adapter.select([ModelRequest(parts=[UserPromptPart("x")]), {"role": "user"}], 50)
+    orphan = [ModelRequest(parts=[UserPromptPart("x")]),
+              ModelRequest(parts=[ToolReturnPart("f", "r", tool_call_id="zz")])]  # fmt: skip
+    with pytest.raises(OrphanToolResult, match="message 1: tool result for call 'zz'"):
+        adapter.select(orphan, 50)
+    unanswered = [ModelRequest(parts=[UserPromptPart("x")]),
+                  ModelResponse(parts=[ToolCallPart("f", {}, tool_call_id="c")]),
+                  ModelRequest(parts=[UserPromptPart("y")])]  # fmt: skip
+    with pytest.raises(OrphanToolResult, match="message 1: the assistant's tool call"):
+        adapter.select(unanswered, 50)
+
+
+def summary(messages: list[ModelMessage]) -> list[tuple[str, list[tuple[str, Any, str]]]]:
+    """Each message's kind and its parts (kind, call id, content), parts sorted, and
+    consecutive requests joined."""
+    out: list[tuple[str, list[tuple[str, Any, str]]]] = []
+    for m in messages:
+        parts = [(type(p).__name__, getattr(p, "tool_call_id", None) or "",
+                  str(getattr(p, "content", ""))) for p in m.parts]  # fmt: skip
+        if out and out[-1][0] == "ModelRequest" == type(m).__name__:
+            parts = out.pop()[1] + parts
+        out.append((type(m).__name__, sorted(parts)))
+    return out
