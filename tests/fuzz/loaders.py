@@ -1,0 +1,139 @@
+"""Fuzz targets: the message loader and the config loader, bytes in.
+
+The property is the same for both: a valid result or a ctxwindow error comes out, never
+any other exception (and never a hang, which the driver bounds). Each target is a plain
+function, so hypothesis (``core/tests/test_fuzz.py``) and atheris
+(``tests/fuzz/run_atheris.py``) drive the same code.
+
+The messages target reads bytes as ``ctxwindow select`` reads a file (JSON array or
+JSONL), builds a Conversation from what it read, and windows it with ``fixed`` under
+both orphan policies. The config target reads bytes as ctxwindow.toml or as
+pyproject.toml and, when that gives a table, builds the Windower and windows a small
+history with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ctxwindow.errors import CtxWindowError
+
+#: Small enough that a generated config with a huge option cannot make a case slow.
+HISTORY: list[dict[str, Any]] = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "a", "content": "18C"},
+    {"role": "user", "content": "Thanks"},
+]
+#: Config keys a strategy would otherwise spend real time on (an embedder model, an LLM
+#: endpoint): the fuzzer tests the loader, not a network timeout.
+SLOW_STRATEGIES = frozenset({"semantic", "summarize"})
+
+
+class Finding(AssertionError):
+    """A fuzz input made a loader raise something other than a ctxwindow error."""
+
+
+def messages_target(data: bytes) -> str:
+    """Read ``data`` as the CLI reads a messages file; what happened, for counting."""
+    import ctxwindow
+    from ctxwindow.cli import parse_messages
+
+    try:
+        entries = parse_messages(data, "fuzz")
+        conversation = ctxwindow.Conversation(entries)
+        budget = 1 + len(data) % 4000
+        for orphans in ("raise", "drop"):
+            with contextlib.suppress(CtxWindowError):
+                ctxwindow.select(
+                    conversation, budget, "fixed", orphans=orphans, oversize="truncate"
+                )
+    except CtxWindowError as error:
+        return type(error).__name__
+    except Exception as error:
+        raise Finding(f"messages loader raised {type(error).__name__}: {error}") from error
+    return "read"
+
+
+def config_target(data: bytes) -> str:
+    """Read ``data`` as ctxwindow.toml and as pyproject.toml, and use what it gives."""
+    from ctxwindow.config import parse_config, windower_from
+
+    outcome = "read"
+    for name in ("ctxwindow.toml", "pyproject.toml"):
+        try:
+            config = parse_config(data, Path(name))
+            if config is None:
+                continue
+            if config.get("strategy") in SLOW_STRATEGIES:
+                config = {**config, "strategy": "fixed"}
+            windower = windower_from(config)
+            windower.select(HISTORY)
+        except CtxWindowError as error:
+            outcome = type(error).__name__
+        except Exception as error:
+            raise Finding(
+                f"config loader ({name}) raised {type(error).__name__}: {error}"
+            ) from error
+    return outcome
+
+
+TARGETS = {"messages": messages_target, "config": config_target}
+
+
+def seeds(target: str) -> list[bytes]:
+    """Valid inputs (and near misses) to start from: the fuzzer mutates these."""
+    root = Path(__file__).resolve().parents[2]
+    if target == "messages":
+        example = json.loads((root / "examples" / "conversation.json").read_text("utf-8"))
+        return [
+            json.dumps(HISTORY).encode(),
+            "\n".join(json.dumps(m) for m in HISTORY).encode(),
+            json.dumps(example[:12], ensure_ascii=False).encode(),
+            json.dumps(
+                [
+                    {"role": "user", "content": [{"type": "text", "text": "hi 🎉"}]},
+                    {"role": "user", "content": "x", "metadata": {"pinned": True, "id": 3}},
+                    {"role": "tool", "tool_call_id": "ghost", "content": "r"},
+                ]
+            ).encode(),
+            b'[{"role": "user", "content": "\\ud800"}]',
+            b"\xef\xbb\xbf[]",
+        ]
+    return [
+        b'strategy = "fixed"\nbudget = 400\nmax_messages = 3\n',
+        b'strategy = "sliding"\nbudget = 300\ncounter = "approx"\nimportant_share = 0.5\n',
+        b'strategy = "recency-decay"\nbudget = 200\nkeywords = ["paris"]\nhalf_life = 2\n',
+        b'[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 100\noversize = "truncate"\n',
+        b'strategy = "fixed"\nbudget = 50\norphans = "drop"\ncounter = "tiktoken:cl100k_base"\n',
+        b"[tool]\nctxwindow = 5\n",
+    ]
+
+
+#: Tokens that help a byte-level fuzzer find the structure quickly (libFuzzer -dict).
+DICTIONARY = [
+    '"role"', '"content"', '"tool_calls"', '"tool_call_id"', '"function"', '"arguments"',
+    '"name"', '"metadata"', '"pinned"', '"id"', '"type"', '"text"', '"image_url"',
+    '"system"', '"user"', '"assistant"', '"tool"', '"developer"', "null", "true", "NaN",
+    "strategy", "budget", "counter", "oversize", "orphans", "max_messages", "[tool.ctxwindow]",
+    '"fixed"', '"sliding"', '"truncate"', '"drop"', '"approx"', '"tiktoken:cl100k_base"',
+    '"\\ud800"', "1e999", "-1", "0",
+]  # fmt: skip
+
+
+def write_dictionary(path: Path) -> Path:
+    path.write_text(
+        "\n".join(f"kw{i}={json.dumps(token)}" for i, token in enumerate(DICTIONARY)) + "\n",
+        encoding="utf-8",
+    )
+    return path
