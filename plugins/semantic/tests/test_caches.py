@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from ctxwindow import Conversation
 from ctxwindow.stores import SQLiteStore
 from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
@@ -252,7 +253,7 @@ def test_a_conversation_larger_than_the_unit_bound_keeps_its_own_index() -> None
     small = Conversation(chat(6, tag="small "))
     strategy.select(small, 60)
     assert len(strategy.indexes) == 1  # the big one went; the one in use stays
-    assert 0 < strategy.indexes.units <= 10
+    assert 0 < strategy.indexes.units <= len(small) < 20
 
 
 def test_index_goes_with_its_conversation() -> None:
