@@ -3,6 +3,7 @@ messages; checked against the real anthropic client (a local server records the 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
@@ -220,3 +221,10 @@ def test_bad_input_names_the_message() -> None:
         adapter.select(unanswered, 50)
     with pytest.raises(InvalidMessage, match="system must be a string or a list of text blocks"):
         adapter.select([{"role": "user", "content": "q"}], 50, system=42)  # type: ignore[arg-type]
+
+
+def test_async_select_is_the_same_window() -> None:
+    messages = history()
+    window = asyncio.run(adapter.aselect(messages, 400, "sliding", system="Be brief."))
+    assert window.messages == adapter.select(messages, 400, "sliding", system="Be brief.").messages
+    assert window.system == "Be brief."

@@ -3,6 +3,7 @@ langchain-core's own conversion and a real chat model class inside a chain."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -10,6 +11,7 @@ import pydantic
 import pytest
 
 pytest.importorskip("langchain_core")
+pytest.importorskip("openai")
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -112,7 +114,7 @@ def test_trim_messages_runnable_in_a_chain_with_a_real_chat_model(strategy: str)
     assert isinstance(trimmer, Runnable)
     model = GenericFakeChatModel(messages=iter(["fine"]))
     prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history")])
-    chain = prompt | (lambda value: value.to_messages()) | trimmer | model
+    chain = prompt | trimmer | model  # the trimmer takes the prompt's PromptValue
     recorder = Recorder()
     reply = chain.invoke({"history": messages}, config={"callbacks": [recorder]})
     assert reply.content == "fine"
@@ -142,6 +144,32 @@ def test_trim_messages_accepts_langchain_token_counters() -> None:
     by_count = adapter.trim_messages(messages, max_tokens=12, token_counter=len)
     assert len(by_count) <= 12
     check_valid(by_count)
+
+
+class WordCountingModel(GenericFakeChatModel):
+    """A real chat model class whose token count is words (a real model asks its
+    tokenizer; this one needs no download)."""
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Any = None) -> int:
+        return sum(len(str(m.content).split()) + 2 for m in messages)
+
+
+def test_a_chat_model_counts_tokens() -> None:
+    messages = history()
+    model = WordCountingModel(messages=iter([]))
+    window = adapter.select(messages, 120, counter=model)
+    assert window.record.counter.startswith("langchain:")
+    assert model.get_num_tokens_from_messages(window.messages) <= 120
+    assert window.record.tokens_after == model.get_num_tokens_from_messages(window.messages)
+    check_valid(window.messages)
+    kept = adapter.trim_messages(messages, max_tokens=120, token_counter=model)
+    assert kept == window.messages
+
+
+def test_async_select_is_the_same_window() -> None:
+    messages = history()
+    window = asyncio.run(adapter.aselect(messages, 300, "sliding"))
+    assert window.messages == adapter.select(messages, 300, "sliding").messages
 
 
 def test_start_on_and_end_on() -> None:

@@ -3,6 +3,7 @@ real openai client (its request goes to a local server that records the body).""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
@@ -287,3 +288,11 @@ def test_responses_bad_input_names_the_item() -> None:
     window = responses.select(orphan, 50, orphans="drop")
     assert window.messages == [orphan[0]]
     assert any(d.positions == (1,) and d.action == "dropped" for d in window.record.decisions)
+
+
+def test_async_select_is_the_same_window() -> None:
+    items = responses_history()
+    window = asyncio.run(responses.aselect(items, 400, "sliding"))
+    assert window.messages == responses.select(items, 400, "sliding").messages
+    history = chat_history()
+    assert asyncio.run(chat.aselect(history, 400)).messages == chat.select(history, 400).messages
