@@ -105,7 +105,7 @@ class SummaryCache:
 
     @staticmethod
     def store_key(summarizer: str, target: int, key: str) -> str:
-        return cache_key(KIND, summarizer, f"{target}:{key[:40]}")
+        return cache_key(KIND, summarizer, f"{target}:{key}")
 
     def get(self, summarizer: str, target: int, key: str) -> Summary | None:
         return self.get_many(summarizer, target, [key]).get(key)

@@ -1,0 +1,160 @@
+"""The summary cache: bounded in memory, JSON in SQLite or Redis, shared by strategies
+(replicas), robust to damaged entries and to a Redis outage."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwindow import Conversation
+from ctxwindow.stores import SQLiteStore
+from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
+from ctxwindow_summarize import SummarizeWindow
+from ctxwindow_summarize.rolling import Summary, SummaryCache
+
+FACT = "The budget for the kitchen is 18500 euros, final."
+
+
+def history(turns: int, tag: str = "") -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are a planner."}]
+    for index in range(turns):
+        text = FACT if index == 3 else f"{tag}Chatting about nothing much, round {index}."
+        out.append({"role": "user", "content": text, "id": f"u{index}"})
+        out.append({"role": "assistant", "content": f"Noted point {index}.", "id": f"a{index}"})
+    return out
+
+
+def counted(strategy: SummarizeWindow) -> list[int]:
+    """Count the calls of the strategy's summarizers (the extractive one here)."""
+    calls = [0]
+    for summarizer in strategy._summarizers:
+        original = summarizer.summarize
+
+        def wrapped(request: Any, _original: Any = original) -> Any:
+            calls[0] += 1
+            return _original(request)
+
+        summarizer.summarize = wrapped  # type: ignore[method-assign]
+    return calls
+
+
+def summary_texts(window: Any) -> list[str]:
+    return [m["content"] for m in window.messages if m.get("metadata", {}).get("synthetic")]
+
+
+def test_memory_cache_is_bounded_and_keeps_the_newest() -> None:
+    cache = SummaryCache(None, entries=50)
+    for i in range(500):
+        cache.put("extractive", 100, f"{i:064x}", Summary(f"summary {i}", "extractive"))
+        assert len(cache.store) <= 50  # type: ignore[arg-type]
+    assert cache.get("extractive", 100, f"{499:064x}") == Summary("summary 499", "extractive")
+    assert cache.get("extractive", 100, f"{0:064x}") is None
+
+
+def test_memory_cache_is_bounded_by_bytes() -> None:
+    cache = SummaryCache(None, entries=10**6, memory_bytes=100_000)
+    for i in range(300):
+        cache.put("extractive", 100, f"{i:064x}", Summary("word " * 400, "extractive"))
+        assert cache.store.size_bytes <= 100_000  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("where", ["sqlite", "redis"])
+def test_a_second_strategy_on_the_same_store_makes_no_summarizer_call(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = (
+        str(tmp_path / "summaries.sqlite3")
+        if where == "sqlite"
+        else request.getfixturevalue("redis_server").url
+    )
+    messages = history(40)
+    first = SummarizeWindow(cache=url)
+    first_calls = counted(first)
+    window = first.select(messages, 200)
+    assert first_calls[0] > 0 and summary_texts(window)
+    second = SummarizeWindow(cache=url)
+    second_calls = counted(second)
+    again = second.select(messages, 200)
+    assert second_calls[0] == 0  # written by the first, read by the second
+    assert again.messages == window.messages
+
+
+def test_summaries_are_stored_as_json_under_hashed_keys(redis_server: RedisServer) -> None:  # noqa: F811
+    import redis
+
+    strategy = SummarizeWindow(cache=redis_server.url, cache_ttl=60)
+    strategy.select(history(40), 200)
+    client = redis.Redis.from_url(redis_server.url)
+    names = client.keys("*")
+    assert names
+    for name in names:
+        assert name.startswith(b"ctxwindow:v1:summary:extractive:")
+        assert b"kitchen" not in name and b"round" not in name
+        value = json.loads(client.get(name))
+        assert set(value) == {"text", "summarizer"} and value["summarizer"] == "extractive"
+        assert 0 < client.ttl(name) <= 60
+
+
+def test_damaged_entries_are_ignored_and_written_again(tmp_path: Path) -> None:
+    path = tmp_path / "summaries.sqlite3"
+    messages = history(40)
+    window = SummarizeWindow(cache=str(path)).select(messages, 200)
+    assert summary_texts(window)
+    with sqlite3.connect(path) as db:
+        keys = [row[0] for row in db.execute("SELECT key FROM ctxwindow_cache")]
+    damage = [b"\x80\x04\x95pickle", b"{not json", b'{"text": 5}', b'["list"]', b'{"text": " "}']
+    SQLiteStore(path).put_many({key: damage[i % len(damage)] for i, key in enumerate(keys)})
+    again = SummarizeWindow(cache=str(path))
+    calls = counted(again)
+    assert summary_texts(again.select(messages, 200)) == summary_texts(window)
+    assert calls[0] > 0  # nothing damaged was served
+
+
+def test_redis_outage_keeps_summarizing_with_one_warning(
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    conversation = Conversation(history(30))
+    strategy = SummarizeWindow(cache=redis_server.url)
+    reference = SummarizeWindow()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        strategy.select(conversation, 200)
+        redis_server.stop()
+        for index in range(30, 45):
+            conversation.append({"role": "user", "content": f"More talk, round {index}."})
+            got = strategy.select(conversation, 200)
+            assert summary_texts(got) == summary_texts(reference.select(conversation, 200))
+            assert summary_texts(got)  # a summary, not only verbatim turns
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and redis_server.url in messages[0]
+
+
+def test_one_strategy_from_many_threads_on_sqlite_gives_the_sequential_windows(
+    tmp_path: Path,
+) -> None:
+    histories = [history(30 + k, tag=f"h{k} ") for k in range(6)]
+    expected = [SummarizeWindow().select(h, 200).messages for h in histories]
+    shared = SummarizeWindow(cache=str(tmp_path / "summaries.sqlite3"))
+    results: dict[int, Any] = {}
+
+    def work(k: int) -> None:
+        for _ in range(3):
+            results[k] = shared.select(histories[k], 200).messages
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert [results[k] for k in range(6)] == expected
+    later = SummarizeWindow(cache=str(tmp_path / "summaries.sqlite3"))
+    calls = counted(later)
+    for h in histories:
+        later.select(h, 200)
+    assert calls[0] == 0  # every thread's summaries were written
