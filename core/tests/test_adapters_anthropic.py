@@ -228,3 +228,20 @@ def test_async_select_is_the_same_window() -> None:
     window = asyncio.run(adapter.aselect(messages, 400, "sliding", system="Be brief."))
     assert window.messages == adapter.select(messages, 400, "sliding", system="Be brief.").messages
     assert window.system == "Be brief."
+
+
+def test_dropped_orphans_leave_a_valid_copy_and_a_note_in_the_callers_positions() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz"},
+                                     {"type": "text", "text": "hi"}]},
+        {"role": "user", "content": "x"},
+    ]  # fmt: skip
+    window = adapter.select(messages, 50, system="s", orphans="drop")
+    assert window.messages == [
+        messages[0],
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        messages[2],
+    ]
+    assert window.record.notes[0].startswith("dropped message 1: tool result for call 'zz'")
+    check_valid(window.messages)

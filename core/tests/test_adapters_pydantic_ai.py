@@ -191,3 +191,17 @@ def summary(messages: list[ModelMessage]) -> list[tuple[str, list[tuple[str, Any
             parts = out.pop()[1] + parts
         out.append((type(m).__name__, sorted(parts)))
     return out
+
+
+def test_truncation_cuts_a_copy_and_the_record_names_the_callers_message() -> None:
+    messages = [ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("long " * 300)])]
+    window = adapter.select(messages, 100, oversize="truncate")
+    (request,) = window.messages
+    assert request is not messages[0] and request.parts[0] is messages[0].parts[0]
+    assert str(request.parts[1].content).endswith("cut by ctxwindow to fit the token budget]")
+    assert messages[0].parts[1].content == "long " * 300
+    assert window.record.notes == (
+        "truncated message 0 from 1500 to 368 characters to fit the budget",
+    )
+    assert [d.action for d in window.record.decisions] == ["kept", "truncated"]
+    assert all(d.positions == (0,) for d in window.record.decisions)

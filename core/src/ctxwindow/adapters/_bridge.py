@@ -12,6 +12,7 @@ comes back as the very object passed in; one partly kept is rebuilt from its kep
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -254,7 +255,7 @@ def _record(
             )
         return tuple(out)
 
-    notes = record.notes
+    notes = tuple(_note_in_items(note, sources) for note in record.notes)
     if trimmed:
         notes = (*notes, f"start_on/end_on trimmed {len(trimmed)} more message(s)")
     return dataclasses.replace(
@@ -265,6 +266,30 @@ def _record(
         notes=notes,
         _decide=decide,
     )
+
+
+_POSITIONS = re.compile(r"\b(messages?) (\d+)(?:-(\d+))?")
+
+
+def _note_in_items(note: str, sources: Sequence[tuple[int, ...]]) -> str:
+    """The host's note ("truncated message 3 ...", "dropped messages 4-6: ...") with its
+    positions in the caller's items."""
+
+    def item(position: str, last: bool) -> int | None:
+        p = int(position)
+        found = sources[p] if 0 <= p < len(sources) else ()
+        return (found[-1] if last else found[0]) if found else None
+
+    def swap(match: re.Match[str]) -> str:
+        first = item(match.group(2), last=False)
+        final = item(match.group(3) or match.group(2), last=True)
+        if first is None or final is None:
+            return match.group(0)
+        if first == final:
+            return f"message {first}"
+        return f"messages {first}-{final}"
+
+    return _POSITIONS.sub(swap, note)
 
 
 def text_of(value: Any) -> str:
