@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
 
 import pytest
 
@@ -28,14 +29,22 @@ def find_redis_server() -> str | None:
     return os.environ.get("REDIS_SERVER") or shutil.which("redis-server")
 
 
+def _missing(reason: str) -> NoReturn:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 def require_redis_server() -> str:
-    """The executable, or skip the test (fail it when ``CI`` is true)."""
+    """The executable, or skip the test (fail it when ``CI`` is true). The ``redis``
+    client is required too: the stores talk to the server through it."""
     found = find_redis_server()
     if found is None:
-        reason = f"redis-server is not installed; {INSTALL_HINT}"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI=true and {reason}", pytrace=False)
-        pytest.skip(reason)
+        _missing(f"redis-server is not installed; {INSTALL_HINT}")
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        _missing("the redis client is not installed: pip install 'ctxwindow[redis]'")
     return found
 
 
