@@ -6,8 +6,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-Action = Literal["kept", "dropped", "summarized", "truncated"]
-ACTIONS: tuple[Action, ...] = ("kept", "dropped", "summarized", "truncated")
+#: ``truncated``: kept, with the newest user message cut by the host; ``replaced``:
+#: kept, with a strategy's stand-in for one or more of its messages (a cleared tool
+#: output), where the core lets strategies send stand-ins.
+Action = Literal["kept", "dropped", "summarized", "truncated", "replaced"]
+ACTIONS: tuple[Action, ...] = ("kept", "dropped", "summarized", "truncated", "replaced")
 
 T = TypeVar("T")
 

@@ -7,6 +7,7 @@ from agent import agent, call, output
 import ctxwindow
 from ctxwindow import Message, get_counter
 from ctxwindow_pipeline import ClearToolOutputs
+from ctxwindow_pipeline.clear import STAND_INS
 
 COUNTER = get_counter("approx")
 
@@ -16,46 +17,69 @@ def tokens(message: dict) -> int:
 
 
 def notes(window: ctxwindow.Window) -> list[dict]:
-    return [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+    """The made messages: notes standing for whole exchanges (a core without stand-ins)."""
+    return [
+        m
+        for m in window.messages
+        if m.get("metadata", {}).get("synthetic") and "stands_in_for" not in m["metadata"]
+    ]
 
 
-def test_an_old_large_result_becomes_a_note_naming_tool_call_and_tokens() -> None:
+def cleared(window: ctxwindow.Window) -> list[dict]:
+    """What was cleared, from the stubs (stand-ins) or the notes, in order."""
+    out = []
+    for message in window.messages:
+        metadata = message.get("metadata") or {}
+        if "cleared_tool_output" in metadata:
+            out.append(metadata["cleared_tool_output"])
+        out.extend(metadata.get("cleared_tool_outputs", []))
+    return out
+
+
+def test_an_old_large_result_becomes_a_stub_naming_tool_call_and_tokens() -> None:
     messages = agent(6)
     budget = sum(map(tokens, messages)) - 10  # just over: clearing alone is enough
     window = ClearToolOutputs(keep_recent=2).select(messages, budget)
-    cleared = notes(window)
-    assert len(cleared) == 4  # six results, the newest two stay whole
-    first = cleared[0]
-    assert first["role"] == "assistant"
     cost = tokens(messages[3])
-    assert first["content"] == (
-        'called search({"query": "topic0"}) as call_0\n'
-        f"[tool output of search (call_0) cleared by ctxwindow: {cost:,} tokens]"
-    )
-    detail = first["metadata"]["cleared_tool_outputs"]
-    assert detail == [
-        {
-            "tool": "search",
-            "tool_call_id": "call_0",
-            "position": 3,
-            "id": None,
-            "tokens": cost,
-            "characters": len(messages[3]["content"]),
-        }
-    ]
-    # the exchange left whole: no call or result of a cleared exchange is in the window
+    stub = f"[tool output of search (call_0) cleared by ctxwindow: {cost:,} tokens]"
+    details = cleared(window)
+    assert [d["tool_call_id"] for d in details] == ["call_0", "call_1", "call_2", "call_3"]
+    assert details[0] == {
+        "tool": "search",
+        "tool_call_id": "call_0",
+        "position": 3,
+        "id": None,
+        "tokens": cost,
+        "characters": len(messages[3]["content"]),
+    }
     sent = {id(m) for m in window.messages}
-    for turn in range(4):
-        assert id(messages[2 + 4 * turn]) not in sent and id(messages[3 + 4 * turn]) not in sent
-    for turn in (4, 5):  # the newest two results, whole, with their calls
+    for turn in (4, 5):  # the newest two results stay whole, with their calls
         assert id(messages[2 + 4 * turn]) in sent and id(messages[3 + 4 * turn]) in sent
-    # nothing else had to go
-    assert len(window.messages) == len(messages) - 4
     decision = next(d for d in window.record.decisions if 3 in d.positions)
-    assert decision.action == "summarized"
     assert decision.reason.startswith("tool output cleared: search (call_0); ")
-    assert window.record.count("dropped") == 0
+    assert window.record.count("dropped") == 0  # nothing else had to go
     assert window.tokens <= budget
+    if STAND_INS:  # the stub stays a tool message answering the very call, which stays
+        assert len(window.messages) == len(messages)
+        assert window.messages[2] is messages[2]
+        result = window.messages[3]
+        assert result["role"] == "tool" and result["tool_call_id"] == "call_0"
+        assert result["content"] == stub
+        assert result["metadata"]["synthetic"] is True and result["metadata"]["stands_in_for"] == 3
+        assert decision.action == "replaced"
+        assert ctxwindow.to_openai(window.messages)[3] == {
+            "role": "tool",
+            "tool_call_id": "call_0",
+            "content": stub,
+        }
+    else:  # the exchange is one synthetic note instead, and leaves whole
+        first = notes(window)[0]
+        assert first["role"] == "assistant"
+        assert first["content"] == f'called search({{"query": "topic0"}}) as call_0\n{stub}'
+        assert len(window.messages) == len(messages) - 4
+        assert id(messages[2]) not in sent and id(messages[3]) not in sent
+        assert decision.action == "summarized"
+    assert messages == agent(6)  # the input is untouched
 
 
 def test_min_tokens_spares_small_results_and_keep_recent_counts_results() -> None:
@@ -63,8 +87,7 @@ def test_min_tokens_spares_small_results_and_keep_recent_counts_results() -> Non
     messages[3] = output("call_0", 5, "tiny")  # old but small
     budget = sum(map(tokens, messages)) - 10
     window = ClearToolOutputs(keep_recent=1, min_tokens=50).select(messages, budget)
-    cleared = [n["metadata"]["cleared_tool_outputs"][0]["tool_call_id"] for n in notes(window)]
-    assert cleared == ["call_1", "call_2"]
+    assert [d["tool_call_id"] for d in cleared(window)] == ["call_1", "call_2"]
     assert messages[3] in window.messages and messages[15] in window.messages
 
 
@@ -86,13 +109,19 @@ def test_parallel_calls_keep_the_small_result_verbatim_in_the_note() -> None:
     ]
     budget = sum(map(tokens, messages)) - 10
     window = ClearToolOutputs(keep_recent=0, min_tokens=20).select(messages, budget)
-    (note,) = notes(window)
-    assert note["content"].splitlines() == [
-        'called weather({"city": "Lisbon"}) as call_a',
-        'called flights({"to": "LIS"}) as call_b',
-        f"[tool output of flights (call_b) cleared by ctxwindow: {tokens(messages[3]):,} tokens]",
-        "output of weather (call_a): sunny, 23C",
-    ]
+    stub = f"[tool output of flights (call_b) cleared by ctxwindow: {tokens(messages[3]):,} tokens]"
+    assert [d["tool_call_id"] for d in cleared(window)] == ["call_b"]
+    if STAND_INS:
+        assert window.messages[2] is messages[2] and window.messages[4] is messages[4]
+        assert window.messages[3]["content"] == stub
+    else:
+        (note,) = notes(window)
+        assert note["content"].splitlines() == [
+            'called weather({"city": "Lisbon"}) as call_a',
+            'called flights({"to": "LIS"}) as call_b',
+            stub,
+            "output of weather (call_a): sunny, 23C",
+        ]
 
 
 def test_engages_within_budget_only_when_asked() -> None:
@@ -101,7 +130,7 @@ def test_engages_within_budget_only_when_asked() -> None:
     assert ClearToolOutputs().select(messages, roomy).record.engaged is False
     window = ClearToolOutputs(when="always").select(messages, roomy)
     assert window.record.engaged is True
-    assert len(notes(window)) == 2  # five results, the newest three stay whole
+    assert len(cleared(window)) == 2  # five results, the newest three stay whole
     assert window.tokens < window.record.tokens_before
     nothing_to_clear = agent(2)
     assert ClearToolOutputs(when="always").select(nothing_to_clear, roomy).record.engaged is False
@@ -119,8 +148,9 @@ def test_alone_it_drops_the_oldest_units_when_clearing_is_not_enough() -> None:
     )
     # dropped from the oldest on: every dropped unit is older than every kept or cleared one
     others = [d.unit for d in record.decisions if d.action != "dropped" and d.unit > 0]
+    assert others
     assert max(d.unit for d in dropped) < min(others)
-    assert any(d.action == "summarized" for d in record.decisions)  # and it still cleared
+    assert cleared(window)  # and it still cleared
     assert record.notes and record.notes[0].startswith("cleared the tool output of ")
 
 
@@ -128,5 +158,5 @@ def test_a_note_that_would_not_save_tokens_is_not_made() -> None:
     messages = agent(5, words=3)  # results shorter than any note
     budget = sum(map(tokens, messages)) - 5
     window = ClearToolOutputs(keep_recent=0, min_tokens=0).select(messages, budget)
-    assert notes(window) == []
+    assert cleared(window) == [] and notes(window) == []
     assert window.tokens <= budget

@@ -7,8 +7,8 @@ tool ran) at a fraction of the tokens, before anything has to be dropped or summ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, cast
 
 from ctxwindow import BaseStrategy, History, Message, Option, Selection
 
@@ -20,12 +20,19 @@ FITS_AFTER = "among the most recent units that fit once tool outputs were cleare
 DROPPED = "outside the most recent units that fit once tool outputs were cleared"
 
 
+#: Whether the core lets a strategy send a stand-in for one message of a unit
+#: (``Selection.replace``): then a cleared result stays a tool message answering its
+#: call. An older core gets the whole exchange as one synthetic note instead.
+STAND_INS = hasattr(Selection, "replace")
+
+
 @dataclass(frozen=True)
 class Clearing:
-    """One tool exchange to clear: the note that stands for it, and what it saves."""
+    """One tool exchange to clear: what stands for its results, and what it saves."""
 
     unit: int
-    note: Message
+    stubs: dict[int, Message]  # by position: the stand-ins for the cleared results
+    note: Message | None  # without stand-ins: the note standing for the whole exchange
     tokens_before: int
     tokens_after: int
     reason: str
@@ -85,16 +92,11 @@ class ClearToolOutputs(BaseStrategy):
                     continue
                 if history.tokens(position) >= min_tokens:
                     chosen.setdefault(unit, []).append(position)
-        plan = []
-        for unit in sorted(chosen):
-            note, cleared = _note(history, unit, set(chosen[unit]))
-            before = history.unit_tokens(unit)
-            after = history.counter.count_message(note)
-            if after < before:
-                saved = ", ".join(f"{tool} ({call_id})" for tool, call_id in cleared)
-                reason = f"tool output cleared: {saved}; {before:,} -> {after:,} tokens"
-                plan.append(Clearing(unit, note, before, after, reason))
-        return plan
+        return [
+            clearing
+            for unit in sorted(chosen)
+            if (clearing := _clearing(history, unit, set(chosen[unit]))) is not None
+        ]
 
     def engages_within_budget(self, history: History) -> bool:
         """With ``when='always'``, clear even though everything fits."""
@@ -122,8 +124,8 @@ class ClearToolOutputs(BaseStrategy):
                     break
                 if unit in history.must_keep:
                     continue
-                clearing = by_unit.get(unit)
-                total -= clearing.tokens_after if clearing else history.unit_tokens(unit)
+                cleared = by_unit.get(unit)
+                total -= cleared.tokens_after if cleared else history.unit_tokens(unit)
                 dropped.add(unit)
         kept_reason = FITS_AFTER if dropped else KEPT
         for unit in range(len(history.units)):
@@ -132,23 +134,82 @@ class ClearToolOutputs(BaseStrategy):
             if unit in dropped:
                 selection.drop(unit, DROPPED)
             elif unit in by_unit:
-                selection.summarize(unit, by_unit[unit].reason)
-                selection.add_synthetic(by_unit[unit].note, before_unit=unit)
+                clearing = by_unit[unit]
+                if clearing.note is None:
+                    replace_with = cast(Any, selection).replace  # Selection.replace (STAND_INS)
+                    for position, stub in clearing.stubs.items():
+                        replace_with(position, stub, clearing.reason)
+                else:
+                    selection.summarize(unit, clearing.reason)
+                    selection.add_synthetic(clearing.note, before_unit=unit)
             else:
                 selection.keep(unit, kept_reason)
-        cleared = [c for c in plan if c.unit not in dropped]
-        if cleared:
-            before = sum(c.tokens_before for c in cleared)
-            after = sum(c.tokens_after for c in cleared)
+        done = [c for c in plan if c.unit not in dropped]
+        if done:
+            before = sum(c.tokens_before for c in done)
+            after = sum(c.tokens_after for c in done)
             selection.notes.append(
-                f"cleared the tool output of {len(cleared)} exchange(s): "
+                f"cleared the tool output of {len(done)} exchange(s): "
                 f"{before:,} -> {after:,} tokens"
             )
         return selection
 
 
-def _note(history: History, unit: int, cleared: set[int]) -> tuple[Message, list[tuple[str, str]]]:
-    """The note standing for a tool exchange, and the (tool, call id) pairs it cleared."""
+def _clearing(history: History, unit: int, cleared: set[int]) -> Clearing | None:
+    """How to clear ``cleared`` (results of ``unit``), or None if it saves nothing."""
+    span = history.span(unit)
+    call = history.messages[span.start]
+    tools = {c.id: c.name for c in call.tool_calls}
+    before = history.unit_tokens(unit)
+    stubs: dict[int, Message] = {}
+    details: dict[int, dict[str, Any]] = {}
+    for position in sorted(cleared):
+        result = history.messages[position]
+        call_id = result.tool_call_id or ""
+        tool = tools.get(call_id) or result.name or "a tool"
+        details[position] = {
+            "tool": tool,
+            "tool_call_id": call_id,
+            "position": position,
+            "id": history.message_id(position),
+            "tokens": history.tokens(position),
+            "characters": len(result.text),
+        }
+        stub = replace(
+            result,
+            content=STUB.format(tool=tool, call_id=call_id, tokens=history.tokens(position)),
+            metadata={
+                **result.metadata,
+                "synthetic": True,
+                "cleared_tool_output": details[position],
+            },
+        )
+        if history.counter.count_message(stub) < history.tokens(position):
+            stubs[position] = stub
+    if not stubs:
+        return None
+    named = ", ".join(
+        f"{d['tool']} ({d['tool_call_id']})" for p, d in details.items() if p in stubs
+    )
+    note = None
+    if STAND_INS:
+        after = before - sum(
+            history.tokens(p) - history.counter.count_message(stub) for p, stub in stubs.items()
+        )
+    else:
+        note = _note(history, unit, stubs, [details[p] for p in stubs])
+        after = history.counter.count_message(note)
+        if after >= before:
+            return None
+    reason = f"tool output cleared: {named}; {before:,} -> {after:,} tokens"
+    return Clearing(unit, stubs, note, before, after, reason)
+
+
+def _note(
+    history: History, unit: int, stubs: dict[int, Message], details: list[dict[str, Any]]
+) -> Message:
+    """The note standing for a whole tool exchange, for a core without stand-ins: the
+    calls, each cleared result's stub text, the other results verbatim."""
     span = history.span(unit)
     call = history.messages[span.start]
     tools = {c.id: c.name for c in call.tool_calls}
@@ -158,29 +219,14 @@ def _note(history: History, unit: int, cleared: set[int]) -> tuple[Message, list
         if len(arguments) > ARGUMENTS_SHOWN:
             arguments = arguments[:ARGUMENTS_SHOWN] + "..."
         lines.append(f"called {tool_call.name}({arguments}) as {tool_call.id}")
-    done: list[tuple[str, str]] = []
-    details: list[dict[str, Any]] = []
     for position in span[1:]:
         result = history.messages[position]
-        call_id = result.tool_call_id or ""
-        tool = tools.get(call_id) or result.name or "a tool"
-        if position in cleared:
-            tokens = history.tokens(position)
-            lines.append(STUB.format(tool=tool, call_id=call_id, tokens=tokens))
-            done.append((tool, call_id))
-            details.append(
-                {
-                    "tool": tool,
-                    "tool_call_id": call_id,
-                    "position": position,
-                    "id": history.message_id(position),
-                    "tokens": tokens,
-                    "characters": len(result.text),
-                }
-            )
+        if position in stubs:
+            lines.append(stubs[position].text)
         else:
-            lines.append(f"output of {tool} ({call_id}): {result.text}")
-    note = Message(
+            tool = tools.get(result.tool_call_id or "") or result.name or "a tool"
+            lines.append(f"output of {tool} ({result.tool_call_id}): {result.text}")
+    return Message(
         role="assistant",
         content="\n".join(lines),
         metadata={
@@ -189,4 +235,3 @@ def _note(history: History, unit: int, cleared: set[int]) -> tuple[Message, list
             "replaces": [{"position": p, "id": history.message_id(p)} for p in span],
         },
     )
-    return note, done

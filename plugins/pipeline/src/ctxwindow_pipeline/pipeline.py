@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from ctxwindow import (
     BaseStrategy,
@@ -30,13 +30,20 @@ from ctxwindow.errors import ContractViolation
 from ctxwindow.host import Windower
 from ctxwindow.messages import read_message
 from ctxwindow.window import decisions_from
+from ctxwindow_pipeline.clear import STAND_INS
 from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 
-#: Where a visit's stage records go, from choose() to the select() that attaches them.
+#: Whether the core takes a composed strategy's stage records from its selection
+#: (``Selection.stages``) and stand-ins for single messages (``Selection.replace``).
+RECORDS_STAGES = STAND_INS
+#: On an older core: where a visit's stage records go, from choose() to the select()
+#: that attaches them.
 _STAGE_RECORDS: ContextVar[list[WindowRecord] | None] = ContextVar(
     "ctxwindow_pipeline_stage_records", default=None
 )
 KEPT_ALL_FIT = "every stage found its input within the budget"
+#: The actions of a unit that stays in a stage's window.
+KEEPING = ("kept", "truncated", "replaced")
 
 
 class PipelineStrategy(BaseStrategy):
@@ -82,37 +89,39 @@ class PipelineStrategy(BaseStrategy):
         return False
 
     # -- visiting ------------------------------------------------------------------
-    def select(
-        self,
-        messages: Any,
-        budget: int,
-        counter: TokenCounter | str | None = None,
-        *,
-        query: str | None = None,
-    ) -> Window[Any]:
-        records: list[WindowRecord] = []
-        token = _STAGE_RECORDS.set(records)
-        try:
-            window = super().select(messages, budget, counter, query=query)
-        finally:
-            _STAGE_RECORDS.reset(token)
-        return _with_stages(window, records)
+    if not RECORDS_STAGES:  # an older core: attach the stage records after the visit
 
-    async def aselect(
-        self,
-        messages: Any,
-        budget: int,
-        counter: TokenCounter | str | None = None,
-        *,
-        query: str | None = None,
-    ) -> Window[Any]:
-        records: list[WindowRecord] = []
-        token = _STAGE_RECORDS.set(records)
-        try:
-            window = await super().aselect(messages, budget, counter, query=query)
-        finally:
-            _STAGE_RECORDS.reset(token)
-        return _with_stages(window, records)
+        def select(
+            self,
+            messages: Any,
+            budget: int,
+            counter: TokenCounter | str | None = None,
+            *,
+            query: str | None = None,
+        ) -> Window[Any]:
+            records: list[WindowRecord] = []
+            token = _STAGE_RECORDS.set(records)
+            try:
+                window = super().select(messages, budget, counter, query=query)
+            finally:
+                _STAGE_RECORDS.reset(token)
+            return _with_stages(window, records)
+
+        async def aselect(
+            self,
+            messages: Any,
+            budget: int,
+            counter: TokenCounter | str | None = None,
+            *,
+            query: str | None = None,
+        ) -> Window[Any]:
+            records: list[WindowRecord] = []
+            token = _STAGE_RECORDS.set(records)
+            try:
+                window = await super().aselect(messages, budget, counter, query=query)
+            finally:
+                _STAGE_RECORDS.reset(token)
+            return _with_stages(window, records)
 
     def choose(self, history: History) -> Selection:
         run = _Run(history)
@@ -164,6 +173,15 @@ def _transformed(stage: Stage, items: list[Any], history: History) -> Window[Any
     for before, message in selection.synthetic:
         inserts.setdefault(before, []).append(message)
     wants_messages = bool(items) and isinstance(items[0], Message)
+    stand_ins: dict[int, Message] = dict(getattr(selection, "stand_ins", {}))
+    saved: dict[int, int] = {}
+    actions = list(selection.actions)
+    for position, stand_in in stand_ins.items():
+        unit = view.unit_of(position)
+        assert unit is not None  # checked above
+        saved[unit] = saved.get(unit, 0) + view.tokens(position)
+        saved[unit] -= view.counter.count_message(stand_in)
+        actions[unit] = "replaced"
     output: list[Any] = []
     tokens = 0
     for unit in range(count + 1):
@@ -171,16 +189,22 @@ def _transformed(stage: Stage, items: list[Any], history: History) -> Window[Any
             output.append(message if wants_messages else message.to_dict())
             tokens += view.counter.count_message(message)
         if unit < count and unit in selection.kept:
-            output.extend(items[p] for p in view.span(unit))
-            tokens += view.unit_tokens(unit)
-    actions = list(selection.actions)
+            for position in view.span(unit):
+                standing = stand_ins.get(position)
+                output.append(
+                    items[position]
+                    if standing is None
+                    else _stood(items[position], standing, position)
+                )
+            tokens += view.unit_tokens(unit) - saved.get(unit, 0)
     reasons = [selection.reason(unit) for unit in range(count)]
     scores = dict(selection.scores)
 
+    def unit_tokens(unit: int) -> int:
+        return view.unit_tokens(unit) - saved.get(unit, 0)
+
     def decide() -> Any:
-        return decisions_from(
-            actions, reasons, scores, view.span, view.message_id, view.unit_tokens
-        )
+        return decisions_from(actions, reasons, scores, view.span, view.message_id, unit_tokens)
 
     notes = tuple(map(str, selection.notes))
     return Window(output, _record(stage, view, tokens, True, started, len(output), notes, decide))
@@ -203,6 +227,15 @@ def _check_transform(stage: Stage, view: History, selection: object) -> None:
                     "a made message must be marked synthetic and cannot be half of a "
                     f"tool exchange: {message!r}"
                 )
+        for position, stand_in in getattr(selection, "stand_ins", {}).items():
+            where = view.unit_of(position)
+            if where is None or where not in selection.kept or where in view.must_keep:
+                problems.append(f"a stand-in for message {position}, which it may not replace")
+            else:
+                from ctxwindow import contract
+
+                check = cast(Any, contract).stand_in_problems  # with Selection.replace
+                problems.extend(check(position, view.messages[position], stand_in))
     if problems:
         raise ContractViolation(stage.name, stage.distribution, problems)
 
@@ -232,6 +265,27 @@ def _record(
     )
 
 
+def _stood(original: Any, stand_in: Message, position: int) -> Any:
+    """A stand-in in the input's kind, saying which message it stands for, as the host
+    gives it back from a visit."""
+    metadata = {**stand_in.metadata, "stands_in_for": position}
+    if isinstance(original, Message):
+        return replace(stand_in, metadata=metadata)
+    return {**original, **_content(stand_in), "metadata": metadata}
+
+
+def _stand_in_for(item: Any, position: int) -> Message | None:
+    """``item`` as the stand-in a stage sent for its input message ``position``, or None."""
+    message = item if isinstance(item, Message) else None
+    if message is None and isinstance(item, dict):
+        metadata = item.get("metadata")
+        if isinstance(metadata, dict) and metadata.get("stands_in_for") == position:
+            message = read_message(item, None)
+    if message is None or message.metadata.get("stands_in_for") != position:
+        return None
+    return message
+
+
 def _all_kept(view: History) -> Any:
     count = len(view.units)
 
@@ -257,6 +311,7 @@ class _Origin:
     position: int | None
     covers: frozenset[int]
     made_by: str | None = None
+    stand_in: Message | None = None  # what is sent in place of the caller's message
 
 
 class _Run:
@@ -269,6 +324,7 @@ class _Run:
         self.origins: list[_Origin] = []
         self.fate: dict[int, tuple[str, str]] = {}
         self.kept_reason: dict[int, str] = {}
+        self.replaced_reason: dict[int, str] = {}
         self.records: list[WindowRecord] = []
         self.labels: list[str] = []
         replaced = history.replacements  # the host's cut of the newest user message
@@ -290,16 +346,18 @@ class _Run:
             return
         label = stage.label
         decisions = record.decisions
-        kept = sorted(
-            p for d in decisions if d.action in ("kept", "truncated") for p in d.positions
-        )
+        kept = sorted(p for d in decisions if d.action in KEEPING for p in d.positions)
         items: list[Any] = []
         origins: list[_Origin | None] = []
         made: list[tuple[int, int]] = []  # (index in the new input, input position after it)
         pointer = 0
         for item in window.messages:
-            if pointer < len(kept) and item is self.items[kept[pointer]]:
-                origins.append(self.origins[kept[pointer]])
+            here = kept[pointer] if pointer < len(kept) else None
+            if here is not None and item is self.items[here]:
+                origins.append(self.origins[here])
+                pointer += 1
+            elif here is not None and (stand_in := _stand_in_for(item, here)) is not None:
+                origins.append(replace(self.origins[here], stand_in=stand_in))
                 pointer += 1
             else:
                 anchor = kept[pointer] if pointer < len(kept) else len(self.items)
@@ -317,11 +375,16 @@ class _Run:
             if not decision.positions:
                 continue
             carried = [self.origins[p] for p in decision.positions if p < len(self.origins)]
-            if decision.action in ("kept", "truncated"):
+            if decision.action in KEEPING:
                 for origin in carried:
                     if origin.position is not None:
                         (unit,) = origin.covers
-                        self.kept_reason[unit] = f"{label}: {decision.reason}"
+                        why = f"{label}: {decision.reason}"
+                        if decision.action == "replaced":
+                            self.replaced_reason[unit] = why
+                        elif unit in self.replaced_reason:
+                            why = f"{self.replaced_reason[unit]}; then {why}"
+                        self.kept_reason[unit] = why
             else:
                 self._removed(label, decision.action, decision.reason, carried)
                 if decision.action == "summarized":
@@ -336,7 +399,11 @@ class _Run:
         for origin in carried:
             if origin.position is not None:
                 (unit,) = origin.covers
-                self.fate[unit] = (action, f"{label}: {reason}")
+                why = f"{label}: {reason}"
+                if unit in self.replaced_reason:  # cleared first, then went
+                    verb = f" dropped it: {reason}" if action == "dropped" else f": {reason}"
+                    why = f"{self.replaced_reason[unit]}; then {label}{verb}"
+                self.fate[unit] = (action, why)
                 continue
             for unit in origin.covers:  # a made message goes, and what it stood for
                 before = self.fate.get(unit, ("summarized", str(origin.made_by)))[1]
@@ -362,6 +429,11 @@ class _Run:
                     selection.summarize(unit, reason)
                 else:
                     selection.drop(unit, reason)
+        for origin in self.origins:
+            if origin.position is not None and origin.stand_in is not None:
+                (unit,) = origin.covers
+                reason = self.kept_reason.get(unit, KEPT_ALL_FIT)
+                cast(Any, selection).replace(origin.position, origin.stand_in, reason)
         count = len(history.units)
         for index, origin in enumerate(self.origins):
             if origin.position is not None:
@@ -375,6 +447,8 @@ class _Run:
             selection.notes.append(f"{label}: {_summary(record)}")
             selection.notes.extend(f"{label}: {note}" for note in record.notes)
         selection.llm = _usage(self.records)
+        if RECORDS_STAGES:
+            cast(Any, selection).stages.extend(self.records)
         sink = _STAGE_RECORDS.get()
         if sink is not None:
             sink.extend(self.records)
@@ -414,7 +488,7 @@ def _summary(record: WindowRecord) -> str:
         return f"not engaged (its input, {record.tokens_before:,} tokens, fits)"
     counts = ", ".join(
         f"{action} {record.count(action)}"
-        for action in ("kept", "dropped", "summarized", "truncated")
+        for action in ("kept", "replaced", "dropped", "summarized", "truncated")
         if record.count(action)
     )
     return (
