@@ -245,3 +245,25 @@ def test_dropped_orphans_leave_a_valid_copy_and_a_note_in_the_callers_positions(
     ]
     assert window.record.notes[0].startswith("dropped message 1: tool result for call 'zz'")
     check_valid(window.messages)
+
+
+def test_sdk_content_blocks_come_back_as_themselves(server) -> None:
+    base_url, bodies = server
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    reply = [TextBlock(type="text", text="Checking."),
+             ToolUseBlock(type="tool_use", id="t1", name="lookup", input={"q": 1})]  # fmt: skip
+    messages = [
+        {"role": "user", "content": "question " * 40},
+        {"role": "assistant", "content": reply},  # as a response's content is appended
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+        },
+        {"role": "user", "content": "next"},
+    ]
+    window = adapter.select(messages, 40)
+    assert window.messages == messages[1:] and window.messages[0] is messages[1]
+    send(base_url, window)
+    sent = bodies[-1]["messages"]
+    assert sent[0]["content"][1]["id"] == "t1" and sent[1]["content"][0]["tool_use_id"] == "t1"

@@ -24,6 +24,7 @@ from ctxwindow import InvalidMessage, InvalidOption, OrphanToolResult, get_count
 from ctxwindow.adapters import openai as chat  # noqa: E402
 from ctxwindow.adapters import openai_responses as responses  # noqa: E402
 
+OPENAI_CHAT = pydantic.TypeAdapter(list[ChatCompletionMessageParam])
 CHAT_REPLY = {
     "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
     "choices": [{"index": 0, "finish_reason": "stop",
@@ -111,7 +112,7 @@ def test_chat_window_is_the_same_dicts_and_goes_out_through_the_real_client(serv
     assert window.messages[0] is history[0] and window.messages[-1] is history[-1]
     assert window.record.tokens_after <= 400
     request = chat.request_messages(window)
-    pydantic.TypeAdapter(list[ChatCompletionMessageParam]).validate_python(request)
+    OPENAI_CHAT.validate_python(request)
     reply = client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
     assert reply.choices[0].message.content == "ok"
     assert bodies[-1][1]["messages"] == request
@@ -296,3 +297,18 @@ def test_async_select_is_the_same_window() -> None:
     assert window.messages == responses.select(items, 400, "sliding").messages
     history = chat_history()
     assert asyncio.run(chat.aselect(history, 400)).messages == chat.select(history, 400).messages
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "summarize"])
+def test_chat_strategies_give_valid_requests(server, strategy: str) -> None:
+    base_url, bodies = server
+    history = chat_history(14)
+    window = chat.select(history, 450, strategy)
+    made = [m for m in window.messages if not any(m is h for h in history)]
+    assert bool(made) == (strategy == "summarize")
+    assert all(m["metadata"]["synthetic"] for m in made)  # a summary carries its metadata
+    request = chat.request_messages(window)
+    OPENAI_CHAT.validate_python(request)
+    client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
+    assert bodies[-1][1]["messages"] == request
+    assert all("metadata" not in m for m in bodies[-1][1]["messages"])
