@@ -269,3 +269,32 @@ def test_index_goes_with_its_conversation() -> None:
 def test_cache_option_accepts_none_as_memory_only() -> None:
     strategy = SemanticWindow(cache=None)
     assert strategy.cache.where == "memory"
+
+
+def test_a_cache_option_that_names_no_store_is_a_clear_error(tmp_path: Path) -> None:
+    from ctxwindow.errors import InvalidOption
+
+    for cache, says in [("", "must be 'memory'"), ("s3://bucket", "unknown kind"), (".", "folder")]:
+        try:
+            SemanticWindow(cache=cache)
+        except InvalidOption as error:
+            assert says in str(error)
+        else:
+            raise AssertionError(f"cache={cache!r} was accepted")
+
+
+def test_many_asyncio_tasks_on_one_redis_backed_strategy_give_the_sequential_windows(
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    import asyncio
+
+    histories = [chat(10, tag=f"async{k} ") for k in range(6)]
+    expected = [SemanticWindow(cache="memory").select(h, 120).messages for h in histories]
+    shared = SemanticWindow(cache=redis_server.url)
+
+    async def main() -> list[Any]:
+        tasks = (shared.aselect(h, 120) for h in histories * 2)
+        return list(await asyncio.wait_for(asyncio.gather(*tasks), timeout=300))
+
+    windows = asyncio.run(main())
+    assert [w.messages for w in windows] == expected * 2

@@ -158,3 +158,19 @@ def test_one_strategy_from_many_threads_on_sqlite_gives_the_sequential_windows(
     for h in histories:
         later.select(h, 200)
     assert calls[0] == 0  # every thread's summaries were written
+
+
+@pytest.mark.parametrize(
+    ("cache", "says"),
+    [
+        ("", "must be 'memory'"),
+        ("http://cache:80", "unknown kind of store"),
+        (".", "names a folder"),
+        ("redis://localhost:notaport/0", "is not valid"),
+    ],
+)
+def test_a_cache_option_that_names_no_store_is_a_clear_error(cache: str, says: str) -> None:
+    from ctxwindow.errors import InvalidOption
+
+    with pytest.raises(InvalidOption, match=says):
+        SummarizeWindow(cache=cache)

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ctxwindow.errors import InvalidOption
 from ctxwindow.stores.layered import LayeredStore
 from ctxwindow.stores.memory import MemoryStore
 from ctxwindow.stores.sqlite import SQLiteStore
@@ -38,6 +39,7 @@ __all__ = [
     "content_hash",
     "is_redis_url",
     "open_store",
+    "spec_problem",
 ]
 
 #: Every key starts with this; bump the version when a value format changes.
@@ -83,6 +85,21 @@ def is_redis_url(spec: object) -> bool:
     return isinstance(spec, str) and spec.startswith(REDIS_SCHEMES)
 
 
+def spec_problem(spec: object) -> str | None:
+    """Why ``spec`` cannot name a cache store, or None if it can (for option checks)."""
+    if spec is None or spec == "memory":
+        return None
+    if not isinstance(spec, (str, Path)) or not str(spec).strip():
+        return "must be 'memory', a SQLite file path or a redis:// URL"
+    text = str(spec)
+    if "://" in text and not is_redis_url(text):
+        scheme = text.split("://", maxsplit=1)[0]
+        return f"names an unknown kind of store ({scheme!r}); use a redis:// URL"
+    if not is_redis_url(text) and Path(text).expanduser().is_dir():
+        return f"names a folder ({text!r}); name a file in it, such as cache.sqlite3"
+    return None
+
+
 def open_store(
     spec: str | Path | None,
     *,
@@ -93,8 +110,12 @@ def open_store(
     """The store a cache option names: memory only, or memory in front of Redis or SQLite.
 
     ``memory_entries`` and ``memory_bytes`` bound the in-memory layer in every case;
-    ``ttl`` (seconds) applies to Redis entries only.
+    ``ttl`` (seconds) applies to Redis entries only. A spec that cannot name a store
+    raises InvalidOption.
     """
+    problem = spec_problem(spec)
+    if problem:
+        raise InvalidOption(f"cache {str(spec)!r} {problem}")
     memory = MemoryStore(max_entries=memory_entries, max_bytes=memory_bytes)
     if spec is None or spec == "memory":
         return memory

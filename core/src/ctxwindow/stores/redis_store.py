@@ -18,6 +18,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ctxwindow.errors import InvalidOption
 
+#: Keys per round trip: a long history's first visit must not become one reply too big
+#: to arrive within the socket timeout.
+_CHUNK = 500
+
 
 def redact(url: str) -> str:
     """``url`` without its password, for messages."""
@@ -80,26 +84,30 @@ class RedisStore:
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         if not keys or self._skipping():
             return {}
+        found: dict[str, bytes] = {}
         try:
-            values = self._client.mget(list(keys))
+            for start in range(0, len(keys), _CHUNK):
+                chunk = list(keys[start : start + _CHUNK])
+                values = self._client.mget(chunk)
+                for key, value in zip(chunk, values, strict=False):
+                    if isinstance(value, (bytes, bytearray)):
+                        found[key] = bytes(value)
         except self._errors as error:
             self._gone(error)
             return {}
         self._back()
-        return {
-            key: bytes(value)
-            for key, value in zip(keys, values, strict=False)
-            if isinstance(value, (bytes, bytearray))
-        }
+        return found
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
         if not items or self._skipping():
             return
+        pairs = list(items.items())
         try:
-            pipe = self._client.pipeline(transaction=False)
-            for key, value in items.items():
-                pipe.set(key, bytes(value), ex=self.ttl)
-            pipe.execute()
+            for start in range(0, len(pairs), _CHUNK):
+                pipe = self._client.pipeline(transaction=False)
+                for key, value in pairs[start : start + _CHUNK]:
+                    pipe.set(key, bytes(value), ex=self.ttl)
+                pipe.execute()
         except self._errors as error:
             self._gone(error)
             return

@@ -9,10 +9,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
+from ctxwindow.stores import spec_problem
 from ctxwindow.text import unit_text
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
 from ctxwindow_semantic.index import IndexPool
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
+
+
+def _cache(value: str) -> str | None:
+    return None if value == "default" else spec_problem(value)
 
 
 def _share(value: float) -> str | None:
@@ -41,6 +46,7 @@ class SemanticWindow(BaseStrategy):
             "a SQLite file path, a Redis URL ('redis://host:6379/0', shared by app "
             "replicas), or 'memory' / None (this process only).",
             nullable=True,
+            check=_cache,
         ),
         Option(
             "cache_ttl",
