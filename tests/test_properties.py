@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import registry
-from ctxwindow.errors import LLMNotConfigured
+from ctxwindow.errors import InvalidOption, LLMNotConfigured
 from ctxwindow.strategy import Strategy
+from ctxwindow.testing import example_instances
 from ctxwindow.testing.checks import checked_outcome
 from ctxwindow.testing.conversations import wild_histories
 from ctxwindow.testing.pytest_plugin import examples_wanted, note_generated
@@ -57,15 +58,23 @@ def _private_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         os.environ["XDG_CACHE_HOME"] = old
 
 
-def _build(name: str, **options: Any) -> Strategy:
-    """The installed strategy ``name`` with ``options``; skipped (saying why) when it
-    needs an LLM that is not configured here."""
+def _build(name: str, **options: Any) -> list[Strategy]:
+    """The installed strategy ``name`` with ``options``, once per set of its declared
+    ``example_options`` (else with its defaults); skipped, saying why, when it needs an
+    LLM that is not configured here."""
     entry = registry.strategy_entry(name)
     try:
-        strategy: Strategy = entry.target(**options)
+        return example_instances(entry.target, **options)
     except LLMNotConfigured as error:
         pytest.skip(f"{name} needs an LLM, and none is configured: {error}")
-    return strategy
+    except InvalidOption as error:
+        if getattr(entry.target, "example_options", None):
+            raise
+        pytest.fail(
+            f"strategy {name!r} (from {entry.distribution}) cannot be built with its "
+            f"defaults: {error}. Declare example_options on the class (see "
+            f"ctxwindow.testing.example_instances) so that generic tests can build it."
+        )
 
 
 def _options(name: str) -> set[str]:
@@ -133,10 +142,11 @@ def _check_case(
 @pytest.mark.parametrize("name", _installed())
 def test_generated_histories_keep_the_contract(name: str, request: pytest.FixtureRequest) -> None:
     options = _options(name)
-    built = {
-        oversize: _build(name, **({"oversize": oversize} if "oversize" in options else {}))
+    built = [
+        strategy
         for oversize in ("raise", "truncate")
-    }
+        for strategy in _build(name, **({"oversize": oversize} if "oversize" in options else {}))
+    ]
 
     @_settings(_examples(request.config, name))
     @given(
@@ -144,12 +154,12 @@ def test_generated_histories_keep_the_contract(name: str, request: pytest.Fixtur
         budget=budgets,
         counter=st.sampled_from(COUNTERS),
         query=queries,
-        oversize=st.sampled_from(sorted(built)),
+        strategy=st.sampled_from(built),
     )
     def contract_holds(
-        messages: list[Any], budget: int, counter: str, query: str | None, oversize: str
+        messages: list[Any], budget: int, counter: str, query: str | None, strategy: Strategy
     ) -> None:
-        _check_case(built[oversize], messages, budget, counter, query)
+        _check_case(strategy, messages, budget, counter, query)
 
     contract_holds()
 
@@ -161,7 +171,7 @@ def test_generated_broken_tool_exchanges(name: str, request: pytest.FixtureReque
     options = _options(name)
     if "orphans" not in options:
         pytest.skip(f"{name} has no orphans option (it does not build on BaseStrategy)")
-    built = {policy: _build(name, orphans=policy) for policy in ("raise", "drop")}
+    built = [strategy for policy in ("raise", "drop") for strategy in _build(name, orphans=policy)]
 
     @_settings(_examples(request.config, name))
     @given(
@@ -169,12 +179,12 @@ def test_generated_broken_tool_exchanges(name: str, request: pytest.FixtureReque
         budget=budgets,
         counter=st.sampled_from(COUNTERS),
         query=queries,
-        policy=st.sampled_from(sorted(built)),
+        strategy=st.sampled_from(built),
     )
     def contract_holds(
-        messages: list[Any], budget: int, counter: str, query: str | None, policy: str
+        messages: list[Any], budget: int, counter: str, query: str | None, strategy: Strategy
     ) -> None:
-        _check_case(built[policy], messages, budget, counter, query)
+        _check_case(strategy, messages, budget, counter, query)
 
     contract_holds()
 

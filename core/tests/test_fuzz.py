@@ -191,6 +191,8 @@ ATHERIS = importlib.util.find_spec("atheris") is not None
 
 def _atheris(target: str, tmp_path: Path, *limit: str) -> dict[str, Any]:
     report = tmp_path / f"{target}.json"
+    artifacts = tmp_path / f"artifacts-{target}"
+    artifacts.mkdir(exist_ok=True)
     done = subprocess.run(
         [
             sys.executable,
@@ -200,7 +202,7 @@ def _atheris(target: str, tmp_path: Path, *limit: str) -> dict[str, Any]:
             "--corpus",
             str(tmp_path / f"corpus-{target}"),
             "--artifacts",
-            str(tmp_path),
+            str(artifacts),
             "--report",
             str(report),
         ],
@@ -210,9 +212,7 @@ def _atheris(target: str, tmp_path: Path, *limit: str) -> dict[str, Any]:
         check=False,
         cwd=tmp_path,
     )
-    crashes = sorted(p.name for p in tmp_path.glob("crash-*")) + sorted(
-        p.name for p in tmp_path.glob("timeout-*")
-    )
+    crashes = sorted(p.name for p in artifacts.iterdir())  # crash-*, timeout-*, oom-*
     tail = "\n".join(done.stderr.splitlines()[-30:])
     assert done.returncode == 0 and not crashes, f"{target}: {crashes}\n{tail}"
     runs = re.search(r"^Done (\d+) runs in (\d+) second", done.stderr, re.MULTILINE)

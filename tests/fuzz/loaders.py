@@ -75,7 +75,8 @@ def config_target(data: bytes) -> str:
             config = parse_config(data, Path(name))
             if config is None:
                 continue
-            if config.get("strategy") in SLOW_STRATEGIES:
+            name_given = config.get("strategy")
+            if isinstance(name_given, str) and name_given in SLOW_STRATEGIES:
                 config = {**config, "strategy": "fixed"}
             windower = windower_from(config)
             windower.select(HISTORY)

@@ -13,7 +13,7 @@ from ctxwindow.testing.conversations import (
     result,
     user,
 )
-from ctxwindow.testing.suite import StrategyConformance
+from ctxwindow.testing.suite import StrategyConformance, example_instances
 
 __all__ = [
     "BUDGETS",
@@ -22,6 +22,7 @@ __all__ = [
     "battery",
     "calls",
     "check_window",
+    "example_instances",
     "histories",
     "result",
     "user",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -23,6 +24,18 @@ from ctxwindow.testing.conversations import BUDGETS, battery, histories
 from ctxwindow.testing.pytest_plugin import note_generated
 
 CASES = sorted(battery())
+
+
+def example_instances(factory: Any, **options: Any) -> list[Strategy]:
+    """Instances of a registered strategy class for generic tests (``options`` added to
+    each): one per dict in the class's ``example_options``, else one with its defaults.
+
+    A strategy that cannot work on its defaults (a pipeline needs its stages) declares
+    ``example_options: ClassVar[tuple[dict[str, Any], ...]]`` so that tests which find
+    strategies through the registry, rather than by name, can build it.
+    """
+    examples: Sequence[Mapping[str, Any]] = getattr(factory, "example_options", None) or ({},)
+    return [factory(**{**dict(example), **options}) for example in examples]
 
 
 class StrategyConformance:
