@@ -478,6 +478,39 @@ MALFORMED = [
         "tool call 0 has no function 'name'",
         id="tool-call-no-name",
     ),
+    pytest.param(
+        {"role": ["user"], "content": "x"},
+        "unknown role ['user']",
+        id="role-unhashable",
+    ),
+    pytest.param(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"x": object()}}}],
+        },
+        "tool call 0's arguments are not JSON data",
+        id="tool-arguments-not-json",
+    ),
+    pytest.param(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "type": 3, "function": {"name": "f"}}],
+        },
+        "tool call 0's 'type' must be a string, got int",
+        id="tool-call-type-not-str",
+    ),
+    pytest.param(
+        {"role": "user", "content": "x", "id": True},
+        "'id' must be a string, got bool",
+        id="id-bool",
+    ),
+    pytest.param(
+        {"role": "user", "content": "x", "metadata": {"id": False}},
+        "'id' must be a string, got bool",
+        id="metadata-id-bool",
+    ),
 ]
 
 
@@ -558,3 +591,22 @@ def test_other_non_lists(value: object) -> None:
         InvalidMessage, match=f"expected a list of messages, got {type(value).__name__}"
     ):
         ctxwindow.select(value, 100)
+
+
+def test_directly_built_message_with_an_unhashable_role_or_bool_id() -> None:
+    with pytest.raises(InvalidMessage, match=r"unknown role \['user'\]"):
+        Message(role=["user"], content="x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage, match="'id' must be a string, got bool"):
+        Message(role="user", content="x", id=True)  # type: ignore[arg-type]
+
+
+def test_a_call_without_a_type_is_a_function_call() -> None:
+    message = read_message(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c", "function": {"name": "f"}}],
+        },
+        0,
+    )
+    assert message.tool_calls[0].type == "function"
