@@ -262,8 +262,25 @@ def test_sdk_content_blocks_come_back_as_themselves(server) -> None:
         },
         {"role": "user", "content": "next"},
     ]
-    window = adapter.select(messages, 40)
+    window = adapter.select(messages, 40, user_first=False)
     assert window.messages == messages[1:] and window.messages[0] is messages[1]
     send(base_url, window)
     sent = bodies[-1]["messages"]
     assert sent[0]["content"][1]["id"] == "t1" and sent[1]["content"][0]["tool_use_id"] == "t1"
+
+
+def test_user_first_removes_leading_assistant_turns() -> None:
+    messages = history(4)
+    counter = get_counter("approx")
+    free = adapter.select(messages, 260, user_first=False, counter=counter)
+    assert free.messages[0]["role"] == "assistant"  # what Anthropic's own API accepts
+    window = adapter.select(messages, 260, counter=counter)
+    first = window.messages[0]
+    assert first["role"] == "user" and isinstance(first["content"], str)
+    removed = len(free.messages) - len(window.messages)
+    assert removed > 0 and window.messages == free.messages[removed:]
+    check_valid(window.messages)
+    assert window.record.notes[-1].startswith(f"removed {removed} more message(s)")
+    assert window.record.tokens_after < free.record.tokens_after
+    reasons = [d.reason for d in window.record.decisions if "user_first" in d.reason]
+    assert reasons and all(d.startswith("among the most recent") for d in reasons)

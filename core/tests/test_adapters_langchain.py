@@ -195,7 +195,9 @@ def test_start_on_updates_the_record() -> None:
         adapter.SHAPE,
         query=None,
         budget=None,
-        trim=lambda window: adapter._bounds(window, start_on=("human",), end_on=()),
+        trim=adapter.Trim(
+            lambda window: adapter._bounds(window, start_on=("human",), end_on=()), "start_on"
+        ),
     )
     plain = adapter.select(messages, 300, counter=counter)
     removed = len(plain) - len(trimmed)
@@ -204,10 +206,23 @@ def test_start_on_updates_the_record() -> None:
     assert trimmed.record.tokens_after == sum(
         counter.count_message(m) for m in adapter.read_messages(trimmed.messages).messages
     )
-    assert "start_on/end_on trimmed" in trimmed.record.notes[-1]
+    assert trimmed.record.notes[-1] == f"removed {removed} more message(s): start_on"
     assert sum(d.action == "kept" for d in trimmed.record.decisions) < sum(
         d.action == "kept" for d in plain.record.decisions
     )
+
+
+def test_start_on_and_end_on_keep_tool_exchanges_whole() -> None:
+    messages = history(3)
+    # the newest message is a ToolMessage: end_on="ai" must not end on the calling AIMessage
+    messages = messages[:-2]
+    assert isinstance(messages[-1], ToolMessage)
+    ended = adapter.trim_messages(messages, max_tokens=1000, end_on="ai")
+    assert isinstance(ended, list) and isinstance(ended[-1], AIMessage)
+    assert not ended[-1].tool_calls  # the answer before, not the call without its results
+    check_valid(ended)
+    started = adapter.trim_messages(history(3), max_tokens=300, start_on="tool")
+    check_valid(started)
 
 
 def test_unsupported_trim_messages_arguments_say_so() -> None:

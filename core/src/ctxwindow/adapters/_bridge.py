@@ -55,6 +55,15 @@ class Converted(Generic[T]):
 
 
 @dataclass(frozen=True)
+class Trim:
+    """A last pass over a window in the framework's shape: ``remove(window)`` gives the
+    indices to take out (whole units only), and ``reason`` says why, for the record."""
+
+    remove: Callable[[list[Any]], set[int]]
+    reason: str
+
+
+@dataclass(frozen=True)
 class Shape(Generic[T]):
     """How one framework's items come back out of a window."""
 
@@ -114,7 +123,7 @@ def select_converted(
     *,
     query: str | None,
     budget: int | None,
-    trim: Callable[[list[Any]], set[int]] | None = None,
+    trim: Trim | None = None,
 ) -> Window[Any]:
     """Window the converted Messages and give back the framework's items."""
     try:
@@ -131,12 +140,13 @@ async def aselect_converted(
     *,
     query: str | None,
     budget: int | None,
+    trim: Trim | None = None,
 ) -> Window[Any]:
     try:
         window = await windower.aselect(converted.messages, query=query, budget=budget)
     except InvalidMessage as error:
         raise _in_items(error, converted) from None
-    return finish(window, converted, shape, windower, None)
+    return finish(window, converted, shape, windower, trim)
 
 
 def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessage:
@@ -165,7 +175,7 @@ def finish(
     converted: Converted[Any],
     shape: Shape[Any],
     windower: Windower,
-    trim: Callable[[list[Any]], set[int]] | None,
+    trim: Trim | None,
 ) -> Window[Any]:
     """The window as the framework's items, with the record in the caller's positions."""
     where = {id(message): position for position, message in enumerate(converted.messages)}
@@ -197,9 +207,6 @@ def finish(
                 slot.kept.update(parts)
             if cut is not None:
                 slot.cut = cut
-    gone = trim([_peek(s, converted) for s in slots]) if trim else set()
-    trimmed = [slot for number, slot in enumerate(slots) if number in gone]
-    slots = [slot for number, slot in enumerate(slots) if number not in gone]
     output: list[Any] = []
     for slot in slots:
         if slot.made is not None:
@@ -212,13 +219,11 @@ def finish(
             output.append(item)
         else:
             output.append(shape.rebuild(item, None if whole else sorted(slot.kept or ()), slot.cut))
-    record = _record(window.record, converted, shape, len(output), trimmed, windower)
+    gone = trim.remove(output) if trim else set()
+    trimmed = [slot for number, slot in enumerate(slots) if number in gone]
+    output = [entry for number, entry in enumerate(output) if number not in gone]
+    record = _record(window.record, converted, shape, len(output), trimmed, windower, trim)
     return Window(output, record)
-
-
-def _peek(slot: _Slot, converted: Converted[Any]) -> Any:
-    """What a trim function sees of a slot: the item, or the made Message."""
-    return slot.made if slot.made is not None else converted.items[slot.item or 0]
 
 
 def _record(
@@ -228,11 +233,13 @@ def _record(
     size: int,
     trimmed: list[_Slot],
     windower: Windower,
+    trim: Trim | None,
 ) -> WindowRecord:
     """The core's record, its positions and counts in the caller's items."""
     sources = converted.sources
     items = converted.items
     removed = {slot.item for slot in trimmed if slot.item is not None}
+    why = trim.reason if trim else ""
     gone = {id(m): m for slot in trimmed for m in slot.messages}
     freed = sum(windower.counter.count_message(m) for m in gone.values())
     inner = record
@@ -243,7 +250,7 @@ def _record(
             positions = sorted({item for p in decision.positions for item in sources[p]})
             action, reason = decision.action, decision.reason
             if removed and removed.intersection(positions) and action != "dropped":
-                action, reason = "dropped", f"{reason}; then trimmed by start_on/end_on"
+                action, reason = "dropped", f"{reason}; then removed: {why}"
             out.append(
                 dataclasses.replace(
                     decision,
@@ -257,7 +264,7 @@ def _record(
 
     notes = tuple(_note_in_items(note, sources) for note in record.notes)
     if trimmed:
-        notes = (*notes, f"start_on/end_on trimmed {len(trimmed)} more message(s)")
+        notes = (*notes, f"removed {len(trimmed)} more message(s): {why}")
     return dataclasses.replace(
         record,
         messages_before=len(items),

@@ -22,6 +22,7 @@ from typing import Any
 from ctxwindow.adapters._bridge import (
     Converted,
     Shape,
+    Trim,
     aselect_converted,
     get,
     select_converted,
@@ -63,9 +64,15 @@ def select(
     counter: TokenCounter | str | None = None,
     query: str | None = None,
     windower: Windower | None = None,
+    user_first: bool = True,
     **options: Any,
 ) -> AnthropicWindow:
-    """The window of Anthropic ``messages`` with ``system`` counted and kept."""
+    """The window of Anthropic ``messages`` with ``system`` counted and kept.
+
+    ``user_first`` (the default) removes assistant turns that would open the window, as
+    Amazon Bedrock and Vertex AI reject a request whose first message is not the user's
+    (Anthropic's own API accepts it); the record says what was removed.
+    """
     chosen = windower_for(windower, strategy, budget, counter, options)
     window = select_converted(
         chosen,
@@ -73,6 +80,7 @@ def select(
         SHAPE,
         query=query,
         budget=budget if windower else None,
+        trim=USER_FIRST if user_first else None,
     )
     return AnthropicWindow(window.messages, window.record, system)
 
@@ -86,6 +94,7 @@ async def aselect(
     counter: TokenCounter | str | None = None,
     query: str | None = None,
     windower: Windower | None = None,
+    user_first: bool = True,
     **options: Any,
 ) -> AnthropicWindow:
     """Async :func:`select`."""
@@ -96,6 +105,7 @@ async def aselect(
         SHAPE,
         query=query,
         budget=budget if windower else None,
+        trim=USER_FIRST if user_first else None,
     )
     return AnthropicWindow(window.messages, window.record, system)
 
@@ -262,4 +272,22 @@ def _made(message: Message, before: Sequence[Any]) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "text", "text": message.text}]}
 
 
+def _opens_a_turn(message: Mapping[str, Any]) -> bool:
+    """A user message that does not answer tool calls: a request may start with it."""
+    content = message.get("content")
+    if message.get("role") != "user":
+        return False
+    return isinstance(content, str) or not content or get(content[0], "type") != "tool_result"
+
+
+def _before_first_user(window: list[Any]) -> set[int]:
+    """The assistant turns (with the tool results answering them) before the first
+    user message; none when no user message could open the window."""
+    first = next((i for i, m in enumerate(window) if _opens_a_turn(m)), None)
+    if first is None:
+        return set()
+    return {i for i in range(first) if window[i].get("role") != "system"}
+
+
 SHAPE: Shape[Any] = Shape("anthropic", _rebuild, _made)
+USER_FIRST = Trim(_before_first_user, "a request starts with a user message (user_first)")

@@ -38,6 +38,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 from ctxwindow.adapters._bridge import (
     Converted,
     Shape,
+    Trim,
     aselect_converted,
     select_converted,
     text_of,
@@ -160,7 +161,10 @@ def _trim(
         messages = messages.to_messages()
     elif not all(isinstance(m, BaseMessage) for m in messages):
         messages = convert_to_messages(messages)
-    trim = partial(_bounds, start_on=start_on, end_on=end_on) if start_on or end_on else None
+    trim = None
+    if start_on or end_on:
+        remove = partial(_bounds, start_on=start_on, end_on=end_on)
+        trim = Trim(remove, "outside start_on/end_on")
     window = select_converted(
         windower, read_messages(messages), SHAPE, query=query, budget=None, trim=trim
     )
@@ -181,34 +185,41 @@ def _types(value: Any, name: str) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def _matches(message: Any, types: tuple[Any, ...]) -> bool:
-    if isinstance(message, Message):  # a made message: a summary
-        kind = "system" if message.role == "system" else "human"
-        return any(t == kind or (isinstance(t, type) and t.__name__[:-7].lower() == kind)
-                   for t in types)  # fmt: skip
+def _matches(message: BaseMessage, types: tuple[Any, ...]) -> bool:
     return any(message.type == t if isinstance(t, str) else isinstance(message, t) for t in types)
 
 
-def _system(message: Any) -> bool:
-    return message.role == "system" if isinstance(message, Message) else message.type == "system"
-
-
-def _bounds(window: list[Any], *, start_on: tuple[Any, ...], end_on: tuple[Any, ...]) -> set[int]:
+def _bounds(
+    window: list[BaseMessage], *, start_on: tuple[Any, ...], end_on: tuple[Any, ...]
+) -> set[int]:
     """Which window entries start_on and end_on remove: those after the leading system
     messages and before the first ``start_on`` match, and those after the last
-    ``end_on`` match."""
+    ``end_on`` match; a match inside a tool exchange does not count, so that a call
+    and its results stay together."""
     gone: set[int] = set()
     lead = 0
-    while lead < len(window) and _system(window[lead]):
+    while lead < len(window) and window[lead].type == "system":
         lead += 1
+    size = len(window)
+
+    def starts_unit(i: int) -> bool:
+        return not isinstance(window[i], ToolMessage)
+
+    def ends_unit(i: int) -> bool:
+        return i + 1 >= size or not isinstance(window[i + 1], ToolMessage)
+
     if start_on:
-        first = next((i for i in range(lead, len(window)) if _matches(window[i], start_on)),
-                     len(window))  # fmt: skip
+        first = next(
+            (i for i in range(lead, size) if _matches(window[i], start_on) and starts_unit(i)),
+            size,
+        )
         gone.update(range(lead, first))
     if end_on:
-        last = next((i for i in range(len(window) - 1, -1, -1) if _matches(window[i], end_on)),
-                    lead - 1)  # fmt: skip
-        gone.update(range(max(last + 1, lead), len(window)))
+        last = next(
+            (i for i in range(size - 1, -1, -1) if _matches(window[i], end_on) and ends_unit(i)),
+            lead - 1,
+        )
+        gone.update(range(max(last + 1, lead), size))
     return gone
 
 
