@@ -149,6 +149,20 @@ def test_clearing_first_can_make_later_stages_unnecessary() -> None:
     assert not any(m.get("role") == "system" and m is not messages[0] for m in window.messages)
 
 
+def test_budget_share_leaves_a_later_stage_something_to_choose_from() -> None:
+    messages = agent(10)
+    stages = [CLEAR, {"strategy": "summarize", "budget_share": 1.5}, "sliding"]
+    window = PipelineStrategy(stages=stages).select(messages, 800)
+    cleared, summarized, chosen = window.record.stages
+    assert (cleared.budget, summarized.budget, chosen.budget) == (800, 1200, 800)
+    assert summarized.engaged and 800 < summarized.tokens_after <= 1200
+    assert chosen.engaged and window.tokens <= 800
+    assert window.record.count("summarized") > 0 and window.record.count("dropped") > 0
+    # without the share, summarize fits the budget itself and sliding has nothing to do
+    same = PipelineStrategy(stages=[CLEAR, "summarize", "sliding"]).select(messages, 800)
+    assert not same.record.stages[2].engaged
+
+
 def test_engaging_within_budget_follows_the_stages() -> None:
     messages = agent(6)
     roomy = 100_000
@@ -278,6 +292,18 @@ def test_unknown_first_party_stage_gives_the_install_hint(monkeypatch: pytest.Mo
         ([3], "stages[0] must be a strategy name, a table with 'strategy'"),
         ([{"strategy": 7}], "stages[0]: 'strategy' must be a name (str), got 7"),
         ("fixed", "option 'stages' expects list | tuple, got str 'fixed'"),
+        (
+            ["clear_tool_outputs", {"strategy": "fixed", "budget_share": 2.0}],
+            "stages[1] ('fixed'): 'budget_share' is for the stages before the last",
+        ),
+        (
+            [{"strategy": "summarize", "budget_share": "twice"}, "fixed"],
+            "stages[0] ('summarize'): 'budget_share' must be a number > 0",
+        ),
+        (
+            [{"strategy": "summarize", "budget_share": 0}, "fixed"],
+            "stages[0] ('summarize'): 'budget_share' must be a number > 0",
+        ),
     ],
 )
 def test_bad_stages_are_clear_errors(stages: Any, expected: str) -> None:

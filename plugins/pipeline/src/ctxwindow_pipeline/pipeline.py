@@ -61,8 +61,9 @@ class PipelineStrategy(BaseStrategy):
             "stages",
             (list, tuple),
             [],
-            "The strategies to run, in order: each a name or a table with 'strategy' and "
-            f"that strategy's options, for example {EXAMPLE}.",
+            "The strategies to run, in order: each a name or a table with 'strategy', "
+            "that strategy's options and, before the last, 'budget_share' (its budget as a "
+            f"share of the pipeline's; default 1.0), for example {EXAMPLE}.",
         ),
     )
 
@@ -126,26 +127,29 @@ class PipelineStrategy(BaseStrategy):
     def choose(self, history: History) -> Selection:
         run = _Run(history)
         for stage in self.stages:
+            budget = stage.budget(history.budget)
             if stage.is_transform and stage is not self.stages[-1]:
-                run.apply(stage, _transformed(stage, run.items, history))
+                run.apply(stage, _transformed(stage, run.items, history, budget))
             else:
-                run.apply(stage, _windower(stage, history).select(run.items, query=history.query))
+                windower = _windower(stage, history, budget)
+                run.apply(stage, windower.select(run.items, query=history.query))
         return run.finish()
 
     async def achoose(self, history: History) -> Selection:
         run = _Run(history)
         for stage in self.stages:
+            budget = stage.budget(history.budget)
             if stage.is_transform and stage is not self.stages[-1]:
-                run.apply(stage, _transformed(stage, run.items, history))
+                run.apply(stage, _transformed(stage, run.items, history, budget))
             else:
-                windower = _windower(stage, history)
+                windower = _windower(stage, history, budget)
                 run.apply(stage, await windower.aselect(run.items, query=history.query))
         return run.finish()
 
 
-def _windower(stage: Stage, history: History) -> Windower:
+def _windower(stage: Stage, history: History, budget: int) -> Windower:
     """The host around one stage: its window checked, its failure named by distribution."""
-    return Windower(stage.strategy, history.budget, history.counter, stage.distribution)
+    return Windower(stage.strategy, budget, history.counter, stage.distribution)
 
 
 def _with_stages(window: Window[Any], records: list[WindowRecord]) -> Window[Any]:
@@ -155,16 +159,16 @@ def _with_stages(window: Window[Any], records: list[WindowRecord]) -> Window[Any
 
 
 # -- a transform stage -----------------------------------------------------------------
-def _transformed(stage: Stage, items: list[Any], history: History) -> Window[Any]:
+def _transformed(stage: Stage, items: list[Any], history: History, budget: int) -> Window[Any]:
     """Run a message transform on ``items``: it may leave them over budget, and only
     runs when they are over it or it engages anyway. Its output is checked like a window,
     but for the budget, which the stages after it keep."""
     started = time.perf_counter()
-    view = Conversation(items).view(history.counter, history.budget, history.query)
+    view = Conversation(items).view(history.counter, budget, history.query)
     strategy: Any = stage.strategy
     total = view.total_tokens
     count = len(view.units)
-    if total <= history.budget and not strategy.engages_within_budget(view):
+    if total <= budget and not strategy.engages_within_budget(view):
         untouched = _record(stage, view, total, False, started, len(items), (), _all_kept(view))
         return Window(list(items), untouched)
     selection = strategy.transform(view)

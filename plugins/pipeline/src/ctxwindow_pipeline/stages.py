@@ -12,6 +12,8 @@ from ctxwindow.registry import strategy_entry
 from ctxwindow.strategy import Strategy, declared_options
 
 PIPELINE = "pipeline"
+#: Keys of a stage's table that are the pipeline's, not the stage strategy's options.
+STAGE_KEYS = ("strategy", "budget_share")
 EXAMPLE = '[{strategy = "clear_tool_outputs", keep_recent = 2}, {strategy = "fixed"}]'
 
 
@@ -23,6 +25,13 @@ class Stage:
     name: str
     strategy: Strategy
     distribution: str | None
+    #: This stage's budget as a share of the pipeline's (None: the same budget).
+    budget_share: float | None = None
+
+    def budget(self, pipeline_budget: int) -> int:
+        if self.budget_share is None:
+            return pipeline_budget
+        return max(1, int(pipeline_budget * self.budget_share))
 
     @property
     def label(self) -> str:
@@ -40,7 +49,14 @@ def build_stages(owner: str, specs: Sequence[Any]) -> tuple[Stage, ...]:
         raise InvalidOption(
             f"{owner}: option 'stages' is empty; list at least one, for example {EXAMPLE}"
         )
-    return tuple(_build(owner, index, spec) for index, spec in enumerate(specs))
+    stages = tuple(_build(owner, index, spec) for index, spec in enumerate(specs))
+    last = stages[-1]
+    if last.budget_share is not None:
+        raise InvalidOption(
+            f"{owner}: stages[{last.index}] ({last.name!r}): 'budget_share' is for the stages "
+            f"before the last; the last stage always fits the pipeline's budget"
+        )
+    return stages
 
 
 def _build(owner: str, index: int, spec: Any) -> Stage:
@@ -51,7 +67,8 @@ def _build(owner: str, index: int, spec: Any) -> Stage:
                 f"{where} has no 'strategy'; write each stage as a strategy name or a "
                 f'table such as {{strategy = "fixed", max_messages = 40}}'
             )
-        name, options = spec["strategy"], {k: v for k, v in spec.items() if k != "strategy"}
+        name = spec["strategy"]
+        options = {k: v for k, v in spec.items() if k not in STAGE_KEYS}
     elif isinstance(spec, str):
         name, options = spec, {}
     elif _is_strategy(spec):  # an instance, from Python
@@ -91,7 +108,19 @@ def _build(owner: str, index: int, spec: Any) -> Stage:
         raise
     except TypeError as error:
         raise InvalidOption(f"{where} rejected its options: {error}") from None
-    return Stage(index, name, strategy, entry.distribution)
+    share = _share(where, spec.get("budget_share") if isinstance(spec, Mapping) else None)
+    return Stage(index, name, strategy, entry.distribution, share)
+
+
+def _share(where: str, share: Any) -> float | None:
+    if share is None:
+        return None
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1e6:
+        raise InvalidOption(
+            f"{where}: 'budget_share' must be a number > 0 (this stage's budget as a share "
+            f"of the pipeline's, such as 2.0), got {share!r}"
+        )
+    return float(share)
 
 
 def _is_strategy(value: Any) -> bool:
