@@ -864,11 +864,12 @@ def test_cli_subprocess_usage_error_is_one_line() -> None:
     ]
 
 
-def count_hostile_inputs() -> dict[str, int]:
-    """How many distinct hostile inputs this file tries (for the reliability report)."""
-    return {
-        "message payloads (API)": len(BAD_MESSAGES),
-        "message files (CLI and API)": len(MESSAGE_FILES),
-        "config files (CLI and API)": len(CONFIG_FILES),
-        "budgets (API)": len(BAD_BUDGETS),
-    }
+def test_cli_a_file_name_with_a_line_break_is_still_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "two\nlines.json"
+    source.write_bytes(b"[1")
+    code, _, err = _cli(["select", str(source), "--budget", "100"], capsys)
+    _one_clear_line(code, err, "is not valid JSON")
+    code, _, err = _cli(["select", str(tmp_path / "gone\nmissing.json"), "-b", "100"], capsys)
+    _one_clear_line(code, err, "does not exist")

@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CtxWindowError, ValueError, OSError) as error:
         if args.debug:
             raise
-        print(f"ctxwindow: error: {error}", file=sys.stderr)
+        print(f"ctxwindow: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
@@ -40,11 +40,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(
-            f"ctxwindow: internal error: {type(error).__name__}: {error} "
+            f"ctxwindow: internal error: {type(error).__name__}: {_one_line(error)} "
             f"(run with --debug for the traceback)",
             file=sys.stderr,
         )
         return EXIT_ERROR
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's message on one line (a plugin's message may hold line breaks)."""
+    return " ".join(str(error).split("\n")).strip() or type(error).__name__
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,7 +57,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         print(
-            f"ctxwindow: error: {message} (see `{self.prog} --help`)",
+            f"ctxwindow: error: {' '.join(message.splitlines())} (see `{self.prog} --help`)",
             file=sys.stderr,
         )
         sys.exit(EXIT_USAGE)
