@@ -39,16 +39,17 @@ class Clearing:
 
 
 class ClearToolOutputs(BaseStrategy):
-    """Replaces old, large tool results with a note saying what was removed.
+    """Replaces old, large tool results with a stub saying what was removed.
 
-    A tool exchange (the assistant's calls and their results) that holds a result older
-    than the newest ``keep_recent`` and costing at least ``min_tokens`` becomes one
-    synthetic assistant note: the calls with their arguments, each cleared result as
-    ``[tool output of <tool> (<call id>) cleared by ctxwindow: <n> tokens]``, and any
-    other result of the exchange verbatim. The call and its results leave together, so
-    no result is ever sent without its call. Alone it then drops the oldest units if
-    the history still does not fit; as a ``pipeline`` stage before others it only
-    clears (see :meth:`transform`) and leaves the rest to the stages after it.
+    A tool result older than the newest ``keep_recent`` results and costing at least
+    ``min_tokens`` becomes ``[tool output of <tool> (<call id>) cleared by ctxwindow:
+    <n> tokens]``: still a tool message answering the same call, which stays, so the
+    exchange remains valid for every provider. (On a core without stand-ins,
+    ``Selection.replace``, the whole exchange becomes one synthetic assistant note with
+    the calls, the stubs and any other result verbatim.) A stub is made only where it
+    is cheaper than the result. Alone it then drops the oldest units if the history
+    still does not fit; as a ``pipeline`` stage before others it only clears (see
+    :meth:`transform`) and leaves the fitting to the stages after it.
     """
 
     name = "clear_tool_outputs"
