@@ -284,3 +284,14 @@ def test_user_first_removes_leading_assistant_turns() -> None:
     assert window.record.tokens_after < free.record.tokens_after
     reasons = [d.reason for d in window.record.decisions if "user_first" in d.reason]
     assert reasons and all(d.startswith("among the most recent") for d in reasons)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
+    messages = history()
+    counter = get_counter("approx")
+    for budget in range(80, 1400, 40):
+        window = adapter.select(messages, budget, strategy, system=SYSTEM, counter=counter)
+        check_valid(window.messages)
+        read = adapter.read_messages(window.messages, SYSTEM).messages
+        assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget

@@ -256,3 +256,15 @@ def test_bad_input_names_the_message() -> None:
     no_id = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": None}])
     with pytest.raises(InvalidMessage, match="message 0: tool call 0 has no 'id'"):
         adapter.select([no_id], 50)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
+    messages = history()
+    counter = get_counter("approx")
+    for budget in range(60, 900, 20):
+        window = adapter.select(messages, budget, strategy, counter=counter)
+        check_valid(window.messages)
+        assert all(any(m is o for o in messages) for m in window.messages)
+        read = adapter.read_messages(window.messages).messages
+        assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget

@@ -312,3 +312,15 @@ def test_chat_strategies_give_valid_requests(server, strategy: str) -> None:
     client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
     assert bodies[-1][1]["messages"] == request
     assert all("metadata" not in m for m in bodies[-1][1]["messages"])
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_every_budget_gives_valid_responses_input_within_it(strategy: str) -> None:
+    items = responses_history()
+    counter = get_counter("approx")
+    for budget in range(60, 950, 30):
+        window = responses.select(items, budget, strategy, counter=counter)
+        check_pairs(window.messages)
+        assert all(any(m is i for i in items) for m in window.messages)
+        read = responses.read_items(window.messages).messages
+        assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget

@@ -204,3 +204,14 @@ def test_truncation_cuts_a_copy_and_the_record_names_the_callers_message() -> No
     assert note.startswith("truncated message 0 from 1500 to ")
     assert [d.action for d in window.record.decisions] == ["kept", "truncated"]
     assert all(d.positions == (0,) for d in window.record.decisions)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
+    messages = history()
+    counter = get_counter("approx")
+    for budget in range(120, 1100, 40):
+        window = adapter.select(messages, budget, strategy, counter=counter)
+        check_valid(window.messages)
+        read = adapter.read_messages(window.messages).messages
+        assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
