@@ -348,3 +348,33 @@ def test_the_cli_explains_a_pipeline(tmp_path: Path) -> None:
     assert "note: stages[0] clear_tool_outputs: tokens " in done.stderr
     assert "note: stages[1] summarize: tokens " in done.stderr
     assert len(json.loads(done.stdout)) < len(agent(8))
+
+
+def test_stage_records_survive_choosing_in_a_worker_thread() -> None:
+    """With time_limit the host chooses in a worker thread (or task): the stage records
+    still reach the pipeline's record."""
+    pipeline = PipelineStrategy(stages=[CLEAR, "summarize", "fixed"], time_limit=60.0)
+    for window in (
+        pipeline.select(agent(10), 900),
+        asyncio.run(pipeline.aselect(agent(10), 900)),
+    ):
+        assert [s.strategy for s in window.record.stages] == [
+            "clear_tool_outputs",
+            "summarize",
+            "fixed",
+        ]
+        assert window.tokens <= 900
+
+
+class _Broken(BaseStrategy):
+    name = "broken"
+
+    def choose(self, history: History) -> Selection:
+        raise RuntimeError("index out of date")
+
+
+def test_a_failing_stage_is_named() -> None:
+    from ctxwindow.errors import PluginError
+
+    with pytest.raises(PluginError, match=r"strategy 'broken' .* RuntimeError: index out of date"):
+        PipelineStrategy(stages=[CLEAR, _Broken()]).select(agent(10), 900)
