@@ -12,7 +12,8 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,15 @@ from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F4
 from ctxwindow.tokens import ApproxCounter, CachedCounter
 
 HOSTILE_KEY = "ctxwindow:v1:x:m:'); DROP TABLE ctxwindow_cache; --"
+
+
+def run_threads(work: Callable[[int], None], count: int) -> None:
+    """``work(0) .. work(count - 1)`` at once in threads; a failure in any fails the test,
+    and a thread still running after two minutes (a deadlock) does too."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        futures = [pool.submit(work, worker) for worker in range(count)]
+        for future in futures:
+            future.result(timeout=120)
 
 
 def runtime_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -94,11 +104,7 @@ def test_memory_store_from_many_threads_loses_nothing_within_its_bound() -> None
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    run_threads(work, 8)
     assert not errors and len(store) == 8 * 400
 
 
@@ -313,12 +319,7 @@ def test_sqlite_from_many_threads_loses_no_writes(tmp_path: Path) -> None:
                 written.update(items)
             assert store.get_many(list(items)) == items
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
+    run_threads(work, 8)
     assert SQLiteStore(path).get_many(list(written)) == written and len(written) == 8 * 150
 
 
@@ -434,12 +435,7 @@ def test_redis_from_many_threads_loses_no_writes(redis_server: RedisServer) -> N
                 written.update(items)
             assert store.get_many(list(items)) == items
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
+    run_threads(work, 8)
     fresh = open_store(redis_server.url, memory_entries=10, memory_bytes=10**6)
     assert fresh.get_many(list(written)) == written and len(written) == 8 * 150
 
@@ -500,10 +496,6 @@ def test_cached_counter_from_many_threads_counts_right_and_stays_bounded() -> No
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    run_threads(work, 6)
     assert not errors
     assert len(counter) <= 500 and counter.cached_chars <= 20_000

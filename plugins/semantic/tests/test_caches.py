@@ -8,7 +8,8 @@ import hashlib
 import struct
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,15 @@ from ctxwindow_semantic.cache import EmbeddingCache, content_key, decode, encode
 from ctxwindow_semantic.index import IndexPool
 
 MODEL = "sentence-transformers:all-MiniLM-L6-v2"
+
+
+def run_threads(work: Callable[[int], None], count: int) -> None:
+    """``work(0) .. work(count - 1)`` at once in threads; a failure in any fails the test,
+    and a thread still running after two minutes (a deadlock) does too."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        futures = [pool.submit(work, worker) for worker in range(count)]
+        for future in futures:
+            future.result(timeout=120)
 
 
 class TinyEmbedder:
@@ -132,12 +142,8 @@ def test_many_threads_on_one_sqlite_cache_lose_no_vector_and_get_no_wrong_one(
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not errors and not any(thread.is_alive() for thread in threads)
+    run_threads(work, 8)
+    assert not errors
     everything = [f"shared {r}-{i}" for r in range(20) for i in range(5)]
     everything += [f"own {w}-{r}-{i}" for w in range(8) for r in range(20) for i in range(5)]
     later = TinyEmbedder()
@@ -156,11 +162,7 @@ def test_many_threads_on_one_redis_cache_lose_no_vector(redis_server: RedisServe
             got = cache.embed(embedder, texts)
             assert np.allclose(got, np.stack([embedder.vector(t) for t in texts]))
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    run_threads(work, 8)
     everything = [f"shared {r}" for r in range(20)]
     everything += [f"own {w}-{r}-{i}" for w in range(8) for r in range(20) for i in range(4)]
     later = TinyEmbedder()

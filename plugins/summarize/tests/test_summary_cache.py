@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,15 @@ from ctxwindow_summarize import SummarizeWindow
 from ctxwindow_summarize.rolling import Summary, SummaryCache
 
 FACT = "The budget for the kitchen is 18500 euros, final."
+
+
+def run_threads(work: Callable[[int], None], count: int) -> None:
+    """``work(0) .. work(count - 1)`` at once in threads; a failure in any fails the test,
+    and a thread still running after two minutes (a deadlock) does too."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        futures = [pool.submit(work, worker) for worker in range(count)]
+        for future in futures:
+            future.result(timeout=120)
 
 
 def history(turns: int, tag: str = "") -> list[dict[str, Any]]:
@@ -147,11 +157,7 @@ def test_one_strategy_from_many_threads_on_sqlite_gives_the_sequential_windows(
         for _ in range(3):
             results[k] = shared.select(histories[k], 200).messages
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    run_threads(work, 6)
     assert [results[k] for k in range(6)] == expected
     later = SummarizeWindow(cache=str(tmp_path / "summaries.sqlite3"))
     calls = counted(later)
