@@ -126,6 +126,8 @@ def test_trim_messages_runnable_in_a_chain_with_a_real_chat_model(strategy: str)
     if strategy == "summarize":
         assert made and isinstance(made[0], SystemMessage)  # right after the system message
         assert sent.index(made[0]) == 1
+        assert made[0].response_metadata["ctxwindow"]["synthetic"] is True
+        assert made[0].response_metadata["ctxwindow"]["covers"]
     else:
         assert not made
 

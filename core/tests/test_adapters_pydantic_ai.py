@@ -130,6 +130,8 @@ def test_history_processor_in_a_real_agent(strategy: str) -> None:
     assert bool(made) == (strategy == "summarize")
     if strategy == "summarize":
         assert window.record.count("summarized") > 0
+        (made_request,) = [m for m in window.messages if "ctxwindow" in (m.metadata or {})]
+        assert made_request.metadata["ctxwindow"]["synthetic"] is True
 
 
 def test_processor_is_async_and_keeps_the_last_request() -> None:

@@ -306,9 +306,10 @@ def _rebuild(
 
 
 def _made(message: Message, before: Sequence[Any]) -> BaseMessage:
-    if all(isinstance(m, SystemMessage) for m in before):
-        return SystemMessage(message.text)
-    return HumanMessage(message.text)
+    """A summary: its metadata (``synthetic``, ``covers``) under ``response_metadata``,
+    which LangChain never sends to a provider."""
+    kind = SystemMessage if all(isinstance(m, SystemMessage) for m in before) else HumanMessage
+    return kind(message.text, response_metadata={"ctxwindow": dict(message.metadata)})
 
 
 def _item_id(message: Any) -> str | None:

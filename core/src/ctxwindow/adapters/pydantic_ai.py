@@ -291,7 +291,10 @@ def _cut_content(content: Any, text: str) -> Any:
 
 
 def _made(message: Message, before: Sequence[Any]) -> ModelRequest:
-    return ModelRequest(parts=[UserPromptPart(message.text)])
+    """A summary: its metadata (``synthetic``, ``covers``) in the request's ``metadata``,
+    which pydantic-ai never sends to the model."""
+    metadata = {"ctxwindow": dict(message.metadata)}
+    return ModelRequest(parts=[UserPromptPart(message.text)], metadata=metadata)
 
 
 SHAPE: Shape[ModelMessage] = Shape("pydantic-ai", _rebuild, _made)
