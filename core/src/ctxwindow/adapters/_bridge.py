@@ -40,7 +40,7 @@ class Converted(Generic[T]):
     messages: list[Message] = field(default_factory=list)
     sources: list[tuple[int, ...]] = field(default_factory=list)
     parts: list[frozenset[int] | None] = field(default_factory=list)
-    #: Per item: how many of its parts are split over Messages (0: never split).
+    #: Per split item: how many of its parts its Messages hold (an item not here is whole).
     split: dict[int, int] = field(default_factory=dict)
 
     def add(
