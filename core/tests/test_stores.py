@@ -178,10 +178,9 @@ def test_sqlite_locked_by_an_exclusive_transaction_skips_then_recovers(
 ) -> None:
     path = tmp_path / "cache.sqlite3"
     other = sqlite3.connect(path, isolation_level=None)  # another program, rollback journal
-    other.execute("CREATE TABLE ctxwindow_cache (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-    other.execute("INSERT INTO ctxwindow_cache VALUES ('a', x'01')")
+    other.execute("CREATE TABLE notes (text TEXT)")
     other.execute("BEGIN EXCLUSIVE")
-    other.execute("INSERT INTO ctxwindow_cache VALUES ('b', x'02')")
+    other.execute("INSERT INTO notes VALUES ('busy')")
     store = SQLiteStore(path, timeout=0.05, retry_after=0.2)
     for _ in range(5):
         assert store.get_many(["a"]) == {}  # locked: a miss, not an error
@@ -189,10 +188,22 @@ def test_sqlite_locked_by_an_exclusive_transaction_skips_then_recovers(
     messages = runtime_warnings(caught)
     assert len(messages) == 1 and "locked" in messages[0] and str(path) in messages[0]
     other.execute("COMMIT")
-    other.close()
     time.sleep(0.3)  # past retry_after: the store tries the file again
     store.put_many({"c": b"3"})
-    assert store.get_many(["a", "b", "c"]) == {"a": b"\x01", "b": b"\x02", "c": b"3"}
+    assert store.get_many(["c"]) == {"c": b"3"}
+    assert other.execute("SELECT text FROM notes").fetchall() == [("busy",)]  # theirs, intact
+    other.close()
+
+
+def test_sqlite_file_is_pruned_to_its_entry_bound_oldest_first(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite3"
+    store = SQLiteStore(path, max_entries=100)
+    for batch in range(100):
+        store.put_many({f"b{batch}-{i}": b"v" for i in range(10)})
+        assert len(store) <= 100 + 5 + 10  # checked every 5 writes
+    newest = {f"b99-{i}": b"v" for i in range(10)}
+    assert store.get_many(list(newest)) == newest
+    assert store.get_many(["b0-0", "b50-0"]) == {}
 
 
 def test_sqlite_in_wal_mode_reads_while_another_connection_holds_the_write_lock(

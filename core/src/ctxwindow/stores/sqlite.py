@@ -1,7 +1,8 @@
 """SQLite: the embedded persistent store, one file shared by threads and processes.
 
-WAL mode, a busy timeout, one table of (key, value), parameterized queries only. What
-goes wrong with the file is met without raising, each kind reported once:
+WAL mode, a busy timeout, one table of (key, value, time written), parameterized
+queries only, bounded by ``max_entries`` (the oldest writes go first). What goes wrong
+with the file is met without raising, each kind reported once:
 
 - a damaged database (cut short, pages overwritten): moved aside to ``<path>.corrupt``
   and a new cache started (once per store; a second time, the cache runs without it);
@@ -29,8 +30,12 @@ from urllib.parse import quote
 
 TABLE = "ctxwindow_cache"
 _SCHEMA = (
-    f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
+    f"CREATE TABLE IF NOT EXISTS {TABLE} "
+    "(key TEXT PRIMARY KEY, value BLOB NOT NULL, at REAL NOT NULL DEFAULT 0) WITHOUT ROWID",
+    f"CREATE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (at)",
 )
+#: Entries a file holds by default: about 800 MB of 384-dimension vectors.
+MAX_ENTRIES = 500_000
 _HEADER = b"SQLite format 3\x00"
 _CHUNK = 500  # keys per SELECT, below SQLite's limit on host parameters
 
@@ -40,14 +45,23 @@ _BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _NOTADB = 5, 6, 8, 11, 13, 26
 
 class SQLiteStore:
     """Entries in a SQLite file at ``path``. ``timeout``: seconds to wait for another
-    connection's lock; ``retry_after``: seconds a locked or full file is left alone."""
+    connection's lock; ``retry_after``: seconds a locked or full file is left alone;
+    ``max_entries``: past it, the entries written longest ago are deleted (checked every
+    ``max_entries // 20`` writes, down to nine tenths of the bound)."""
 
     def __init__(
-        self, path: str | Path, *, timeout: float = 2.0, retry_after: float = 30.0
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 2.0,
+        retry_after: float = 30.0,
+        max_entries: int = MAX_ENTRIES,
     ) -> None:
         self.path = Path(path).expanduser()
         self.where = str(self.path)
         self.timeout = timeout
+        self.max_entries = max_entries
+        self._since_check = 0
         self.retry_after = retry_after
         self.read_only = False
         self.rebuilt = False
@@ -85,7 +99,8 @@ class SQLiteStore:
     def put_many(self, items: Mapping[str, bytes]) -> None:
         if not items:
             return
-        rows = [(key, bytes(value)) for key, value in items.items()]
+        now = time.time()
+        rows = [(key, bytes(value), now) for key, value in items.items()]
         with self._lock:
             db = self._usable(writing=True)
             if db is None:
@@ -94,8 +109,12 @@ class SQLiteStore:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     db.executemany(
-                        f"INSERT OR REPLACE INTO {TABLE} (key, value) VALUES (?, ?)", rows
+                        f"INSERT OR REPLACE INTO {TABLE} (key, value, at) VALUES (?, ?, ?)", rows
                     )
+                    self._since_check += len(rows)
+                    if self._since_check >= max(1, self.max_entries // 20):
+                        self._since_check = 0
+                        self._prune(db)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
@@ -103,6 +122,16 @@ class SQLiteStore:
                     raise
             except sqlite3.Error as error:
                 self._trouble(error, writing=True)
+
+    def _prune(self, db: sqlite3.Connection) -> None:
+        """Past ``max_entries``, delete the oldest writes (inside the write transaction)."""
+        count = int(db.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0])
+        if count > self.max_entries:
+            excess = count - self.max_entries * 9 // 10
+            db.execute(
+                f"DELETE FROM {TABLE} WHERE key IN (SELECT key FROM {TABLE} ORDER BY at LIMIT ?)",
+                (excess,),
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -159,7 +188,8 @@ class SQLiteStore:
         )
         try:
             db.execute("PRAGMA journal_mode=WAL").fetchone()
-            db.execute(_SCHEMA)
+            for statement in _SCHEMA:
+                db.execute(statement)
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return db
         except sqlite3.Error as error:
