@@ -32,9 +32,9 @@ from ctxwindow.testing.checks import checked_outcome
 from ctxwindow.testing.conversations import wild_histories
 from ctxwindow.testing.pytest_plugin import examples_wanted, note_generated
 
-#: Default examples per strategy and test: enough to find the usual bugs in seconds.
 pytest_plugins = ["pytester"]
 
+#: Default examples per strategy and test: enough to find the usual bugs in seconds.
 FAST_EXAMPLES = 25
 #: Strategies that embed every new text with a real model get fewer by default.
 FAST_EXAMPLES_EMBEDDING = 6
