@@ -61,7 +61,7 @@ def send(base_url: str, window: adapter.AnthropicWindow) -> Any:
     return client.messages.create(model="claude", max_tokens=64, **window.request())
 
 
-def history(turns: int = 10) -> list[dict[str, Any]]:
+def history(turns: int = 10, words: int = 30) -> list[dict[str, Any]]:
     """4 messages a turn: a question, a call of two tools (text + thinking + tool_use),
     their results (in the other order) with a follow-up text in the same user message,
     and an answer."""
@@ -83,11 +83,11 @@ def history(turns: int = 10) -> list[dict[str, Any]]:
             {
                 "role": "user",
                 "content": [
-                    {"type": "tool_result", "tool_use_id": f"b{t}", "content": "r " * 30},
+                    {"type": "tool_result", "tool_use_id": f"b{t}", "content": "r " * words},
                     {
                         "type": "tool_result",
                         "tool_use_id": f"a{t}",
-                        "content": [{"type": "text", "text": "r " * 30}],
+                        "content": [{"type": "text", "text": "r " * words}],
                     },
                     {"type": "text", "text": f"also consider option {t} " + "x " * 10},
                 ],
@@ -295,3 +295,20 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         check_valid(window.messages)
         read = adapter.read_messages(window.messages, SYSTEM).messages
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
+
+
+def test_cleared_tool_outputs_stay_valid_requests(server) -> None:
+    pytest.importorskip("ctxwindow_pipeline")
+    base_url, bodies = server
+    messages = history(6, words=300)
+    before = adapter.select(messages, 10_000).record.tokens_before
+    window = adapter.select(messages, before - 150, "clear_tool_outputs", min_tokens=10)
+    check_valid(window.messages)
+    made = [m for m in window.messages if not any(m is o for o in messages)]
+    cleared = [m for m in made if "cleared by ctxwindow" in str(m)]
+    assert cleared and window.record.tokens_after <= before - 150
+    for message in cleared:  # a result given a stand-in, or the exchange as a note
+        blocks = message["content"]
+        assert message["role"] == "assistant" or blocks[0]["type"] == "tool_result"
+    send(base_url, window)
+    assert bodies[-1]["messages"] == window.messages

@@ -34,7 +34,7 @@ from ctxwindow.adapters import langchain as adapter
 OPENAI_MESSAGES = pydantic.TypeAdapter(list[ChatCompletionMessageParam])
 
 
-def history(turns: int = 8) -> list[BaseMessage]:
+def history(turns: int = 8, words: int = 30) -> list[BaseMessage]:
     """5 messages a turn (a question, two parallel tool calls, their results in the other
     order, an answer) after a system message, and a newest question: 42 messages."""
     out: list[BaseMessage] = [SystemMessage("You are brief.", id="sys")]
@@ -55,8 +55,8 @@ def history(turns: int = 8) -> list[BaseMessage]:
                 ],
             )
         )
-        out.append(ToolMessage("r " * 30, tool_call_id=f"b{t}", id=f"tb{t}"))
-        out.append(ToolMessage("r " * 30, tool_call_id=f"a{t}", id=f"ta{t}", artifact={"t": t}))
+        out.append(ToolMessage("r " * words, tool_call_id=f"b{t}", id=f"tb{t}"))
+        out.append(ToolMessage("r " * words, tool_call_id=f"a{t}", id=f"ta{t}", artifact={"t": t}))
         out.append(AIMessage("answer " * 15, id=f"ans{t}"))
     out.append(HumanMessage("and now?", id="last"))
     return out  # fmt: skip
@@ -270,3 +270,15 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         assert all(any(m is o for o in messages) for m in window.messages)
         read = adapter.read_messages(window.messages).messages
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
+
+
+def test_cleared_tool_outputs_stay_valid() -> None:
+    pytest.importorskip("ctxwindow_pipeline")
+    messages = history(6, words=300)
+    before = adapter.select(messages, 10_000).record.tokens_before
+    window = adapter.select(messages, before - 150, "clear_tool_outputs", min_tokens=10)
+    check_valid(window.messages)
+    made = [m for m in window.messages if not any(m is o for o in messages)]
+    cleared = [m for m in made if "cleared by ctxwindow" in str(m.content)]
+    assert cleared and window.record.tokens_after <= before - 150
+    assert all(isinstance(m, (AIMessage, ToolMessage)) for m in cleared)

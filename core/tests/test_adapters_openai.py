@@ -133,7 +133,7 @@ def test_chat_adapter_takes_a_windower_and_is_ctxwindow_to_openai() -> None:
 
 
 # -- Responses API ----------------------------------------------------------------------
-def responses_history(turns: int = 8) -> list[Any]:
+def responses_history(turns: int = 8, words: int = 30) -> list[Any]:
     """40 items: per turn a user message, a reasoning item with two parallel function
     calls, their outputs (in the other order), and an assistant message."""
     items: list[Any] = [{"type": "message", "role": "developer", "content": "Be brief."}]
@@ -170,8 +170,8 @@ def responses_history(turns: int = 8) -> list[Any]:
                 "arguments": json.dumps({"q": -t}),
             }
         )
-        items.append({"type": "function_call_output", "call_id": f"b{t}", "output": "r " * 30})
-        items.append({"type": "function_call_output", "call_id": f"a{t}", "output": "r " * 30})
+        items.append({"type": "function_call_output", "call_id": f"b{t}", "output": "r " * words})
+        items.append({"type": "function_call_output", "call_id": f"a{t}", "output": "r " * words})
         items.append(
             {
                 "type": "message",
@@ -324,3 +324,19 @@ def test_every_budget_gives_valid_responses_input_within_it(strategy: str) -> No
         assert all(any(m is i for i in items) for m in window.messages)
         read = responses.read_items(window.messages).messages
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
+
+
+def test_cleared_tool_outputs_stay_valid_input() -> None:
+    pytest.importorskip("ctxwindow_pipeline")
+    items = responses_history(6, words=300)
+    before = responses.select(items, 10_000).record.tokens_before
+    window = responses.select(items, before - 150, "clear_tool_outputs", min_tokens=10)
+    check_pairs(window.messages)
+    pydantic.TypeAdapter(ResponseInputParam).validate_python(window.messages)
+    made = [m for m in window.messages if not any(m is i for i in items)]
+    assert made and window.record.tokens_after <= before - 150
+    # a stand-in keeps the output answering its call; an older core writes a note instead
+    cleared = [m for m in made if "cleared by ctxwindow" in str(m)]
+    assert cleared and all(
+        m["type"] == "function_call_output" or m["role"] == "assistant" for m in cleared
+    )

@@ -166,7 +166,8 @@ class _Slot:
     item: int | None
     made: Message | None = None
     kept: set[int] | None = field(default_factory=set)  # None: the whole item
-    cut: tuple[frozenset[int] | None, str] | None = None
+    cut: tuple[frozenset[int] | None, str] | None = None  # the newest user message, cut
+    stand_ins: list[tuple[frozenset[int] | None, str]] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
 
 
@@ -184,6 +185,7 @@ def finish(
          if converted.messages[p].role == "user"),
         None,
     )  # fmt: skip
+    results = _results(converted.messages)
     slots: list[_Slot] = []
     by_item: dict[int, _Slot] = {}
     for message in window.messages:
@@ -191,6 +193,11 @@ def finish(
         cut = None
         if position is None and message.metadata.get("truncated") and newest_user is not None:
             position, cut = newest_user, (converted.parts[newest_user], message.text)
+        stand_in = None
+        if position is None and message.role == "tool" and message.tool_call_id in results:
+            # a stand-in for a tool result (a cleared output): that result, its text replaced
+            position = results[message.tool_call_id]
+            stand_in = (converted.parts[position], message.text)
         if position is None:
             slots.append(_Slot(None, made=message, kept=None, messages=[message]))
             continue
@@ -207,6 +214,8 @@ def finish(
                 slot.kept.update(parts)
             if cut is not None:
                 slot.cut = cut
+            if stand_in is not None:
+                slot.stand_ins.append(stand_in)
     output: list[Any] = []
     for slot in slots:
         if slot.made is not None:
@@ -215,6 +224,8 @@ def finish(
         assert slot.item is not None
         item = converted.items[slot.item]
         whole = slot.kept is None or len(slot.kept) == converted.split.get(slot.item, -1)
+        for stand_in in slot.stand_ins:  # results keep their places: parts do not move
+            item = shape.rebuild(item, None, stand_in)
         if whole and slot.cut is None:
             output.append(item)
         else:
@@ -224,6 +235,21 @@ def finish(
     output = [entry for number, entry in enumerate(output) if number not in gone]
     record = _record(window.record, converted, shape, len(output), trimmed, windower, trim)
     return Window(output, record)
+
+
+def _results(messages: Sequence[Message]) -> dict[str, int]:
+    """The position of each tool result, by the call id it answers (ids used once)."""
+    found: dict[str, int] = {}
+    seen: set[str] = set()
+    for position, message in enumerate(messages):
+        call_id = message.tool_call_id
+        if message.role == "tool" and call_id is not None:
+            if call_id in seen:
+                found.pop(call_id, None)
+            else:
+                found[call_id] = position
+            seen.add(call_id)
+    return found
 
 
 def _record(

@@ -7,7 +7,8 @@ split in two for windowing: its tool results go with their calls, its text is a 
 its own (it may be the newest user message). If only one half is kept, the message comes
 back as a copy holding that half, tool results first, as the API requires; kept whole,
 it is the very dict you passed. A ``system`` message inside the list is kept like the
-``system`` parameter. A summary a strategy writes comes as a user message.
+``system`` parameter. A summary a strategy writes comes as a user message (a message it
+makes as the assistant's, as an assistant message).
 
 Needs no anthropic package: messages are dicts, their blocks dicts or SDK objects.
 """
@@ -257,6 +258,9 @@ def _rebuild(
     for number in numbers:
         block = content[number]
         cutting = cut is not None and (cut[0] is None or number in cut[0])
+        if cut is not None and cutting and get(block, "type") == "tool_result":
+            blocks.append({**_as_dict(block), "content": cut[1]})  # a stand-in for a result
+            continue
         if cutting and get(block, "type") == "text":
             if not cut_done:
                 blocks.append({"type": "text", "text": cut[1]} if cut else block)
@@ -266,10 +270,18 @@ def _rebuild(
     return {**message, "content": blocks}
 
 
+def _as_dict(block: Any) -> dict[str, Any]:
+    if hasattr(block, "model_dump"):
+        return dict(block.model_dump(exclude_none=True))
+    return dict(block)
+
+
 def _made(message: Message, before: Sequence[Any]) -> dict[str, Any]:
-    """A summary as a user message: valid anywhere (next to a user message, the API
-    joins the two into one turn)."""
-    return {"role": "user", "content": [{"type": "text", "text": message.text}]}
+    """A made message (a summary, a note) as a user message, or an assistant one if the
+    strategy made it the assistant's: valid anywhere (next to a message of its role, the
+    API joins the two into one turn)."""
+    role = "assistant" if message.role == "assistant" else "user"
+    return {"role": role, "content": [{"type": "text", "text": message.text}]}
 
 
 def _opens_a_turn(message: Mapping[str, Any]) -> bool:

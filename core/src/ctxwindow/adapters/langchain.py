@@ -4,7 +4,8 @@ The window holds the very message objects passed in (their ``id``,
 ``additional_kwargs`` and ``response_metadata`` untouched). An ``AIMessage`` with
 ``tool_calls`` and the ``ToolMessage`` objects answering it form one unit. A summary a
 strategy writes comes as a ``SystemMessage`` when only system messages precede it in
-the window (where every chat model accepts one), else as a ``HumanMessage``.
+the window (where every chat model accepts one), else as a ``HumanMessage`` (a message it
+makes as the assistant's, as an ``AIMessage``).
 
 Needs ``pip install 'ctxwindow[langchain]'`` (langchain-core).
 """
@@ -293,7 +294,8 @@ def _content(content: Any) -> str | tuple[ContentPart, ...]:
 def _rebuild(
     message: BaseMessage, kept: Any, cut: tuple[frozenset[int] | None, str] | None
 ) -> BaseMessage:
-    """A copy of the newest user message with its text cut (messages are never split)."""
+    """A copy of a message with its text replaced: the newest user message cut to fit, or
+    a tool result given a stand-in (messages are never split)."""
     if cut is None:
         return message
     content = message.content
@@ -308,7 +310,11 @@ def _rebuild(
 def _made(message: Message, before: Sequence[Any]) -> BaseMessage:
     """A summary: its metadata (``synthetic``, ``covers``) under ``response_metadata``,
     which LangChain never sends to a provider."""
-    kind = SystemMessage if all(isinstance(m, SystemMessage) for m in before) else HumanMessage
+    kind: type[BaseMessage] = HumanMessage
+    if message.role == "assistant":
+        kind = AIMessage
+    elif all(isinstance(m, SystemMessage) for m in before):
+        kind = SystemMessage
     return kind(message.text, response_metadata={"ctxwindow": dict(message.metadata)})
 
 

@@ -220,10 +220,14 @@ def _dump(item: Any) -> str:
 
 
 def _rebuild(item: Any, kept: Any, cut: tuple[frozenset[int] | None, str] | None) -> Any:
-    """A copy of the newest user message with its text cut (items are never split)."""
+    """A copy of an item with its text replaced: the newest user message cut to fit, or a
+    call's output given a stand-in (items are never split)."""
     if cut is None:
         return item
     data = item.model_dump(exclude_none=True) if hasattr(item, "model_dump") else dict(item)
+    if data.get("type") in OUTPUT_TYPES:  # a stand-in for a call's output
+        data["output"] = cut[1]
+        return data
     content = data.get("content")
     if isinstance(content, list):
         others = [p for p in content if get(p, "type") not in _TEXT_PARTS]

@@ -16,7 +16,7 @@ request partly kept comes back as a copy (``dataclasses.replace``) holding its k
 parts; kept whole, it is the very object passed in, as is every kept response. The
 last request is always kept, since pydantic-ai requires the processed history to end
 with one. A summary a strategy writes comes as a ``ModelRequest`` holding a
-``UserPromptPart``.
+``UserPromptPart`` (a note it makes as the assistant's, as a ``ModelResponse``).
 
 pydantic-ai stores what a processor returns as the run's history, so what is dropped
 (or summarized) here is gone from the run's messages too.
@@ -278,6 +278,8 @@ def _rebuild(
         cutting = cut is not None and (cut[0] is None or number in cut[0])
         if cut is not None and cutting and isinstance(part, UserPromptPart):
             part = dataclasses.replace(part, content=_cut_content(part.content, cut[1]))
+        elif cut is not None and cutting and _answers(part):  # a stand-in for a result
+            part = dataclasses.replace(part, content=cut[1])
         parts.append(part)
     return dataclasses.replace(message, parts=parts)
 
@@ -290,10 +292,13 @@ def _cut_content(content: Any, text: str) -> Any:
     return [text, *others]
 
 
-def _made(message: Message, before: Sequence[Any]) -> ModelRequest:
-    """A summary: its metadata (``synthetic``, ``covers``) in the request's ``metadata``,
+def _made(message: Message, before: Sequence[Any]) -> ModelMessage:
+    """A summary as a request, or a note the strategy made as the assistant's as a
+    response; its metadata (``synthetic``, ``covers``) in the message's ``metadata``,
     which pydantic-ai never sends to the model."""
     metadata = {"ctxwindow": dict(message.metadata)}
+    if message.role == "assistant":
+        return ModelResponse(parts=[TextPart(message.text)], metadata=metadata)
     return ModelRequest(parts=[UserPromptPart(message.text)], metadata=metadata)
 
 
