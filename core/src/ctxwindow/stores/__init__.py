@@ -67,6 +67,8 @@ class Store(Protocol):
 
 def content_hash(*parts: str) -> str:
     """A hex digest standing for ``parts`` (message text never goes into a key)."""
+    if len(parts) == 1:  # the common case, one text: no framing needed
+        return hashlib.sha256(parts[0].encode("utf-8", "surrogatepass")).hexdigest()[:40]
     digest = hashlib.sha256()
     for part in parts:
         encoded = part.encode("utf-8", "surrogatepass")

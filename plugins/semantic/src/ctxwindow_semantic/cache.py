@@ -10,6 +10,7 @@ wrong vector. A store that fails reports it once and the cache carries on withou
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -55,18 +56,35 @@ def encode(model: str, vector: np.ndarray) -> bytes:
 
 def decode(model: str, value: bytes) -> np.ndarray | None:
     """The vector ``value`` holds for ``model``, or None if it is not a sound one."""
-    if len(value) <= _HEAD.size:
-        return None
-    tag, owner, dim = _HEAD.unpack_from(value)
-    if tag != _TAG or owner != _model_tag(model) or dim <= 0:
-        return None
-    if len(value) != _HEAD.size + 4 * dim:
-        return None
-    vector = np.frombuffer(value, dtype="<f4", offset=_HEAD.size).astype(np.float32)
-    norm = float(np.linalg.norm(vector))
-    return vector if np.isfinite(norm) and abs(norm - 1.0) < 1e-3 else None
+    return decode_many(model, {"": value}).get("")
 
 
+def decode_many(model: str, values: dict[str, bytes]) -> dict[str, np.ndarray]:
+    """The sound vectors among ``values`` (for ``model``, whole, finite, of unit length),
+    checked together: one norm computation per dimension, not one per vector."""
+    owner = _model_tag(model)
+    by_dim: dict[int, list[tuple[str, bytes]]] = {}
+    for key, value in values.items():
+        if len(value) <= _HEAD.size:
+            continue
+        tag, found, dim = _HEAD.unpack_from(value)
+        if tag != _TAG or found != owner or dim <= 0 or len(value) != _HEAD.size + 4 * dim:
+            continue
+        by_dim.setdefault(dim, []).append((key, value))
+    out: dict[str, np.ndarray] = {}
+    for dim, entries in by_dim.items():
+        payload = b"".join(value[_HEAD.size :] for _key, value in entries)
+        matrix = np.frombuffer(payload, dtype="<f4").reshape(len(entries), dim)
+        matrix = matrix.astype(np.float32)
+        norms = np.linalg.norm(matrix, axis=1)
+        sound = np.isfinite(norms) & (np.abs(norms - 1.0) < 1e-3)
+        for row, (key, _value) in enumerate(entries):
+            if sound[row]:
+                out[key] = matrix[row]
+    return out
+
+
+@functools.lru_cache(maxsize=64)  # bounded: a few model names per process
 def _model_tag(model: str) -> bytes:
     return hashlib.sha256(model.encode("utf-8", "surrogatepass")).digest()[:8]
 
@@ -101,11 +119,7 @@ class EmbeddingCache:
             return np.zeros((0, 0), dtype=np.float32)
         text_of = dict(zip(keys, texts, strict=True))
         unique = list(text_of)
-        found: dict[str, np.ndarray] = {}
-        for key, value in self.store.get_many(unique).items():
-            vector = decode(model, value)
-            if vector is not None:
-                found[key] = vector
+        found = decode_many(model, self.store.get_many(unique))
         todo = [key for key in unique if key not in found]
         if todo:
             found.update(self._fresh(embedder, todo, text_of))
