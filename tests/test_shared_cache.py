@@ -20,7 +20,7 @@ import pytest
 from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
 
 REPLICA = r"""
-import hashlib, json, sys, types
+import hashlib, json, sys, time, types
 import numpy as np
 import ctxwindow
 from ctxwindow import Conversation, plugins
@@ -74,6 +74,7 @@ topics = ["the hotel in Lisbon", "train tickets", "a dentist appointment", "the 
           "Alma's move to Porto", "the football match", "a birthday present", "the car repair"]
 digest = hashlib.sha256()
 selects = 0
+started = time.perf_counter()
 for k in range(conversations):
     chat = Conversation([{"role": "system", "content": "You are a helpful planner."}])
     for turn in range(turns):
@@ -90,6 +91,7 @@ print(json.dumps({
     "summarizer_calls": calls[0],
     "selects": selects,
     "windows": digest.hexdigest(),
+    "seconds": round(time.perf_counter() - started, 2),
 }))
 """
 
@@ -123,7 +125,8 @@ def measure(server: RedisServer, embedder: str, conversations: int, turns: int) 
         f"{first['selects']} selects per process): first process embedded "
         f"{first['embedded']} texts and made {first['summarizer_calls']} summarizer calls; "
         f"second embedded {second['embedded']} and made {second['summarizer_calls']}; "
-        f"Redis holds {embeddings} embeddings and {summaries} summaries"
+        f"Redis holds {embeddings} embeddings and {summaries} summaries; windowing took "
+        f"{first['seconds']} s in the first process, {second['seconds']} s in the second"
     )
     assert first["embedded"] > 0 and first["summarizer_calls"] > 0
     assert embeddings == first["embedded"]  # every embedding was shared
