@@ -56,6 +56,17 @@ class PipelineStrategy(BaseStrategy):
     """
 
     name = "pipeline"
+    #: For tests that find strategies through the registry: a pipeline needs stages,
+    #: here only this distribution's own, so the examples work wherever it is installed.
+    example_options: ClassVar[tuple[dict[str, Any], ...]] = (
+        {
+            "stages": [
+                {"strategy": "clear_tool_outputs", "keep_recent": 0, "min_tokens": 0},
+                "clear_tool_outputs",
+            ]
+        },
+        {"stages": [{"strategy": "clear_tool_outputs", "when": "always", "min_tokens": 5}]},
+    )
     option_specs: ClassVar[tuple[Option, ...]] = (
         Option(
             "stages",
