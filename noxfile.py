@@ -11,7 +11,9 @@ import nox
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
-PLUGINS = ["plugins/fixed", "plugins/sliding", "plugins/semantic", "plugins/summarize"]
+PLUGINS = [
+    "plugins/fixed", "plugins/sliding", "plugins/semantic", "plugins/summarize", "plugins/pipeline",
+]  # fmt: skip
 #: The CPU build of torch on this machine's disk; an unpinned torch pulls a multi-GB CUDA
 #: build. Installed before sentence-transformers so that nothing asks for another.
 TORCH = "torch==2.13.0"
@@ -30,13 +32,19 @@ DOCS_TOOLS = (
 DOCS_ENV = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
 
 
-def install_project(session: nox.Session, extras: str = "testing,tiktoken,hf,eval") -> None:
+#: Everything the tests exercise: token counters, the evaluation kit, the Redis store
+#: and every framework an adapter serves (each adapter is tested against the real one).
+TEST_EXTRAS = "testing,tiktoken,hf,eval,redis,openai,anthropic,langchain,pydantic-ai"
+
+
+def install_project(session: nox.Session, extras: str = TEST_EXTRAS) -> None:
     """The core with its test extras, and every first-party plugin, editable."""
     session.install(TORCH)
     session.install("-e", f"core[{extras}]")
     session.install(
         "-e", "plugins/fixed", "-e", "plugins/sliding", "-e", "plugins/semantic[bundled-model]",
-        "-e", "plugins/summarize[openai]", *(arg for path in EXAMPLES for arg in ("-e", path)),
+        "-e", "plugins/summarize[openai]", "-e", "plugins/pipeline",
+        *(arg for path in EXAMPLES for arg in ("-e", path)),
     )  # fmt: skip
 
 
