@@ -1,17 +1,22 @@
 """The ``openai`` summarizer: any OpenAI-compatible chat-completions endpoint (OpenAI,
 Azure OpenAI, Ollama, vLLM, a llama.cpp server) through the official ``openai`` SDK.
 
-The API key is read from the environment variable the config names, at call time, and
-never stored in a record, a log line or an error message.
+The API key is read from the environment variable the config names, at call time (a
+rotated key is used from the next call on), and never put in a record, a log line, a
+repr or an error message: an SDK error is reported by its type and HTTP status alone,
+and raised without the SDK's exception attached (its request carries the key and its
+body may echo it). The endpoint is named without any user, password or query string.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from ctxwindow.errors import LLMNotConfigured
+from ctxwindow.errors import CtxWindowError, LLMNotConfigured
 from ctxwindow.summarizers import SummaryRequest, SummaryResult
 from ctxwindow.window import LLMUsage
 from ctxwindow_summarize.errors import SummarizerFailed
@@ -61,32 +66,42 @@ class OpenAISummarizer:
         self.provider = provider or (
             "openai" if self.base_url == OPENAI_URL else "openai-compatible"
         )
-        self.name = f"openai:{self.model}@{self.base_url}"
+        self.name = f"openai:{self.model}@{public_url(self.base_url)}"
         if self.base_url == OPENAI_URL and not os.environ.get(api_key_env):
             raise LLMNotConfigured(
                 f"the openai summarizer reads its API key from ${api_key_env}, which is not "
                 f"set; set it, or point llm_base_url at a local server"
             )
-        self._clients: dict[bool, Any] = {}
+        #: One client per kind, with a fingerprint of the key it was made with.
+        self._clients: dict[bool, tuple[bytes, Any]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAISummarizer(model={self.model!r}, base_url={public_url(self.base_url)!r}, "
+            f"api_key_env={self.api_key_env!r}, timeout={self.timeout}, retries={self.retries})"
+        )
 
     def _client(self, asynchronous: bool) -> Any:
-        client = self._clients.get(asynchronous)
-        if client is None:
-            try:
-                import openai
-            except ImportError:
-                raise LLMNotConfigured(
-                    "the openai summarizer needs the openai SDK: "
-                    "pip install 'ctxwindow-summarize[openai]'"
-                ) from None
-            kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-            client = kind(
-                api_key=os.environ.get(self.api_key_env) or "not-needed-by-local-servers",
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=self.retries,
-            )
-            self._clients[asynchronous] = client
+        key = os.environ.get(self.api_key_env) or "not-needed-by-local-servers"
+        fingerprint = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+        held = self._clients.get(asynchronous)
+        if held is not None and held[0] == fingerprint:
+            return held[1]
+        try:
+            import openai
+        except ImportError:
+            raise LLMNotConfigured(
+                "the openai summarizer needs the openai SDK: "
+                "pip install 'ctxwindow-summarize[openai]'"
+            ) from None
+        kind = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+        client = kind(
+            api_key=key,
+            base_url=self.base_url,
+            timeout=self.timeout,  # per request: connect, read and write each
+            max_retries=self.retries,
+        )
+        self._clients[asynchronous] = (fingerprint, client)
         return client
 
     def _messages(self, request: SummaryRequest) -> list[dict[str, str]]:
@@ -113,10 +128,17 @@ class OpenAISummarizer:
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         )
         if looks_like_error(text):
-            raise SummarizerFailed(self.name, f"returned no summary: {text[:80]!r}", spent)
+            shown = self._redacted(text)[:80]
+            raise SummarizerFailed(self.name, f"returned no summary: {shown!r}", spent)
         return SummaryResult(text, spent)
 
+    def _redacted(self, text: str) -> str:
+        """``text`` with the API key blanked out: an error reply may echo it."""
+        key = os.environ.get(self.api_key_env)
+        return text.replace(key, "[redacted]") if key and len(key) >= 8 else text
+
     def summarize(self, request: SummaryRequest) -> SummaryResult:
+        problem = None
         try:
             response = self._client(False).chat.completions.create(
                 model=self.model,
@@ -124,13 +146,14 @@ class OpenAISummarizer:
                 max_tokens=request.target_tokens,
                 temperature=0.2,
             )
-        except SummarizerFailed:
-            raise
         except Exception as error:  # the SDK's APIError, APITimeoutError, connection errors
-            raise SummarizerFailed(self.name, _describe(error)) from None
+            problem = _describe(error)
+        if problem is not None:  # raised here, so that the SDK's error is not its context
+            raise SummarizerFailed(self.name, problem)
         return self._result(response)
 
     async def asummarize(self, request: SummaryRequest) -> SummaryResult:
+        problem = None
         try:
             response = await self._client(True).chat.completions.create(
                 model=self.model,
@@ -139,11 +162,29 @@ class OpenAISummarizer:
                 temperature=0.2,
             )
         except Exception as error:
-            raise SummarizerFailed(self.name, _describe(error)) from None
+            problem = _describe(error)
+        if problem is not None:
+            raise SummarizerFailed(self.name, problem)
         return self._result(response)
 
 
 def _describe(error: Exception) -> str:
-    """The error's kind and status, never its request (which may echo headers)."""
+    """The error's kind and status, never its request (which may echo headers); our own
+    errors (the SDK not installed) in full."""
+    if isinstance(error, CtxWindowError):
+        return f"{type(error).__name__}: {error}"
     status = getattr(error, "status_code", None)
     return f"{type(error).__name__}" + (f" (HTTP {status})" if status else "")
+
+
+def public_url(url: str) -> str:
+    """``url`` without a user, password, query or fragment: what may be shown."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<unparsable URL>"
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
