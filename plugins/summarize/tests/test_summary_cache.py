@@ -180,3 +180,20 @@ def test_a_cache_option_that_names_no_store_is_a_clear_error(cache: str, says: s
 
     with pytest.raises(InvalidOption, match=says):
         SummarizeWindow(cache=cache)
+
+
+def test_many_asyncio_tasks_on_one_redis_backed_strategy_give_the_sequential_windows(
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    import asyncio
+
+    histories = [history(30 + k, tag=f"a{k} ") for k in range(6)]
+    expected = [SummarizeWindow().select(h, 200).messages for h in histories]
+    shared = SummarizeWindow(cache=redis_server.url)
+
+    async def main() -> list[Any]:
+        tasks = (shared.aselect(h, 200) for h in histories * 3)
+        return list(await asyncio.wait_for(asyncio.gather(*tasks), timeout=300))
+
+    windows = asyncio.run(main())
+    assert [w.messages for w in windows] == expected * 3
