@@ -17,7 +17,8 @@ import importlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +57,21 @@ def bounded(call: Callable[[], T], seconds: float = HANG_GUARD) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[no-any-return]
+
+
+def run_async(call: Coroutine[Any, Any, T]) -> T:
+    """``call`` on a new event loop, closed without waiting for its default executor.
+
+    ``asyncio.run`` would wait, at its exit, for every thread of the loop's default
+    executor, and semantic and summarize choose in one (``asyncio.to_thread``): one that
+    hangs there holds ``asyncio.run`` after aselect has returned on time. A long-lived
+    loop (a server) never gets there; a script that uses asyncio.run per call would.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(call)
+    finally:
+        loop.close()  # shuts the executor down without waiting
 
 
 def conversation() -> list[dict[str, Any]]:
@@ -315,3 +331,180 @@ def test_abandoned_threads_end_once_released_and_change_nothing(faulty: Any) -> 
         assert [d.to_dict() for d in window.record.decisions] == decisions
     finally:
         faulty.RELEASE.clear()
+
+
+# -- embedders and summarizers that fail, through the first-party strategies ------------------
+class FailingEmbedder:
+    """An embedder plugin in trouble: raises, returns NaN, or hangs (by ``mode``)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.name = f"failing-{mode}"
+        self.release = threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        if self.mode == "raises":
+            raise ConnectionError("embedding service unreachable")
+        if self.mode == "hangs":
+            self.release.wait()
+        if self.mode == "nan":
+            return np.full((len(texts), 8), np.nan, dtype=np.float32)
+        return np.eye(len(texts), 8, dtype=np.float32) + 0.01
+
+
+EMBEDDERS = {mode: FailingEmbedder(mode) for mode in ("raises", "nan", "hangs")}
+
+
+class _EmbedderPlugin:
+    @ctxwindow.hookimpl
+    def register_embedders(self, register: Any) -> None:
+        for mode, embedder in EMBEDDERS.items():
+            register(f"failing-{mode}", lambda argument, embedder=embedder: embedder)
+
+
+@pytest.fixture
+def failing_embedders() -> Iterator[dict[str, FailingEmbedder]]:
+    EMBEDDERS["hangs"].release.clear()
+    plugins.host().register_plugin(_EmbedderPlugin(), "failing-embedders", "ctxwindow-failing")
+    try:
+        yield EMBEDDERS
+    finally:
+        EMBEDDERS["hangs"].release.set()
+        plugins.host().unregister_plugin("failing-embedders")
+
+
+@pytest.mark.parametrize(
+    ("mode", "problem"),
+    [
+        ("raises", "ConnectionError: embedding service unreachable"),
+        ("nan", "returned a zero or non-finite vector"),
+    ],
+)
+@pytest.mark.usefixtures("failing_embedders")
+def test_a_failing_embedder_fails_the_visit_naming_semantic(
+    mode: str, problem: str, expected_fixed: list[int]
+) -> None:
+    """No documented fallback for an embedder that fails at run time: the visit fails,
+    named by the strategy's distribution, and nothing wrong is cached or kept."""
+    messages = conversation()
+    options = {"embedder": f"failing-{mode}", "cache": "memory"}
+    windower = ctxwindow.from_config({"strategy": "semantic", "budget": BUDGET, **options})
+    with pytest.raises(PluginError) as caught:
+        bounded(lambda: windower.select(messages))
+    assert "'semantic' from distribution 'ctxwindow-semantic' failed" in str(caught.value)
+    assert problem in str(caught.value)
+    assert windower.strategy.cache.store.get_many(["any"]) == {}  # type: ignore[attr-defined]
+    assert_fixed_still_works(expected_fixed)
+
+
+def test_an_embedder_that_cannot_load_fails_at_configuration(tmp_path: Path) -> None:
+    with pytest.raises(ctxwindow.EmbedderUnavailable):
+        ctxwindow.from_config(
+            {
+                "strategy": "semantic",
+                "budget": BUDGET,
+                "embedder": f"sentence-transformers:{tmp_path / 'no-such-model'}",
+                "cache": "memory",
+            }
+        )
+
+
+@pytest.mark.usefixtures("failing_embedders")
+def test_a_hanging_embedder_is_bounded_by_the_time_limit(expected_fixed: list[int]) -> None:
+    messages = conversation()
+    base = {"strategy": "semantic", "budget": BUDGET, "embedder": "failing-hangs"}
+    windower = ctxwindow.from_config({**base, "cache": "memory", "time_limit": LIMIT})
+    with pytest.raises(VisitTimeout, match="'semantic' from distribution 'ctxwindow-semantic'"):
+        bounded(lambda: windower.select(messages))
+    recent = ctxwindow.from_config(
+        {**base, "cache": "memory", "time_limit": LIMIT, "on_timeout": "recent"}
+    )
+    window = bounded(lambda: run_async(recent.aselect(messages)))
+    assert positions(window, messages) == expected_fixed
+
+
+class SlowProvider(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that answers 500, or only after a long wait."""
+
+    release = threading.Event()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.startswith("/slow"):
+            SlowProvider.release.wait(HANG_GUARD)
+        body = b'{"error": {"message": "internal error"}}'
+        self.send_response(500)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def slow_provider() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), SlowProvider)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        SlowProvider.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def llm_options(url: str, **more: Any) -> dict[str, Any]:
+    return {
+        "strategy": "summarize",
+        "budget": 200,
+        "summarizer": "openai",
+        "llm_model": "m",
+        "llm_base_url": url,
+        "llm_retries": 0,
+        "llm_timeout": 120.0,
+        **more,
+    }
+
+
+def long_chat() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You plan trips."}]
+    for turn in range(30):
+        out.append(user(f"Turn {turn}: Ann flies to Lisbon on 14 May, booking LX-{turn}."))
+        out.append(assistant(f"Turn {turn}: booked LX-{turn} for Ann."))
+    return out
+
+
+def test_a_failing_llm_falls_back_to_extractive_and_loses_nothing(slow_provider: str) -> None:
+    """As the summarize README says: the fallback chain runs, the record says why, and
+    every older message is in the summary's covers."""
+    messages = long_chat()
+    window = bounded(
+        lambda: ctxwindow.from_config(llm_options(f"{slow_provider}/v1")).select(messages)
+    )
+    notes = " ".join(window.record.notes)
+    assert "InternalServerError (HTTP 500)" in notes
+    (summary,) = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+    assert summary["metadata"]["summarizer"] == "extractive"
+    kept = {id(m) for m in window.messages}
+    covered = set(summary["metadata"]["covers"])
+    for position, message in enumerate(messages):
+        assert id(message) in kept or f"#{position}" in covered, position
+
+
+def test_a_slow_llm_is_bounded_by_the_time_limit(slow_provider: str) -> None:
+    """A real summarizer waiting on a server that does not answer (its own timeout far
+    off): the visit's time limit decides, and the host's recent window goes out."""
+    messages = long_chat()
+    url = f"{slow_provider}/slow/v1"
+    with pytest.raises(VisitTimeout, match="'summarize' from distribution 'ctxwindow-summarize'"):
+        bounded(lambda: ctxwindow.from_config(llm_options(url, time_limit=LIMIT)).select(messages))
+    windower = ctxwindow.from_config(llm_options(url, time_limit=LIMIT, on_timeout="recent"))
+    window = bounded(lambda: run_async(windower.aselect(messages)))
+    expected = ctxwindow.select(messages, 200, strategy="fixed")
+    assert positions(window, messages) == positions(expected, messages)
+    assert any("ran out of its time limit" in note for note in window.record.notes)

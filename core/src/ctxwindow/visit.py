@@ -8,7 +8,10 @@ With a time limit, the strategy chooses in a worker thread (or, async, a task) t
 host waits on for at most that long. Python cannot kill a thread: a strategy that never
 returns keeps its thread (a daemon, so it does not hold the process open) until it
 does, but its late answer is discarded and it cannot change the window or record the
-host returned, since the host keeps its own copy of everything it reports.
+host returned, since the host keeps its own copy of everything it reports. Async, the
+strategy's task is cancelled; one that chose in ``asyncio.to_thread`` keeps that thread
+of the loop's default executor busy until it returns, and ``asyncio.run`` waits for
+such threads when it ends (a long-lived loop, a server's, does not end).
 """
 
 from __future__ import annotations
