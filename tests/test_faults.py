@@ -508,3 +508,26 @@ def test_a_slow_llm_is_bounded_by_the_time_limit(slow_provider: str) -> None:
     expected = ctxwindow.select(messages, 200, strategy="fixed")
     assert positions(window, messages) == positions(expected, messages)
     assert any("ran out of its time limit" in note for note in window.record.notes)
+
+
+CONFIG_CHANGE = (
+    "needs config.windower_from to hand time_limit and on_timeout to the Windower when "
+    "the strategy does not declare them (requested from config.py's owner)"
+)
+
+
+@pytest.mark.xfail(reason=CONFIG_CHANGE, strict=True)
+@pytest.mark.usefixtures("faulty")
+def test_a_bare_strategy_takes_its_time_limit_from_config(expected_fixed: list[int]) -> None:
+    messages = conversation()
+    windower = ctxwindow.from_config(
+        {
+            "strategy": "faulty-bare-hangs",
+            "budget": BUDGET,
+            "time_limit": LIMIT,
+            "on_timeout": "recent",
+        }
+    )
+    assert windower.distribution == DISTRIBUTION
+    window = bounded(lambda: windower.select(messages))
+    assert positions(window, messages) == expected_fixed
