@@ -29,7 +29,7 @@ from ctxwindow.errors import InvalidOption, LLMNotConfigured
 from ctxwindow.strategy import Strategy
 from ctxwindow.testing import example_instances
 from ctxwindow.testing.checks import checked_outcome
-from ctxwindow.testing.conversations import wild_histories
+from ctxwindow.testing.conversations import AWKWARD_TEXTS, wild_histories
 from ctxwindow.testing.pytest_plugin import examples_wanted, note_generated
 
 pytest_plugins = ["pytester"]
@@ -121,11 +121,14 @@ def _check_case(
     budget: int,
     counter: str,
     query: str | None,
+    *,
+    generated: bool = True,
 ) -> None:
-    """One generated case: the oracle, untouched input, and the same window again."""
+    """One case: the oracle, untouched input, and the same window again."""
     pristine = copy.deepcopy(messages)
     window, outcome = checked_outcome(strategy, messages, budget, counter, query)
-    note_generated(strategy.name, outcome)
+    if generated:
+        note_generated(strategy.name, outcome)
     assert messages == pristine, "the input changed"
     if window is None:
         return
@@ -188,6 +191,21 @@ def test_generated_broken_tool_exchanges(name: str, request: pytest.FixtureReque
         _check_case(strategy, messages, budget, counter, query)
 
     contract_holds()
+
+
+@pytest.mark.parametrize("name", _installed())
+@pytest.mark.parametrize("counter", COUNTERS)
+def test_awkward_unicode_in_every_strategy(name: str, counter: str) -> None:
+    """Every awkward text (lone surrogates, NUL, RTL overrides, ...) once, not by chance:
+    each strategy windows them, whatever its tokenizer or model makes of them."""
+    messages: list[Any] = [{"role": "system", "content": "Be brief."}]
+    for number, text in enumerate(AWKWARD_TEXTS):
+        messages.append({"role": "user", "content": text * (1 + number)})
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+    messages.append({"role": "user", "content": AWKWARD_TEXTS[6]})
+    for strategy in _build(name):
+        for budget in (60, 200, 10**6):
+            _check_case(strategy, messages, budget, counter, AWKWARD_TEXTS[6], generated=False)
 
 
 def test_every_registered_strategy_is_covered() -> None:
