@@ -510,3 +510,37 @@ def test_cached_counter_from_many_threads_counts_right_and_stays_bounded() -> No
     run_threads(work, 6)
     assert not errors
     assert len(counter) <= 500 and counter.cached_chars <= 20_000
+
+
+def test_no_cache_module_can_unpickle() -> None:
+    """Cached values are bytes and JSON: no cache module imports a deserializer that runs
+    code (pickle, marshal, shelve, dill), so a poisoned shared cache cannot."""
+    import ast
+    import importlib.util
+
+    modules = [
+        "ctxwindow.stores",
+        "ctxwindow.stores.memory",
+        "ctxwindow.stores.sqlite",
+        "ctxwindow.stores.redis_store",
+        "ctxwindow.stores.layered",
+        "ctxwindow_semantic.cache",
+        "ctxwindow_summarize.rolling",
+    ]
+    unsafe = {"pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib"}
+    checked = 0
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue  # a plugin that is not installed here
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                names = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            assert not names & unsafe, f"{name} imports {names & unsafe}"
+        checked += 1
+    assert checked >= 5
