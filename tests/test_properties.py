@@ -35,9 +35,9 @@ from ctxwindow.testing.pytest_plugin import examples_wanted, note_generated
 pytest_plugins = ["pytester"]
 
 #: Default examples per strategy and test: enough to find the usual bugs in seconds.
-FAST_EXAMPLES = 25
+FAST_EXAMPLES = 40
 #: Strategies that embed every new text with a real model get fewer by default.
-FAST_EXAMPLES_EMBEDDING = 6
+FAST_EXAMPLES_EMBEDDING = 8
 COUNTERS = ("approx", "tiktoken:cl100k_base")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
