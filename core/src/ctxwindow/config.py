@@ -24,6 +24,9 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 HOST_KEYS = ("strategy", "budget", "counter")
+#: Visit bounds: a strategy built on BaseStrategy takes them as options; for any other
+#: strategy the host (the Windower) applies them itself.
+VISIT_KEYS = ("time_limit", "on_timeout")
 CONFIG_FILE = "ctxwindow.toml"
 
 
@@ -121,9 +124,10 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
     budget = check_budget(config["budget"])
     options = {key: value for key, value in config.items() if key not in HOST_KEYS}
     known = {option.name for option in declared_options(entry.target)}
+    visit = {key: options.pop(key) for key in VISIT_KEYS if key in options and key not in known}
     unknown = sorted(set(options) - known, key=str)
     if unknown:
-        valid = ", ".join(sorted(HOST_KEYS + tuple(known)))
+        valid = ", ".join(sorted(set(HOST_KEYS) | set(VISIT_KEYS) | known))
         raise InvalidOption(
             f"config: unknown key(s) {', '.join(map(repr, unknown))} for strategy "
             f"{entry.name!r}; valid keys: {valid}"
@@ -134,4 +138,5 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
         raise
     except TypeError as error:
         raise InvalidOption(f"strategy {entry.name!r} rejected its options: {error}") from None
-    return Windower(strategy, budget, get_counter(config.get("counter")), entry.distribution)
+    counter = get_counter(config.get("counter"))
+    return Windower(strategy, budget, counter, entry.distribution, **visit)
