@@ -241,3 +241,50 @@ class ForgetsBilling(NeedsModel):
 def test_an_llm_strategy_must_declare_who_is_billed() -> None:
     with pytest.raises(ctxwindow.LLMNotConfigured, match="declares no billing"):
         ForgetsBilling(model="m")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        (
+            "CTXWINDOW_LOAD_PLUGINS",
+            "ctxwindow-fixed,ctxwindow-fixd",
+            "CTXWINDOW_LOAD_PLUGINS names 'ctxwindow-fixd', which no installed plugin matches",
+        ),
+        (
+            "CTXWINDOW_DISABLE_PLUGINS",
+            "ctxwindow-semantik",
+            "CTXWINDOW_DISABLE_PLUGINS names 'ctxwindow-semantik', which no installed plugin",
+        ),
+    ],
+)
+def test_a_name_in_the_plugin_variables_that_matches_nothing_is_a_problem(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    plugins.reset()
+    try:
+        problems = registry.registry().problems
+        assert [p for p in problems if p.startswith(problem)], problems
+        assert "installed: ctxwindow-fixed" in next(p for p in problems if variable in p)
+        assert "fixed" in registry.strategy_names(), "a typo beside a good name loads that one"
+    finally:
+        monkeypatch.delenv(variable)
+        plugins.reset()
+    assert not [p for p in registry.registry().problems if variable in p]
+
+
+def test_unknown_strategy_names_the_plugins_the_environment_kept_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CTXWINDOW_LOAD_PLUGINS", "ctxwindow-sliding")
+    plugins.reset()
+    try:
+        with pytest.raises(ctxwindow.UnknownStrategy) as caught:
+            ctxwindow.select(chat(2), budget=100, strategy="fixed")
+        assert "ctxwindow-fixed (CTXWINDOW_LOAD_PLUGINS)" in caught.value.skipped
+        assert "Not loaded because of the environment: " in str(caught.value)
+        assert caught.value.installed == ("sliding",)
+    finally:
+        monkeypatch.delenv("CTXWINDOW_LOAD_PLUGINS")
+        plugins.reset()
