@@ -373,8 +373,8 @@ SLIDING_TAIL_BUG = (
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param("sliding", marks=pytest.mark.xfail(reason=SLIDING_TAIL_BUG, strict=True)),
-        pytest.param("semantic", marks=pytest.mark.xfail(reason=SEMANTIC_LEXICAL_BUG, strict=True)),
+        "sliding",
+        "semantic",
     ],
 )
 def test_a_cut_newest_message_is_scored_as_cut_whatever_came_before(
@@ -395,7 +395,7 @@ def test_a_cut_newest_message_is_scored_as_cut_whatever_came_before(
     "name",
     [
         "sliding",
-        pytest.param("semantic", marks=pytest.mark.xfail(reason=SEMANTIC_LEXICAL_BUG, strict=True)),
+        "semantic",
     ],
 )
 def test_a_view_is_scored_on_its_own_messages_after_the_conversation_grew(

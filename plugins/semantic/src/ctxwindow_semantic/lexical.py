@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -23,7 +24,6 @@ class BM25Index:
     def __init__(self) -> None:
         self.postings: dict[str, list[tuple[int, int]]] = {}
         self.lengths: list[int] = []
-        self.total_length = 0
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -35,38 +35,30 @@ class BM25Index:
             self.postings.setdefault(term, []).append((unit, count))
         length = sum(counts.values())
         self.lengths.append(length)
-        self.total_length += length
 
-    def scores(self, query: str, size: int | None = None) -> np.ndarray:
-        """BM25 score of each of the first ``size`` units for ``query``."""
+    def scores(self, query: str, size: int | None = None, extra: Sequence[str] = ()) -> np.ndarray:
+        """BM25 score of each of the first ``size`` units, then of each ``extra`` text (a
+        stand-in, scored but never stored). The statistics (document count, average length,
+        document frequencies) are those of exactly that corpus, so a view is scored the same
+        however long the conversation has grown since, and whatever an earlier visit indexed.
+        """
         size = len(self.lengths) if size is None else size
-        out = np.zeros(size, dtype=np.float32)
-        if size == 0:
+        extra_counts = [Counter(terms(text)) for text in extra]
+        lengths_list = self.lengths[:size] + [sum(c.values()) for c in extra_counts]
+        total = len(lengths_list)
+        out = np.zeros(total, dtype=np.float32)
+        if total == 0:
             return out
-        lengths = np.asarray(self.lengths[:size], dtype=np.float32)
-        average = max(self.total_length / max(len(self.lengths), 1), 1.0)
+        lengths = np.asarray(lengths_list, dtype=np.float32)
+        average = max(sum(lengths_list) / total, 1.0)
         norm = K1 * (1 - B + B * lengths / average)
         for term in set(terms(query)):
             posting = [(u, c) for u, c in self.postings.get(term, ()) if u < size]
+            posting += [(size + row, c[term]) for row, c in enumerate(extra_counts) if term in c]
             if not posting:
                 continue
-            idf = math.log(1 + (size - len(posting) + 0.5) / (len(posting) + 0.5))
+            idf = math.log(1 + (total - len(posting) + 0.5) / (len(posting) + 0.5))
             units = np.fromiter((u for u, _ in posting), dtype=np.int64, count=len(posting))
             counts = np.fromiter((c for _, c in posting), dtype=np.float32, count=len(posting))
             out[units] += idf * counts * (K1 + 1) / (counts + norm[units])
-        return out
-
-    def score_texts(self, query: str, texts: list[str]) -> np.ndarray:
-        """BM25 of texts that are not in the index, against the index's statistics."""
-        out = np.zeros(len(texts), dtype=np.float32)
-        size = len(self.lengths)
-        average = max(self.total_length / max(size, 1), 1.0)
-        wanted = set(terms(query))
-        for row, text in enumerate(texts):
-            counts = Counter(terms(text))
-            norm = K1 * (1 - B + B * sum(counts.values()) / average)
-            for term in wanted & counts.keys():
-                found = len(self.postings.get(term, ()))
-                idf = math.log(1 + (size - found + 0.5) / (found + 0.5))
-                out[row] += idf * counts[term] * (K1 + 1) / (counts[term] + norm)
         return out

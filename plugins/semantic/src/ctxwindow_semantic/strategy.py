@@ -124,11 +124,10 @@ class SemanticWindow(BaseStrategy):
         index.update(history, self.embed, stable)
         self.indexes.trim(keep=history.conversation)
         vectors = index.vectors[:stable]
-        lexical = index.lexical.scores(query, stable)
-        if stable < size:  # the stand-in units: scored, never stored
-            extra = [unit_text(history, unit) for unit in range(stable, size)]
+        extra = [unit_text(history, unit) for unit in range(stable, size)]
+        lexical = index.lexical.scores(query, stable, extra)
+        if extra:  # the stand-in units: scored, never stored
             vectors = np.concatenate([vectors, self.embed(extra)]) if stable else self.embed(extra)
-            lexical = np.concatenate([lexical, index.lexical.score_texts(query, extra)])
         dense = vectors @ self.embed([query])[0]
         fused = fuse(dense, lexical, self.options["lexical_weight"])
         return spread_to_neighbours(fused, self.options["neighbours"], self.options["reach"])

@@ -204,8 +204,9 @@ class KeywordScorer:
         size = len(history.units)
         index = self.index(history)
         # A unit the host changed on this visit (the newest user message, truncated) is
-        # read afresh rather than indexed.
-        tail = {unit: UnitTerms.of(history, unit) for unit in range(min(len(index), size), size)}
+        # read afresh rather than indexed, even when an earlier visit indexed it whole.
+        stable = min(_stable_units(history), len(index), size)
+        tail = {unit: UnitTerms.of(history, unit) for unit in range(stable, size)}
         query = terms(history.effective_query)
         matched = self._overlap(index, tail, set(query), size)
         asking = history.newest_user if history.query is None else None
@@ -222,14 +223,14 @@ class KeywordScorer:
         out = spread(out, settings.neighbours, settings.reach)
         asked = asks_for(history.effective_query) if settings.salience else 0
         if asked:
-            facts = index.facts[:size] + [read.facts for read in tail.values()]
+            facts = index.facts[:stable] + [read.facts for read in tail.values()]
             raised = 1 + settings.salience
             out = [
                 v * raised if v and kind & asked else v for v, kind in zip(out, facts, strict=True)
             ]
         named = set(query) if settings.speaker else set()
         if named:
-            speakers = index.speakers[:size] + [read.speakers for read in tail.values()]
+            speakers = index.speakers[:stable] + [read.speakers for read in tail.values()]
             raised = 1 + settings.speaker
             out = [
                 v * raised if v and not named.isdisjoint(who) else v
