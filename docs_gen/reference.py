@@ -32,6 +32,8 @@ FIRST_PARTY = {
     "sliding": ("ctxwindow-sliding", "plugins/sliding"),
     "semantic": ("ctxwindow-semantic", "plugins/semantic"),
     "summarize": ("ctxwindow-summarize", "plugins/summarize"),
+    "pipeline": ("ctxwindow-pipeline", "plugins/pipeline"),
+    "clear_tool_outputs": ("ctxwindow-pipeline", "plugins/pipeline"),
 }
 
 #: A line on when to pick each strategy, shown above its README.
@@ -46,6 +48,10 @@ WHEN_TO_USE = {
     "summarize": "You want a bounded, always-current account of the whole history "
     "rather than the turns picked for one question; with an LLM, or extractive "
     "without one.",
+    "pipeline": "One strategy is not enough: clear old tool output, then summarize, then "
+    "pick what is relevant, each stage under the same budget, with one record.",
+    "clear_tool_outputs": "Agents whose old tool results (search pages, file dumps) "
+    "crowd out the conversation: replace them with a short stub that says what went.",
 }
 
 
@@ -401,6 +407,24 @@ Every error derives from `CtxWindowError`; all are importable from `ctxwindow` t
 ::: ctxwindow.evaluation
     options:
       show_root_heading: false
+
+## `ctxwindow.stores`
+
+Key-value stores for caches (memory, SQLite, Redis); see [Caches](../caches.md).
+
+::: ctxwindow.stores
+    options:
+      show_root_heading: false
+
+## `ctxwindow.adapters`
+
+Histories in a framework's own shape; see [Framework adapters](../adapters.md).
+
+::: ctxwindow.adapters.openai
+::: ctxwindow.adapters.openai_responses
+::: ctxwindow.adapters.anthropic
+::: ctxwindow.adapters.langchain
+::: ctxwindow.adapters.pydantic_ai
 """
 
 
