@@ -3,8 +3,8 @@ register (found through the plugin host, so a newly installed plugin is covered 
 
 Each case either gives a window that passes the independent oracle
 (``ctxwindow.testing.checks``) or rightly raises BudgetTooSmall / OrphanToolResult;
-the input is deep-equal before and after; a second call, a call on a deep copy and
-``aselect`` give the same window.
+the input is deep-equal before and after; a second call, a call on a deep copy,
+``aselect`` and a call on a ``Conversation`` of the input give the same window.
 
 A fast subset runs by default. For the long run pass ``--ctxwindow-examples=N`` (or set
 ``CTXWINDOW_EXAMPLES``): N examples per strategy and test. The end of the session says
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxwindow import registry
+from ctxwindow import Conversation, registry
 from ctxwindow.errors import InvalidOption, LLMNotConfigured
 from ctxwindow.strategy import Strategy
 from ctxwindow.testing import example_instances
@@ -140,6 +140,8 @@ def _check_case(
     assert _same(copied.messages, window.messages), "a deep copy of the input gave another window"
     awaited = asyncio.run(strategy.aselect(messages, budget, counter, query=query))
     assert _same(awaited.messages, window.messages), "aselect gave another window than select"
+    conversation = strategy.select(Conversation(messages), budget, counter, query=query)
+    assert _same(conversation.messages, window.messages), "a Conversation gave another window"
     assert messages == pristine, "the input changed"
 
 
