@@ -510,13 +510,6 @@ def test_a_slow_llm_is_bounded_by_the_time_limit(slow_provider: str) -> None:
     assert any("ran out of its time limit" in note for note in window.record.notes)
 
 
-CONFIG_CHANGE = (
-    "needs config.windower_from to hand time_limit and on_timeout to the Windower when "
-    "the strategy does not declare them (requested from config.py's owner)"
-)
-
-
-@pytest.mark.xfail(reason=CONFIG_CHANGE, strict=True)
 @pytest.mark.usefixtures("faulty")
 def test_a_bare_strategy_takes_its_time_limit_from_config(expected_fixed: list[int]) -> None:
     messages = conversation()

@@ -484,13 +484,15 @@ async def within(call: Awaitable[T], seconds: float) -> tuple[bool, T | None]:
     """
     started = time.perf_counter()
     task = asyncio.ensure_future(call)
+    finished: list[float] = []  # when the task ended, not when this waiter woke up
+    task.add_done_callback(lambda _: finished.append(time.perf_counter()))
     try:
         done, _ = await asyncio.wait((task,), timeout=seconds)
     finally:
         if not task.done():
             task.cancel()  # not awaited: a strategy that ignores cancelling cannot hang us
             task.add_done_callback(_retrieve)
-    if not done or time.perf_counter() - started > seconds:
+    if not done or (finished and finished[0] - started > seconds):
         if task.done():
             _retrieve(task)
         return False, None
