@@ -98,3 +98,29 @@ def _made_problems(message: Message) -> list[str]:
             "a made message carries tool_calls: a tool call cannot be sent without its results"
         )
     return problems
+
+
+def stand_in_problems(position: int, original: Message, stand_in: object) -> list[str]:
+    """Why ``stand_in`` cannot be sent in place of ``original``: it must say it was made,
+    and keep the role, tool_call_id and tool calls (ids and names) that pair a tool
+    exchange, so the unit stays valid with it."""
+    if not isinstance(stand_in, Message):
+        kind = type(stand_in).__name__
+        return [f"the stand-in for message {position} is a {kind}, not a Message"]
+    problems = []
+    if not stand_in.synthetic:
+        problems.append(f"the stand-in for message {position} is not marked synthetic")
+    if stand_in.role != original.role:
+        problems.append(
+            f"the stand-in for message {position} has role {stand_in.role!r}, "
+            f"the original {original.role!r}"
+        )
+    if stand_in.tool_call_id != original.tool_call_id:
+        problems.append(
+            f"the stand-in for message {position} answers {stand_in.tool_call_id!r}, "
+            f"the original {original.tool_call_id!r}"
+        )
+    calls = [(call.id, call.name) for call in stand_in.tool_calls]
+    if calls != [(call.id, call.name) for call in original.tool_calls]:
+        problems.append(f"the stand-in for message {position} changes its tool calls")
+    return problems

@@ -334,7 +334,8 @@ class History:
 
     def _replace(self, position: int, message: Message) -> None:
         """Stand ``message`` in for the one at ``position``: the host's truncation of the
-        newest user message, and nothing else (the host checks that it alone did this)."""
+        newest user message, or a strategy's stand-in once the host has checked it (the
+        host checks that nothing else did this)."""
         self._replacements[position] = (message, self.counter.count_message(message))
 
     @property
@@ -365,8 +366,12 @@ class Selection:
         self.scores: dict[int, float] = {}
         self.kept: set[int] = set()
         self.synthetic: list[tuple[int, Message]] = []
+        #: Messages sent in place of the history's own, by position (see :meth:`replace`).
+        self.stand_ins: dict[int, Message] = {}
         self.llm: Any = None
         self.notes: list[str] = []
+        #: The records of the strategies a composed strategy ran, in order (a pipeline's).
+        self.stages: list[Any] = []
         for unit, reason in history.must_keep.items():
             self.keep(unit, reason)
 
@@ -378,6 +383,29 @@ class Selection:
 
     def summarize(self, unit: int, reason: str) -> None:
         self.kept.discard(self._decide(unit, "summarized", reason, None))
+
+    def replace(self, position: int, message: Message, reason: str) -> None:
+        """Keep the unit of message ``position`` with ``message`` sent in its place: a
+        shorter stand-in, such as a cleared tool output, that keeps the unit whole.
+
+        The host checks that it is marked ``metadata.synthetic`` and keeps the original's
+        role, ``tool_call_id`` and tool calls, so a tool exchange stays valid; the record
+        says ``replaced``. Must-keep messages cannot be replaced.
+        """
+        if not isinstance(message, Message):
+            raise InvalidSelection(
+                f"replace() takes a ctxwindow.Message, got {type(message).__name__}"
+            )
+        history = self.history
+        valid = type(position) is int and 0 <= position < len(history)
+        unit = history.unit_of(position) if valid else None
+        if unit is None:
+            raise InvalidSelection(
+                f"replace({position!r}): not the position of a message in one of the "
+                f"history's units (0 to {len(history) - 1}, defective messages excluded)"
+            )
+        self.stand_ins[position] = message
+        self.keep(unit, reason)
 
     def add_synthetic(self, message: Message, before_unit: int) -> None:
         """Insert a message the strategy made (``metadata.synthetic`` must be true)

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxwindow.contract import check_window, overhead_problem
+from ctxwindow.contract import check_window, overhead_problem, stand_in_problems
 from ctxwindow.errors import (
     BudgetTooSmall,
     ContractViolation,
@@ -121,6 +121,8 @@ class _Chosen:
     synthetic: list[tuple[int, Message]]
     notes: tuple[str, ...]
     llm: Any
+    stand_ins: dict[int, Message] = dataclasses.field(default_factory=dict)
+    stages: tuple[WindowRecord, ...] = ()
 
     def reason(self, unit: int) -> str:
         return self.reasons[unit] or self.default_reason
@@ -239,13 +241,16 @@ class _Visit:
             if unit is not None and unit in chosen.kept:
                 chosen.actions[unit] = "truncated"
                 chosen.reasons[unit] = f"{chosen.reason(unit)}; text cut to fit the budget"
+        for position, message in chosen.stand_ins.items():  # checked: counted from here on
+            history._replace(position, message)
+            chosen.actions[history.unit_of(position)] = "replaced"  # type: ignore[index]
         positions, synthetic = _layout(history, chosen)
         problems, tokens = check_window(
             history, positions, synthetic, self.limit, self.must_keep, self.counter
         )
         if problems:
             raise self._violation(problems)
-        output = _output(history, positions, synthetic, self.replaced)
+        output = _output(history, positions, synthetic, self.replaced, chosen.stand_ins)
         notes = tuple(self.notes) + chosen.notes
         defect_decisions = tuple(self.defect_decisions)
 
@@ -262,7 +267,10 @@ class _Visit:
                 + defect_decisions
             )
 
-        return Window(output, self._record(tokens, True, len(output), notes, decide, chosen.llm))
+        record = self._record(tokens, True, len(output), notes, decide, chosen.llm)
+        if chosen.stages:
+            record = dataclasses.replace(record, stages=chosen.stages)
+        return Window(output, record)
 
     def timed_out(self, limit: TimeLimit, distribution: str | None = None) -> Window[Any]:
         """What the visit returns when the strategy ran out of time: VisitTimeout, or
@@ -293,6 +301,8 @@ class _Visit:
             synthetic=list(selection.synthetic),
             notes=tuple(map(str, selection.notes)),
             llm=selection.llm,
+            stand_ins=dict(getattr(selection, "stand_ins", {})),
+            stages=tuple(getattr(selection, "stages", ())),
         )
         problems = []
         if len(chosen.actions) != count or len(chosen.reasons) != count:
@@ -310,9 +320,28 @@ class _Visit:
             stand_ins[p][0] is not m for p, m in self.replaced.items()
         ):
             problems.append("the strategy replaced messages of its history; only the host may")
+        problems.extend(self._stand_in_problems(chosen))
+        if not all(isinstance(stage, WindowRecord) for stage in chosen.stages):
+            problems.append("selection.stages must hold the WindowRecords of the stages run")
         if problems:
             raise self._violation(problems)
         return chosen
+
+    def _stand_in_problems(self, chosen: _Chosen) -> list[str]:
+        """A stand-in goes in a kept unit, for a message that may change, and keeps the
+        unit's tool exchange valid."""
+        history = self.history
+        problems = []
+        for position, message in chosen.stand_ins.items():
+            unit = history.unit_of(position) if type(position) is int else None
+            if unit is None or unit not in chosen.kept:
+                problems.append(f"a stand-in for message {position!r}, which is not in the window")
+            elif unit in self.must_keep or position in self.replaced:
+                why = self.must_keep.get(unit, "cut by the host")
+                problems.append(f"message {position} ({why}) cannot be replaced by a strategy")
+            else:
+                problems.extend(stand_in_problems(position, history.messages[position], message))
+        return problems
 
     def untouched(self) -> Window[Any]:
         history = self.history
@@ -567,8 +596,12 @@ def _output(
     positions: Sequence[int | None],
     synthetic: Sequence[Message],
     replacements: Mapping[int, Message],
+    stand_ins: Mapping[int, Message],
 ) -> list[Any]:
-    """The window in the caller's own objects; made messages follow the caller's kind."""
+    """The window in the caller's own objects; made messages follow the caller's kind.
+
+    A strategy's stand-in is the original's fields with the stand-in's content, and
+    metadata that says it was made and which message it stands for."""
     wants_dicts = len(history) == 0 or not isinstance(history.original(0), Message)
     made = iter(synthetic)
     output: list[Any] = []
@@ -576,6 +609,15 @@ def _output(
         if position is None:
             message = next(made)
             output.append(message.to_dict() if wants_dicts else message)
+        elif position in stand_ins:
+            original = history.original(position)
+            stand_in = stand_ins[position]
+            metadata = {**stand_in.metadata, "stands_in_for": position}
+            if isinstance(original, Message):
+                output.append(dataclasses.replace(stand_in, metadata=metadata))
+            else:
+                content = stand_in.to_dict()["content"]
+                output.append({**original, "content": content, "metadata": metadata})
         elif position in replacements:
             original = history.original(position)
             replacement = replacements[position]

@@ -128,9 +128,12 @@ def checked_outcome(
     positions: list[int] = []
     tokens = 0
     cut_copies = 0
-    for item, position in zip(window.messages, sequence, strict=True):
+    for index, item in enumerate(window.messages):
         message = _as_message(item)
         tokens += token_counter.count_message(message)
+        if sequence[index] is None:  # made, or a stand-in for an input message
+            sequence[index] = _stood_in_for(message, parsed, keep)
+        position = sequence[index]
         if position is not None:
             positions.append(position)
             continue
@@ -191,15 +194,33 @@ def checked_outcome(
     return window, "window"
 
 
+def _stood_in_for(message: Message, parsed: Sequence[Message], keep: set[int]) -> int | None:
+    """The input position a strategy's stand-in replaces (``metadata.stands_in_for``),
+    checked to keep what pairs a tool exchange; None for any other made message."""
+    position = message.metadata.get("stands_in_for")
+    if type(position) is not int or not 0 <= position < len(parsed):
+        return None
+    original = parsed[position]
+    assert message.synthetic, f"a stand-in must be marked synthetic: {message!r}"
+    assert position not in keep, f"must-keep message {position} was replaced"
+    assert (message.role, message.tool_call_id) == (original.role, original.tool_call_id), (
+        f"a stand-in must keep the role and tool_call_id of message {position}"
+    )
+    assert [(c.id, c.name) for c in message.tool_calls] == [
+        (c.id, c.name) for c in original.tool_calls
+    ], f"a stand-in must keep the tool calls of message {position}"
+    return position
+
+
 def _check_record(window: Window[Any], messages: Sequence[Any], kept: set[int]) -> None:
     size = len(messages)
     seen: list[int] = []
     recorded_kept: set[int] = set()
     for decision in window.record.decisions:
         assert decision.reason, f"decision without a reason: {decision}"
-        assert decision.action in ("kept", "dropped", "summarized", "truncated")
+        assert decision.action in ("kept", "dropped", "summarized", "truncated", "replaced")
         seen.extend(decision.positions)
-        if decision.action in ("kept", "truncated"):
+        if decision.action in ("kept", "truncated", "replaced"):
             recorded_kept.update(decision.positions)
     assert sorted(seen) == list(range(size)), "the record must account for every message once"
     if len({id(m) for m in messages}) < size:
