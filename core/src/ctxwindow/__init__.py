@@ -34,6 +34,7 @@ from ctxwindow.errors import (
     UnknownScorer,
     UnknownStrategy,
     UnknownSummarizer,
+    VisitTimeout,
 )
 from ctxwindow.export import to_openai
 from ctxwindow.history import Conversation, History, Selection
@@ -94,6 +95,7 @@ __all__ = [
     "UnknownScorer",
     "UnknownStrategy",
     "UnknownSummarizer",
+    "VisitTimeout",
     "Window",
     "WindowRecord",
     "Windower",

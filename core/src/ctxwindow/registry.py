@@ -35,6 +35,8 @@ FIRST_PARTY = {
     "sliding": "pip install ctxwindow-sliding",
     "summarize": "pip install ctxwindow-summarize",
     "semantic": "pip install ctxwindow-semantic",
+    "pipeline": "pip install ctxwindow-pipeline",
+    "clear_tool_outputs": "pip install ctxwindow-pipeline",
 }
 DEFAULT_COUNTER = "approx"
 DEFAULT_EMBEDDER = "sentence-transformers"
