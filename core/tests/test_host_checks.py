@@ -288,3 +288,17 @@ def test_unknown_strategy_names_the_plugins_the_environment_kept_out(
     finally:
         monkeypatch.delenv("CTXWINDOW_LOAD_PLUGINS")
         plugins.reset()
+
+
+def test_a_strategy_kept_out_by_the_environment_is_not_said_to_need_installing() -> None:
+    from ctxwindow.errors import UnknownStrategy
+
+    hint = "pip install ctxwindow-semantic"
+    kept_out = UnknownStrategy(
+        "semantic", ["fixed"], hint, ["ctxwindow-semantic (CTXWINDOW_DISABLE_PLUGINS)"]
+    )
+    assert hint not in str(kept_out)
+    assert "ctxwindow-semantic (CTXWINDOW_DISABLE_PLUGINS)" in str(kept_out)
+    assert hint in str(UnknownStrategy("semantic", ["fixed"], hint, []))
+    other = UnknownStrategy("semantic", ["fixed"], hint, ["ctxwindow-fixed (X)"])
+    assert hint in str(other)

@@ -60,7 +60,9 @@ class UnknownStrategy(CtxWindowError, LookupError):
         self.skipped = tuple(skipped)
         have = ", ".join(self.installed) if self.installed else "none"
         text = f"unknown strategy {name!r}; installed strategies: {have}"
-        if install_hint:
+        package = install_hint.split()[-1] if install_hint else None
+        kept_out = any(item.split(" (")[0] == package for item in self.skipped)
+        if install_hint and not kept_out:
             text += f". {name!r} is a first-party strategy: install it with `{install_hint}`"
         if self.skipped:
             text += f". Not loaded because of the environment: {', '.join(self.skipped)}"
