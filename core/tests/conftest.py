@@ -41,6 +41,22 @@ def counting_factory() -> type[CountingCounter]:
     return CountingCounter
 
 
+#: The distribution hidden when every first-party plugin is installed.
+HIDDEN = "ctxwindow-sliding"
+
+
+@pytest.fixture
+def install_advice(uninstalled_first_party: str) -> str:
+    """What the UnknownStrategy for that strategy tells the user to do: install it, or,
+    when the fixture hid it, which variable kept it out (the real uninstall is tested in
+    tests/test_ecosystem.py)."""
+    import os
+
+    if os.environ.get("CTXWINDOW_DISABLE_PLUGINS") == HIDDEN:
+        return f"{HIDDEN} (CTXWINDOW_DISABLE_PLUGINS)"
+    return f"pip install ctxwindow-{uninstalled_first_party}"
+
+
 @pytest.fixture
 def uninstalled_first_party(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A first-party strategy that is not installed here; when all are, one is hidden
@@ -52,7 +68,7 @@ def uninstalled_first_party(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if missing:
         yield missing[-1]
         return
-    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-sliding")
+    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", HIDDEN)
     plugins.reset()
     try:
         yield "sliding"
