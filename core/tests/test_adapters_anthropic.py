@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -297,18 +298,62 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-def test_cleared_tool_outputs_stay_valid_requests(server) -> None:
+CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
+#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
+#: first stage before fixed (which then drops the oldest turns to fit).
+STAND_IN_RUNS = {
+    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
+    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
+}
+STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
+
+
+def results_of(message: Any) -> dict[str, Any]:
+    """The tool_result blocks of a message, by the call id they answer."""
+    blocks = message["content"] if isinstance(message["content"], list) else []
+    return {b["tool_use_id"]: b for b in blocks if b["type"] == "tool_result"}
+
+
+@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
+def test_cleared_results_come_back_as_tool_result_blocks(server, strategy: str) -> None:
     pytest.importorskip("ctxwindow_pipeline")
     base_url, bodies = server
     messages = history(6, words=300)
-    before = adapter.select(messages, 10_000).record.tokens_before
-    window = adapter.select(messages, before - 150, "clear_tool_outputs", min_tokens=10)
+    before = copy.deepcopy(messages)
+    options, budget = STAND_IN_RUNS[strategy]
+    window = adapter.select(messages, budget, strategy, system=SYSTEM, **options)
+    assert messages == before  # nothing passed in was changed
     check_valid(window.messages)
-    made = [m for m in window.messages if not any(m is o for o in messages)]
-    cleared = [m for m in made if "cleared by ctxwindow" in str(m)]
-    assert cleared and window.record.tokens_after <= before - 150
-    for message in cleared:  # a result given a stand-in, or the exchange as a note
-        blocks = message["content"]
-        assert message["role"] == "assistant" or blocks[0]["type"] == "tool_result"
+    given = {call: (p, b) for p, m in enumerate(messages) for call, b in results_of(m).items()}
+    newest = list(results_of(messages[-3]))[-1]  # keep_recent=1: the newest result stays
+    cleared: set[str] = set()
+    for message in window.messages:
+        if any(message is m for m in messages):
+            continue
+        (position, _), *_ = [given[call] for call in results_of(message)]
+        original = messages[position]  # a copy of it: only cleared blocks differ
+        assert {**message, "content": None} == {**original, "content": None}
+        assert len(message["content"]) == len(original["content"])
+        for block, was in zip(message["content"], original["content"], strict=True):
+            if block == was:
+                continue
+            assert block == {**was, "content": block["content"]}
+            assert STUB.fullmatch(block["content"]).groups() == ("lookup", block["tool_use_id"])
+            cleared.add(block["tool_use_id"])
+    answered = {call for m in window.messages for call in results_of(m)}
+    assert cleared == answered - {newest} and len(cleared) >= 5
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    in_replaced = {call for d in replaced for p in d.positions for call in results_of(messages[p])}
+    assert cleared <= in_replaced and all(
+        d.reason.startswith(("tool output cleared", "stages[0]")) for d in replaced
+    )
+    assert window.record.count("dropped") > 0 if strategy == "pipeline" else answered == set(given)
+    assert (
+        window.record.tokens_after <= budget
+        and window.record.tokens_after < window.record.tokens_before / 2
+    )
+    counter = get_counter("approx")
+    read = adapter.read_messages(window.messages, SYSTEM).messages
+    assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
     send(base_url, window)
     assert bodies[-1]["messages"] == window.messages

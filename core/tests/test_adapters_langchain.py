@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from typing import Any
 
 import pydantic
@@ -272,13 +273,76 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-def test_cleared_tool_outputs_stay_valid() -> None:
+CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
+#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
+#: first stage before fixed (which then drops the oldest turns to fit).
+STAND_IN_RUNS = {
+    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
+    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
+}
+STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
+
+
+def cleared_results(window: Any, messages: list[BaseMessage]) -> list[str]:
+    """The call ids whose ToolMessage came back as a copy holding the stub (in order),
+    checking that each copy differs from the original in its content only."""
+    cleared = []
+    for message in window.messages:
+        if any(message is m for m in messages):
+            continue
+        assert isinstance(message, ToolMessage), f"not a stand-in: {message!r}"
+        (original,) = [m for m in messages if m.id == message.id]
+        assert message == original.model_copy(update={"content": message.content})
+        assert STUB.fullmatch(message.content).groups() == ("lookup", message.tool_call_id)
+        cleared.append(message.tool_call_id)
+    return cleared
+
+
+@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
+def test_cleared_results_come_back_as_tool_messages(strategy: str) -> None:
     pytest.importorskip("ctxwindow_pipeline")
     messages = history(6, words=300)
-    before = adapter.select(messages, 10_000).record.tokens_before
-    window = adapter.select(messages, before - 150, "clear_tool_outputs", min_tokens=10)
+    before = copy.deepcopy(messages)
+    options, budget = STAND_IN_RUNS[strategy]
+    window = adapter.select(messages, budget, strategy, **options)
+    assert messages == before  # nothing passed in was changed
     check_valid(window.messages)
-    made = [m for m in window.messages if not any(m is o for o in messages)]
-    cleared = [m for m in made if "cleared by ctxwindow" in str(m.content)]
-    assert cleared and window.record.tokens_after <= before - 150
-    assert all(isinstance(m, (AIMessage, ToolMessage)) for m in cleared)
+    cleared = cleared_results(window, messages)
+    answered = [m.tool_call_id for m in window.messages if isinstance(m, ToolMessage)]
+    assert cleared == answered[:-1] and len(cleared) >= 5  # keep_recent=1
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    assert {f"t{call}" for call in cleared} <= {i for d in replaced for i in d.ids}
+    assert all(isinstance(messages[d.positions[0]], AIMessage) for d in replaced)
+    assert window.record.count("dropped") > 0 if strategy == "pipeline" else len(answered) == 12
+    assert window.record.tokens_after <= budget
+    assert window.record.tokens_after < window.record.tokens_before / 2
+    counter = get_counter("approx")
+    read = adapter.read_messages(window.messages).messages
+    assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
+    model = GenericFakeChatModel(messages=iter(["fine"]))
+    recorder = Recorder()
+    assert model.invoke(window.messages, config={"callbacks": [recorder]}).content == "fine"
+    assert recorder.calls == [window.messages]
+
+
+def test_a_stand_in_finds_its_result_when_call_ids_repeat() -> None:
+    # some models number their calls afresh each turn ("call_0"): the stand-in still
+    # replaces the very result it stands for, not one answering another turn's call
+    pytest.importorskip("ctxwindow_pipeline")
+    messages: list[BaseMessage] = [SystemMessage("You are brief.", id="sys")]
+    for t in range(4):
+        messages += [
+            HumanMessage(f"question {t}", id=f"h{t}"),
+            AIMessage("", id=f"ai{t}", tool_calls=[{"name": "lookup", "args": {}, "id": "call_0"}]),
+            ToolMessage(f"rows of turn {t} " * 80, tool_call_id="call_0", id=f"tool{t}"),
+        ]
+    messages.append(HumanMessage("and now?", id="last"))
+    before = copy.deepcopy(messages)
+    options, _ = STAND_IN_RUNS["clear_tool_outputs"]
+    window = adapter.select(messages, 10_000, "clear_tool_outputs", **options)
+    assert messages == before
+    check_valid(window.messages)
+    assert len(window.messages) == len(messages)
+    assert cleared_results(window, messages) == ["call_0"] * 3
+    stubs = [m.id for m in window.messages if not any(m is o for o in messages)]
+    assert stubs == ["tool0", "tool1", "tool2"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -326,17 +327,93 @@ def test_every_budget_gives_valid_responses_input_within_it(strategy: str) -> No
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-def test_cleared_tool_outputs_stay_valid_input() -> None:
+CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
+#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
+#: first stage before fixed (which then drops the oldest turns to fit).
+STAND_IN_RUNS = {
+    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
+    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
+}
+STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
+
+
+def check_stand_in_run(window: Any, strategy: str, budget: int, answered: list[str]) -> None:
+    """What both OpenAI shapes share: the stand-ins are recorded as replaced, the window
+    is within the budget and much smaller."""
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    assert len(replaced) >= (3 if strategy == "pipeline" else 5)
+    assert all(d.reason.startswith(("tool output cleared", "stages[0]")) for d in replaced)
+    assert window.record.count("dropped") > 0 if strategy == "pipeline" else len(answered) == 12
+    assert window.record.tokens_after <= budget
+    assert window.record.tokens_after < window.record.tokens_before / 2
+
+
+@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
+def test_chat_cleared_results_are_tool_messages(server, strategy: str) -> None:
     pytest.importorskip("ctxwindow_pipeline")
+    base_url, bodies = server
+    history = chat_history(6)
+    for message in history:
+        if message["role"] == "tool":
+            message["content"] = "result " * 150
+    before = copy.deepcopy(history)
+    options, budget = STAND_IN_RUNS[strategy]
+    window = chat.select(history, budget, strategy, **options)
+    assert history == before  # nothing passed in was changed
+    cleared, stood_for = [], set()
+    for message in window.messages:
+        if any(message is h for h in history):
+            continue
+        position = message["metadata"]["stands_in_for"]  # a copy of that very dict
+        assert message == {**history[position], "content": message["content"],
+                           "metadata": message["metadata"]}  # fmt: skip
+        assert message["metadata"]["synthetic"] is True
+        call = message["tool_call_id"]
+        assert STUB.fullmatch(message["content"]).groups() == ({"a": "f", "b": "g"}[call[0]], call)
+        cleared.append(call)
+        stood_for.add(position)
+    answered = [m["tool_call_id"] for m in window.messages if m["role"] == "tool"]
+    assert cleared == answered[:-1]  # keep_recent=1
+    check_stand_in_run(window, strategy, budget, answered)
+    replaced = {p for d in window.record.decisions if d.action == "replaced" for p in d.positions}
+    assert stood_for <= replaced  # in the caller's positions: the very results replaced
+    request = chat.request_messages(window)
+    OPENAI_CHAT.validate_python(request)
+    client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
+    assert bodies[-1][1]["messages"] == request
+    sent = [m["content"] for m in bodies[-1][1]["messages"] if m["role"] == "tool"]
+    assert sum(bool(STUB.fullmatch(text)) for text in sent) == len(cleared)
+
+
+@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
+def test_responses_cleared_outputs_are_function_call_outputs(server, strategy: str) -> None:
+    pytest.importorskip("ctxwindow_pipeline")
+    base_url, bodies = server
     items = responses_history(6, words=300)
-    before = responses.select(items, 10_000).record.tokens_before
-    window = responses.select(items, before - 150, "clear_tool_outputs", min_tokens=10)
+    before = copy.deepcopy(items)
+    options, budget = STAND_IN_RUNS[strategy]
+    window = responses.select(items, budget, strategy, **options)
+    assert items == before  # nothing passed in was changed
     check_pairs(window.messages)
+    outputs = {i["call_id"]: i for i in items if i.get("type") == "function_call_output"}
+    cleared = []
+    for item in window.messages:
+        if any(item is i for i in items):
+            continue
+        original = outputs[item["call_id"]]  # a copy of the output: a new output only
+        assert item == {**original, "output": item["output"]}
+        assert STUB.fullmatch(item["output"]).groups() == ("lookup", item["call_id"])
+        cleared.append(item["call_id"])
+    answered = [i["call_id"] for i in window.messages if i.get("type") == "function_call_output"]
+    assert cleared == answered[:-1]  # keep_recent=1
+    check_stand_in_run(window, strategy, budget, answered)
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    in_replaced = {items[p]["call_id"] for d in replaced for p in d.positions
+                   if items[p].get("type") == "function_call_output"}  # fmt: skip
+    assert set(cleared) <= in_replaced
+    counter = get_counter("approx")
+    read = responses.read_items(window.messages).messages
+    assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
     pydantic.TypeAdapter(ResponseInputParam).validate_python(window.messages)
-    made = [m for m in window.messages if not any(m is i for i in items)]
-    assert made and window.record.tokens_after <= before - 150
-    # a stand-in keeps the output answering its call; an older core writes a note instead
-    cleared = [m for m in made if "cleared by ctxwindow" in str(m)]
-    assert cleared and all(
-        m["type"] == "function_call_output" or m["role"] == "assistant" for m in cleared
-    )
+    client(base_url).responses.create(model="m", input=window.messages)
+    assert bodies[-1][1]["input"] == window.messages

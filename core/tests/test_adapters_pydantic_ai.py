@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import re
 from typing import Any
 
 import pytest
@@ -219,16 +220,88 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-def test_cleared_tool_outputs_stay_valid() -> None:
+CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
+#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
+#: first stage before fixed (which then drops the oldest turns to fit).
+STAND_IN_RUNS = {
+    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
+    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
+}
+STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
+
+
+def cleared_returns(window: list[ModelMessage], messages: list[ModelMessage]) -> list[str]:
+    """The call ids whose ToolReturnPart came back holding the stub, in a copied request
+    that differs from the original only there."""
+    returns = {p.tool_call_id: (m, p) for m in messages for p in m.parts if _is_return(p)}
+    cleared = []
+    for message in window:
+        if any(message is m for m in messages):
+            continue
+        if not any(_is_return(p) for p in message.parts):
+            continue  # the first request, its question dropped; the run's new question
+        assert isinstance(message, ModelRequest)
+        original = returns[message.parts[0].tool_call_id][0]
+        assert dataclasses.replace(original, parts=message.parts) == message
+        assert len(message.parts) == len(original.parts)
+        for part, was in zip(message.parts, original.parts, strict=True):
+            if part is was:
+                continue
+            assert part == dataclasses.replace(was, content=part.content)
+            assert STUB.fullmatch(part.content).groups() == ("lookup", part.tool_call_id)
+            cleared.append(part.tool_call_id)
+    return cleared
+
+
+def _is_return(part: Any) -> bool:
+    return isinstance(part, ToolReturnPart)
+
+
+@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
+def test_cleared_returns_come_back_as_tool_return_parts(strategy: str) -> None:
     pytest.importorskip("ctxwindow_pipeline")
     messages = history(6, words=300)
-    before = adapter.select(messages, 10_000).record.tokens_before
-    window = adapter.select(messages, before - 150, "clear_tool_outputs", min_tokens=10)
+    before = copy.deepcopy(messages)
+    options, budget = STAND_IN_RUNS[strategy]
+    window = adapter.select(messages, budget, strategy, **options)
+    assert messages == before  # nothing passed in was changed
     check_valid(window.messages)
-    made = [m for m in window.messages if not any(m is o for o in messages)]
-    cleared = [m for m in made if "cleared by ctxwindow" in str(m)]
-    assert cleared and window.record.tokens_after <= before - 150
-    for message in cleared:  # a note the strategy wrote as the assistant's, or a stand-in
-        assert isinstance(message, ModelResponse) or any(
-            isinstance(p, ToolReturnPart) for p in message.parts
-        )
+    cleared = cleared_returns(window.messages, messages)
+    answered = [p.tool_call_id for m in window.messages for p in m.parts if _is_return(p)]
+    assert cleared == answered[:-1] and len(cleared) >= 5  # keep_recent=1
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    in_replaced = {p.tool_call_id for d in replaced for i in d.positions
+                   for p in messages[i].parts if _is_return(p)}  # fmt: skip
+    assert set(cleared) <= in_replaced
+    assert window.record.count("dropped") > 0 if strategy == "pipeline" else len(answered) == 12
+    assert window.record.tokens_after <= budget
+    assert window.record.tokens_after < window.record.tokens_before / 2
+    counter = get_counter("approx")
+    read = adapter.read_messages(window.messages).messages
+    assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
+
+
+@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
+def test_cleared_returns_reach_a_real_agent(strategy: str) -> None:
+    pytest.importorskip("ctxwindow_pipeline")
+    messages = history(6, words=300)[:-1]  # ends with the model's answer
+    before = copy.deepcopy(messages)
+    received: list[list[ModelMessage]] = []
+
+    def model(seen: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        received.append(list(seen))
+        return ModelResponse(parts=[TextPart("fine")])
+
+    options, budget = STAND_IN_RUNS[strategy]
+    processor = adapter.ctxwindow_processor(budget=budget, strategy=strategy, **options)
+    agent = Agent(FunctionModel(model), capabilities=[processor.capability()])
+    result = agent.run_sync("and now?", message_history=messages)
+    assert result.output == "fine" and messages == before
+    (seen,) = received
+    check_valid(seen)
+    window = processor.last
+    assert window is not None and window.record.count("replaced") >= 3
+    stubs = [p for m in seen for p in m.parts if _is_return(p) and STUB.fullmatch(str(p.content))]
+    cleared = cleared_returns(window.messages, messages)
+    assert sorted(p.tool_call_id for p in stubs) == sorted(cleared) and len(cleared) >= 3
+    assert all(STUB.fullmatch(p.content).group(2) == p.tool_call_id for p in stubs)

@@ -7,6 +7,9 @@ prompt) and several items may stand for one Message (a Responses API reasoning i
 the function calls that follow it). Each Message remembers its items and, for a split
 item, which of the item's parts it holds. An item whose Messages are all in the window
 comes back as the very object passed in; one partly kept is rebuilt from its kept parts.
+A strategy's stand-in for one Message (``metadata.stands_in_for``: a cleared tool output)
+comes back as a copy of that Message's item with the stand-in's text in its place, so a
+tool result stays the framework's own result answering the same call.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ T = TypeVar("T")
 
 #: ``rebuild(item, kept, cut)``: the item with only the parts in ``kept`` (None: all),
 #: and, when ``cut`` is set, the text of the parts in ``cut[0]`` (None: the whole item's
-#: text) replaced by ``cut[1]``, the host's truncation of the newest user message.
+#: text) replaced by ``cut[1]``: the host's truncation of the newest user message, or a
+#: strategy's stand-in for one of the item's Messages (a tool result's new content).
 Rebuild = Callable[[Any, "Sequence[int] | None", "tuple[frozenset[int] | None, str] | None"], Any]
 
 
@@ -185,7 +189,6 @@ def finish(
          if converted.messages[p].role == "user"),
         None,
     )  # fmt: skip
-    results = _results(converted.messages)
     slots: list[_Slot] = []
     by_item: dict[int, _Slot] = {}
     for message in window.messages:
@@ -194,10 +197,9 @@ def finish(
         if position is None and message.metadata.get("truncated") and newest_user is not None:
             position, cut = newest_user, (converted.parts[newest_user], message.text)
         stand_in = None
-        if position is None and message.role == "tool" and message.tool_call_id in results:
-            # a stand-in for a tool result (a cleared output): that result, its text replaced
-            position = results[message.tool_call_id]
-            stand_in = (converted.parts[position], message.text)
+        stood = _stands_in_for(message, len(converted.messages)) if position is None else None
+        if stood is not None:  # a strategy's stand-in (a cleared tool output)
+            position, stand_in = stood, (converted.parts[stood], message.text)
         if position is None:
             slots.append(_Slot(None, made=message, kept=None, messages=[message]))
             continue
@@ -237,19 +239,13 @@ def finish(
     return Window(output, record)
 
 
-def _results(messages: Sequence[Message]) -> dict[str, int]:
-    """The position of each tool result, by the call id it answers (ids used once)."""
-    found: dict[str, int] = {}
-    seen: set[str] = set()
-    for position, message in enumerate(messages):
-        call_id = message.tool_call_id
-        if message.role == "tool" and call_id is not None:
-            if call_id in seen:
-                found.pop(call_id, None)
-            else:
-                found[call_id] = position
-            seen.add(call_id)
-    return found
+def _stands_in_for(message: Message, size: int) -> int | None:
+    """The converted position a strategy's stand-in is sent in place of (the host marks
+    it ``metadata.stands_in_for``), or None for a message the strategy made."""
+    position = message.metadata.get("stands_in_for")
+    if type(position) is int and 0 <= position < size:
+        return position
+    return None
 
 
 def _record(
