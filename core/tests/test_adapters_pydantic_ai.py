@@ -305,3 +305,38 @@ def test_cleared_returns_reach_a_real_agent(strategy: str) -> None:
     cleared = cleared_returns(window.messages, messages)
     assert sorted(p.tool_call_id for p in stubs) == sorted(cleared) and len(cleared) >= 3
     assert all(STUB.fullmatch(p.content).group(2) == p.tool_call_id for p in stubs)
+
+
+class ShortensTheFirstQuestion(ctxwindow.BaseStrategy):
+    """Keeps everything, sending a shorter stand-in for the first question."""
+
+    name = "shortens_the_first_question"
+
+    def engages_within_budget(self, history: ctxwindow.History) -> bool:
+        return True
+
+    def choose(self, history: ctxwindow.History) -> ctxwindow.Selection:
+        selection = history.selection()
+        for unit in range(len(history.units)):
+            if unit not in history.must_keep:
+                selection.keep(unit, "kept")
+        first = next(p for p, m in enumerate(history.messages) if m.role == "user")
+        stub = dataclasses.replace(
+            history.messages[first], content="question 0, shortened", metadata={"synthetic": True}
+        )
+        selection.replace(first, stub, "shortened")
+        return selection
+
+
+def test_a_stand_in_for_part_of_a_request_replaces_only_that_part() -> None:
+    messages = history(3)
+    before = copy.deepcopy(messages)
+    window = adapter.select(messages, 10_000, ShortensTheFirstQuestion())
+    assert messages == before
+    first, *rest = window.messages
+    assert all(m is o for m, o in zip(rest, messages[1:], strict=True))
+    system, question = first.parts
+    assert system is messages[0].parts[0]
+    assert question == dataclasses.replace(messages[0].parts[1], content="question 0, shortened")
+    (decision,) = [d for d in window.record.decisions if d.action == "replaced"]
+    assert decision.positions == (0,) and decision.reason == "shortened"
