@@ -241,3 +241,25 @@ def test_bench_measures_every_figure_without_asserting_speed() -> None:
         "cold_over_count",
         "trim_over_warm",
     }
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ('{"conversation": {}}', "a list of samples"),
+        ("[1, 2]", "sample 0 is not a LoCoMo sample"),
+        ('[{"conversation": {"speaker_a": "A"}}]', "sample 0 is not a LoCoMo sample"),
+        ("[" * 100_000, "is not JSON"),
+    ],
+)
+def test_a_benchmark_of_the_wrong_shape_is_a_clear_error(
+    tmp_path: Path, payload: str, says: str
+) -> None:
+    from ctxwindow.errors import ConfigError
+
+    path = tmp_path / "bench.json"
+    path.write_text(payload, encoding="utf-8")
+    with pytest.raises(ConfigError, match=says):
+        load_locomo(path)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_locomo(tmp_path)

@@ -71,30 +71,45 @@ def load_locomo(path: str | Path) -> tuple[list[EvalConversation], LoadReport]:
     message per session giving its date, before the session's first turn.
     """
     samples = _read_json(Path(path))
+    if not isinstance(samples, list):
+        raise ConfigError(
+            f"benchmark file {str(path)!r} must hold LoCoMo's JSON: a list of samples"
+        )
     report = LoadReport()
     conversations = []
-    for sample in samples:
-        messages = _locomo_messages(sample)
-        known = {m["id"] for m in messages}
-        questions = []
-        for number, qa in enumerate(sample.get("qa", [])):
-            question_id = f"{sample['sample_id']}#q{number}"
-            evidence = _repair_evidence(qa.get("evidence") or [], known, question_id, report)
-            if not evidence:
-                report.skipped_questions.append(question_id)
-                continue
-            answer = qa.get("answer", qa.get("adversarial_answer"))
-            questions.append(
-                Question(
-                    id=question_id,
-                    text=str(qa["question"]),
-                    evidence=evidence,
-                    category=qa.get("category"),
-                    answer=None if answer is None else str(answer),
-                )
-            )
-        conversations.append(EvalConversation(str(sample["sample_id"]), messages, questions))
+    for index, sample in enumerate(samples):
+        try:
+            conversations.append(_locomo_conversation(sample, report))
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
+            raise ConfigError(
+                f"benchmark file {str(path)!r}: sample {index} is not a LoCoMo sample "
+                f"({type(error).__name__}: {error})"
+            ) from None
     return conversations, report
+
+
+def _locomo_conversation(sample: dict[str, Any], report: LoadReport) -> EvalConversation:
+    """One sample as a conversation with its questions; evidence repaired as in ``report``."""
+    messages = _locomo_messages(sample)
+    known = {m["id"] for m in messages}
+    questions = []
+    for number, qa in enumerate(sample.get("qa", [])):
+        question_id = f"{sample['sample_id']}#q{number}"
+        evidence = _repair_evidence(qa.get("evidence") or [], known, question_id, report)
+        if not evidence:
+            report.skipped_questions.append(question_id)
+            continue
+        answer = qa.get("answer", qa.get("adversarial_answer"))
+        questions.append(
+            Question(
+                id=question_id,
+                text=str(qa["question"]),
+                evidence=evidence,
+                category=qa.get("category"),
+                answer=None if answer is None else str(answer),
+            )
+        )
+    return EvalConversation(str(sample["sample_id"]), messages, questions)
 
 
 def _read_json(path: Path) -> Any:
@@ -102,7 +117,11 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"benchmark file {str(path)!r} does not exist") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except IsADirectoryError:
+        raise ConfigError(
+            f"benchmark file {str(path)!r} is a directory; give LoCoMo's JSON file"
+        ) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise ConfigError(f"benchmark file {str(path)!r} is not JSON: {error}") from None
 
 

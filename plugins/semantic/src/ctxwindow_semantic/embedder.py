@@ -115,7 +115,7 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with _torch_threads(self.threads), self._lock:
             vectors = model.encode(
-                list(texts),
+                [_encodable(text) for text in texts],
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
@@ -148,3 +148,9 @@ class _torch_threads:
 def embedder_factory(argument: str | None) -> SentenceTransformerEmbedder:
     """``sentence-transformers[:model name or path]``: the registered factory."""
     return SentenceTransformerEmbedder(argument)
+
+
+def _encodable(text: str) -> str:
+    """The text with lone surrogates (a Python str allows them; JSON's "\\ud800" reads
+    into one) replaced, since the Rust tokenizer rejects such a str outright."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
