@@ -192,16 +192,14 @@ def test_start_on_updates_the_record() -> None:
     messages = history()
     counter = get_counter("approx")
     windower = adapter.windower_for(None, "fixed", 300, counter, {})
-    trimmed = adapter.select_converted(
+    trimmed = adapter.Call(
         windower,
         adapter.read_messages(messages),
         adapter.SHAPE,
-        query=None,
-        budget=None,
         trim=adapter.Trim(
             lambda window: adapter._bounds(window, start_on=("human",), end_on=()), "start_on"
         ),
-    )
+    ).select()
     plain = adapter.select(messages, 300, counter=counter)
     removed = len(plain) - len(trimmed)
     assert removed > 0

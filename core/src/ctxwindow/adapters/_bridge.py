@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -120,37 +121,58 @@ def windower_for(
     return Windower(strategy, budget, counter, distribution_of(strategy))
 
 
-def select_converted(
-    windower: Windower,
-    converted: Converted[Any],
-    shape: Shape[Any],
-    *,
-    query: str | None,
-    budget: int | None,
-    trim: Trim | None = None,
-) -> Window[Any]:
-    """Window the converted Messages and give back the framework's items."""
-    try:
-        window = windower.select(converted.messages, query=query, budget=budget)
-    except InvalidMessage as error:
-        raise _in_items(error, converted) from None
-    return finish(window, converted, shape, windower, trim)
+@dataclass(frozen=True)
+class Call:
+    """One adapter call, ready to run: ``select`` and ``aselect`` share all of it but
+    the wait."""
+
+    windower: Windower
+    converted: Converted[Any]
+    shape: Shape[Any]
+    query: str | None = None
+    budget: int | None = None
+    trim: Trim | None = None
+
+    def select(self) -> Window[Any]:
+        """Window the converted Messages and give back the framework's items."""
+        with self._in_items():
+            window = self.windower.select(
+                self.converted.messages, query=self.query, budget=self.budget
+            )
+        return finish(window, self.converted, self.shape, self.windower, self.trim)
+
+    async def aselect(self) -> Window[Any]:
+        """Async :meth:`select`."""
+        with self._in_items():
+            window = await self.windower.aselect(
+                self.converted.messages, query=self.query, budget=self.budget
+            )
+        return finish(window, self.converted, self.shape, self.windower, self.trim)
+
+    @contextmanager
+    def _in_items(self) -> Iterator[None]:
+        try:
+            yield
+        except InvalidMessage as error:
+            raise _in_items(error, self.converted) from None
 
 
-async def aselect_converted(
-    windower: Windower,
-    converted: Converted[Any],
+def prepare(
+    read: Callable[[], Converted[Any]],
     shape: Shape[Any],
+    windower: Windower | None,
+    strategy: str | Strategy | None,
+    budget: int | None,
+    counter: TokenCounter | str | None,
+    options: Mapping[str, Any],
     *,
     query: str | None,
-    budget: int | None,
     trim: Trim | None = None,
-) -> Window[Any]:
-    try:
-        window = await windower.aselect(converted.messages, query=query, budget=budget)
-    except InvalidMessage as error:
-        raise _in_items(error, converted) from None
-    return finish(window, converted, shape, windower, trim)
+) -> Call:
+    """An adapter's ``select``/``aselect`` arguments as a Call: the Windower first (a bad
+    option is named before the items are read), then the items, read by ``read()``."""
+    chosen = windower_for(windower, strategy, budget, counter, options)
+    return Call(chosen, read(), shape, query, budget if windower else None, trim)
 
 
 def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessage:

@@ -18,18 +18,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from ctxwindow.adapters._bridge import (
-    Converted,
-    Shape,
-    Trim,
-    aselect_converted,
-    get,
-    select_converted,
-    text_of,
-    windower_for,
-)
+from ctxwindow.adapters._bridge import Converted, Shape, Trim, get, prepare, text_of
 from ctxwindow.errors import InvalidMessage
 from ctxwindow.host import Windower
 from ctxwindow.messages import ContentPart, Message, ToolCall
@@ -74,15 +66,11 @@ def select(
     Amazon Bedrock and Vertex AI reject a request whose first message is not the user's
     (Anthropic's own API accepts it); the record says what was removed.
     """
-    chosen = windower_for(windower, strategy, budget, counter, options)
-    window = select_converted(
-        chosen,
-        read_messages(messages, system),
-        SHAPE,
-        query=query,
-        budget=budget if windower else None,
-        trim=USER_FIRST if user_first else None,
-    )
+    read = partial(read_messages, messages, system)
+    trim = USER_FIRST if user_first else None
+    window = prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query, trim=trim
+    ).select()
     return AnthropicWindow(window.messages, window.record, system)
 
 
@@ -99,15 +87,11 @@ async def aselect(
     **options: Any,
 ) -> AnthropicWindow:
     """Async :func:`select`."""
-    chosen = windower_for(windower, strategy, budget, counter, options)
-    window = await aselect_converted(
-        chosen,
-        read_messages(messages, system),
-        SHAPE,
-        query=query,
-        budget=budget if windower else None,
-        trim=USER_FIRST if user_first else None,
-    )
+    read = partial(read_messages, messages, system)
+    trim = USER_FIRST if user_first else None
+    window = await prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query, trim=trim
+    ).aselect()
     return AnthropicWindow(window.messages, window.record, system)
 
 

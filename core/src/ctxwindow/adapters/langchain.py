@@ -36,15 +36,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
         "ctxwindow.adapters.langchain needs langchain-core: pip install 'ctxwindow[langchain]'"
     ) from error
 
-from ctxwindow.adapters._bridge import (
-    Converted,
-    Shape,
-    Trim,
-    aselect_converted,
-    select_converted,
-    text_of,
-    windower_for,
-)
+from ctxwindow.adapters._bridge import Call, Converted, Shape, Trim, prepare, text_of, windower_for
 from ctxwindow.errors import InvalidMessage, InvalidOption
 from ctxwindow.host import Windower
 from ctxwindow.messages import ContentPart, Message, ToolCall
@@ -74,10 +66,9 @@ def select(
     ``trim_messages`` takes as ``token_counter``: a chat model, a function of a message
     list or of one message, or ``"approximate"``.
     """
-    chosen = windower_for(windower, strategy, budget, _counter(counter), options)
-    return select_converted(
-        chosen, read_messages(messages), SHAPE, query=query, budget=budget if windower else None
-    )
+    read = partial(read_messages, messages)
+    counted = _counter(counter)
+    return prepare(read, SHAPE, windower, strategy, budget, counted, options, query=query).select()
 
 
 async def aselect(
@@ -91,10 +82,11 @@ async def aselect(
     **options: Any,
 ) -> Window[BaseMessage]:
     """Async :func:`select`."""
-    chosen = windower_for(windower, strategy, budget, _counter(counter), options)
-    return await aselect_converted(
-        chosen, read_messages(messages), SHAPE, query=query, budget=budget if windower else None
-    )
+    read = partial(read_messages, messages)
+    counted = _counter(counter)
+    return await prepare(
+        read, SHAPE, windower, strategy, budget, counted, options, query=query
+    ).aselect()
 
 
 def trim_messages(
@@ -166,9 +158,7 @@ def _trim(
     if start_on or end_on:
         remove = partial(_bounds, start_on=start_on, end_on=end_on)
         trim = Trim(remove, "outside start_on/end_on")
-    window = select_converted(
-        windower, read_messages(messages), SHAPE, query=query, budget=None, trim=trim
-    )
+    window = Call(windower, read_messages(messages), SHAPE, query, None, trim).select()
     return list(window.messages)
 
 

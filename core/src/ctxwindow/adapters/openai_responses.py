@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ctxwindow.adapters._bridge import (
     Converted,
     Shape,
-    aselect_converted,
     get,
-    select_converted,
+    prepare,
     text_of,
-    windower_for,
 )
 from ctxwindow.errors import InvalidMessage
 from ctxwindow.host import Windower
@@ -66,10 +65,8 @@ def select(
 ) -> Window[Any]:
     """The window of a Responses API ``input`` list: the same item objects, those that
     fit, in order; a summary a strategy writes comes as a system ``message`` item."""
-    chosen = windower_for(windower, strategy, budget, counter, options)
-    return select_converted(
-        chosen, read_items(items), SHAPE, query=query, budget=budget if windower else None
-    )
+    read = partial(read_items, items)
+    return prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query).select()
 
 
 async def aselect(
@@ -83,10 +80,10 @@ async def aselect(
     **options: Any,
 ) -> Window[Any]:
     """Async :func:`select`."""
-    chosen = windower_for(windower, strategy, budget, counter, options)
-    return await aselect_converted(
-        chosen, read_items(items), SHAPE, query=query, budget=budget if windower else None
-    )
+    read = partial(read_items, items)
+    return await prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query
+    ).aselect()
 
 
 def _kind(item: Any, index: int) -> str:

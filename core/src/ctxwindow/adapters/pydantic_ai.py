@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -50,10 +51,10 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
     ) from error
 
 from ctxwindow.adapters._bridge import (
+    Call,
     Converted,
     Shape,
-    aselect_converted,
-    select_converted,
+    prepare,
     text_of,
     windower_for,
 )
@@ -81,10 +82,8 @@ def select(
     **options: Any,
 ) -> Window[ModelMessage]:
     """The window of pydantic-ai ``messages``: the same objects, those that fit."""
-    chosen = windower_for(windower, strategy, budget, counter, options)
-    return select_converted(
-        chosen, read_messages(messages), SHAPE, query=query, budget=budget if windower else None
-    )
+    read = partial(read_messages, messages)
+    return prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query).select()
 
 
 async def aselect(
@@ -98,10 +97,10 @@ async def aselect(
     **options: Any,
 ) -> Window[ModelMessage]:
     """Async :func:`select`: a strategy that waits (an LLM summary) runs off the loop."""
-    chosen = windower_for(windower, strategy, budget, counter, options)
-    return await aselect_converted(
-        chosen, read_messages(messages), SHAPE, query=query, budget=budget if windower else None
-    )
+    read = partial(read_messages, messages)
+    return await prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query
+    ).aselect()
 
 
 class HistoryProcessor:
@@ -117,9 +116,7 @@ class HistoryProcessor:
         self.last: Window[ModelMessage] | None = None
 
     async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        window = await aselect_converted(
-            self.windower, read_messages(messages), SHAPE, query=self.query, budget=None
-        )
+        window = await Call(self.windower, read_messages(messages), SHAPE, self.query).aselect()
         self.last = window
         return list(window.messages)
 
