@@ -9,7 +9,8 @@ host checks the final window like any strategy's.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
@@ -111,12 +112,8 @@ class PipelineStrategy(BaseStrategy):
             *,
             query: str | None = None,
         ) -> Window[Any]:
-            records: list[WindowRecord] = []
-            token = _STAGE_RECORDS.set(records)
-            try:
+            with _stage_records() as records:
                 window = super().select(messages, budget, counter, query=query)
-            finally:
-                _STAGE_RECORDS.reset(token)
             return _with_stages(window, records)
 
         async def aselect(
@@ -127,40 +124,49 @@ class PipelineStrategy(BaseStrategy):
             *,
             query: str | None = None,
         ) -> Window[Any]:
-            records: list[WindowRecord] = []
-            token = _STAGE_RECORDS.set(records)
-            try:
+            with _stage_records() as records:
                 window = await super().aselect(messages, budget, counter, query=query)
-            finally:
-                _STAGE_RECORDS.reset(token)
             return _with_stages(window, records)
 
     def choose(self, history: History) -> Selection:
         run = _Run(history)
-        for stage in self.stages:
-            budget = stage.budget(history.budget)
-            if stage.is_transform and stage is not self.stages[-1]:
-                run.apply(stage, _transformed(stage, run.items, history, budget))
-            else:
-                windower = _windower(stage, history, budget)
-                run.apply(stage, windower.select(run.items, query=history.query))
+        for stage, windower in self._windowing(run):
+            run.apply(stage, windower.select(run.items, query=history.query))
         return run.finish()
 
     async def achoose(self, history: History) -> Selection:
         run = _Run(history)
+        for stage, windower in self._windowing(run):
+            run.apply(stage, await windower.aselect(run.items, query=history.query))
+        return run.finish()
+
+    def _windowing(self, run: _Run) -> Iterator[tuple[Stage, Windower]]:
+        """The stages in order: a transform before the last is applied here; every other
+        stage comes with the host that windows it, for choose (or achoose) to run on
+        ``run.items`` and apply before the next."""
+        history = run.history
         for stage in self.stages:
             budget = stage.budget(history.budget)
             if stage.is_transform and stage is not self.stages[-1]:
                 run.apply(stage, _transformed(stage, run.items, history, budget))
             else:
-                windower = _windower(stage, history, budget)
-                run.apply(stage, await windower.aselect(run.items, query=history.query))
-        return run.finish()
+                yield stage, _windower(stage, history, budget)
 
 
 def _windower(stage: Stage, history: History, budget: int) -> Windower:
     """The host around one stage: its window checked, its failure named by distribution."""
     return Windower(stage.strategy, budget, history.counter, stage.distribution)
+
+
+@contextmanager
+def _stage_records() -> Iterator[list[WindowRecord]]:
+    """On an older core: collect the records choose() makes during one visit."""
+    records: list[WindowRecord] = []
+    token = _STAGE_RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _STAGE_RECORDS.reset(token)
 
 
 def _with_stages(window: Window[Any], records: list[WindowRecord]) -> Window[Any]:
