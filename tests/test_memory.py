@@ -1,0 +1,59 @@
+"""Memory of one visit on a long history: every first-party strategy that loads no model
+stays under the ceiling docs/reliability.md documents (measured there, with
+``python -m ctxwindow.evaluation.memory``). The 100,000-message run takes a few
+minutes, so it is marked slow (``nox -s tests`` runs it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxwindow.evaluation import memory
+from ctxwindow.registry import strategy_names
+
+#: Peak resident growth allowed for one visit of 100,000 messages, MiB: about twice
+#: what was measured, so allocator noise passes and a real regression does not. The
+#: same figures are in docs/reliability.md.
+CEILINGS_MIB = {
+    "fixed": 100,
+    "clear_tool_outputs": 140,
+    "recency-decay": 140,
+    "summarize": 160,
+    "sliding": 230,
+    "pipeline": 512,
+}
+
+
+def test_a_small_run_reports_each_strategy_from_its_own_process(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert memory.main(["-s", "fixed", "-s", "no-such-strategy", "--size", "2000"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    fixed, unknown = rows
+    assert fixed["strategy"] == "fixed" and fixed["messages"] == 2000
+    assert fixed["kept"] > 0 and fixed["rss_growth_mib"] >= 0
+    assert fixed["peak_rss_mib"] >= fixed["rss_growth_mib"]
+    assert "unknown strategy 'no-such-strategy'" in unknown["error"]
+
+
+def test_a_strategy_that_needs_options_is_measured_with_its_examples() -> None:
+    if "pipeline" not in strategy_names():
+        pytest.skip("ctxwindow-pipeline is not installed")
+    (row,) = memory.measure(["pipeline"], size=500)
+    assert row["options"]["stages"], row
+    assert row["kept"] > 0
+
+
+@pytest.mark.slow
+def test_every_model_free_strategy_stays_under_its_documented_ceiling() -> None:
+    names = [name for name in CEILINGS_MIB if name in strategy_names()]
+    rows = memory.measure(names)
+    over = [
+        f"{row['strategy']}: {row.get('rss_growth_mib', row.get('error'))} MiB "
+        f"(ceiling {CEILINGS_MIB[row['strategy']]})"
+        for row in rows
+        if "error" in row or row["rss_growth_mib"] > CEILINGS_MIB[row["strategy"]]
+    ]
+    assert not over, over
+    assert all(row["messages"] == 100_000 for row in rows)
