@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ctxwindow.errors import InvalidOption
+from ctxwindow.options import Option
 from ctxwindow.stores.layered import LayeredStore
 from ctxwindow.stores.memory import MemoryStore
 from ctxwindow.stores.sqlite import SQLiteStore
@@ -35,7 +36,9 @@ __all__ = [
     "MemoryStore",
     "SQLiteStore",
     "Store",
+    "as_store",
     "cache_key",
+    "cache_options",
     "content_hash",
     "is_redis_url",
     "open_store",
@@ -102,6 +105,27 @@ def spec_problem(spec: object) -> str | None:
     return None
 
 
+def cache_options(entry: str, default: str | None, where: str) -> tuple[Option, Option]:
+    """A caching strategy's ``cache`` option, described by ``where``, and its
+    ``cache_ttl`` for ``entry`` (one cached value: "an embedding"). The default always
+    passes the check: a strategy's own keyword (``'default'``: its file) included."""
+
+    def check(value: str) -> str | None:
+        return None if value == default else spec_problem(value)
+
+    return (
+        Option("cache", str, default, where, nullable=True, check=check),
+        Option(
+            "cache_ttl",
+            float,
+            None,
+            f"Seconds {entry} lives in a Redis cache (None: until Redis evicts it).",
+            nullable=True,
+            minimum=1.0,
+        ),
+    )
+
+
 def open_store(
     spec: str | Path | None,
     *,
@@ -126,3 +150,17 @@ def open_store(
 
         return LayeredStore(memory, RedisStore(str(spec), ttl=ttl))
     return LayeredStore(memory, SQLiteStore(spec))
+
+
+def as_store(
+    where: str | Path | Store | None,
+    *,
+    memory_entries: int,
+    memory_bytes: int,
+    ttl: float | None = None,
+) -> Store:
+    """A cache's ``where``: a ready Store as it is, else the store :func:`open_store`
+    opens for that spec."""
+    if isinstance(where, (str, Path)) or where is None:
+        return open_store(where, memory_entries=memory_entries, memory_bytes=memory_bytes, ttl=ttl)
+    return where

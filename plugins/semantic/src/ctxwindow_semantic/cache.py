@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ctxwindow.stores import Store, cache_key, content_hash, open_store
+from ctxwindow.stores import Store, as_store, cache_key, content_hash
 
 #: The in-memory layer's bounds: 100,000 vectors or 64 MiB (about 40,000 vectors of
 #: all-MiniLM-L6-v2's 384 dimensions), whichever is reached first.
@@ -101,12 +101,9 @@ class EmbeddingCache:
         memory_bytes: int = MEMORY_BYTES,
         ttl: float | None = None,
     ) -> None:
-        if isinstance(where, (str, Path)) or where is None:
-            self.store: Store = open_store(
-                where, memory_entries=memory_entries, memory_bytes=memory_bytes, ttl=ttl
-            )
-        else:
-            self.store = where
+        self.store: Store = as_store(
+            where, memory_entries=memory_entries, memory_bytes=memory_bytes, ttl=ttl
+        )
         self.where = self.store.where
         self._count = threading.Lock()
         self.embedded = 0  # texts actually sent to a model, for tests and the bench

