@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
-import re
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pydantic
@@ -33,28 +28,9 @@ SYSTEM = [
 
 
 @pytest.fixture
-def server() -> Iterator[tuple[str, list[Any]]]:
-    """A local HTTP server that records each JSON body and answers like the API."""
-    bodies: list[Any] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            data = json.dumps(REPLY).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", bodies
-    httpd.shutdown()
-    httpd.server_close()
+def server(recording_server: Any) -> tuple[str, list[tuple[str, Any]]]:
+    """A local server answering like the API; the (path, body) of each request."""
+    return recording_server(lambda path: REPLY)
 
 
 def send(base_url: str, window: adapter.AnthropicWindow) -> Any:
@@ -140,7 +116,7 @@ def test_round_trip_keeps_units_system_and_objects(server) -> None:
     assert system.positions == () and system.action == "kept"
     reply = send(base_url, window)
     assert reply.content[0].text == "ok"
-    assert bodies[-1]["messages"] == kept and bodies[-1]["system"] == SYSTEM
+    assert bodies[-1][1]["messages"] == kept and bodies[-1][1]["system"] == SYSTEM
 
 
 def test_a_mixed_user_message_is_split_without_breaking_the_api_rules(server) -> None:
@@ -156,7 +132,7 @@ def test_a_mixed_user_message_is_split_without_breaking_the_api_rules(server) ->
     assert copies[0]["content"][0] is messages[-3]["content"][2]  # the block itself
     check_valid(window.messages)
     send(base_url, window)
-    assert bodies[-1]["messages"] == window.messages
+    assert bodies[-1][1]["messages"] == window.messages
     decision = next(d for d in window.record.decisions if d.action == "dropped")
     assert decision.positions and max(decision.positions) < len(messages)
 
@@ -173,7 +149,7 @@ def test_strategies_give_valid_requests(server, strategy: str) -> None:
         summary = made[0]
         assert summary["role"] == "user" and summary["content"][0]["text"]
     send(base_url, window)
-    assert bodies[-1]["messages"] == window.messages and bodies[-1]["system"] == "Be brief."
+    assert bodies[-1][1]["messages"] == window.messages and bodies[-1][1]["system"] == "Be brief."
 
 
 def test_system_messages_in_the_list_are_kept() -> None:
@@ -266,7 +242,7 @@ def test_sdk_content_blocks_come_back_as_themselves(server) -> None:
     window = adapter.select(messages, 40, user_first=False)
     assert window.messages == messages[1:] and window.messages[0] is messages[1]
     send(base_url, window)
-    sent = bodies[-1]["messages"]
+    sent = bodies[-1][1]["messages"]
     assert sent[0]["content"][1]["id"] == "t1" and sent[1]["content"][0]["tool_use_id"] == "t1"
 
 
@@ -298,29 +274,18 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
-#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
-#: first stage before fixed (which then drops the oldest turns to fit).
-STAND_IN_RUNS = {
-    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
-    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
-}
-STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
-
-
 def results_of(message: Any) -> dict[str, Any]:
     """The tool_result blocks of a message, by the call id they answer."""
     blocks = message["content"] if isinstance(message["content"], list) else []
     return {b["tool_use_id"]: b for b in blocks if b["type"] == "tool_result"}
 
 
-@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
-def test_cleared_results_come_back_as_tool_result_blocks(server, strategy: str) -> None:
-    pytest.importorskip("ctxwindow_pipeline")
+def test_cleared_results_come_back_as_tool_result_blocks(server, stand_in_run: Any) -> None:
     base_url, bodies = server
     messages = history(6, words=300)
     before = copy.deepcopy(messages)
-    options, budget = STAND_IN_RUNS[strategy]
+    strategy, options, budget = stand_in_run
+    stub = stand_in_run.stub
     window = adapter.select(messages, budget, strategy, system=SYSTEM, **options)
     assert messages == before  # nothing passed in was changed
     check_valid(window.messages)
@@ -338,7 +303,10 @@ def test_cleared_results_come_back_as_tool_result_blocks(server, strategy: str) 
             if block == was:
                 continue
             assert block == {**was, "content": block["content"]}
-            assert STUB.fullmatch(block["content"]).groups() == ("lookup", block["tool_use_id"])
+            assert stub.fullmatch(block["content"]).groups() == (
+                "lookup",
+                block["tool_use_id"],
+            )
             cleared.add(block["tool_use_id"])
     answered = {call for m in window.messages for call in results_of(m)}
     assert cleared == answered - {newest} and len(cleared) >= 5
@@ -356,4 +324,4 @@ def test_cleared_results_come_back_as_tool_result_blocks(server, strategy: str) 
     read = adapter.read_messages(window.messages, SYSTEM).messages
     assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
     send(base_url, window)
-    assert bodies[-1]["messages"] == window.messages
+    assert bodies[-1][1]["messages"] == window.messages

@@ -271,17 +271,7 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
-#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
-#: first stage before fixed (which then drops the oldest turns to fit).
-STAND_IN_RUNS = {
-    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
-    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
-}
-STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
-
-
-def cleared_results(window: Any, messages: list[BaseMessage]) -> list[str]:
+def cleared_results(window: Any, messages: list[BaseMessage], stub: re.Pattern[str]) -> list[str]:
     """The call ids whose ToolMessage came back as a copy holding the stub (in order),
     checking that each copy differs from the original in its content only."""
     cleared = []
@@ -291,21 +281,19 @@ def cleared_results(window: Any, messages: list[BaseMessage]) -> list[str]:
         assert isinstance(message, ToolMessage), f"not a stand-in: {message!r}"
         (original,) = [m for m in messages if m.id == message.id]
         assert message == original.model_copy(update={"content": message.content})
-        assert STUB.fullmatch(message.content).groups() == ("lookup", message.tool_call_id)
+        assert stub.fullmatch(message.content).groups() == ("lookup", message.tool_call_id)
         cleared.append(message.tool_call_id)
     return cleared
 
 
-@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
-def test_cleared_results_come_back_as_tool_messages(strategy: str) -> None:
-    pytest.importorskip("ctxwindow_pipeline")
+def test_cleared_results_come_back_as_tool_messages(stand_in_run: Any) -> None:
     messages = history(6, words=300)
     before = copy.deepcopy(messages)
-    options, budget = STAND_IN_RUNS[strategy]
+    strategy, options, budget = stand_in_run
     window = adapter.select(messages, budget, strategy, **options)
     assert messages == before  # nothing passed in was changed
     check_valid(window.messages)
-    cleared = cleared_results(window, messages)
+    cleared = cleared_results(window, messages, stand_in_run.stub)
     answered = [m.tool_call_id for m in window.messages if isinstance(m, ToolMessage)]
     assert cleared == answered[:-1] and len(cleared) >= 5  # keep_recent=1
     replaced = [d for d in window.record.decisions if d.action == "replaced"]
@@ -323,10 +311,9 @@ def test_cleared_results_come_back_as_tool_messages(strategy: str) -> None:
     assert recorder.calls == [window.messages]
 
 
-def test_a_stand_in_finds_its_result_when_call_ids_repeat() -> None:
+def test_a_stand_in_finds_its_result_when_call_ids_repeat(clearing_run: Any) -> None:
     # some models number their calls afresh each turn ("call_0"): the stand-in still
     # replaces the very result it stands for, not one answering another turn's call
-    pytest.importorskip("ctxwindow_pipeline")
     messages: list[BaseMessage] = [SystemMessage("You are brief.", id="sys")]
     for t in range(4):
         messages += [
@@ -336,11 +323,10 @@ def test_a_stand_in_finds_its_result_when_call_ids_repeat() -> None:
         ]
     messages.append(HumanMessage("and now?", id="last"))
     before = copy.deepcopy(messages)
-    options, _ = STAND_IN_RUNS["clear_tool_outputs"]
-    window = adapter.select(messages, 10_000, "clear_tool_outputs", **options)
+    window = adapter.select(messages, 10_000, "clear_tool_outputs", **clearing_run.options)
     assert messages == before
     check_valid(window.messages)
     assert len(window.messages) == len(messages)
-    assert cleared_results(window, messages) == ["call_0"] * 3
+    assert cleared_results(window, messages, clearing_run.stub) == ["call_0"] * 3
     stubs = [m.id for m in window.messages if not any(m is o for o in messages)]
     assert stubs == ["tool0", "tool1", "tool2"]

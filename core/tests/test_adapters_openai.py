@@ -6,10 +6,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import re
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pydantic
@@ -40,31 +36,11 @@ RESPONSES_REPLY = {
 
 
 @pytest.fixture
-def server() -> Iterator[tuple[str, list[tuple[str, Any]]]]:
-    """A local HTTP server that records each JSON body and answers like the API."""
-    bodies: list[tuple[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            bodies.append((self.path, body))
-            reply = RESPONSES_REPLY if self.path.endswith("/responses") else CHAT_REPLY
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", bodies
-    httpd.shutdown()
-    httpd.server_close()
+def server(recording_server: Any) -> tuple[str, list[tuple[str, Any]]]:
+    """A local server answering like the API; the (path, body) of each request."""
+    return recording_server(
+        lambda path: RESPONSES_REPLY if path.endswith("/responses") else CHAT_REPLY, "/v1"
+    )
 
 
 def client(base_url: str) -> Any:
@@ -327,16 +303,6 @@ def test_every_budget_gives_valid_responses_input_within_it(strategy: str) -> No
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
-#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
-#: first stage before fixed (which then drops the oldest turns to fit).
-STAND_IN_RUNS = {
-    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
-    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
-}
-STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
-
-
 def check_stand_in_run(window: Any, strategy: str, budget: int, answered: list[str]) -> None:
     """What both OpenAI shapes share: the stand-ins are recorded as replaced, the window
     is within the budget and much smaller."""
@@ -348,16 +314,15 @@ def check_stand_in_run(window: Any, strategy: str, budget: int, answered: list[s
     assert window.record.tokens_after < window.record.tokens_before / 2
 
 
-@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
-def test_chat_cleared_results_are_tool_messages(server, strategy: str) -> None:
-    pytest.importorskip("ctxwindow_pipeline")
+def test_chat_cleared_results_are_tool_messages(server, stand_in_run: Any) -> None:
     base_url, bodies = server
     history = chat_history(6)
     for message in history:
         if message["role"] == "tool":
             message["content"] = "result " * 150
     before = copy.deepcopy(history)
-    options, budget = STAND_IN_RUNS[strategy]
+    strategy, options, budget = stand_in_run
+    stub = stand_in_run.stub
     window = chat.select(history, budget, strategy, **options)
     assert history == before  # nothing passed in was changed
     cleared, stood_for = [], set()
@@ -369,7 +334,10 @@ def test_chat_cleared_results_are_tool_messages(server, strategy: str) -> None:
                            "metadata": message["metadata"]}  # fmt: skip
         assert message["metadata"]["synthetic"] is True
         call = message["tool_call_id"]
-        assert STUB.fullmatch(message["content"]).groups() == ({"a": "f", "b": "g"}[call[0]], call)
+        assert stub.fullmatch(message["content"]).groups() == (
+            {"a": "f", "b": "g"}[call[0]],
+            call,
+        )
         cleared.append(call)
         stood_for.add(position)
     answered = [m["tool_call_id"] for m in window.messages if m["role"] == "tool"]
@@ -382,16 +350,15 @@ def test_chat_cleared_results_are_tool_messages(server, strategy: str) -> None:
     client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
     assert bodies[-1][1]["messages"] == request
     sent = [m["content"] for m in bodies[-1][1]["messages"] if m["role"] == "tool"]
-    assert sum(bool(STUB.fullmatch(text)) for text in sent) == len(cleared)
+    assert sum(bool(stub.fullmatch(text)) for text in sent) == len(cleared)
 
 
-@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
-def test_responses_cleared_outputs_are_function_call_outputs(server, strategy: str) -> None:
-    pytest.importorskip("ctxwindow_pipeline")
+def test_responses_cleared_outputs_are_function_call_outputs(server, stand_in_run: Any) -> None:
     base_url, bodies = server
     items = responses_history(6, words=300)
     before = copy.deepcopy(items)
-    options, budget = STAND_IN_RUNS[strategy]
+    strategy, options, budget = stand_in_run
+    stub = stand_in_run.stub
     window = responses.select(items, budget, strategy, **options)
     assert items == before  # nothing passed in was changed
     check_pairs(window.messages)
@@ -402,7 +369,7 @@ def test_responses_cleared_outputs_are_function_call_outputs(server, strategy: s
             continue
         original = outputs[item["call_id"]]  # a copy of the output: a new output only
         assert item == {**original, "output": item["output"]}
-        assert STUB.fullmatch(item["output"]).groups() == ("lookup", item["call_id"])
+        assert stub.fullmatch(item["output"]).groups() == ("lookup", item["call_id"])
         cleared.append(item["call_id"])
     answered = [i["call_id"] for i in window.messages if i.get("type") == "function_call_output"]
     assert cleared == answered[:-1]  # keep_recent=1

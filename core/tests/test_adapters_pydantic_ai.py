@@ -220,17 +220,9 @@ def test_every_budget_gives_a_valid_window_within_it(strategy: str) -> None:
         assert sum(counter.count_message(m) for m in read) == window.record.tokens_after <= budget
 
 
-CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
-#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
-#: first stage before fixed (which then drops the oldest turns to fit).
-STAND_IN_RUNS = {
-    "clear_tool_outputs": ({k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000),
-    "pipeline": ({"stages": [CLEARING, "fixed"]}, 700),
-}
-STUB = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
-
-
-def cleared_returns(window: list[ModelMessage], messages: list[ModelMessage]) -> list[str]:
+def cleared_returns(
+    window: list[ModelMessage], messages: list[ModelMessage], stub: re.Pattern[str]
+) -> list[str]:
     """The call ids whose ToolReturnPart came back holding the stub, in a copied request
     that differs from the original only there."""
     returns = {p.tool_call_id: (m, p) for m in messages for p in m.parts if _is_return(p)}
@@ -248,7 +240,7 @@ def cleared_returns(window: list[ModelMessage], messages: list[ModelMessage]) ->
             if part is was:
                 continue
             assert part == dataclasses.replace(was, content=part.content)
-            assert STUB.fullmatch(part.content).groups() == ("lookup", part.tool_call_id)
+            assert stub.fullmatch(part.content).groups() == ("lookup", part.tool_call_id)
             cleared.append(part.tool_call_id)
     return cleared
 
@@ -257,16 +249,14 @@ def _is_return(part: Any) -> bool:
     return isinstance(part, ToolReturnPart)
 
 
-@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
-def test_cleared_returns_come_back_as_tool_return_parts(strategy: str) -> None:
-    pytest.importorskip("ctxwindow_pipeline")
+def test_cleared_returns_come_back_as_tool_return_parts(stand_in_run: Any) -> None:
     messages = history(6, words=300)
     before = copy.deepcopy(messages)
-    options, budget = STAND_IN_RUNS[strategy]
+    strategy, options, budget = stand_in_run
     window = adapter.select(messages, budget, strategy, **options)
     assert messages == before  # nothing passed in was changed
     check_valid(window.messages)
-    cleared = cleared_returns(window.messages, messages)
+    cleared = cleared_returns(window.messages, messages, stand_in_run.stub)
     answered = [p.tool_call_id for m in window.messages for p in m.parts if _is_return(p)]
     assert cleared == answered[:-1] and len(cleared) >= 5  # keep_recent=1
     replaced = [d for d in window.record.decisions if d.action == "replaced"]
@@ -281,9 +271,7 @@ def test_cleared_returns_come_back_as_tool_return_parts(strategy: str) -> None:
     assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
 
 
-@pytest.mark.parametrize("strategy", sorted(STAND_IN_RUNS))
-def test_cleared_returns_reach_a_real_agent(strategy: str) -> None:
-    pytest.importorskip("ctxwindow_pipeline")
+def test_cleared_returns_reach_a_real_agent(stand_in_run: Any) -> None:
     messages = history(6, words=300)[:-1]  # ends with the model's answer
     before = copy.deepcopy(messages)
     received: list[list[ModelMessage]] = []
@@ -292,7 +280,8 @@ def test_cleared_returns_reach_a_real_agent(strategy: str) -> None:
         received.append(list(seen))
         return ModelResponse(parts=[TextPart("fine")])
 
-    options, budget = STAND_IN_RUNS[strategy]
+    strategy, options, budget = stand_in_run
+    stub = stand_in_run.stub
     processor = adapter.ctxwindow_processor(budget=budget, strategy=strategy, **options)
     agent = Agent(FunctionModel(model), capabilities=[processor.capability()])
     result = agent.run_sync("and now?", message_history=messages)
@@ -301,10 +290,10 @@ def test_cleared_returns_reach_a_real_agent(strategy: str) -> None:
     check_valid(seen)
     window = processor.last
     assert window is not None and window.record.count("replaced") >= 3
-    stubs = [p for m in seen for p in m.parts if _is_return(p) and STUB.fullmatch(str(p.content))]
-    cleared = cleared_returns(window.messages, messages)
+    stubs = [p for m in seen for p in m.parts if _is_return(p) and stub.fullmatch(str(p.content))]
+    cleared = cleared_returns(window.messages, messages, stand_in_run.stub)
     assert sorted(p.tool_call_id for p in stubs) == sorted(cleared) and len(cleared) >= 3
-    assert all(STUB.fullmatch(p.content).group(2) == p.tool_call_id for p in stubs)
+    assert all(stub.fullmatch(p.content).group(2) == p.tool_call_id for p in stubs)
 
 
 class ShortensTheFirstQuestion(ctxwindow.BaseStrategy):
