@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,22 +39,12 @@ FAST_EXAMPLES = 40
 FAST_EXAMPLES_EMBEDDING = 8
 COUNTERS = ("approx", "tiktoken:cl100k_base")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: Strategies that persist (embeddings) write under a throwaway cache folder.
+pytestmark = pytest.mark.usefixtures("ctxwindow_cache_home")
 
 
 def _installed() -> list[str]:
     return registry.strategy_names()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Strategies that persist (embeddings) write under a throwaway cache folder."""
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if old is None:
-        del os.environ["XDG_CACHE_HOME"]
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
 
 
 def _build(name: str, **options: Any) -> list[Strategy]:

@@ -32,6 +32,8 @@ import loaders  # noqa: E402  (the shared targets live beside the atheris driver
 
 SECONDS = int(os.environ.get("CTXWINDOW_FUZZ_SECONDS") or 0)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+#: Strategies that persist (embeddings) write under a throwaway cache folder.
+pytestmark = pytest.mark.usefixtures("ctxwindow_cache_home")
 EXAMPLES = 200 if not SECONDS else max(200, SECONDS * 10)
 
 
@@ -140,17 +142,6 @@ def toml_configs(draw: Any) -> bytes:
     if draw(st.booleans()):
         lines.insert(0, "[tool.ctxwindow]")
     return "\n".join(lines).encode("utf-8", "surrogatepass")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    old = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if old is None:
-        del os.environ["XDG_CACHE_HOME"]
-    else:
-        os.environ["XDG_CACHE_HOME"] = old
 
 
 @_settings()

@@ -12,8 +12,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +27,11 @@ from ctxwindow.stores import (
     content_hash,
     open_store,
 )
+from ctxwindow.testing import run_threads
 from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
 from ctxwindow.tokens import ApproxCounter, CachedCounter
 
 HOSTILE_KEY = "ctxwindow:v1:x:m:'); DROP TABLE ctxwindow_cache; --"
-
-
-def run_threads(work: Callable[[int], None], count: int) -> None:
-    """``work(0) .. work(count - 1)`` at once in threads; a failure in any fails the test,
-    and a thread still running after two minutes (a deadlock) does too."""
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = [pool.submit(work, worker) for worker in range(count)]
-        for future in futures:
-            future.result(timeout=120)
 
 
 def runtime_warnings(caught: list[warnings.WarningMessage]) -> list[str]:

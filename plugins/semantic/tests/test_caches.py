@@ -8,8 +8,7 @@ import hashlib
 import struct
 import threading
 import warnings
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +16,13 @@ import numpy as np
 
 from ctxwindow import Conversation
 from ctxwindow.stores import SQLiteStore
+from ctxwindow.testing import run_threads
 from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
 from ctxwindow_semantic import SemanticWindow
 from ctxwindow_semantic.cache import EmbeddingCache, content_key, decode, encode
 from ctxwindow_semantic.index import IndexPool
 
 MODEL = "sentence-transformers:all-MiniLM-L6-v2"
-
-
-def run_threads(work: Callable[[int], None], count: int) -> None:
-    """``work(0) .. work(count - 1)`` at once in threads; a failure in any fails the test,
-    and a thread still running after two minutes (a deadlock) does too."""
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = [pool.submit(work, worker) for worker in range(count)]
-        for future in futures:
-            future.result(timeout=120)
 
 
 class TinyEmbedder:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import warnings
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +13,12 @@ import pytest
 
 from ctxwindow import Conversation
 from ctxwindow.stores import SQLiteStore
+from ctxwindow.testing import run_threads
 from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
 from ctxwindow_summarize import SummarizeWindow
 from ctxwindow_summarize.rolling import Summary, SummaryCache
 
 FACT = "The budget for the kitchen is 18500 euros, final."
-
-
-def run_threads(work: Callable[[int], None], count: int) -> None:
-    """``work(0) .. work(count - 1)`` at once in threads; a failure in any fails the test,
-    and a thread still running after two minutes (a deadlock) does too."""
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        futures = [pool.submit(work, worker) for worker in range(count)]
-        for future in futures:
-            future.result(timeout=120)
 
 
 def history(turns: int, tag: str = "") -> list[dict[str, Any]]:

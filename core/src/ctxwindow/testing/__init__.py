@@ -14,6 +14,7 @@ from ctxwindow.testing.conversations import (
     user,
 )
 from ctxwindow.testing.suite import StrategyConformance, example_instances
+from ctxwindow.testing.threads import run_threads
 
 __all__ = [
     "BUDGETS",
@@ -25,5 +26,6 @@ __all__ = [
     "example_instances",
     "histories",
     "result",
+    "run_threads",
     "user",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,18 @@ def examples_wanted(config: pytest.Config, default: int) -> int:
     if chosen is None:
         chosen = os.environ.get("CTXWINDOW_EXAMPLES") or default
     return int(chosen)
+
+
+@pytest.fixture(scope="module")
+def ctxwindow_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """``XDG_CACHE_HOME`` set to a throwaway folder for a test module (restored after),
+    so that strategies that persist by default (semantic's embedding file) write there
+    rather than in the user's cache. Use it with
+    ``pytestmark = pytest.mark.usefixtures("ctxwindow_cache_home")``."""
+    with pytest.MonkeyPatch.context() as patch:
+        folder = tmp_path_factory.mktemp("cache")
+        patch.setenv("XDG_CACHE_HOME", str(folder))
+        yield folder
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
