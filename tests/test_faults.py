@@ -27,36 +27,15 @@ import pytest
 import ctxwindow
 from ctxwindow import ContractViolation, PluginError, Windower, plugins, registry
 from ctxwindow.errors import VisitTimeout
-from ctxwindow.testing import assistant, calls, result, user
+from ctxwindow.testing import assistant, bounded, calls, result, user
+from ctxwindow.testing.threads import HANG_GUARD
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "ctxwindow-faulty" / "src"
 DISTRIBUTION = "ctxwindow-faulty"
 BUDGET = 120
 #: Long enough for any machine to start a thread; a hang still fails within a minute.
 LIMIT = 0.3
-HANG_GUARD = 60.0
 T = TypeVar("T")
-
-
-def bounded(call: Callable[[], T], seconds: float = HANG_GUARD) -> T:
-    """``call()``, run in a daemon thread; a call still running after ``seconds`` fails
-    the test (it is a hang) instead of blocking the test run."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as error:
-            box["error"] = error
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"still running after {seconds} s: the host did not bound the visit")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 def run_async(call: Coroutine[Any, Any, T]) -> T:

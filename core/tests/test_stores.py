@@ -23,6 +23,7 @@ from ctxwindow.stores import (
     LayeredStore,
     MemoryStore,
     SQLiteStore,
+    Store,
     cache_key,
     content_hash,
     open_store,
@@ -307,9 +308,9 @@ def test_sqlite_disk_full_stops_writing_keeps_reading_one_warning(tmp_path: Path
     assert len(result["warnings"]) == 1 and str(path) in result["warnings"][0]
 
 
-def test_sqlite_from_many_threads_loses_no_writes(tmp_path: Path) -> None:
-    path = tmp_path / "cache.sqlite3"
-    store = open_store(path, memory_entries=100, memory_bytes=10**6)  # most reads miss memory
+def write_from_threads(store: Store) -> dict[str, bytes]:
+    """8 threads at once each write 30 batches of 5 entries and read each batch back at
+    once; all that was written."""
     written: dict[str, bytes] = {}
     lock = threading.Lock()
 
@@ -322,7 +323,15 @@ def test_sqlite_from_many_threads_loses_no_writes(tmp_path: Path) -> None:
             assert store.get_many(list(items)) == items
 
     run_threads(work, 8)
-    assert SQLiteStore(path).get_many(list(written)) == written and len(written) == 8 * 150
+    assert len(written) == 8 * 150
+    return written
+
+
+def test_sqlite_from_many_threads_loses_no_writes(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite3"
+    store = open_store(path, memory_entries=100, memory_bytes=10**6)  # most reads miss memory
+    written = write_from_threads(store)
+    assert SQLiteStore(path).get_many(list(written)) == written
 
 
 WRITER = """
@@ -426,20 +435,9 @@ def test_redis_password_never_appears_in_warnings(caught: list[warnings.WarningM
 
 def test_redis_from_many_threads_loses_no_writes(redis_server: RedisServer) -> None:  # noqa: F811
     store = open_store(redis_server.url, memory_entries=50, memory_bytes=10**6)
-    written: dict[str, bytes] = {}
-    lock = threading.Lock()
-
-    def work(worker: int) -> None:
-        for batch in range(30):
-            items = {f"w{worker}-{batch}-{i}": os.urandom(64) for i in range(5)}
-            store.put_many(items)
-            with lock:
-                written.update(items)
-            assert store.get_many(list(items)) == items
-
-    run_threads(work, 8)
+    written = write_from_threads(store)
     fresh = open_store(redis_server.url, memory_entries=10, memory_bytes=10**6)
-    assert fresh.get_many(list(written)) == written and len(written) == 8 * 150
+    assert fresh.get_many(list(written)) == written
 
 
 def test_redis_fixture_skips_or_fails_without_redis_server(tmp_path: Path) -> None:

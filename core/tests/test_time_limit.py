@@ -9,8 +9,7 @@ import contextvars
 import math
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -25,33 +24,13 @@ from ctxwindow import (
 )
 from ctxwindow.errors import VisitTimeout
 from ctxwindow.registry import describe_strategies
-from ctxwindow.testing import assistant, calls, result, user
+from ctxwindow.testing import assistant, bounded, calls, result, user
 from ctxwindow_fixed import FixedWindow
 
 LIMIT = 0.2
 GUARD = 60.0
-T = TypeVar("T")
 RELEASE = threading.Event()
 CALLER = contextvars.ContextVar("CALLER", default="nobody")
-
-
-def bounded(call: Callable[[], T]) -> T:
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as error:
-            box["error"] = error
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(GUARD)
-    if thread.is_alive():
-        pytest.fail("the visit was not bounded by its time limit")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture(autouse=True, scope="module")

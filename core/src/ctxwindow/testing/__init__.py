@@ -14,13 +14,14 @@ from ctxwindow.testing.conversations import (
     user,
 )
 from ctxwindow.testing.suite import StrategyConformance, example_instances
-from ctxwindow.testing.threads import run_threads
+from ctxwindow.testing.threads import bounded, run_threads
 
 __all__ = [
     "BUDGETS",
     "StrategyConformance",
     "assistant",
     "battery",
+    "bounded",
     "calls",
     "check_window",
     "example_instances",
