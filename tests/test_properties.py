@@ -134,18 +134,13 @@ def _check_case(
     assert messages == pristine, "the input changed"
 
 
-@pytest.mark.parametrize("name", _installed())
-def test_generated_histories_keep_the_contract(name: str, request: pytest.FixtureRequest) -> None:
-    options = _options(name)
-    built = [
-        strategy
-        for oversize in ("raise", "truncate")
-        for strategy in _build(name, **({"oversize": oversize} if "oversize" in options else {}))
-    ]
+def _check_generated(built: list[Strategy], histories: Any, examples: int) -> None:
+    """The contract on ``examples`` generated cases: a history from ``histories``, a
+    budget, a counter, a query and one of the ``built`` strategies."""
 
-    @_settings(_examples(request.config, name))
+    @_settings(examples)
     @given(
-        messages=wild_histories(),
+        messages=histories,
         budget=budgets,
         counter=st.sampled_from(COUNTERS),
         query=queries,
@@ -157,6 +152,17 @@ def test_generated_histories_keep_the_contract(name: str, request: pytest.Fixtur
         _check_case(strategy, messages, budget, counter, query)
 
     contract_holds()
+
+
+@pytest.mark.parametrize("name", _installed())
+def test_generated_histories_keep_the_contract(name: str, request: pytest.FixtureRequest) -> None:
+    options = _options(name)
+    built = [
+        strategy
+        for oversize in ("raise", "truncate")
+        for strategy in _build(name, **({"oversize": oversize} if "oversize" in options else {}))
+    ]
+    _check_generated(built, wild_histories(), _examples(request.config, name))
 
 
 @pytest.mark.parametrize("name", _installed())
@@ -167,21 +173,7 @@ def test_generated_broken_tool_exchanges(name: str, request: pytest.FixtureReque
     if "orphans" not in options:
         pytest.skip(f"{name} has no orphans option (it does not build on BaseStrategy)")
     built = [strategy for policy in ("raise", "drop") for strategy in _build(name, orphans=policy)]
-
-    @_settings(_examples(request.config, name))
-    @given(
-        messages=wild_histories(defects=True),
-        budget=budgets,
-        counter=st.sampled_from(COUNTERS),
-        query=queries,
-        strategy=st.sampled_from(built),
-    )
-    def contract_holds(
-        messages: list[Any], budget: int, counter: str, query: str | None, strategy: Strategy
-    ) -> None:
-        _check_case(strategy, messages, budget, counter, query)
-
-    contract_holds()
+    _check_generated(built, wild_histories(defects=True), _examples(request.config, name))
 
 
 @pytest.mark.parametrize("name", _installed())
