@@ -35,20 +35,6 @@ def history(turns: int) -> list[dict[str, Any]]:
     return out
 
 
-def counted(strategy: SummarizeWindow) -> list[int]:
-    """Wrap the strategy's summarizers to count their calls."""
-    calls = [0]
-    for summarizer in strategy._summarizers:
-        original = summarizer.summarize
-
-        def wrapped(request: SummaryRequest, _original: Any = original) -> SummaryResult:
-            calls[0] += 1
-            return _original(request)
-
-        summarizer.summarize = wrapped  # type: ignore[method-assign]
-    return calls
-
-
 def test_extractive_keeps_names_dates_and_numbers_and_is_deterministic() -> None:
     counter = ctxwindow.get_counter("approx")
     texts = [f"user: {FACTS[i]}" for i in FACTS] + ["user: ok ok, sure, nice weather today lol"]
@@ -83,7 +69,7 @@ def test_window_is_a_summary_plus_the_recent_part() -> None:
     assert actions == {"kept", "summarized"}
 
 
-def test_reselecting_the_same_history_calls_nothing() -> None:
+def test_reselecting_the_same_history_calls_nothing(counted: Any) -> None:
     strategy = SummarizeWindow()
     calls = counted(strategy)
     messages = history(40)
@@ -94,7 +80,7 @@ def test_reselecting_the_same_history_calls_nothing() -> None:
     assert again.messages[1]["content"] == first.messages[1]["content"]
 
 
-def test_chat_loop_of_200_turns_calls_rarely_and_loses_nothing() -> None:
+def test_chat_loop_of_200_turns_calls_rarely_and_loses_nothing(counted: Any) -> None:
     strategy = SummarizeWindow()
     calls = counted(strategy)
     conversation = Conversation(history(0))

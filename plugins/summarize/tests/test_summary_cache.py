@@ -30,20 +30,6 @@ def history(turns: int, tag: str = "") -> list[dict[str, Any]]:
     return out
 
 
-def counted(strategy: SummarizeWindow) -> list[int]:
-    """Count the calls of the strategy's summarizers (the extractive one here)."""
-    calls = [0]
-    for summarizer in strategy._summarizers:
-        original = summarizer.summarize
-
-        def wrapped(request: Any, _original: Any = original) -> Any:
-            calls[0] += 1
-            return _original(request)
-
-        summarizer.summarize = wrapped  # type: ignore[method-assign]
-    return calls
-
-
 def summary_texts(window: Any) -> list[str]:
     return [m["content"] for m in window.messages if m.get("metadata", {}).get("synthetic")]
 
@@ -66,7 +52,7 @@ def test_memory_cache_is_bounded_by_bytes() -> None:
 
 @pytest.mark.parametrize("where", ["sqlite", "redis"])
 def test_a_second_strategy_on_the_same_store_makes_no_summarizer_call(
-    where: str, tmp_path: Path, request: pytest.FixtureRequest
+    where: str, tmp_path: Path, request: pytest.FixtureRequest, counted: Any
 ) -> None:
     url = (
         str(tmp_path / "summaries.sqlite3")
@@ -101,7 +87,7 @@ def test_summaries_are_stored_as_json_under_hashed_keys(redis_server: RedisServe
         assert 0 < client.ttl(name) <= 60
 
 
-def test_damaged_entries_are_ignored_and_written_again(tmp_path: Path) -> None:
+def test_damaged_entries_are_ignored_and_written_again(tmp_path: Path, counted: Any) -> None:
     path = tmp_path / "summaries.sqlite3"
     messages = history(40)
     window = SummarizeWindow(cache=str(path)).select(messages, 200)
@@ -137,6 +123,7 @@ def test_redis_outage_keeps_summarizing_with_one_warning(
 
 def test_one_strategy_from_many_threads_on_sqlite_gives_the_sequential_windows(
     tmp_path: Path,
+    counted: Any,
 ) -> None:
     histories = [history(30 + k, tag=f"h{k} ") for k in range(6)]
     expected = [SummarizeWindow().select(h, 200).messages for h in histories]
