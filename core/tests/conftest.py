@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -135,6 +136,14 @@ class StandInRun(NamedTuple):
     budget: int
     #: A cleared tool output's text; its groups: the tool's name and the call id.
     stub = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
+
+    def select(self, select: Callable[..., Any], messages: Any, **more: Any) -> Any:
+        """``select(messages, budget, strategy, **options, **more)`` (an adapter's), its
+        window, checking that nothing passed in was changed."""
+        before = copy.deepcopy(messages)
+        window = select(messages, self.budget, self.strategy, **self.options, **more)
+        assert messages == before  # nothing passed in was changed
+        return window
 
 
 #: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's

@@ -288,10 +288,8 @@ def cleared_results(window: Any, messages: list[BaseMessage], stub: re.Pattern[s
 
 def test_cleared_results_come_back_as_tool_messages(stand_in_run: Any) -> None:
     messages = history(6, words=300)
-    before = copy.deepcopy(messages)
-    strategy, options, budget = stand_in_run
-    window = adapter.select(messages, budget, strategy, **options)
-    assert messages == before  # nothing passed in was changed
+    strategy, _, budget = stand_in_run
+    window = stand_in_run.select(adapter.select, messages)
     check_valid(window.messages)
     cleared = cleared_results(window, messages, stand_in_run.stub)
     answered = [m.tool_call_id for m in window.messages if isinstance(m, ToolMessage)]
