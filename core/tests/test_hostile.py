@@ -797,9 +797,9 @@ def test_cli_lone_surrogates_come_out_escaped(
     ("data", "extra", "phrase"),
     [
         (b'[{"sample_id": 1', [], "is not JSON"),
-        (b'["a", "b"]', [], "is not LoCoMo's JSON"),
-        (b'{"role": "user"}', [], "is not LoCoMo's JSON"),
-        (b"[[[]]]", [], "is not LoCoMo's JSON"),
+        (b'["a", "b"]', [], "sample 0 is not a LoCoMo sample"),
+        (b'{"role": "user"}', [], "must hold LoCoMo's JSON: a list of samples"),
+        (b"[[[]]]", [], "sample 0 is not a LoCoMo sample"),
         (_random_bytes(300, 4), [], "not JSON"),
         (b"[]", ["--budgets", "abc"], "--budgets wants comma-separated whole numbers"),
         (b"[]", ["--categories", "1,x"], "--categories wants"),
