@@ -290,3 +290,69 @@ def test_the_windower_limit_wins_over_the_strategys_own() -> None:
     messages = chat()
     window = bounded(lambda: recent.select(messages))
     assert positions(window, messages) == positions(FixedWindow().select(messages, 100), messages)
+
+
+# -- workers left running ----------------------------------------------------------------
+def test_a_strategy_with_many_workers_still_running_gets_no_new_one() -> None:
+    """A backend that hangs on every call must not leave one thread per request: past
+    MAX_RUNNING running workers, the strategy's visits run out of time at once."""
+    from ctxwindow import workers
+
+    release = threading.Event()
+
+    class HangsUntilReleased(FixedWindow):
+        name = "hangs-until-released"
+
+        def choose(self, history: History) -> Selection:
+            release.wait(GUARD)
+            return super().choose(history)
+
+    strategy = HangsUntilReleased(time_limit=0.01, on_timeout="recent")
+    messages = chat()
+    try:
+        for _ in range(workers.MAX_RUNNING + 5):
+            window = strategy.select(messages, 120)
+            assert "time limit" in " ".join(window.record.notes)
+        assert workers.saturated(strategy)
+        assert sum(t.name == "ctxwindow-hangs-until-released" for t in workers.running()) == (
+            workers.MAX_RUNNING
+        )
+    finally:
+        release.set()
+    for thread in workers.running():
+        if thread.name == "ctxwindow-hangs-until-released":
+            thread.join(GUARD)
+    assert not workers.saturated(strategy)
+    fresh = strategy.select(messages, 120)  # a worker again, and it answers in time
+    assert not any("time limit" in note for note in fresh.record.notes)
+
+
+def test_the_interpreter_waits_for_a_worker_still_running_at_exit(tmp_path: Any) -> None:
+    """A worker abandoned by its visit finishes before the process exits (a worker
+    still in native code at exit can abort the process), and the exit status is kept."""
+    import subprocess
+    import sys
+
+    done = tmp_path / "done"
+    script = f"""
+import time
+from ctxwindow_fixed import FixedWindow
+
+class Slow(FixedWindow):
+    name = "slow"
+    def choose(self, history):
+        time.sleep(1.0)
+        open({str(done)!r}, "w").write("finished")
+        return super().choose(history)
+
+history = [{{"role": "user", "content": f"question {{i}} " * 20}} for i in range(30)]
+window = Slow(time_limit=0.05, on_timeout="recent").select(history, 100)
+print(len(window.messages), "time limit" in " ".join(window.record.notes))
+raise SystemExit(3)
+"""
+    finished = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=GUARD
+    )
+    assert finished.returncode == 3, finished.stderr
+    assert finished.stdout.split() == ["1", "True"]
+    assert done.read_text() == "finished"

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from ctxwindow import visit
+from ctxwindow import visit, workers
 from ctxwindow.contract import check_window
 from ctxwindow.errors import ContractViolation, CtxWindowError, PluginError, VisitTimeout
 from ctxwindow.history import Conversation, History
@@ -73,7 +73,9 @@ class Windower:
 
         if limit is None:
             return self._checked(before, self._guard(call))
-        future = visit.in_thread(lambda: self._guard(call), strategy.name)
+        if workers.saturated(strategy):  # earlier visits' workers still running
+            return self._timed_out(before, total, query, limit)
+        future = workers.in_thread(lambda: self._guard(call), strategy.name, strategy)
         done, _ = concurrent.futures.wait((future,), timeout=limit.seconds)
         if not done:
             return self._timed_out(before, total, query, limit)

@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import dataclasses
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ctxwindow import workers
 from ctxwindow.contract import check_window, overhead_problem, stand_in_problems
 from ctxwindow.errors import (
     BudgetTooSmall,
@@ -439,7 +438,9 @@ def run(
         if limit is None:
             selection = strategy.choose(history)
         else:
-            future = in_thread(lambda: strategy.choose(history), strategy.name)
+            if workers.saturated(strategy):  # earlier visits' workers still running
+                return visit.timed_out(limit, distribution)
+            future = workers.in_thread(lambda: strategy.choose(history), strategy.name, strategy)
             done, _ = concurrent.futures.wait((future,), timeout=limit.seconds)
             if not done:
                 return visit.timed_out(limit, distribution)
@@ -472,8 +473,10 @@ async def arun(
             from ctxwindow.strategy import BaseStrategy
 
             if type(strategy).achoose is BaseStrategy.achoose:
+                if workers.saturated(strategy):  # earlier visits' workers still running
+                    return visit.timed_out(limit, distribution)
                 call: Awaitable[Selection] = asyncio.wrap_future(
-                    in_thread(lambda: strategy.choose(history), strategy.name)
+                    workers.in_thread(lambda: strategy.choose(history), strategy.name, strategy)
                 )
             else:
                 call = strategy.achoose(history)
@@ -481,27 +484,6 @@ async def arun(
             if not finished:
                 return visit.timed_out(limit, distribution)
     return visit.finish(selection)
-
-
-def in_thread(call: Callable[[], T], name: str) -> concurrent.futures.Future[T]:
-    """Run ``call`` in a new daemon thread (in a copy of the caller's context) and
-    return its future at once. A daemon, so a call that never returns cannot hold the
-    process open at exit; its own thread, so it cannot starve any pool."""
-    future: concurrent.futures.Future[T] = concurrent.futures.Future()
-    context = contextvars.copy_context()
-
-    def work() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            result = context.run(call)
-        except BaseException as error:  # handed to the caller, who raises it
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    threading.Thread(target=work, name=f"ctxwindow-{name}", daemon=True).start()
-    return future
 
 
 async def within(call: Awaitable[T], seconds: float) -> tuple[bool, T | None]:
