@@ -7,10 +7,11 @@ name as given, for the Hugging Face hub (online users only).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,8 @@ class SentenceTransformerEmbedder:
                 "pip install ctxwindow-semantic"
             ) from None
         try:
-            return SentenceTransformer(self.source, device=self.device)
+            with _quiet_loading():
+                return SentenceTransformer(self.source, device=self.device)
         except Exception as error:  # the hub when offline, a broken folder, ...
             raise EmbedderUnavailable(
                 f"cannot load model {self.source!r} ({type(error).__name__}: {error}); "
@@ -154,3 +156,21 @@ def _encodable(text: str) -> str:
     """The text with lone surrogates (a Python str allows them; JSON's "\\ud800" reads
     into one) replaced, since the Rust tokenizer rejects such a str outright."""
     return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Without transformers' "Loading weights" progress bar: a window is chosen on
+    every request, and the bar would land in the app's (or the CLI's) stderr."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - sentence-transformers brings transformers
+        yield
+        return
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
