@@ -9,10 +9,13 @@ from typing import Any, ClassVar
 
 import pytest
 from agent import agent
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxwindow
 from ctxwindow import BaseStrategy, History, LLMUsage, Message, Selection, get_counter
 from ctxwindow.errors import InvalidOption, UnknownStrategy
+from ctxwindow.testing.conversations import wild_histories
 from ctxwindow_pipeline import ClearToolOutputs, PipelineStrategy
 from ctxwindow_pipeline.clear import STAND_INS
 
@@ -381,3 +384,49 @@ def test_a_failing_stage_is_named() -> None:
 
     with pytest.raises(PluginError, match=r"strategy 'broken' .* RuntimeError: index out of date"):
         PipelineStrategy(stages=[CLEAR, _Broken()]).select(agent(10), 900)
+
+
+EXAMPLE_CHAT = json.loads(
+    (Path(__file__).parents[3] / "examples" / "conversation.json").read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize(
+    ("stages", "budget"),
+    [
+        ([{"strategy": "summarize", "budget_share": 1.5}, "sliding"], 150),  # summary too big
+        ([{"strategy": "sliding", "budget_share": 0.2}, "fixed"], 300),  # must-keep over share
+        ([{"strategy": "summarize", "budget_share": 3.0}, "fixed"], 300),
+    ],
+)
+def test_budget_shares_that_cannot_work_are_set_aside_not_failed(
+    stages: list[Any], budget: int
+) -> None:
+    """The must-keep messages fit the pipeline's budget, so it must give a window: when a
+    stage's share leaves a stage unable to keep what it must, the visit runs again on
+    the full budget for every stage, and the record says so."""
+    from ctxwindow.testing import check_window
+    from ctxwindow_pipeline.pipeline import SHARES_SET_ASIDE
+
+    strategy = PipelineStrategy(stages=stages)
+    window = check_window(strategy, EXAMPLE_CHAT, budget)
+    assert window is not None
+    assert SHARES_SET_ASIDE in window.record.notes
+    again = asyncio.run(strategy.aselect(EXAMPLE_CHAT, budget))
+    assert again.record.decisions == window.record.decisions
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(
+    messages=wild_histories(),
+    budget=st.integers(1, 3_000),
+    share=st.sampled_from([0.2, 0.5, 1.5, 3.0]),
+    first=st.sampled_from(["summarize", "sliding", "fixed"]),
+)
+def test_pipelines_with_budget_shares_keep_the_contract(
+    messages: list[Any], budget: int, share: float, first: str
+) -> None:
+    from ctxwindow.testing.checks import checked_outcome
+
+    strategy = PipelineStrategy(stages=[{"strategy": first, "budget_share": share}, "fixed"])
+    checked_outcome(strategy, messages, budget)

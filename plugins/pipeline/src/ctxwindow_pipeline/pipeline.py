@@ -27,7 +27,7 @@ from ctxwindow import (
     Window,
     WindowRecord,
 )
-from ctxwindow.errors import ContractViolation
+from ctxwindow.errors import BudgetTooSmall, ContractViolation
 from ctxwindow.host import Windower
 from ctxwindow.messages import read_message
 from ctxwindow.window import decisions_from
@@ -129,28 +129,64 @@ class PipelineStrategy(BaseStrategy):
             return _with_stages(window, records)
 
     def choose(self, history: History) -> Selection:
-        run = _Run(history)
-        for stage, windower in self._windowing(run):
-            run.apply(stage, windower.select(run.items, query=history.query))
-        return run.finish()
+        try:
+            return self._choose(history, shares=True)
+        except BudgetTooSmall:
+            if not self._has_shares:
+                raise
+            return self._choose(history, shares=False)
 
     async def achoose(self, history: History) -> Selection:
-        run = _Run(history)
-        for stage, windower in self._windowing(run):
-            run.apply(stage, await windower.aselect(run.items, query=history.query))
-        return run.finish()
+        try:
+            return await self._achoose(history, shares=True)
+        except BudgetTooSmall:
+            if not self._has_shares:
+                raise
+            return await self._achoose(history, shares=False)
 
-    def _windowing(self, run: _Run) -> Iterator[tuple[Stage, Windower]]:
+    @property
+    def _has_shares(self) -> bool:
+        return any(stage.budget_share not in (None, 1.0) for stage in self.stages)
+
+    def _choose(self, history: History, shares: bool) -> Selection:
+        run = _Run(history)
+        for stage, windower in self._windowing(run, shares):
+            run.apply(stage, windower.select(run.items, query=history.query))
+        return _set_aside(run.finish(), shares)
+
+    async def _achoose(self, history: History, shares: bool) -> Selection:
+        run = _Run(history)
+        for stage, windower in self._windowing(run, shares):
+            run.apply(stage, await windower.aselect(run.items, query=history.query))
+        return _set_aside(run.finish(), shares)
+
+    def _windowing(self, run: _Run, shares: bool) -> Iterator[tuple[Stage, Windower]]:
         """The stages in order: a transform before the last is applied here; every other
         stage comes with the host that windows it, for choose (or achoose) to run on
-        ``run.items`` and apply before the next."""
+        ``run.items`` and apply before the next. Without ``shares`` every stage gets the
+        pipeline's budget."""
         history = run.history
         for stage in self.stages:
-            budget = stage.budget(history.budget)
+            budget = stage.budget(history.budget) if shares else history.budget
             if stage.is_transform and stage is not self.stages[-1]:
                 run.apply(stage, _transformed(stage, run.items, history, budget))
             else:
                 yield stage, _windower(stage, history, budget)
+
+
+#: Why a visit ran again without budget_share.
+SHARES_SET_ASIDE = (
+    "budget_share set aside for this visit: with it, a stage could not keep what it must "
+    "(a stage's budget below its must-keep messages, or an earlier stage's summary too big "
+    "for the last); every stage ran on the pipeline's budget"
+)
+
+
+def _set_aside(selection: Selection, shares: bool) -> Selection:
+    """Say so in the record when the stages' budget shares were set aside."""
+    if not shares:
+        selection.notes.append(SHARES_SET_ASIDE)
+    return selection
 
 
 def _windower(stage: Stage, history: History, budget: int) -> Windower:
