@@ -333,3 +333,32 @@ def test_cli_reports_and_debug_tracebacks_carry_no_key(server: str, tmp_path: Pa
     assert f"Bearer {SECRET}" in FakeProvider.seen, "the CLI runs did send the key"
     for done in [*listing, explained, failed]:
         assert_no_secret(done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:s3cret-pw@127.0.0.1:1/0",
+        "redis://user:s3cret-pw@[::1]:1/0",
+        "redis://127.0.0.1:1/0?password=s3cret-pw",
+        "unix:///tmp/ctxwindow-no-such.sock?db=0&password=s3cret-pw",
+    ],
+)
+def test_a_cache_server_password_is_never_shown(url: str) -> None:
+    """In the strategy's repr, the Windower's, the store's name and the outage warning."""
+    import warnings
+
+    from ctxwindow.stores import open_store
+    from ctxwindow_summarize import SummarizeWindow
+
+    strategy = SummarizeWindow(cache=url)
+    shown = [repr(strategy), repr(ctxwindow.Windower(strategy, 500, "approx"))]
+    store = open_store(url, memory_entries=10, memory_bytes=10**5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store.get_many(["k"])  # the server is not there: one warning
+        store.put_many({"k": b"v"})
+    shown += [str(w.message) for w in caught]
+    assert caught, "no warning for a server that is not there"
+    assert all("s3cret-pw" not in text for text in shown), shown
+    assert any("***" in text for text in shown)

@@ -57,6 +57,14 @@ class Clearing(BaseStrategy):
             )
             selection.replace(2, stub, "cleared")
             return selection
+        elif bad == "arguments":  # the same ids and names, other arguments
+            call = history.messages[2]
+            other = tuple(dataclasses.replace(c, arguments='{"q": 1}') for c in call.tool_calls)
+            stub = dataclasses.replace(call, tool_calls=other, metadata={"synthetic": True})
+            selection.replace(2, stub, "arguments cleared")
+            return selection
+        elif bad == "name":
+            stub = dataclasses.replace(stub, name="someone-else")
         elif bad == "must keep":
             system = Message("system", "short", metadata={"synthetic": True})
             selection.replace(0, system, "shorter")
@@ -110,6 +118,9 @@ def test_the_independent_check_accepts_a_stand_in() -> None:
         ("call id", "answers 'other', the original 'c1'"),
         ("not synthetic", "is not marked synthetic"),
         ("calls", "changes its tool calls"),
+        # sent as the original's fields with the content swapped: arguments must not change
+        ("arguments", "changes its tool calls"),
+        ("name", "changes its name"),
         ("must keep", "message 0 (system message) cannot be replaced by a strategy"),
         ("dropped", "a stand-in for message 3, which is not in the window"),
     ],

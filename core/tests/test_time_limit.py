@@ -351,8 +351,37 @@ print(len(window.messages), "time limit" in " ".join(window.record.notes))
 raise SystemExit(3)
 """
     finished = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=GUARD
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=GUARD
     )
     assert finished.returncode == 3, finished.stderr
     assert finished.stdout.split() == ["1", "True"]
     assert done.read_text() == "finished"
+
+
+def test_the_fallback_for_a_bare_strategy_keeps_its_overhead_off_the_budget() -> None:
+    """A strategy not built on BaseStrategy that declares an overhead (its own prompt)
+    gets a fallback window within the budget less that overhead, as its own would be."""
+    release = threading.Event()
+
+    class BareWithOverhead:
+        name = "bare-overhead"
+        requires_llm = False
+        overhead_tokens = 200
+
+        def select(self, *args: Any, **kwargs: Any) -> Any:
+            release.wait(GUARD)
+            raise RuntimeError("never answers in time")
+
+        async def aselect(self, *args: Any, **kwargs: Any) -> Any:
+            return self.select()
+
+    windower = Windower(BareWithOverhead(), 400, "approx", time_limit=0.05, on_timeout="recent")
+    try:
+        window = windower.select(chat(20))
+    finally:
+        release.set()
+    from ctxwindow.messages import read_message
+
+    counter = ctxwindow.get_counter("approx")
+    assert window.record.tokens_after <= 200
+    assert sum(counter.count_message(read_message(m, None)) for m in window.messages) <= 200

@@ -120,7 +120,10 @@ def stand_in_problems(position: int, original: Message, stand_in: object) -> lis
             f"the stand-in for message {position} answers {stand_in.tool_call_id!r}, "
             f"the original {original.tool_call_id!r}"
         )
-    calls = [(call.id, call.name) for call in stand_in.tool_calls]
-    if calls != [(call.id, call.name) for call in original.tool_calls]:
+    # Exactly the same calls, arguments included: a dict input's stand-in is sent as the
+    # original's fields with only the content swapped, so only the content may differ.
+    if list(stand_in.tool_calls) != list(original.tool_calls):
         problems.append(f"the stand-in for message {position} changes its tool calls")
+    if stand_in.name != original.name:
+        problems.append(f"the stand-in for message {position} changes its name")
     return problems

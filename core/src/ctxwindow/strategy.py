@@ -171,8 +171,14 @@ class BaseStrategy(ABC):
         return await visit.arun(self, messages, budget, counter, query)
 
     def __repr__(self) -> str:
+        from ctxwindow.stores.redis_store import redact
+
         changed = {k: v for k, v in self.options.items() if v != _default(self, k)}
-        args = ", ".join(f"{k}={v!r}" for k, v in changed.items())
+        # A URL option (a cache server's) may carry a password: never shown.
+        shown = {
+            k: redact(v) if isinstance(v, str) and "://" in v else v for k, v in changed.items()
+        }
+        args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return f"{type(self).__name__}({args})"
 
 

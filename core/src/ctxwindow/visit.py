@@ -547,6 +547,7 @@ def fallback_window(
 
     class _Recent(BaseStrategy):
         name = str(getattr(strategy, "name", type(strategy).__name__))
+        overhead_tokens = getattr(strategy, "overhead_tokens", 0)  # checked by the visit
 
         def choose(self, history: History) -> Selection:  # pragma: no cover - never called
             return recent_selection(history)

@@ -24,15 +24,22 @@ _CHUNK = 500
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for messages."""
+    """``url`` without its password (in the user part or a ``password=`` query
+    parameter), for messages and reprs."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = "&".join(
+        f"{key}=***" if key.lower() == "password" else f"{key}{sep}{value}"
+        for key, sep, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    out = urlunsplit(parts._replace(netloc=netloc, query=query))
+    slashes = f"{parts.scheme}://"
+    if url.startswith(slashes) and not out.startswith(slashes):  # unix:///path keeps them
+        out = slashes + out[len(parts.scheme) + 1 :]
+    return out
 
 
 class RedisStore:
