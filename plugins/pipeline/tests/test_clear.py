@@ -7,7 +7,6 @@ from agent import agent, call, output
 import ctxwindow
 from ctxwindow import Message, get_counter
 from ctxwindow_pipeline import ClearToolOutputs
-from ctxwindow_pipeline.clear import STAND_INS
 
 COUNTER = get_counter("approx")
 
@@ -16,8 +15,8 @@ def tokens(message: dict) -> int:
     return COUNTER.count_message(Message.from_dict(message))
 
 
-def notes(window: ctxwindow.Window) -> list[dict]:
-    """The made messages: notes standing for whole exchanges (a core without stand-ins)."""
+def made(window: ctxwindow.Window) -> list[dict]:
+    """The messages made that stand for no message of the input (clearing makes none)."""
     return [
         m
         for m in window.messages
@@ -26,14 +25,12 @@ def notes(window: ctxwindow.Window) -> list[dict]:
 
 
 def cleared(window: ctxwindow.Window) -> list[dict]:
-    """What was cleared, from the stubs (stand-ins) or the notes, in order."""
-    out = []
-    for message in window.messages:
-        metadata = message.get("metadata") or {}
-        if "cleared_tool_output" in metadata:
-            out.append(metadata["cleared_tool_output"])
-        out.extend(metadata.get("cleared_tool_outputs", []))
-    return out
+    """What was cleared, from the stubs (stand-ins), in order."""
+    return [
+        message["metadata"]["cleared_tool_output"]
+        for message in window.messages
+        if "cleared_tool_output" in (message.get("metadata") or {})
+    ]
 
 
 def test_an_old_large_result_becomes_a_stub_naming_tool_call_and_tokens() -> None:
@@ -59,26 +56,20 @@ def test_an_old_large_result_becomes_a_stub_naming_tool_call_and_tokens() -> Non
     assert decision.reason.startswith("tool output cleared: search (call_0); ")
     assert window.record.count("dropped") == 0  # nothing else had to go
     assert window.tokens <= budget
-    if STAND_INS:  # the stub stays a tool message answering the very call, which stays
-        assert len(window.messages) == len(messages)
-        assert window.messages[2] is messages[2]
-        result = window.messages[3]
-        assert result["role"] == "tool" and result["tool_call_id"] == "call_0"
-        assert result["content"] == stub
-        assert result["metadata"]["synthetic"] is True and result["metadata"]["stands_in_for"] == 3
-        assert decision.action == "replaced"
-        assert ctxwindow.to_openai(window.messages)[3] == {
-            "role": "tool",
-            "tool_call_id": "call_0",
-            "content": stub,
-        }
-    else:  # the exchange is one synthetic note instead, and leaves whole
-        first = notes(window)[0]
-        assert first["role"] == "assistant"
-        assert first["content"] == f'called search({{"query": "topic0"}}) as call_0\n{stub}'
-        assert len(window.messages) == len(messages) - 4
-        assert id(messages[2]) not in sent and id(messages[3]) not in sent
-        assert decision.action == "summarized"
+    # the stub stays a tool message answering the very call, which stays
+    assert len(window.messages) == len(messages)
+    assert window.messages[2] is messages[2]
+    result = window.messages[3]
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_0"
+    assert result["content"] == stub
+    assert result["metadata"]["synthetic"] is True and result["metadata"]["stands_in_for"] == 3
+    assert decision.action == "replaced"
+    assert made(window) == []  # no note stands for the exchange
+    assert ctxwindow.to_openai(window.messages)[3] == {
+        "role": "tool",
+        "tool_call_id": "call_0",
+        "content": stub,
+    }
     assert messages == agent(6)  # the input is untouched
 
 
@@ -91,7 +82,7 @@ def test_min_tokens_spares_small_results_and_keep_recent_counts_results() -> Non
     assert messages[3] in window.messages and messages[15] in window.messages
 
 
-def test_parallel_calls_keep_the_small_result_verbatim_in_the_note() -> None:
+def test_parallel_calls_clear_only_the_large_result_and_keep_the_small_one() -> None:
     messages = [
         {"role": "system", "content": "Agent."},
         {"role": "user", "content": "Weather and flights?"},
@@ -111,17 +102,11 @@ def test_parallel_calls_keep_the_small_result_verbatim_in_the_note() -> None:
     window = ClearToolOutputs(keep_recent=0, min_tokens=20).select(messages, budget)
     stub = f"[tool output of flights (call_b) cleared by ctxwindow: {tokens(messages[3]):,} tokens]"
     assert [d["tool_call_id"] for d in cleared(window)] == ["call_b"]
-    if STAND_INS:
-        assert window.messages[2] is messages[2] and window.messages[4] is messages[4]
-        assert window.messages[3]["content"] == stub
-    else:
-        (note,) = notes(window)
-        assert note["content"].splitlines() == [
-            'called weather({"city": "Lisbon"}) as call_a',
-            'called flights({"to": "LIS"}) as call_b',
-            stub,
-            "output of weather (call_a): sunny, 23C",
-        ]
+    assert len(window.messages) == len(messages)
+    assert window.messages[2] is messages[2] and window.messages[4] is messages[4]
+    assert window.messages[3]["content"] == stub
+    assert window.messages[3]["tool_call_id"] == "call_b"
+    assert made(window) == []
 
 
 def test_engages_within_budget_only_when_asked() -> None:
@@ -154,9 +139,9 @@ def test_alone_it_drops_the_oldest_units_when_clearing_is_not_enough() -> None:
     assert record.notes and record.notes[0].startswith("cleared the tool output of ")
 
 
-def test_a_note_that_would_not_save_tokens_is_not_made() -> None:
-    messages = agent(5, words=3)  # results shorter than any note
+def test_a_stub_that_would_not_save_tokens_is_not_made() -> None:
+    messages = agent(5, words=3)  # results shorter than any stub
     budget = sum(map(tokens, messages)) - 5
     window = ClearToolOutputs(keep_recent=0, min_tokens=0).select(messages, budget)
-    assert cleared(window) == [] and notes(window) == []
+    assert cleared(window) == [] and made(window) == []
     assert window.tokens <= budget

@@ -8,22 +8,14 @@ tool ran) at a fraction of the tokens, before anything has to be dropped or summ
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from ctxwindow import BaseStrategy, History, Message, Option, Selection
 
 STUB = "[tool output of {tool} ({call_id}) cleared by ctxwindow: {tokens:,} tokens]"
-#: Arguments longer than this are cut in the note; the call itself is not the point.
-ARGUMENTS_SHOWN = 160
 KEPT = "not an old, large tool output"
 FITS_AFTER = "among the most recent units that fit once tool outputs were cleared"
 DROPPED = "outside the most recent units that fit once tool outputs were cleared"
-
-
-#: Whether the core lets a strategy send a stand-in for one message of a unit
-#: (``Selection.replace``): then a cleared result stays a tool message answering its
-#: call. An older core gets the whole exchange as one synthetic note instead.
-STAND_INS = hasattr(Selection, "replace")
 
 
 @dataclass(frozen=True)
@@ -32,7 +24,6 @@ class Clearing:
 
     unit: int
     stubs: dict[int, Message]  # by position: the stand-ins for the cleared results
-    note: Message | None  # without stand-ins: the note standing for the whole exchange
     tokens_before: int
     tokens_after: int
     reason: str
@@ -44,10 +35,8 @@ class ClearToolOutputs(BaseStrategy):
     A tool result older than the newest ``keep_recent`` results and costing at least
     ``min_tokens`` becomes ``[tool output of <tool> (<call id>) cleared by ctxwindow:
     <n> tokens]``: still a tool message answering the same call, which stays, so the
-    exchange remains valid for every provider. (On a core without stand-ins,
-    ``Selection.replace``, the whole exchange becomes one synthetic assistant note with
-    the calls, the stubs and any other result verbatim.) A stub is made only where it
-    is cheaper than the result. Alone it then drops the oldest units if the history
+    exchange remains valid for every provider. A stub is made only where it is cheaper
+    than the result. Alone it then drops the oldest units if the history
     still does not fit; as a ``pipeline`` stage before others it only clears (see
     :meth:`transform`) and leaves the fitting to the stages after it.
     """
@@ -79,7 +68,7 @@ class ClearToolOutputs(BaseStrategy):
     )
 
     def plan(self, history: History) -> list[Clearing]:
-        """The exchanges to clear, oldest first: only those the note makes cheaper."""
+        """The exchanges to clear, oldest first: only those the stubs make cheaper."""
         keep_recent: int = self.options["keep_recent"]
         min_tokens: int = self.options["min_tokens"]
         seen = 0
@@ -136,13 +125,8 @@ class ClearToolOutputs(BaseStrategy):
                 selection.drop(unit, DROPPED)
             elif unit in by_unit:
                 clearing = by_unit[unit]
-                if clearing.note is None:
-                    replace_with = cast(Any, selection).replace  # Selection.replace (STAND_INS)
-                    for position, stub in clearing.stubs.items():
-                        replace_with(position, stub, clearing.reason)
-                else:
-                    selection.summarize(unit, clearing.reason)
-                    selection.add_synthetic(clearing.note, before_unit=unit)
+                for position, stub in clearing.stubs.items():
+                    selection.replace(position, stub, clearing.reason)
             else:
                 selection.keep(unit, kept_reason)
         done = [c for c in plan if c.unit not in dropped]
@@ -192,47 +176,8 @@ def _clearing(history: History, unit: int, cleared: set[int]) -> Clearing | None
     named = ", ".join(
         f"{d['tool']} ({d['tool_call_id']})" for p, d in details.items() if p in stubs
     )
-    note = None
-    if STAND_INS:
-        after = before - sum(
-            history.tokens(p) - history.counter.count_message(stub) for p, stub in stubs.items()
-        )
-    else:
-        note = _note(history, unit, stubs, [details[p] for p in stubs])
-        after = history.counter.count_message(note)
-        if after >= before:
-            return None
-    reason = f"tool output cleared: {named}; {before:,} -> {after:,} tokens"
-    return Clearing(unit, stubs, note, before, after, reason)
-
-
-def _note(
-    history: History, unit: int, stubs: dict[int, Message], details: list[dict[str, Any]]
-) -> Message:
-    """The note standing for a whole tool exchange, for a core without stand-ins: the
-    calls, each cleared result's stub text, the other results verbatim."""
-    span = history.span(unit)
-    call = history.messages[span.start]
-    tools = {c.id: c.name for c in call.tool_calls}
-    lines = [call.text] if call.text else []
-    for tool_call in call.tool_calls:
-        arguments = tool_call.arguments
-        if len(arguments) > ARGUMENTS_SHOWN:
-            arguments = arguments[:ARGUMENTS_SHOWN] + "..."
-        lines.append(f"called {tool_call.name}({arguments}) as {tool_call.id}")
-    for position in span[1:]:
-        result = history.messages[position]
-        if position in stubs:
-            lines.append(stubs[position].text)
-        else:
-            tool = tools.get(result.tool_call_id or "") or result.name or "a tool"
-            lines.append(f"output of {tool} ({result.tool_call_id}): {result.text}")
-    return Message(
-        role="assistant",
-        content="\n".join(lines),
-        metadata={
-            "synthetic": True,
-            "cleared_tool_outputs": details,
-            "replaces": [{"position": p, "id": history.message_id(p)} for p in span],
-        },
+    after = before - sum(
+        history.tokens(p) - history.counter.count_message(stub) for p, stub in stubs.items()
     )
+    reason = f"tool output cleared: {named}; {before:,} -> {after:,} tokens"
+    return Clearing(unit, stubs, before, after, reason)

@@ -1,7 +1,7 @@
 """pipeline: strategies run in order under one budget, with one record for the visit.
 
-Each stage windows the previous stage's output, made messages (a summary, a cleared
-tool exchange's note) included. A message transform that is not the last stage only
+Each stage windows the previous stage's output, made messages (a summary) and stand-ins
+(a cleared tool output) included. A message transform that is not the last stage only
 transforms; every other stage fits the budget, so the last one guarantees it, and the
 host checks the final window like any strategy's.
 """
@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from ctxwindow import (
     BaseStrategy,
@@ -23,25 +21,16 @@ from ctxwindow import (
     Message,
     Option,
     Selection,
-    TokenCounter,
     Window,
     WindowRecord,
 )
+from ctxwindow.contract import stand_in_problems
 from ctxwindow.errors import BudgetTooSmall, ContractViolation
 from ctxwindow.host import Windower
 from ctxwindow.messages import read_message
 from ctxwindow.window import decisions_from
-from ctxwindow_pipeline.clear import STAND_INS
 from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 
-#: Whether the core takes a composed strategy's stage records from its selection
-#: (``Selection.stages``) and stand-ins for single messages (``Selection.replace``).
-RECORDS_STAGES = STAND_INS
-#: On an older core: where a visit's stage records go, from choose() to the select()
-#: that attaches them.
-_STAGE_RECORDS: ContextVar[list[WindowRecord] | None] = ContextVar(
-    "ctxwindow_pipeline_stage_records", default=None
-)
 KEPT_ALL_FIT = "every stage found its input within the budget"
 #: The actions of a unit that stays in a stage's window.
 KEEPING = ("kept", "truncated", "replaced")
@@ -102,32 +91,6 @@ class PipelineStrategy(BaseStrategy):
         return False
 
     # -- visiting ------------------------------------------------------------------
-    if not RECORDS_STAGES:  # an older core: attach the stage records after the visit
-
-        def select(
-            self,
-            messages: Any,
-            budget: int,
-            counter: TokenCounter | str | None = None,
-            *,
-            query: str | None = None,
-        ) -> Window[Any]:
-            with _stage_records() as records:
-                window = super().select(messages, budget, counter, query=query)
-            return _with_stages(window, records)
-
-        async def aselect(
-            self,
-            messages: Any,
-            budget: int,
-            counter: TokenCounter | str | None = None,
-            *,
-            query: str | None = None,
-        ) -> Window[Any]:
-            with _stage_records() as records:
-                window = await super().aselect(messages, budget, counter, query=query)
-            return _with_stages(window, records)
-
     def choose(self, history: History) -> Selection:
         try:
             return self._choose(history, shares=True)
@@ -194,23 +157,6 @@ def _windower(stage: Stage, history: History, budget: int) -> Windower:
     return Windower(stage.strategy, budget, history.counter, stage.distribution)
 
 
-@contextmanager
-def _stage_records() -> Iterator[list[WindowRecord]]:
-    """On an older core: collect the records choose() makes during one visit."""
-    records: list[WindowRecord] = []
-    token = _STAGE_RECORDS.set(records)
-    try:
-        yield records
-    finally:
-        _STAGE_RECORDS.reset(token)
-
-
-def _with_stages(window: Window[Any], records: list[WindowRecord]) -> Window[Any]:
-    if not records:
-        return window
-    return Window(window.messages, replace(window.record, stages=tuple(records)))
-
-
 # -- a transform stage -----------------------------------------------------------------
 def _transformed(stage: Stage, items: list[Any], history: History, budget: int) -> Window[Any]:
     """Run a message transform on ``items``: it may leave them over budget, and only
@@ -230,7 +176,7 @@ def _transformed(stage: Stage, items: list[Any], history: History, budget: int) 
     for before, message in selection.synthetic:
         inserts.setdefault(before, []).append(message)
     wants_messages = bool(items) and isinstance(items[0], Message)
-    stand_ins: dict[int, Message] = dict(getattr(selection, "stand_ins", {}))
+    stand_ins: dict[int, Message] = dict(selection.stand_ins)
     saved: dict[int, int] = {}
     actions = list(selection.actions)
     for position, stand_in in stand_ins.items():
@@ -284,15 +230,12 @@ def _check_transform(stage: Stage, view: History, selection: object) -> None:
                     "a made message must be marked synthetic and cannot be half of a "
                     f"tool exchange: {message!r}"
                 )
-        for position, stand_in in getattr(selection, "stand_ins", {}).items():
+        for position, stand_in in selection.stand_ins.items():
             where = view.unit_of(position)
             if where is None or where not in selection.kept or where in view.must_keep:
                 problems.append(f"a stand-in for message {position}, which it may not replace")
             else:
-                from ctxwindow import contract
-
-                check = cast(Any, contract).stand_in_problems  # with Selection.replace
-                problems.extend(check(position, view.messages[position], stand_in))
+                problems.extend(stand_in_problems(position, view.messages[position], stand_in))
     if problems:
         raise ContractViolation(stage.name, stage.distribution, problems)
 
@@ -490,7 +433,7 @@ class _Run:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
                 reason = self.kept_reason.get(unit, KEPT_ALL_FIT)
-                cast(Any, selection).replace(origin.position, origin.stand_in, reason)
+                selection.replace(origin.position, origin.stand_in, reason)
         count = len(history.units)
         for index, origin in enumerate(self.origins):
             if origin.position is not None:
@@ -504,11 +447,7 @@ class _Run:
             selection.notes.append(f"{label}: {_summary(record)}")
             selection.notes.extend(f"{label}: {note}" for note in record.notes)
         selection.llm = _usage(self.records)
-        if RECORDS_STAGES:
-            cast(Any, selection).stages.extend(self.records)
-        sink = _STAGE_RECORDS.get()
-        if sink is not None:
-            sink.extend(self.records)
+        selection.stages.extend(self.records)
         return selection
 
 
@@ -528,7 +467,7 @@ def _covers(
     for anchor in anchors:
         here = [index for index, a in made if a == anchor]
         found = groups[anchor]
-        if len(found) == len(here):  # one message for each (clearing, say)
+        if len(found) == len(here):  # one message for each (a note per exchange, say)
             out.extend(zip(here, found, strict=True))
         else:
             every = frozenset().union(*found) if found else frozenset()
