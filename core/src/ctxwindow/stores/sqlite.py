@@ -186,16 +186,25 @@ class SQLiteStore:
         db = sqlite3.connect(
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
-        try:
-            db.execute("PRAGMA journal_mode=WAL").fetchone()
-            for statement in _SCHEMA:
-                db.execute(statement)
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return db
-        except sqlite3.Error as error:
-            db.close()
-            if _code(error) != _READONLY:
-                raise
+        # Two processes opening a new file at once (replicas starting together) race to
+        # switch it to WAL and create the table; the loser's SQLITE_BUSY can come back at
+        # once, without the busy timeout, so it tries again within that timeout.
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode=WAL").fetchone()
+                for statement in _SCHEMA:
+                    db.execute(statement)
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return db
+            except sqlite3.Error as error:
+                if _code(error) in (_BUSY, _LOCKED) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                db.close()
+                if _code(error) != _READONLY:
+                    raise
+                break
         # A read-only file or folder: read what it holds, add nothing. In a read-only
         # folder a WAL database cannot make its shared-memory file, so it is read as
         # immutable (every value read is checked by its cache anyway).
