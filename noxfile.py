@@ -1,5 +1,5 @@
-"""Sessions: tests, lint, typecheck, demo, docs, eval, bench, contract (the nightly property
-run), fuzz (bounded-time fuzzing).
+"""Sessions: core (the core alone), tests (everything; runs core first), lint, typecheck,
+demo, docs, eval, bench, contract (the nightly property run), fuzz (bounded-time fuzzing).
 
 Every session installs what it needs from this repository's own files.
 Run one with `python -m nox -s NAME`.
@@ -14,8 +14,10 @@ import nox
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
+#: Every first-party distribution under plugins/, strategies first.
 PLUGINS = [
     "plugins/fixed", "plugins/sliding", "plugins/semantic", "plugins/summarize", "plugins/pipeline",
+    "plugins/stores", "plugins/adapters", "plugins/eval", "plugins/scaffold",
 ]  # fmt: skip
 #: The CPU build of torch on this machine's disk; an unpinned torch pulls a multi-GB CUDA
 #: build. Installed before sentence-transformers so that nothing asks for another.
@@ -35,25 +37,44 @@ DOCS_TOOLS = (
 DOCS_ENV = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
 
 
-#: Everything the tests exercise: token counters, the evaluation kit, the Redis store
-#: and every framework an adapter serves (each adapter is tested against the real one).
-TEST_EXTRAS = "testing,tiktoken,hf,eval,redis,openai,anthropic,langchain,pydantic-ai"
+#: The core's extras its tests exercise: the test kit and the exact token counters.
+CORE_EXTRAS = "testing,tiktoken,hf"
+#: Each plugin with the extras its tests exercise: the bundled model, the LLM client, the
+#: Redis client, every framework an adapter serves (each is tested against the real one).
+PLUGIN_EXTRAS = {
+    "plugins/semantic": "[bundled-model,bench]",
+    "plugins/summarize": "[openai]",
+    "plugins/stores": "[redis]",
+    "plugins/adapters": "[openai,anthropic,langchain,pydantic-ai]",
+    "plugins/eval": "[langchain]",
+}
 
 
-def install_project(session: nox.Session, extras: str = TEST_EXTRAS) -> None:
+def install_project(session: nox.Session) -> None:
     """The core with its test extras, and every first-party plugin, editable."""
     session.install(TORCH)
-    session.install("-e", f"core[{extras}]")
-    session.install(
-        "-e", "plugins/fixed", "-e", "plugins/sliding", "-e", "plugins/semantic[bundled-model]",
-        "-e", "plugins/summarize[openai]", "-e", "plugins/pipeline",
-        *(arg for path in EXAMPLES for arg in ("-e", path)),
-    )  # fmt: skip
+    session.install("-e", f"core[{CORE_EXTRAS}]")
+    editable = [f"{path}{PLUGIN_EXTRAS.get(path, '')}" for path in [*PLUGINS, *EXAMPLES]]
+    session.install(*(arg for path in editable for arg in ("-e", path)))
 
 
 @nox.session
+def core(session: nox.Session) -> None:
+    """The core's own tests with only the core (and its test dependencies) installed:
+    no plugin, so the core stands on its own."""
+    session.install("-e", f"core[{CORE_EXTRAS}]", "atheris")
+    session.run(
+        "python", "-c",
+        "import ctxwindow; found = [p.distribution for p in ctxwindow.get_plugins()]; "
+        "assert found == ['ctxwindow'], f'plugins installed: {found}'",
+    )  # fmt: skip
+    session.run("pytest", "-m", "slow or not slow", "core/tests", *session.posargs)
+
+
+@nox.session(requires=["core"])
 def tests(session: nox.Session) -> None:
-    """The whole test suite: core, every plugin, and the cross-package tests."""
+    """The whole test suite: core, every plugin, and the cross-package tests (after the
+    core session, which runs the core's tests with no plugin installed)."""
     install_project(session)
     session.install("build")
     session.install("atheris")  # a short coverage-guided run checks the fuzz harness
@@ -121,7 +142,7 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def eval(session: nox.Session) -> None:
     """Evidence recall of every installed strategy on the shipped benchmark, into docs/."""
-    install_project(session, extras="eval")
+    install_project(session)
     data = session.posargs[0] if session.posargs else LOCOMO
     session.run(
         "ctxwindow", "eval", data,
@@ -135,23 +156,22 @@ def eval(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Speed and memory at 1k, 10k and 100k messages, beside LangChain's trim_messages;
     and the semantic window's per-turn cost in a chat loop."""
-    install_project(session, extras="eval")
-    session.install("langchain-core")
+    install_project(session)
     session.run("ctxwindow", "bench", "-s", "fixed", "--json", "docs/results/bench.json")
     session.run("python", "-m", "ctxwindow_semantic.bench")
     # Memory of one visit on 100,000 messages, every strategy that needs no LLM, each in
     # a process of its own (semantic embeds them all: most of an hour on 2 busy cores).
-    session.run("python", "-m", "ctxwindow.evaluation.memory", "--json", "docs/results/memory.json")
+    session.run("python", "-m", "ctxwindow_eval.memory", "--json", "docs/results/memory.json")
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """The documentation site with --strict (broken links and references fail), then its
     tests. The site goes to a temporary folder, or to the path given after `--`."""
-    install_project(session, extras="testing,eval")
+    install_project(session)
     session.install(*DOCS_TOOLS)
     env = DOCS_ENV
     site = session.posargs[0] if session.posargs else f"{session.create_tmp()}/site"
     session.run("mkdocs", "build", "--strict", "--site-dir", site, env=env)
     session.log(f"the site is in {site}")
-    session.run("pytest", "core/tests/test_docs.py", "-q", env=env)
+    session.run("pytest", "tests/test_docs.py", "-q", env=env)

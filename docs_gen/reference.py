@@ -5,7 +5,7 @@ writes these strings into the site, and ``core/tests/test_docs.py`` reads them d
 Every page is built from what the code declares, so it cannot drift from it:
 
 - the configuration reference from each first-party strategy's declared options;
-- the CLI reference from ``ctxwindow.cli._parser()``;
+- the CLI reference from ``ctxwindow._cli._parser()``;
 - one page per first-party strategy from its plugin's README (links rewritten for the
   site), its declared options and its rows of ``docs/results/recall.json``;
 - the API reference's member list from ``ctxwindow.__all__``.
@@ -69,15 +69,15 @@ def first_party_strategies() -> list[dict[str, Any]]:
     """``describe_strategies()`` for the installed first-party strategies, site order."""
     import inspect
 
-    from ctxwindow import registry
+    import ctxwindow
 
     by_name = {
         entry["name"]: entry
-        for entry in registry.describe_strategies()
+        for entry in ctxwindow.describe_strategies()
         if entry["distribution"] == FIRST_PARTY.get(entry["name"], ("",))[0]
     }
     for name, entry in by_name.items():
-        doc = inspect.getdoc(registry.registry().strategies[name].target) or ""
+        doc = inspect.getdoc(ctxwindow.strategy_class(name)) or ""
         paragraph = " ".join(doc.split("\n\n")[0].split())
         entry["summary"] = paragraph.replace("``", "`")
     return [by_name[name] for name in FIRST_PARTY if name in by_name]
@@ -97,7 +97,7 @@ def options_table(options: list[dict[str, Any]]) -> str:
 
 def configuration_reference() -> str:
     """Every option of every installed first-party strategy, from what each declares."""
-    from ctxwindow.config import HOST_KEYS
+    from ctxwindow._config import HOST_KEYS
 
     strategies = first_party_strategies()
     missing = [name for name in FIRST_PARTY if name not in {s["name"] for s in strategies}]
@@ -200,7 +200,7 @@ def _arguments_table(parser: argparse.ArgumentParser) -> str:
 
 def cli_reference() -> str:
     """Each subcommand of ``ctxwindow``: its help, usage and arguments, from argparse."""
-    from ctxwindow.cli import _parser
+    from ctxwindow._cli import _parser
 
     parser = _parser()
     with _columns(88):
@@ -209,7 +209,7 @@ def cli_reference() -> str:
             "# CLI reference",
             "",
             "<!-- Generated at build time by docs_gen/reference.py from "
-            "ctxwindow.cli._parser(); do not edit. -->",
+            "ctxwindow._cli._parser(); do not edit. -->",
             "",
             f"{parser.description} Errors print one line and exit 1 (2 for usage "
             "errors); `--debug` shows the traceback instead.",
@@ -229,7 +229,7 @@ def cli_reference() -> str:
 
 
 def cli_subcommands() -> list[str]:
-    from ctxwindow.cli import _parser
+    from ctxwindow._cli import _parser
 
     return [name for name, _, _ in _subcommands(_parser())]
 
@@ -374,9 +374,11 @@ def api_reference() -> str:
 
 <!-- Generated at build time by docs_gen/reference.py from ctxwindow.__all__; do not edit. -->
 
-The public API: everything importable from `ctxwindow`, its errors, the test kit for
-strategy authors (`ctxwindow.testing`, the `testing` extra) and the evaluation kit
-(`ctxwindow.evaluation`, the `eval` extra). The plugin hooks have their own page:
+The public API of the core: everything importable from `ctxwindow`, its errors, the
+test kit for strategy authors (`ctxwindow.testing`, the `testing` extra) and the kit
+strategies share (`ctxwindow.kit`); then the first-party distributions that are
+libraries rather than strategies: the caches' stores, the evaluation kit and the
+adapters' conformance suite. The plugin hooks have their own page:
 [Hook reference](hooks.md).
 
 ## `ctxwindow`
@@ -402,29 +404,40 @@ Every error derives from `CtxWindowError`; all are importable from `ctxwindow` t
     options:
       show_root_heading: false
 
-## `ctxwindow.evaluation`
+::: ctxwindow.testing.strategies
+    options:
+      show_root_heading: true
 
-::: ctxwindow.evaluation
+## `ctxwindow.kit`
+
+::: ctxwindow.kit
     options:
       show_root_heading: false
 
-## `ctxwindow.stores`
+## `ctxwindow_stores` (ctxwindow-stores)
 
 Key-value stores for caches (memory, SQLite, Redis); see [Caches](../caches.md).
 
-::: ctxwindow.stores
+::: ctxwindow_stores
     options:
       show_root_heading: false
 
-## `ctxwindow.adapters`
+## `ctxwindow_eval` (ctxwindow-eval)
+
+::: ctxwindow_eval
+    options:
+      show_root_heading: false
+
+## `ctxwindow_adapters` (ctxwindow-adapters)
 
 Histories in a framework's own shape; see [Framework adapters](../adapters.md).
 
-::: ctxwindow.adapters.openai
-::: ctxwindow.adapters.openai_responses
-::: ctxwindow.adapters.anthropic
-::: ctxwindow.adapters.langchain
-::: ctxwindow.adapters.pydantic_ai
+::: ctxwindow_adapters.openai
+::: ctxwindow_adapters.openai_responses
+::: ctxwindow_adapters.anthropic
+::: ctxwindow_adapters.langchain
+::: ctxwindow_adapters.pydantic_ai
+::: ctxwindow_adapters.testing
 """
 
 

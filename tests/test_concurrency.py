@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 import ctxwindow
-from ctxwindow import Conversation, Windower, plugins, registry
+from ctxwindow import Conversation, Windower
 from ctxwindow.testing import assistant, calls, result, user
 from ctxwindow_summarize import ExtractiveSummarizer
 
@@ -198,12 +198,11 @@ class _SummarizerPlugin:
 
 @pytest.fixture(scope="module")
 def counting_summarizer() -> Iterator[CountingSummarizer]:
-    plugins.host().register_plugin(_SummarizerPlugin(), "counting", distribution="tests")
+    ctxwindow.register_plugin(_SummarizerPlugin(), "counting", distribution="tests")
     try:
         yield COUNTING
     finally:
-        plugins.host().unregister_plugin("counting")
-        registry.forget()
+        ctxwindow.unregister_plugin("counting")
 
 
 def windower(name: str, tmp: Path, **options: Any) -> Windower:

@@ -47,7 +47,6 @@ import os
 import sys
 
 import ctxwindow
-from ctxwindow import plugins, registry
 
 # 16 messages. Approx tokens: system 15, the invoice question 15, the refund answer 18,
 # then six weather turns of 30 + 26, and the newest user message 12.
@@ -100,7 +99,11 @@ def window_of(strategy, **options):
 
 
 def report():
-    return [plugin.to_dict() for plugin in plugins.get_plugins()]
+    return [plugin.to_dict() for plugin in ctxwindow.get_plugins()]
+
+
+def names():
+    return sorted(entry["name"] for entry in ctxwindow.describe_strategies())
 
 
 def emit(value):
@@ -193,12 +196,16 @@ def _build_wheels(wheels: Path) -> None:
     _run(command + [str(project) for project in PROJECTS.values()], env=_clean_env())
     core = sorted(wheels.glob("ctxwindow-*.whl"))
     assert len(core) == 1, sorted(path.name for path in wheels.iterdir())
-    # The core's own dependencies (pluggy; tomli on 3.10), fetched once into the same
-    # directory, so that every install below runs with --no-index.
+    # The core's own dependencies (pluggy; tomli on 3.10) and its testing extra's (which
+    # ctxwindow-faulty needs: its strategies are the testing kit's), fetched once into
+    # the same directory, so that every install below runs with --no-index.
     _run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(wheels), str(core[0])],
+        [
+            sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(wheels),
+            f"{core[0]}[testing]",
+        ],
         env=_clean_env(),
-    )
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -232,8 +239,8 @@ def by_name(report: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 CORE_ALONE = """
 import importlib.util
 emit({
-    "names": registry.strategy_names(),
-    "counters": registry.counter_names(),
+    "names": names(),
+    "counters": sorted(ctxwindow._plugins.plugins().registry().tables["token counter"]),
     "report": report(),
     "fixed": outcome(lambda: window_of("fixed")),
     "default": outcome(lambda: positions(ctxwindow.select(MESSAGES, BUDGET))),
@@ -269,7 +276,7 @@ FIXED_INSTALLED = """
 import ctxwindow_fixed
 windower = ctxwindow.from_config({"strategy": "fixed", "budget": BUDGET})
 emit({
-    "names": registry.strategy_names(),
+    "names": names(),
     "report": report(),
     "window": window_of("fixed"),
     "capped": window_of("fixed", max_messages=2),
@@ -318,9 +325,9 @@ KEYWORDS_FROM_CONFIG = """
 windower = ctxwindow.from_config(CONFIG)
 window = windower.select(MESSAGES)
 pyproject = ctxwindow.from_config(PYPROJECT).select(MESSAGES)
-described = [entry for entry in registry.describe_strategies() if entry["name"] == "keywords"]
+described = [entry for entry in ctxwindow.describe_strategies() if entry["name"] == "keywords"]
 emit({
-    "names": registry.strategy_names(),
+    "names": names(),
     "distribution": windower.distribution,
     "repr": repr(windower.strategy),
     "positions": positions(window),
@@ -403,11 +410,11 @@ def test_keywords_options_are_checked_when_selected_by_name(venv: Venv) -> None:
 # -- a broken plugin does not take the host down ---------------------------------------
 BROKEN_INSTALLED = """
 emit({
-    "names": registry.strategy_names(),
+    "names": names(),
     "fixed": outcome(lambda: window_of("fixed")),
     "keywords": outcome(lambda: window_of("keywords", keywords=["refund"])),
     "report": report(),
-    "problems": registry.registry().problems,
+    "problems": ctxwindow.plugin_problems(),
 })
 """
 
@@ -424,13 +431,13 @@ def test_broken_distribution_is_reported_and_the_others_still_load(venv: Venv) -
 
     plugins = by_name(found["report"])
     assert {name: plugin["distribution"] for name, plugin in plugins.items()} == {
-        "ctxwindow.builtins": "ctxwindow",
+        "ctxwindow": "ctxwindow",
         "fixed": "ctxwindow-fixed",
         "keywords": "ctxwindow-keywords",
         "broken-import": "ctxwindow-broken",
         "broken-hook": "ctxwindow-broken",
     }
-    for healthy in ("ctxwindow.builtins", "fixed", "keywords"):
+    for healthy in ("ctxwindow", "fixed", "keywords"):
         assert plugins[healthy]["error"] is None, plugins[healthy]
     broken = plugins["broken-import"]
     assert broken["version"] == "0.1.0"
@@ -451,7 +458,8 @@ def test_broken_distribution_is_reported_and_the_others_still_load(venv: Venv) -
 
 def test_ctxwindow_debug_prints_the_broken_plugins_traceback(venv: Venv) -> None:
     venv.use("ctxwindow-fixed", "ctxwindow-broken")
-    done = venv.run_process("emit(registry.strategy_names())", CTXWINDOW_DEBUG="1")
+    code = "emit(names())"
+    done = venv.run_process(code, CTXWINDOW_DEBUG="1")
     assert "Traceback" in done.stderr
     assert "ctxwindow_broken_missing_dependency" in done.stderr
     assert done.stdout.strip().endswith('["fixed"]')
@@ -474,10 +482,10 @@ def test_plugin_report_shows_a_failing_hook_before_any_strategy_is_used(venv: Ve
 # -- CTXWINDOW_LOAD_PLUGINS and CTXWINDOW_DISABLE_PLUGINS ------------------------------
 ENV_CHECK = """
 emit({
-    "names": registry.strategy_names(),
-    "counters": registry.counter_names(),
-    "loaded": sorted({plugin.distribution for plugin in plugins.get_plugins()}),
-    "errors": sorted(plugin.name for plugin in plugins.get_plugins() if plugin.error),
+    "names": names(),
+    "counters": sorted(ctxwindow._plugins.plugins().registry().tables["token counter"]),
+    "loaded": sorted({plugin.distribution for plugin in ctxwindow.get_plugins()}),
+    "errors": sorted(plugin.name for plugin in ctxwindow.get_plugins() if plugin.error),
     "fixed": outcome(lambda: window_of("fixed")),
     "keywords": outcome(lambda: window_of("keywords", keywords=["refund"])),
 })
@@ -573,17 +581,17 @@ def test_plugins_reset_reads_the_environment_again(venv: Venv) -> None:
     venv.use("ctxwindow-fixed", "ctxwindow-keywords")
     found = venv.run(
         """
-        seen = [registry.strategy_names()]
+        seen = [names()]
         os.environ["CTXWINDOW_LOAD_PLUGINS"] = "ctxwindow-keywords"
-        seen.append(registry.strategy_names())  # loaded once: the change is not seen yet
-        plugins.reset()
-        seen.append(registry.strategy_names())
+        seen.append(names())  # loaded once: the change is not seen yet
+        ctxwindow.reload_plugins()
+        seen.append(names())
         os.environ["CTXWINDOW_LOAD_PLUGINS"] = ""
-        plugins.reset()
-        seen.append(registry.strategy_names())
+        ctxwindow.reload_plugins()
+        seen.append(names())
         del os.environ["CTXWINDOW_LOAD_PLUGINS"]
-        plugins.reset()
-        seen.append(registry.strategy_names())
+        ctxwindow.reload_plugins()
+        seen.append(names())
         emit(seen)
         """
     )
@@ -594,7 +602,7 @@ def test_plugins_reset_reads_the_environment_again(venv: Venv) -> None:
 # -- one name from two distributions ---------------------------------------------------
 DUPLICATE = """
 emit({
-    "names": registry.strategy_names(),
+    "names": names(),
     "select": outcome(lambda: window_of("fixed")),
     "get_strategy": outcome(lambda: repr(ctxwindow.get_strategy("fixed"))),
     "config": outcome(lambda: repr(ctxwindow.from_config({"strategy": "fixed", "budget": BUDGET}))),
@@ -662,7 +670,7 @@ def test_duplicate_from_an_app_registered_plugin(venv: Venv) -> None:
     found = venv.run(
         APP_PLUGIN
         + """
-plugins.host().register_plugin(AppPlugin(), "my-app-plugin", "my-app")
+ctxwindow.register_plugin(AppPlugin(), "my-app-plugin", "my-app")
 emit({"fixed": outcome(lambda: window_of("fixed")), "mine": outcome(lambda: window_of("mine"))})
 """
     )
@@ -684,11 +692,11 @@ def test_plugin_registered_by_hand_after_first_use_is_seen(venv: Venv) -> None:
         APP_PLUGIN
         + """
 before = outcome(lambda: window_of("fixed"))
-plugins.host().register_plugin(AppPlugin(), "my-app-plugin", "my-app")
+ctxwindow.register_plugin(AppPlugin(), "my-app-plugin", "my-app")
 mine = outcome(lambda: window_of("mine"))
-plugins.host().unregister_plugin("my-app-plugin")
+ctxwindow.unregister_plugin("my-app-plugin")
 after = outcome(lambda: window_of("fixed"))
-emit({"before": before, "mine": mine, "names": registry.strategy_names(), "after": after})
+emit({"before": before, "mine": mine, "names": names(), "after": after})
 """
     )
     assert found["before"]["value"]["strategy"] == "fixed"
@@ -703,8 +711,8 @@ def test_only_the_pinned_plugins_are_even_imported(venv: Venv) -> None:
     venv.use("ctxwindow-fixed", "ctxwindow-keywords", "ctxwindow-broken", "ctxwindow-faulty")
     code = """
     emit({
-        "names": registry.strategy_names(),
-        "problems": registry.registry().problems,
+        "names": names(),
+        "problems": ctxwindow.plugin_problems(),
         "imported": sorted(
             name for name in sys.modules
             if name.split(".")[0] in (
@@ -762,7 +770,7 @@ def test_unknown_names_in_the_environment_are_reported(
 ) -> None:
     venv.use("ctxwindow-fixed", "ctxwindow-keywords")
     found = venv.run(
-        "emit({'names': registry.strategy_names(), 'problems': registry.registry().problems})",
+        "emit({'names': names(), 'problems': ctxwindow.plugin_problems()})",
         **env,
     )
     assert found["names"] == names
@@ -791,8 +799,8 @@ found = {
     name: fault(name)
     for name in (
         "faulty-raises", "faulty-recursion", "faulty-memory", "faulty-over-budget",
-        "faulty-drops-system", "faulty-bad-unit", "faulty-returns-none", "faulty-reorders",
-        "faulty-not-window",
+        "faulty-drops-system", "faulty-bad-unit", "faulty-returns-none",
+        "faulty-foreign-selection", "faulty-half-exchange", "faulty-unmarked",
     )
 }
 for name in ("faulty-sleeps", "faulty-blocks-io", "faulty-async-hangs"):
@@ -819,8 +827,9 @@ def test_faults_in_an_installed_plugin_are_named_by_its_distribution(venv: Venv)
         "faulty-drops-system": "ContractViolation",
         "faulty-bad-unit": "ContractViolation",
         "faulty-returns-none": "ContractViolation",
-        "faulty-reorders": "ContractViolation",
-        "faulty-not-window": "ContractViolation",
+        "faulty-foreign-selection": "ContractViolation",
+        "faulty-half-exchange": "ContractViolation",
+        "faulty-unmarked": "ContractViolation",
         "faulty-sleeps": "VisitTimeout",
         "faulty-blocks-io": "VisitTimeout",
         "faulty-async-hangs": "VisitTimeout",

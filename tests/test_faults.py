@@ -1,9 +1,10 @@
 """Faults injected into the host: strategies that crash, break the contract or hang.
 
-The strategies come from the fixture distribution ``tests/fixtures/ctxwindow-faulty``,
-registered here by hand under that distribution's name (``tests/test_ecosystem.py``
-installs the same package as a wheel and loads it through its entry point). After
-every fault, ``fixed`` must still give its usual window in the same process.
+The strategies are the testing kit's misbehaving ones (``ctxwindow.testing.strategies``),
+registered here by hand under the name of the fixture distribution
+``tests/fixtures/ctxwindow-faulty`` (``tests/test_ecosystem.py`` installs that package as
+a wheel and loads the same strategies through its entry point). After every fault,
+``fixed`` must still give its usual window in the same process.
 
 Every call that could hang runs under :func:`bounded`: a hang fails the test after a
 generous timeout instead of hanging the run. No assertion is about speed.
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -25,12 +24,11 @@ from typing import Any, TypeVar
 import pytest
 
 import ctxwindow
-from ctxwindow import ContractViolation, PluginError, Windower, plugins, registry
+from ctxwindow import ContractViolation, PluginError, Windower
 from ctxwindow.errors import VisitTimeout
-from ctxwindow.testing import assistant, bounded, calls, result, user
+from ctxwindow.testing import assistant, bounded, calls, result, strategies, user
 from ctxwindow.testing.threads import HANG_GUARD
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "ctxwindow-faulty" / "src"
 DISTRIBUTION = "ctxwindow-faulty"
 BUDGET = 120
 #: Long enough for any machine to start a thread; a hang still fails within a minute.
@@ -75,19 +73,22 @@ def positions(window: ctxwindow.Window[Any], messages: list[Any]) -> list[int]:
     return [where[id(message)] for message in window.messages]
 
 
+class _Faulty:
+    @ctxwindow.hookimpl
+    def register_strategies(self, register: Any) -> None:
+        for strategy in strategies.FAULTY:
+            register(strategy)
+
+
 @pytest.fixture(scope="module")
 def faulty() -> Iterator[Any]:
-    """The fixture distribution's module, registered as ``ctxwindow-faulty``."""
-    sys.path.insert(0, str(FIXTURE))
+    """The testing kit's misbehaving strategies, registered as ``ctxwindow-faulty``."""
+    ctxwindow.register_plugin(_Faulty(), "faulty", distribution=DISTRIBUTION)
     try:
-        module = importlib.import_module("ctxwindow_faulty")
-        plugins.host().register_plugin(module, "faulty", distribution=DISTRIBUTION)
-        yield module
+        yield strategies
     finally:
-        module.release()
-        plugins.host().unregister_plugin("faulty")
-        registry.forget()
-        sys.path.remove(str(FIXTURE))
+        strategies.release()
+        ctxwindow.unregister_plugin("faulty")
 
 
 @pytest.fixture
@@ -128,9 +129,9 @@ VIOLATIONS = [
     ("faulty-drops-system", "unit 0 (system message) must be kept but was dropped"),
     ("faulty-bad-unit", "is not a unit of this history"),
     ("faulty-returns-none", "choose() returned NoneType, not a Selection"),
-    ("faulty-reorders", "out of order"),
-    ("faulty-splits-tool", "is split: message"),
-    ("faulty-not-window", "select() returned list, not a Window"),
+    ("faulty-foreign-selection", "choose() returned Selection, not a Selection of its history"),
+    ("faulty-half-exchange", "a made message carries tool_calls"),
+    ("faulty-unmarked", "a message not in the input is not marked synthetic"),
 ]
 HANGS = ["faulty-sleeps", "faulty-blocks-io", "faulty-async-hangs"]
 
@@ -181,16 +182,6 @@ def test_a_broken_window_is_a_contract_violation_naming_the_distribution(
     assert problem in str(caught.value)
     assert messages == before
     assert_fixed_still_works(expected_fixed)
-
-
-@pytest.mark.usefixtures("faulty")
-def test_splitting_a_tool_call_from_its_results_is_named_as_such() -> None:
-    messages = conversation()
-    assert messages[22]["tool_calls"] and messages[23]["role"] == "tool"
-    with pytest.raises(ContractViolation) as caught:
-        sync_select(messages, "faulty-splits-tool")
-    # unit 22 is the call (message 22) with its two results (23, 24)
-    assert caught.value.problems == ("unit 22 is split: message 23 is missing",)
 
 
 @pytest.mark.usefixtures("faulty")
@@ -283,10 +274,20 @@ def test_a_strategy_not_built_on_base_strategy_is_bounded_by_the_windower(
 
 def test_the_windower_limit_still_checks_a_bare_strategys_window(faulty: Any) -> None:
     """A bare strategy that answers in time is checked as without a limit."""
-    windower = Windower(faulty.Reorders(), BUDGET, "approx", DISTRIBUTION, time_limit=5.0)
-    with pytest.raises(ContractViolation, match="out of order"):
+
+    class BareOverBudget:
+        name = "bare-over-budget"
+
+        def choose(self, history: ctxwindow.History) -> ctxwindow.Selection:
+            selection = history.selection()
+            for unit in range(len(history.units)):
+                selection.keep(unit, "all of it")
+            return selection
+
+    windower = Windower(BareOverBudget(), BUDGET, "approx", DISTRIBUTION, time_limit=5.0)
+    with pytest.raises(ContractViolation, match="over the limit"):
         bounded(lambda: windower.select(conversation()))
-    with pytest.raises(ContractViolation, match="out of order"):
+    with pytest.raises(ContractViolation, match="over the limit"):
         bounded(lambda: asyncio.run(windower.aselect(conversation())))
 
 
@@ -344,14 +345,15 @@ class _EmbedderPlugin:
 
 
 @pytest.fixture
-def failing_embedders() -> Iterator[dict[str, FailingEmbedder]]:
+def failing_embedders(ctxwindow_register: Any) -> Iterator[dict[str, FailingEmbedder]]:
     EMBEDDERS["hangs"].release.clear()
-    plugins.host().register_plugin(_EmbedderPlugin(), "failing-embedders", "ctxwindow-failing")
+    ctxwindow_register(
+        _EmbedderPlugin(), name="failing-embedders", distribution="ctxwindow-failing"
+    )
     try:
         yield EMBEDDERS
     finally:
         EMBEDDERS["hangs"].release.set()
-        plugins.host().unregister_plugin("failing-embedders")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Memory of one visit on a long history: every first-party strategy that loads no model
 stays under the ceiling docs/reliability.md documents (measured there, with
-``python -m ctxwindow.evaluation.memory``). The 100,000-message run takes a few
+``python -m ctxwindow_eval.memory``). The 100,000-message run takes a few
 minutes, so it is marked slow (``nox -s tests`` runs it)."""
 
 from __future__ import annotations
@@ -9,8 +9,13 @@ import json
 
 import pytest
 
-from ctxwindow.evaluation import memory
-from ctxwindow.registry import strategy_names
+import ctxwindow
+from ctxwindow_eval import memory
+
+
+def strategy_names() -> set[str]:
+    return {entry["name"] for entry in ctxwindow.describe_strategies()}
+
 
 #: Peak resident growth allowed for one visit of 100,000 messages, MiB: about twice
 #: what was measured, so allocator noise passes and a real regression does not. The

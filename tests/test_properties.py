@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxwindow import Conversation, registry
+import ctxwindow
+from ctxwindow import Conversation, Strategy
 from ctxwindow.errors import InvalidOption, LLMNotConfigured
-from ctxwindow.strategy import Strategy
 from ctxwindow.testing import example_instances
 from ctxwindow.testing.checks import checked_outcome
 from ctxwindow.testing.conversations import AWKWARD_TEXTS, wild_histories
@@ -44,23 +44,23 @@ pytestmark = pytest.mark.usefixtures("ctxwindow_cache_home")
 
 
 def _installed() -> list[str]:
-    return registry.strategy_names()
+    return sorted(entry["name"] for entry in ctxwindow.describe_strategies())
 
 
 def _build(name: str, **options: Any) -> list[Strategy]:
     """The installed strategy ``name`` with ``options``, once per set of its declared
     ``example_options`` (else with its defaults); skipped, saying why, when it needs an
     LLM that is not configured here."""
-    entry = registry.strategy_entry(name)
+    factory = ctxwindow.strategy_class(name)
     try:
-        return example_instances(entry.target, **options)
+        return example_instances(factory, **options)
     except LLMNotConfigured as error:
         pytest.skip(f"{name} needs an LLM, and none is configured: {error}")
     except InvalidOption as error:
-        if getattr(entry.target, "example_options", None):
+        if getattr(factory, "example_options", None):
             raise
         pytest.fail(
-            f"strategy {name!r} (from {entry.distribution}) cannot be built with its "
+            f"strategy {name!r} (from {_describe(name)['distribution']}) cannot be built with its "
             f"defaults: {error}. Declare example_options on the class (see "
             f"ctxwindow.testing.example_instances) so that generic tests can build it."
         )
@@ -71,7 +71,7 @@ def _options(name: str) -> set[str]:
 
 
 def _describe(name: str) -> dict[str, Any]:
-    return next(d for d in registry.describe_strategies() if d["name"] == name)
+    return next(d for d in ctxwindow.describe_strategies() if d["name"] == name)
 
 
 def _examples(config: pytest.Config, name: str) -> int:
@@ -193,7 +193,7 @@ def test_awkward_unicode_in_every_strategy(name: str, counter: str) -> None:
 
 def test_every_registered_strategy_is_covered() -> None:
     """The parametrization above is the registry's list, not a list written here."""
-    described = {d["name"] for d in registry.describe_strategies()}
+    described = {d["name"] for d in ctxwindow.describe_strategies()}
     assert set(_installed()) == described
     assert "fixed" in described
 

@@ -287,7 +287,7 @@ def test_a_rotated_key_is_used_from_the_next_call(
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OPENAI_API_KEY": SECRET, KEY_ENV: SECRET, "CTXWINDOW_DEBUG": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "ctxwindow.cli", *args],
+        [sys.executable, "-m", "ctxwindow", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -348,7 +348,7 @@ def test_a_cache_server_password_is_never_shown(url: str) -> None:
     """In the strategy's repr, the Windower's, the store's name and the outage warning."""
     import warnings
 
-    from ctxwindow.stores import open_store
+    from ctxwindow_stores import open_store
     from ctxwindow_summarize import SummarizeWindow
 
     strategy = SummarizeWindow(cache=url)

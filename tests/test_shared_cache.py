@@ -13,17 +13,21 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
+if TYPE_CHECKING:
+    from redis_server import RedisServer
+
+#: The fixture redis_server (tests/support, on pytest's pythonpath).
+pytest_plugins = ["redis_server"]
 
 REPLICA = r"""
 import hashlib, json, sys, time, types
 import numpy as np
 import ctxwindow
-from ctxwindow import Conversation, plugins
+from ctxwindow import Conversation
 from ctxwindow_semantic import SemanticWindow
 from ctxwindow_summarize import SummarizeWindow
 
@@ -55,7 +59,7 @@ if embedder == "hashing":
         register("shared-cache-hashing", lambda argument: model)
 
     module.register_embedders = register_embedders
-    plugins.host().register_plugin(module, "shared-cache-embedder")
+    ctxwindow.register_plugin(module, "shared-cache-embedder")
     embedder = "shared-cache-hashing"
 
 semantic = SemanticWindow(embedder=embedder, cache=url)
@@ -136,13 +140,13 @@ def measure(server: RedisServer, embedder: str, conversations: int, turns: int) 
 
 
 def test_two_processes_share_embeddings_and_summaries_through_redis(
-    redis_server: RedisServer,  # noqa: F811
+    redis_server: RedisServer,
 ) -> None:
     measure(redis_server, "hashing", conversations=6, turns=40)
 
 
 @pytest.mark.slow
 def test_two_processes_share_minilm_embeddings_and_summaries_through_redis(
-    redis_server: RedisServer,  # noqa: F811
+    redis_server: RedisServer,
 ) -> None:
     measure(redis_server, "sentence-transformers", conversations=4, turns=30)

@@ -14,6 +14,11 @@ from typing import Any
 
 import pytest
 
+import ctxwindow
+
+#: The fixture package_tests (tests/support, on pytest's pythonpath).
+pytest_plugins = ["package_tests"]
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "examples" / "ctxwindow-recency-decay"
 PAGES = ROOT / "docs" / "plugins"
@@ -47,10 +52,10 @@ def test_tutorial_includes_every_file_of_its_package() -> None:
 
 
 def test_environment_page_names_every_variable() -> None:
-    from ctxwindow import plugins
+    from ctxwindow import _plugins
 
     text = (PAGES / "environment.md").read_text(encoding="utf-8")
-    for variable in (plugins.LOAD_ENV, plugins.DISABLE_ENV, "CTXWINDOW_DEBUG"):
+    for variable in (_plugins.LOAD_ENV, _plugins.DISABLE_ENV, "CTXWINDOW_DEBUG"):
         assert variable in text
 
 
@@ -59,17 +64,17 @@ def test_extension_points_page_names_every_hook() -> None:
 
     text = (PAGES / "extension-points.md").read_text(encoding="utf-8")
     hooks = [name for name in dir(hookspecs) if name.startswith("register_")]
-    assert len(hooks) == 5
+    assert len(hooks) == 6
     for hook in hooks:
         assert f"`{hook}`" in text, hook
 
 
-def test_extension_point_examples_work() -> None:
+def test_extension_point_examples_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The examples of extension-points.md, registered as one plugin and used by name."""
     import importlib.util
+    import json
 
-    import ctxwindow
-    from ctxwindow import plugins, registry
+    from ctxwindow._cli import main
 
     spec = importlib.util.spec_from_file_location(
         "ctxwindow_docs_extensions", PAGES / "snippets" / "extensions.py"
@@ -77,9 +82,9 @@ def test_extension_point_examples_work() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    plugins.host().register_plugin(module, "docs-extensions")
+    ctxwindow.register_plugin(module, "docs-extensions")
     try:
-        assert not [p for p in registry.registry().problems if "docs-extensions" in p]
+        assert not [p for p in ctxwindow.plugin_problems() if "docs-extensions" in p]
         counter = ctxwindow.get_counter("words:3")
         assert counter.count_message(ctxwindow.Message.from_dict(MESSAGE)) == 3 + 4
         with pytest.raises(ctxwindow.InvalidOption, match="whole number"):
@@ -96,8 +101,14 @@ def test_extension_point_examples_work() -> None:
         history = ctxwindow.Conversation(CHAT).view(counter, 1000)
         scores = ctxwindow.get_importance_scorer("questions").score(history)
         assert list(scores) == [0.0, 1.0, 0.0, 1.0]
+
+        chat = tmp_path / "chat.json"
+        chat.write_text(json.dumps(CHAT), encoding="utf-8")
+        assert main(["count", str(chat), "--counter", "words:3"]) == 0
+        counted = json.loads(capsys.readouterr().out)
+        assert counted == {"counter": "words:3", "total": 20, "messages": [5, 6, 4, 5]}
     finally:
-        plugins.host().unregister_plugin("docs-extensions")
+        ctxwindow.unregister_plugin("docs-extensions")
 
 
 MESSAGE = {"role": "user", "content": "is this four words"}

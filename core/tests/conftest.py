@@ -1,19 +1,19 @@
-"""Shared helpers for the core tests."""
+"""Shared helpers for the core tests, which stand on the core alone: the strategies they
+run are ctxwindow.testing's own, registered by the autouse fixture below (no plugin
+needs to be installed)."""
 
 from __future__ import annotations
 
-import copy
-import json
-import re
-import threading
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
-from ctxwindow.messages import Message
-from ctxwindow.tokens import ApproxCounter
+import ctxwindow
+from ctxwindow import ApproxCounter, Message
+from ctxwindow.testing.strategies import FAULTY, BareNewest, Newest
 
 
 class CountingCounter:
@@ -47,6 +47,49 @@ def counting_factory() -> type[CountingCounter]:
     return CountingCounter
 
 
+#: The distribution the core tests' strategies are registered as.
+TESTING = "ctxwindow-testing"
+#: The strategies every core test can name: the reference ones and the faulty ones.
+STRATEGIES = (Newest, BareNewest, *FAULTY)
+
+
+@pytest.fixture(autouse=True)
+def _test_strategies(ctxwindow_register: Any) -> None:
+    """``newest``, ``bare-newest`` and the ``faulty-*`` strategies, registered as
+    :data:`TESTING` for each test."""
+    ctxwindow_register(*STRATEGIES, name="testing", distribution=TESTING)
+
+
+#: A ``python -c`` program that registers the same strategies, then runs the CLI with
+#: its arguments: the CLI as a user runs it, without installing a plugin.
+CLI = (
+    "import sys, ctxwindow; from ctxwindow._cli import main; "
+    "from ctxwindow.testing.pytest_plugin import _Strategies; "
+    "from ctxwindow.testing.strategies import FAULTY, BareNewest, Newest; "
+    "plugin = _Strategies((Newest, BareNewest, *FAULTY)); "
+    f"ctxwindow.register_plugin(plugin, 'testing', {TESTING!r}); "
+    "sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_cli(*args, stdin=None)``: ``ctxwindow ARGS`` in a new process, as a user runs
+    it, with the test strategies registered; the finished process."""
+
+    def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", CLI, *args],
+            input=stdin.decode() if stdin is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    return run
+
+
 #: The distribution hidden when every first-party plugin is installed.
 HIDDEN = "ctxwindow-sliding"
 
@@ -65,107 +108,17 @@ def install_advice(uninstalled_first_party: str) -> str:
 
 @pytest.fixture
 def uninstalled_first_party(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A first-party strategy that is not installed here; when all are, one is hidden
-    with CTXWINDOW_DISABLE_PLUGINS (for this process and the CLI runs it starts)."""
-    from ctxwindow import plugins
-    from ctxwindow.registry import FIRST_PARTY, strategy_names
-
-    missing = [name for name in FIRST_PARTY if name not in strategy_names()]
-    if missing:
-        yield missing[-1]
+    """A first-party strategy that is not installed here (``sliding``); when it is, it
+    is hidden with CTXWINDOW_DISABLE_PLUGINS (for this process and the CLI runs it
+    starts)."""
+    installed = {entry["name"] for entry in ctxwindow.describe_strategies()}
+    if "sliding" not in installed:
+        yield "sliding"
         return
     monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", HIDDEN)
-    plugins.reset()
+    ctxwindow.reload_plugins()
     try:
         yield "sliding"
     finally:
         monkeypatch.delenv("CTXWINDOW_DISABLE_PLUGINS")
-        plugins.reset()
-
-
-# -- the adapter tests ------------------------------------------------------------------
-#: What a local recording server gets: (path, JSON body) per request, in order.
-Bodies = list[tuple[str, Any]]
-
-
-@pytest.fixture
-def recording_server() -> Iterator[Callable[..., tuple[str, Bodies]]]:
-    """``recording_server(reply, prefix="")``: a local HTTP server that records each JSON
-    body with its path and answers ``reply(path)`` as the API would, so a real SDK
-    client's request is seen as sent; its base URL (``prefix`` appended) and the bodies.
-    Stopped after the test."""
-    started: list[ThreadingHTTPServer] = []
-
-    def start(reply: Callable[[str], Any], prefix: str = "") -> tuple[str, Bodies]:
-        bodies: Bodies = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                bodies.append((self.path, body))
-                data = json.dumps(reply(self.path)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        started.append(httpd)
-        return f"http://127.0.0.1:{httpd.server_address[1]}{prefix}", bodies
-
-    yield start
-    for httpd in started:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}
-
-
-class StandInRun(NamedTuple):
-    """A strategy that sends stand-ins for tool results through an adapter, its options
-    and a budget."""
-
-    strategy: str
-    options: dict[str, Any]
-    budget: int
-    #: A cleared tool output's text; its groups: the tool's name and the call id.
-    stub = re.compile(r"\[tool output of (\w+) \((\w+)\) cleared by ctxwindow: [\d,]+ tokens\]")
-
-    def select(self, select: Callable[..., Any], messages: Any, **more: Any) -> Any:
-        """``select(messages, budget, strategy, **options, **more)`` (an adapter's), its
-        window, checking that nothing passed in was changed."""
-        before = copy.deepcopy(messages)
-        window = select(messages, self.budget, self.strategy, **self.options, **more)
-        assert messages == before  # nothing passed in was changed
-        return window
-
-
-#: clear_tool_outputs on its own (everything fits, it clears anyway), and as a pipeline's
-#: first stage before fixed (which then drops the oldest turns to fit).
-STAND_IN_RUNS = {
-    "clear_tool_outputs": StandInRun(
-        "clear_tool_outputs", {k: v for k, v in CLEARING.items() if k != "strategy"}, 10_000
-    ),
-    "pipeline": StandInRun("pipeline", {"stages": [CLEARING, "fixed"]}, 700),
-}
-
-
-@pytest.fixture(params=sorted(STAND_IN_RUNS))
-def stand_in_run(request: pytest.FixtureRequest) -> StandInRun:
-    """Each way of sending stand-ins (the test runs once per way); needs the pipeline
-    distribution, which provides clear_tool_outputs."""
-    pytest.importorskip("ctxwindow_pipeline")
-    return STAND_IN_RUNS[request.param]
-
-
-@pytest.fixture
-def clearing_run() -> StandInRun:
-    """clear_tool_outputs on its own (see :data:`STAND_IN_RUNS`)."""
-    pytest.importorskip("ctxwindow_pipeline")
-    return STAND_IN_RUNS["clear_tool_outputs"]
+        ctxwindow.reload_plugins()

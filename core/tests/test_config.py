@@ -12,13 +12,34 @@ import ctxwindow
 from ctxwindow import (
     ConfigError,
     CtxWindowError,
+    History,
     InvalidBudget,
     InvalidOption,
+    Option,
+    Selection,
     UnknownStrategy,
     Windower,
 )
-from ctxwindow.config import find_config
-from ctxwindow_fixed import FixedWindow
+from ctxwindow._config import find_config
+from ctxwindow.testing.strategies import Newest, newest
+
+
+class Capped(Newest):
+    """The newest units that fit, at most ``max_messages`` messages of them."""
+
+    name = "capped"
+    option_specs = (
+        Option("max_messages", int, None, "At most this many messages.", minimum=0, nullable=True),
+    )
+
+    def choose(self, history: History) -> Selection:
+        return newest(history)
+
+
+@pytest.fixture(autouse=True)
+def _capped(ctxwindow_register: Any) -> None:
+    ctxwindow_register(Capped, name="capped", distribution="ctxwindow-capped")
+
 
 MESSAGES = [
     {"role": "system", "content": "s" * 8},
@@ -35,27 +56,27 @@ def write(path: Path, text: str) -> Path:
 
 # -- sources ---------------------------------------------------------------------------
 def test_from_dict() -> None:
-    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 4000, "max_messages": 6})
+    windower = ctxwindow.from_config({"strategy": "capped", "budget": 4000, "max_messages": 6})
     assert isinstance(windower, Windower)
-    assert isinstance(windower.strategy, FixedWindow)
+    assert isinstance(windower.strategy, Capped)
     assert windower.budget == 4000
     assert windower.counter.name == "approx"
-    assert windower.distribution == "ctxwindow-fixed"
-    defaults = {option.name: option.default for option in FixedWindow.all_options()}
+    assert windower.distribution == "ctxwindow-capped"
+    defaults = {option.name: option.default for option in Capped.all_options()}
     assert {"oversize", "orphans", "max_messages"} <= set(defaults)
     assert dict(windower.strategy.options) == {**defaults, "max_messages": 6}
-    assert repr(windower) == "Windower(FixedWindow(max_messages=6), budget=4000, counter='approx')"
+    assert repr(windower) == "Windower(Capped(max_messages=6), budget=4000, counter='approx')"
 
 
 def test_from_dict_is_not_modified() -> None:
-    config = {"strategy": "fixed", "budget": 100}
+    config = {"strategy": "capped", "budget": 100}
     ctxwindow.from_config(config, budget=50, oversize="truncate")
-    assert config == {"strategy": "fixed", "budget": 100}
+    assert config == {"strategy": "capped", "budget": 100}
 
 
 def test_overrides_win() -> None:
     windower = ctxwindow.from_config(
-        {"strategy": "fixed", "budget": 100}, budget=50, oversize="truncate"
+        {"strategy": "capped", "budget": 100}, budget=50, oversize="truncate"
     )
     assert windower.budget == 50
     assert windower.strategy.options["oversize"] == "truncate"
@@ -64,12 +85,12 @@ def test_overrides_win() -> None:
 def test_ctxwindow_toml(tmp_path: Path) -> None:
     path = write(
         tmp_path / "ctxwindow.toml",
-        'strategy = "fixed"\nbudget = 2000\ncounter = "approx:2"\n'
+        'strategy = "capped"\nbudget = 2000\ncounter = "approx:2"\n'
         'max_messages = 3\norphans = "drop"\n',
     )
     for source in (path, str(path)):
         windower = ctxwindow.from_config(source)
-        assert isinstance(windower.strategy, FixedWindow)
+        assert isinstance(windower.strategy, Capped)
         assert windower.budget == 2000
         assert windower.counter is ctxwindow.get_counter("approx:2")
         assert windower.strategy.options["max_messages"] == 3
@@ -77,7 +98,7 @@ def test_ctxwindow_toml(tmp_path: Path) -> None:
 
 
 def test_any_toml_file_name_is_a_whole_file_table(tmp_path: Path) -> None:
-    path = write(tmp_path / "settings.toml", 'strategy = "fixed"\nbudget = 10\n')
+    path = write(tmp_path / "settings.toml", 'strategy = "capped"\nbudget = 10\n')
     assert ctxwindow.from_config(path).budget == 10
 
 
@@ -85,7 +106,7 @@ def test_pyproject_tool_table(tmp_path: Path) -> None:
     path = write(
         tmp_path / "pyproject.toml",
         '[project]\nname = "app"\n\n'
-        '[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 3000\noversize = "truncate"\n',
+        '[tool.ctxwindow]\nstrategy = "capped"\nbudget = 3000\noversize = "truncate"\n',
     )
     windower = ctxwindow.from_config(path)
     assert windower.budget == 3000
@@ -132,7 +153,7 @@ def test_missing_strategy_or_budget() -> None:
     with pytest.raises(ConfigError, match="config has no 'strategy'"):
         ctxwindow.from_config({"budget": 100})
     with pytest.raises(ConfigError, match="config has no 'budget'"):
-        ctxwindow.from_config({"strategy": "fixed"})
+        ctxwindow.from_config({"strategy": "capped"})
 
 
 def test_none_looks_in_the_current_directory(
@@ -141,10 +162,10 @@ def test_none_looks_in_the_current_directory(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="config has no 'strategy'"):
         ctxwindow.from_config()
-    write(tmp_path / "pyproject.toml", '[tool.ctxwindow]\nstrategy = "fixed"\nbudget = 111\n')
+    write(tmp_path / "pyproject.toml", '[tool.ctxwindow]\nstrategy = "capped"\nbudget = 111\n')
     assert ctxwindow.from_config().budget == 111
     # ctxwindow.toml wins over pyproject.toml
-    write(tmp_path / "ctxwindow.toml", 'strategy = "fixed"\nbudget = 222\n')
+    write(tmp_path / "ctxwindow.toml", 'strategy = "capped"\nbudget = 222\n')
     assert ctxwindow.from_config().budget == 222
     assert ctxwindow.from_config(None, budget=5).budget == 5
 
@@ -154,7 +175,7 @@ def test_pyproject_without_table_in_current_directory_is_no_config(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "pyproject.toml", '[project]\nname = "app"\n')
-    assert ctxwindow.from_config(strategy="fixed", budget=9).budget == 9
+    assert ctxwindow.from_config(strategy="capped", budget=9).budget == 9
 
 
 def test_broken_pyproject_in_current_directory_is_an_error_not_no_config(
@@ -163,7 +184,7 @@ def test_broken_pyproject_in_current_directory_is_an_error_not_no_config(
     monkeypatch.chdir(tmp_path)
     write(tmp_path / "pyproject.toml", "[tool.ctxwindow]\nstrategy = fixed\n")  # unquoted
     with pytest.raises(ConfigError, match="is not valid TOML"):
-        ctxwindow.from_config(strategy="fixed", budget=9)
+        ctxwindow.from_config(strategy="capped", budget=9)
     with pytest.raises(ConfigError, match="is not valid TOML"):
         find_config(tmp_path)
     write(tmp_path / "pyproject.toml", '[project]\nname = "app"\ntool = 3\n')
@@ -171,7 +192,7 @@ def test_broken_pyproject_in_current_directory_is_an_error_not_no_config(
 
 
 def test_windower_selects() -> None:
-    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 35})
+    windower = ctxwindow.from_config({"strategy": "capped", "budget": 35})
     window = windower.select(MESSAGES)
     assert [m["content"][0] for m in window.messages] == ["s", "b", "c"]
     assert windower.select(MESSAGES, budget=10_000).record.engaged is False
@@ -183,18 +204,18 @@ def test_windower_selects() -> None:
 def test_unknown_key_lists_the_valid_keys() -> None:
     with pytest.raises(InvalidOption) as raised:
         ctxwindow.from_config(
-            {"strategy": "fixed", "budget": 100, "max_mesages": 3, "colour": "red"}
+            {"strategy": "capped", "budget": 100, "max_mesages": 3, "colour": "red"}
         )
     text = str(raised.value)
-    assert "unknown key(s) 'colour', 'max_mesages' for strategy 'fixed'" in text
-    keys = sorted(["budget", "counter", "strategy", *(o.name for o in FixedWindow.all_options())])
+    assert "unknown key(s) 'colour', 'max_mesages' for strategy 'capped'" in text
+    keys = sorted(["budget", "counter", "strategy", *(o.name for o in Capped.all_options())])
     assert f"valid keys: {', '.join(keys)}" in text
     assert {"max_messages", "orphans", "oversize"} <= set(keys)
     assert isinstance(raised.value, ValueError)
 
 
 def test_unknown_key_from_a_file(tmp_path: Path) -> None:
-    path = write(tmp_path / "ctxwindow.toml", 'strategy = "fixed"\nbudget = 100\nwindow = 3\n')
+    path = write(tmp_path / "ctxwindow.toml", 'strategy = "capped"\nbudget = 100\nwindow = 3\n')
     with pytest.raises(
         InvalidOption, match=r"unknown key.*'window'.*valid keys: budget, counter, max_messages"
     ):
@@ -215,18 +236,18 @@ def test_unknown_key_from_a_file(tmp_path: Path) -> None:
 )
 def test_wrong_option_value_names_the_expectation(key: str, value: Any, message: str) -> None:
     with pytest.raises(InvalidOption) as from_config:
-        ctxwindow.from_config({"strategy": "fixed", "budget": 100, key: value})
+        ctxwindow.from_config({"strategy": "capped", "budget": 100, key: value})
     assert message in str(from_config.value)
-    assert str(from_config.value).startswith("strategy 'fixed': ")
+    assert str(from_config.value).startswith("strategy 'capped': ")
     # the same check when the class is built in Python
     with pytest.raises(InvalidOption) as direct:
-        FixedWindow(**{key: value})
+        Capped(**{key: value})
     assert str(direct.value) == str(from_config.value)
     with pytest.raises(InvalidOption) as by_name:
-        ctxwindow.get_strategy("fixed", **{key: value})
+        ctxwindow.get_strategy("capped", **{key: value})
     assert str(by_name.value) == str(from_config.value)
     with pytest.raises(InvalidOption) as through_select:
-        ctxwindow.select(MESSAGES, 100, **{key: value})
+        ctxwindow.select(MESSAGES, 100, "capped", **{key: value})
     assert str(through_select.value) == str(from_config.value)
 
 
@@ -234,32 +255,32 @@ def test_direct_construction_checks_like_config() -> None:
     with pytest.raises(
         InvalidOption, match=re.escape("option 'max_messages' expects int | None, got str 'x'")
     ):
-        FixedWindow(max_messages="x")
+        Capped(max_messages="x")
     with pytest.raises(
         InvalidOption,
         match=re.escape(
             "unknown option(s) 'bogus'; valid options: "
-            + ", ".join(sorted(o.name for o in FixedWindow.all_options()))
+            + ", ".join(sorted(o.name for o in Capped.all_options()))
         ),
     ):
-        FixedWindow(bogus=1)
-    assert FixedWindow(max_messages=None).options["max_messages"] is None
-    assert FixedWindow(max_messages=0).options["max_messages"] == 0
-    assert repr(FixedWindow()) == "FixedWindow()"
-    assert repr(FixedWindow(oversize="truncate")) == "FixedWindow(oversize='truncate')"
+        Capped(bogus=1)
+    assert Capped(max_messages=None).options["max_messages"] is None
+    assert Capped(max_messages=0).options["max_messages"] == 0
+    assert repr(Capped()) == "Capped()"
+    assert repr(Capped(oversize="truncate")) == "Capped(oversize='truncate')"
 
 
 def test_options_are_read_only() -> None:
-    strategy = FixedWindow(max_messages=2)
+    strategy = Capped(max_messages=2)
     with pytest.raises(TypeError):
         strategy.options["max_messages"] = 5  # type: ignore[index]
 
 
 def test_bad_counter_in_config() -> None:
     with pytest.raises(ctxwindow.UnknownCounter):
-        ctxwindow.from_config({"strategy": "fixed", "budget": 100, "counter": "nope"})
+        ctxwindow.from_config({"strategy": "capped", "budget": 100, "counter": "nope"})
     with pytest.raises(InvalidOption):
-        ctxwindow.from_config({"strategy": "fixed", "budget": 100, "counter": 5})
+        ctxwindow.from_config({"strategy": "capped", "budget": 100, "counter": 5})
 
 
 # -- strategies ------------------------------------------------------------------------
@@ -273,7 +294,7 @@ def test_unknown_first_party_strategy_gives_the_install_hint(
     error = raised.value
     assert error.name == name
     assert error.install_hint == hint
-    assert "fixed" in error.installed
+    assert error.installed and name not in error.installed
     advice = install_advice
     assert advice in str(error)
     assert "installed strategies: " in str(error)
@@ -294,12 +315,12 @@ def test_unknown_other_strategy_has_no_hint() -> None:
 
 def test_strategy_name_of_wrong_type() -> None:
     with pytest.raises(InvalidOption, match="strategy must be a name"):
-        ctxwindow.from_config({"strategy": FixedWindow, "budget": 100})
+        ctxwindow.from_config({"strategy": Capped, "budget": 100})
 
 
 def test_get_strategy() -> None:
-    strategy = ctxwindow.get_strategy("fixed", max_messages=4)
-    assert isinstance(strategy, FixedWindow)
+    strategy = ctxwindow.get_strategy("capped", max_messages=4)
+    assert isinstance(strategy, Capped)
     assert strategy.options["max_messages"] == 4
 
 
@@ -310,7 +331,7 @@ BAD_BUDGETS = [0, -1, 1.5, True, False, "100", None, 100.0]
 @pytest.mark.parametrize("budget", BAD_BUDGETS)
 def test_bad_budget_in_config(budget: Any) -> None:
     with pytest.raises(InvalidBudget) as raised:
-        ctxwindow.from_config({"strategy": "fixed", "budget": budget})
+        ctxwindow.from_config({"strategy": "capped", "budget": budget})
     assert isinstance(raised.value, ValueError)
     assert isinstance(raised.value, CtxWindowError)
     assert "budget must be a positive int (tokens)" in str(raised.value)
@@ -319,25 +340,25 @@ def test_bad_budget_in_config(budget: Any) -> None:
 @pytest.mark.parametrize("budget", BAD_BUDGETS)
 def test_bad_budget_everywhere(budget: Any) -> None:
     with pytest.raises(InvalidBudget):
-        ctxwindow.select(MESSAGES, budget)
+        ctxwindow.select(MESSAGES, budget, "capped")
     with pytest.raises(InvalidBudget):
-        FixedWindow().select(MESSAGES, budget)
+        Capped().select(MESSAGES, budget)
     with pytest.raises(InvalidBudget):
-        Windower(FixedWindow(), budget, ctxwindow.get_counter())
+        Windower(Capped(), budget, ctxwindow.get_counter())
 
 
 def test_budget_from_toml_string(tmp_path: Path) -> None:
-    path = write(tmp_path / "ctxwindow.toml", 'strategy = "fixed"\nbudget = "100"\n')
+    path = write(tmp_path / "ctxwindow.toml", 'strategy = "capped"\nbudget = "100"\n')
     with pytest.raises(InvalidBudget, match="got str '100'"):
         ctxwindow.from_config(path)
-    floats = write(tmp_path / "f.toml", 'strategy = "fixed"\nbudget = 1.5\n')
+    floats = write(tmp_path / "f.toml", 'strategy = "capped"\nbudget = 1.5\n')
     with pytest.raises(InvalidBudget, match=re.escape("got float 1.5")):
         ctxwindow.from_config(floats)
 
 
 def test_budget_messages() -> None:
     with pytest.raises(InvalidBudget, match=r"got 0$"):
-        ctxwindow.from_config({"strategy": "fixed", "budget": 0})
+        ctxwindow.from_config({"strategy": "capped", "budget": 0})
     with pytest.raises(InvalidBudget, match="got bool True"):
-        ctxwindow.from_config({"strategy": "fixed", "budget": True})
-    assert ctxwindow.from_config({"strategy": "fixed", "budget": 1}).budget == 1
+        ctxwindow.from_config({"strategy": "capped", "budget": True})
+    assert ctxwindow.from_config({"strategy": "capped", "budget": 1}).budget == 1

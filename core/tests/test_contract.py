@@ -1,8 +1,11 @@
 """Holes in the contract check: state a strategy can change, made messages, the record.
 
-The host must not trust anything a strategy could have touched: what must be kept is
-copied before the strategy runs, the history's stand-ins are the host's alone, and the
-record is checked against the window it describes.
+The runner must not trust anything a strategy could have touched: what must be kept is
+copied before the strategy runs, the history's stand-ins are the runner's alone, and the
+record is checked against the window it describes. A strategy returns a Selection, never
+a window: the runner builds the window, so a strategy cannot reorder messages, split a
+unit or send an object twice (the checker still refuses such windows: tested below on
+the checker itself).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ctxwindow import (
     BaseStrategy,
     ContractViolation,
     Conversation,
+    Decision,
     History,
     InvalidSelection,
     Message,
@@ -29,10 +33,10 @@ from ctxwindow import (
     WindowRecord,
     get_counter,
 )
-from ctxwindow.strategy import check_registration
+from ctxwindow._checker import window_problems
+from ctxwindow._contract import check_registration
 from ctxwindow.testing import check_window
-from ctxwindow.window import Decision
-from ctxwindow_fixed import FixedWindow
+from ctxwindow.testing.strategies import BareNewest, Newest, newest
 
 
 def chat() -> list[dict[str, Any]]:
@@ -59,24 +63,26 @@ def record(budget: int = 0, decisions: tuple[Decision, ...] = ()) -> WindowRecor
 
 
 class Given:
-    """A protocol strategy (not BaseStrategy) that returns whatever ``make`` builds."""
+    """A protocol strategy (not BaseStrategy) whose choice ``make(history)`` makes."""
 
     name = "given"
-    requires_llm = False
-    overhead_tokens = 0
 
     def __init__(self, make: Any) -> None:
         self.make = make
 
-    def select(
-        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
-    ) -> Window[Any]:
-        return Window(self.make(messages), record(budget))
+    def choose(self, history: History) -> Selection:
+        selection: Selection = self.make(history)
+        return selection
 
-    async def aselect(
-        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
-    ) -> Window[Any]:
-        return self.select(messages, budget, counter, query=query)
+    def engages_within_budget(self, history: History) -> bool:
+        return True  # chooses on every visit, whatever fits
+
+
+def keep_all(history: History) -> Selection:
+    selection = history.selection()
+    for unit in range(len(history.units)):
+        selection.keep(unit, "all")
+    return selection
 
 
 def both(windower: Windower, messages: Any) -> list[Window[Any]]:
@@ -131,7 +137,7 @@ def test_only_the_host_may_stand_a_message_in() -> None:
     caught = violation(lambda: Replaces().select(chat(), 60))
     assert "only the host may" in str(caught)
     # a legitimate cut of the newest user message still passes
-    window = FixedWindow(oversize="truncate").select([*chat()[:3], chat()[1]], 60)
+    window = Newest(oversize="truncate").select([*chat()[:3], chat()[1]], 60)
     assert window.record.count("truncated") == 1
 
 
@@ -167,57 +173,78 @@ class MakesToolMessages(BaseStrategy):
 def test_a_made_message_cannot_be_half_a_tool_exchange(made: Message, problem: str) -> None:
     caught = violation(lambda: MakesToolMessages(made).select(chat(), 60))
     assert any(problem in p for p in caught.problems)
-    as_dict = made.to_dict()
-    windower = Windower(Given(lambda m: [m[0], as_dict, m[3]]), 1000, "approx")
+
+    def makes(history: History) -> Selection:
+        selection = keep_all(history)
+        selection.add_synthetic(made, 1)
+        return selection
+
+    windower = Windower(Given(makes), 1000, "approx")  # type: ignore[arg-type]
     for call in (lambda: windower.select(chat()), lambda: asyncio.run(windower.aselect(chat()))):
         assert any(problem in p for p in violation(call).problems)
 
 
-def test_a_made_message_inside_a_unit_splits_it() -> None:
-    summary = {"role": "user", "content": "INJECTED", "metadata": {"synthetic": True}}
-    windower = Windower(Given(lambda m: [m[0], m[1], summary, m[2], m[3]]), 1000, "approx")
-    caught = violation(lambda: windower.select(tools()))
-    assert caught.problems == ("unit 1 is split: a made message sits before its message 2",)
-    # between units is fine
-    fine = Windower(Given(lambda m: [m[0], summary, m[1], m[2], m[3]]), 1000, "approx")
-    assert len(fine.select(tools())) == 5
+SUMMARY = Message("user", "INJECTED", metadata={"synthetic": True})
 
 
-# -- 3. BaseStrategy subclasses that override select -----------------------------------
+def test_a_made_message_goes_between_units_never_inside_one() -> None:
+    def before_the_tool_unit(history: History) -> Selection:
+        selection = keep_all(history)
+        selection.add_synthetic(SUMMARY, 1)
+        return selection
+
+    window = Windower(Given(before_the_tool_unit), 1000, "approx").select(tools())  # type: ignore[arg-type]
+    assert [m["content"] for m in window.messages][:2] == ["weather?", "INJECTED"]
+    assert window.messages[2]["tool_calls"]  # the call and its result stay together
+
+
+def test_the_checker_refuses_a_made_message_inside_a_unit() -> None:
+    history = Conversation(tools()).view(get_counter(), 1000)
+    must_keep = dict(history.must_keep)
+    split, _ = window_problems(
+        history, [0, 1, None, 2, 3], [SUMMARY], 1000, must_keep, get_counter()
+    )
+    assert split == ["unit 1 is split: a made message sits before its message 2"]
+    between, _ = window_problems(
+        history, [0, None, 1, 2, 3], [SUMMARY], 1000, must_keep, get_counter()
+    )
+    assert between == []
+    twice, _ = window_problems(history, [0, 0, 3], [], 1000, must_keep, get_counter())
+    assert "message 0 is out of order (after 0)" in twice
+
+
+# -- 3. a strategy's own select() is never what runs it ----------------------------------
 class OverridesSelect(BaseStrategy):
     name = "override"
 
     def choose(self, history: History) -> Selection:
-        return history.selection()
+        return newest(history)
 
     def select(
         self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
     ) -> Window[Any]:
         return Window(list(messages) * 3, record(budget))
 
-    async def aselect(
-        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
-    ) -> Window[Any]:
-        return self.select(messages, budget, counter, query=query)
+
+def test_the_runner_never_calls_a_strategys_own_select() -> None:
+    windower = Windower(OverridesSelect(), 60, "approx")
+    for window in (windower.select(chat()), asyncio.run(windower.aselect(chat()))):
+        assert window.record.strategy == "override"
+        assert window.tokens <= 60
+        assert len(window.messages) < len(chat())
 
 
-def test_a_base_strategy_overriding_select_is_still_checked() -> None:
-    windower = Windower(OverridesSelect(), 10, "approx")
-    for call in (lambda: windower.select(chat()), lambda: asyncio.run(windower.aselect(chat()))):
-        caught = violation(call)
-        assert caught.strategy == "override"
-        assert any("over the limit of 10" in p for p in caught.problems)
+def test_a_class_with_select_but_no_choose_cannot_be_registered() -> None:
+    class OldStyle:
+        name = "old-style"
 
+        def select(self, messages: Any, budget: int) -> Window[Any]:  # pragma: no cover
+            raise AssertionError("never called")
 
-def test_select_replaced_on_the_instance_is_checked_too() -> None:
-    strategy = FixedWindow()
-    strategy.select = lambda messages, budget, counter=None, *, query=None: Window(  # type: ignore[method-assign]
-        list(messages) * 2, record(budget)
-    )
-    assert any(
-        "out of order" in p
-        for p in violation(lambda: Windower(strategy, 1000, "approx").select(chat())).problems
-    )
+    problem = check_registration(OldStyle)
+    assert problem is not None
+    assert "has no choose() method" in problem
+    assert check_registration(BareNewest) is None
 
 
 # -- 4. overhead_tokens -----------------------------------------------------------------
@@ -237,8 +264,8 @@ def test_overhead_tokens_must_be_a_whole_number_of_tokens(overhead: Any) -> None
     assert "overhead_tokens must be an int >= 0" in str(check_registration(bad))
     caught = violation(lambda: bad().select(chat(), 100))
     assert caught.problems == (f"overhead_tokens must be an int >= 0 (tokens), got {overhead!r}",)
-    protocol = Given(lambda m: m)
-    protocol.overhead_tokens = overhead
+    protocol = Given(keep_all)
+    protocol.overhead_tokens = overhead  # type: ignore[attr-defined]
     caught = violation(lambda: Windower(protocol, 100, "approx").select(chat()))  # type: ignore[arg-type]
     assert "overhead_tokens must be an int >= 0" in str(caught)
     assert (
@@ -247,8 +274,8 @@ def test_overhead_tokens_must_be_a_whole_number_of_tokens(overhead: Any) -> None
 
 
 def test_overhead_eating_the_whole_budget_is_a_budget_error() -> None:
-    protocol = Given(lambda m: m)
-    protocol.overhead_tokens = 100
+    protocol = Given(keep_all)
+    protocol.overhead_tokens = 100  # type: ignore[attr-defined]
     with pytest.raises(ctxwindow.InvalidBudget, match="leaves nothing"):
         Windower(protocol, 100, "approx").select(chat())  # type: ignore[arg-type]
 
@@ -370,59 +397,42 @@ def test_changing_a_selection_later_cannot_change_a_past_record() -> None:
 
 
 def test_the_conformance_check_wants_the_record_to_equal_the_window() -> None:
-    def kept_and_claimed(messages: Any) -> list[Any]:
-        return [messages[0], messages[3]]
+    """The independent oracle checks the record against the window it describes (a
+    window the runner cannot make, so built here by hand)."""
+    from ctxwindow.testing.checks import _check_record
 
-    class ClaimsAll(Given):
-        def select(
-            self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
-        ) -> Window[Any]:
-            history = Conversation(messages).view(get_counter(counter), budget)
-            claimed = tuple(
-                Decision(u, (u,), (None,), "kept", "claimed", history.unit_tokens(u))
-                for u in range(4)
-            )
-            made = kept_and_claimed(messages)
-            tokens = sum(history.unit_tokens(u) for u in (0, 3))
-            return Window(
-                made,
-                WindowRecord(
-                    "given",
-                    budget,
-                    "approx",
-                    history.total_tokens,
-                    tokens,
-                    True,
-                    0.0,
-                    4,
-                    2,
-                    _decide=lambda: claimed,
-                ),
-            )
-
+    messages = chat()
+    history = Conversation(messages).view(get_counter(), 100)
+    claimed = tuple(
+        Decision(u, (u,), (None,), "kept", "claimed", history.unit_tokens(u)) for u in range(4)
+    )
+    lying = Window(
+        [messages[0], messages[3]],
+        WindowRecord("given", 100, "approx", 0, 0, True, 0.0, 4, 2, _decide=lambda: claimed),
+    )
     with pytest.raises(
         AssertionError, match=r"record says kept for messages not in the window: \[1, 2\]"
     ):
-        check_window(ClaimsAll(kept_and_claimed), chat(), 100)
+        _check_record(lying, messages, {0, 3})
 
 
-# -- 6. a message appended while an unchecked strategy runs ------------------------------
+# -- 6. a message appended while a strategy chooses ---------------------------------------
 def test_a_message_appended_meanwhile_does_not_blame_the_strategy() -> None:
     conversation = Conversation(
         [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     )
     seen: list[int] = []
 
-    def keep_all(messages: Any) -> list[Any]:
-        seen.append(len(messages))
+    def keeps_all_while_one_is_appended(history: History) -> Selection:
+        seen.append(len(history))
         worker = threading.Thread(
             target=conversation.append, args=({"role": "user", "content": "next?"},)
         )
         worker.start()
         worker.join()
-        return list(messages)
+        return keep_all(history)
 
-    windower = Windower(Given(keep_all), 1000, "approx")
+    windower = Windower(Given(keeps_all_while_one_is_appended), 1000, "approx")  # type: ignore[arg-type]
     assert len(windower.select(conversation)) == 2
     assert len(asyncio.run(windower.aselect(conversation))) == 3
     assert seen == [2, 3]
@@ -433,19 +443,18 @@ def test_a_message_appended_meanwhile_does_not_blame_the_strategy() -> None:
 def test_one_dict_twice_in_the_input() -> None:
     ok = {"role": "assistant", "content": "ok"}
     messages = [{"role": "user", "content": "a"}, ok, {"role": "user", "content": "b"}, ok]
-    for window in both(Windower(Given(list), 1000, "approx"), messages):
+    windower = Windower(Given(keep_all), 1000, "approx")  # type: ignore[arg-type]
+    for window in both(windower, messages):
         assert window.messages == messages
-    assert check_window(FixedWindow(), messages, 1000) is not None
-    assert check_window(FixedWindow(), messages, 12) is not None
+    assert check_window(Newest(), messages, 1000) is not None
+    assert check_window(Newest(), messages, 12) is not None
     # the same prompt object asked twice: a window with only the newest is whole
     prompt = {"role": "user", "content": "again?"}
     repeated = [prompt, {"role": "assistant", "content": "long answer " * 30}, prompt]
-    for window in both(Windower(Given(lambda m: [m[2]]), 1000, "approx"), repeated):
-        assert window.messages == [prompt]
-    assert check_window(FixedWindow(), repeated, 20) is not None
-    # but twice in the window where it is once in the input is still out of order
-    once = Windower(Given(lambda m: [m[0], m[0]]), 1000, "approx")
-    assert any("out of order" in p for p in violation(lambda: once.select(chat())).problems)
+    window = Newest().select(repeated, 20)
+    assert window.messages == [prompt]
+    assert [d.action for d in window.record.decisions] == ["dropped", "dropped", "kept"]
+    assert check_window(Newest(), repeated, 20) is not None
 
 
 # -- the conformance suite's generated histories -----------------------------------------
@@ -462,22 +471,19 @@ def test_generated_histories_cover_objects_names_and_broken_exchanges() -> None:
     assert all(isinstance(m, Message) for m in as_objects)
     named = find(
         histories(),
-        lambda h: any(ctxwindow.messages.read_message(m, None).name for m in h),
+        lambda h: any(Message.from_dict(m).name for m in h),
         settings=quick,
     )
     assert named
-    assert not any(
-        broken_positions([ctxwindow.messages.read_message(m, None) for m in h])
-        for h in [named, as_objects]
-    )
+    assert not any(broken_positions([Message.from_dict(m) for m in h]) for h in [named, as_objects])
 
     def has_broken_and_pinned(history: list[Any]) -> bool:
-        parsed = [ctxwindow.messages.read_message(m, None) for m in history]
+        parsed = [Message.from_dict(m) for m in history]
         return any(parsed[i].pinned for i in broken_positions(parsed))
 
     broken = find(histories(defects=True), has_broken_and_pinned, settings=quick)
-    window = check_window(FixedWindow(orphans="drop"), broken, 100_000)
+    window = check_window(Newest(orphans="drop"), broken, 100_000)
     assert window is not None
     with pytest.raises(ctxwindow.OrphanToolResult):
-        FixedWindow().select(broken, 100_000)
-    assert check_window(FixedWindow(), broken, 100_000) is None  # rightly raised
+        Newest().select(broken, 100_000)
+    assert check_window(Newest(), broken, 100_000) is None  # rightly raised

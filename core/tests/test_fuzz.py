@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
-FUZZ = ROOT / "tests" / "fuzz"
+FUZZ = Path(__file__).resolve().parent / "fuzz"
 sys.path.insert(0, str(FUZZ))
 
 import loaders  # noqa: E402  (the shared targets live beside the atheris driver)
@@ -167,12 +167,11 @@ def test_the_targets_accept_their_seeds() -> None:
 
 def test_a_finding_is_reported_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The targets fail on an exception that is not a ctxwindow error."""
-    import ctxwindow.cli
 
     def broken(raw: bytes, source: str = "") -> list[Any]:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(ctxwindow.cli, "parse_messages", broken)
+    monkeypatch.setattr(loaders, "parse_messages", broken)
     with pytest.raises(loaders.Finding, match="KeyError"):
         loaders.messages_target(b"[]")
 

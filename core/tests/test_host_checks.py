@@ -1,23 +1,18 @@
-"""The host checks every window; a strategy that breaks the contract is named by distribution."""
+"""The runner checks every window; a strategy that breaks the contract is named by
+distribution, and the plugin host reports what plugins register wrong."""
 
 from __future__ import annotations
 
-import types
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ctxwindow
-from ctxwindow import (
-    BaseStrategy,
-    ContractViolation,
-    History,
-    PluginError,
-    Selection,
-    Window,
-    plugins,
-    registry,
-)
+from ctxwindow import BaseStrategy, ContractViolation, History, PluginError, Selection
+from ctxwindow.testing.strategies import OverBudget
 
 
 def chat(turns: int) -> list[dict[str, Any]]:
@@ -28,137 +23,63 @@ def chat(turns: int) -> list[dict[str, Any]]:
     return out
 
 
-class KeepsEverything(BaseStrategy):
-    """Ignores the budget."""
-
-    name = "greedy"
-
-    def choose(self, history: History) -> Selection:
-        selection = history.selection()
-        for unit in range(len(history.units)):
-            selection.keep(unit, "all of it")
-        return selection
+def strategy_names() -> set[str]:
+    return {entry["name"] for entry in ctxwindow.describe_strategies()}
 
 
-class DropsTheSystem(BaseStrategy):
-    """Drops a must-keep unit."""
-
-    name = "rude"
-
-    def choose(self, history: History) -> Selection:
-        selection = history.selection()
-        selection.drop(0, "who needs a system prompt")
-        return selection
-
-
-class Reverses:
-    """Meets the protocol without BaseStrategy, and returns the window reversed."""
-
-    name = "backwards"
-    requires_llm = False
-    overhead_tokens = 0
-
-    def select(
-        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
-    ) -> Window[Any]:
-        inner = ctxwindow.get_strategy("fixed").select(messages, budget, counter, query=query)
-        return Window(list(reversed(inner.messages)), inner.record)
-
-    async def aselect(
-        self, messages: Any, budget: int, counter: Any = None, *, query: Any = None
-    ) -> Window[Any]:
-        return self.select(messages, budget, counter, query=query)
-
-
-class Crashes(KeepsEverything):
-    name = "crashes"
-
-    def choose(self, history: History) -> Selection:
-        raise ZeroDivisionError("oops")
-
-
-@pytest.fixture
-def bad_plugin():  # type: ignore[no-untyped-def]
-    module = types.ModuleType("badstrategies")
-
-    @ctxwindow.hookimpl
-    def register_strategies(register: Any) -> None:
-        for strategy in (KeepsEverything, DropsTheSystem, Reverses, Crashes):
-            register(strategy)
-
-    module.register_strategies = register_strategies  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "badstrategies", distribution="ctxwindow-badstrategies")
-    registry.forget()
-    yield
-    plugins.host().unregister_plugin("badstrategies")
-    registry.forget()
+#: The distribution core/tests/conftest.py registers the testing kit's strategies as.
+TESTING = "ctxwindow-testing"
 
 
 @pytest.mark.parametrize(
     ("name", "problem"),
     [
-        ("greedy", "over the limit of 100"),
-        ("rude", "unit 0 (system message) must be kept but was dropped"),
-        ("backwards", "out of order"),
+        ("faulty-over-budget", "over the limit of 100"),
+        ("faulty-drops-system", "unit 0 (system message) must be kept but was dropped"),
     ],
 )
-@pytest.mark.usefixtures("bad_plugin")
 def test_contract_violation_names_the_distribution(name: str, problem: str) -> None:
     with pytest.raises(ContractViolation) as caught:
         ctxwindow.select(chat(20), budget=100, strategy=name)
     assert caught.value.strategy == name
-    assert caught.value.distribution == "ctxwindow-badstrategies"
+    assert caught.value.distribution == TESTING
     assert problem in str(caught.value)
-    assert "ctxwindow-badstrategies" in str(caught.value)
+    assert TESTING in str(caught.value)
 
 
-@pytest.mark.usefixtures("bad_plugin")
 def test_a_crashing_strategy_is_reported_by_distribution() -> None:
     with pytest.raises(
         PluginError,
-        match=r"'crashes' from distribution 'ctxwindow-badstrategies'.*ZeroDivisionError",
+        match=r"'faulty-raises' from distribution 'ctxwindow-testing'.*ValueError",
     ):
-        ctxwindow.select(chat(20), budget=100, strategy="crashes")
+        ctxwindow.select(chat(20), budget=100, strategy="faulty-raises")
     # and the other strategies keep working
-    assert ctxwindow.select(chat(20), budget=100, strategy="fixed").tokens <= 100
+    assert ctxwindow.select(chat(20), budget=100, strategy="newest").tokens <= 100
 
 
 def test_unknown_strategy_lists_installed_and_hints_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-sliding")  # as if not installed
-    plugins.reset()
+    ctxwindow.reload_plugins()
     try:
         with pytest.raises(ctxwindow.UnknownStrategy) as caught:
             ctxwindow.select(chat(2), budget=100, strategy="sliding")
-        assert "fixed" in caught.value.installed
         assert "sliding" not in caught.value.installed
         assert caught.value.install_hint == "pip install ctxwindow-sliding"
     finally:
         monkeypatch.delenv("CTXWINDOW_DISABLE_PLUGINS")
-        plugins.reset()
+        ctxwindow.reload_plugins()
 
 
-def test_malformed_registration_is_reported_not_raised() -> None:
-    module = types.ModuleType("malformed")
-
-    class BadName(KeepsEverything):
+def test_malformed_registration_is_reported_not_raised(ctxwindow_register: Any) -> None:
+    class BadName(OverBudget):
         name = "Has Spaces"
 
-    @ctxwindow.hookimpl
-    def register_strategies(register: Any) -> None:
-        register(BadName)
-
-    module.register_strategies = register_strategies  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "malformed", distribution="ctxwindow-malformed")
-    registry.forget()
-    try:
-        problems = registry.registry().problems
-        assert any("ctxwindow-malformed" in p and "lowercase" in p for p in problems)
-        assert "fixed" in registry.strategy_names()
-    finally:
-        plugins.host().unregister_plugin("malformed")
-        registry.forget()
+    ctxwindow_register(BadName, distribution="ctxwindow-malformed")
+    problems = ctxwindow.plugin_problems()
+    assert any("ctxwindow-malformed" in p and "lowercase" in p for p in problems)
+    assert "newest" in strategy_names()
 
 
 class NeedsModel(BaseStrategy):
@@ -180,54 +101,37 @@ class NeedsModel(BaseStrategy):
         raise AssertionError("an unconfigured LLM strategy must fail before any call")
 
 
-def test_an_llm_strategy_is_checked_when_configured_not_at_first_call() -> None:
-    module = types.ModuleType("llmish")
-
-    @ctxwindow.hookimpl
-    def register_strategies(register: Any) -> None:
-        register(NeedsModel)
-
-    module.register_strategies = register_strategies  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "llmish", distribution="ctxwindow-llmish")
-    try:
-        with pytest.raises(ctxwindow.LLMNotConfigured, match="needs model"):
-            ctxwindow.from_config({"strategy": "needs-model", "budget": 100})
-        with pytest.raises(ctxwindow.LLMNotConfigured):
-            NeedsModel()  # the same check when built in Python
-        windower = ctxwindow.from_config({"strategy": "needs-model", "budget": 100, "model": "m"})
-        assert windower.strategy.requires_llm is True
-    finally:
-        plugins.host().unregister_plugin("llmish")
+def test_an_llm_strategy_is_checked_when_configured_not_at_first_call(
+    ctxwindow_register: Any,
+) -> None:
+    ctxwindow_register(NeedsModel, distribution="ctxwindow-llmish")
+    with pytest.raises(ctxwindow.LLMNotConfigured, match="needs model"):
+        ctxwindow.from_config({"strategy": "needs-model", "budget": 100})
+    with pytest.raises(ctxwindow.LLMNotConfigured):
+        NeedsModel()  # the same check when built in Python
+    windower = ctxwindow.from_config({"strategy": "needs-model", "budget": 100, "model": "m"})
+    assert windower.strategy.requires_llm is True
 
 
-def test_a_name_two_distributions_register_is_a_visible_problem() -> None:
-    module = types.ModuleType("clash")
+def test_a_name_two_distributions_register_is_a_visible_problem(ctxwindow_register: Any) -> None:
+    class Other(OverBudget):
+        name = "newest"
 
-    class Other(KeepsEverything):
-        name = "fixed"
-
-    @ctxwindow.hookimpl
-    def register_strategies(register: Any) -> None:
-        register(Other)
-
-    module.register_strategies = register_strategies  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "clash", distribution="ctxwindow-clash")
-    try:
-        clash = "strategy 'fixed' is registered by both"
-        assert any(clash in problem for problem in registry.registry().problems)
-        described = {entry["name"]: entry for entry in registry.describe_strategies()}
-        assert clash in described["fixed"]["conflict"]
-        assert "ctxwindow-clash" in described["fixed"]["conflict"]
-        assert "ctxwindow-fixed" in described["fixed"]["conflict"]
-        errors = {p.distribution: p.error for p in plugins.get_plugins()}
-        assert clash in (errors["ctxwindow-clash"] or "")
-        assert clash in (errors["ctxwindow-fixed"] or "")
-        with pytest.raises(ctxwindow.DuplicateName):
-            ctxwindow.select(chat(2), budget=100)
-    finally:
-        plugins.host().unregister_plugin("clash")
-    assert registry.registry().problems == []
-    assert all(entry["conflict"] is None for entry in registry.describe_strategies())
+    clash_plugin = ctxwindow_register(Other, distribution="ctxwindow-clash")
+    clash = "strategy 'newest' is registered by both"
+    assert any(clash in problem for problem in ctxwindow.plugin_problems())
+    described = {entry["name"]: entry for entry in ctxwindow.describe_strategies()}
+    assert clash in described["newest"]["conflict"]
+    assert "ctxwindow-clash" in described["newest"]["conflict"]
+    assert "ctxwindow-testing" in described["newest"]["conflict"]
+    errors = {p.distribution: p.error for p in ctxwindow.get_plugins()}
+    assert clash in (errors["ctxwindow-clash"] or "")
+    assert clash in (errors["ctxwindow-testing"] or "")
+    with pytest.raises(ctxwindow.DuplicateName):
+        ctxwindow.select(chat(2), budget=100, strategy="newest")
+    ctxwindow.unregister_plugin(clash_plugin)
+    assert not [p for p in ctxwindow.plugin_problems() if "registered by both" in p]
+    assert all(entry["conflict"] is None for entry in ctxwindow.describe_strategies())
 
 
 class ForgetsBilling(NeedsModel):
@@ -248,7 +152,7 @@ def test_an_llm_strategy_must_declare_who_is_billed() -> None:
     [
         (
             "CTXWINDOW_LOAD_PLUGINS",
-            "ctxwindow-fixed,ctxwindow-fixd",
+            "ctxwindow-fixd",
             "CTXWINDOW_LOAD_PLUGINS names 'ctxwindow-fixd', which no installed plugin matches",
         ),
         (
@@ -262,32 +166,70 @@ def test_a_name_in_the_plugin_variables_that_matches_nothing_is_a_problem(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, problem: str
 ) -> None:
     monkeypatch.setenv(variable, value)
-    plugins.reset()
+    ctxwindow.reload_plugins()
     try:
-        problems = registry.registry().problems
+        problems = ctxwindow.plugin_problems()
         assert [p for p in problems if p.startswith(problem)], problems
-        assert "installed: ctxwindow-fixed" in next(p for p in problems if variable in p)
-        assert "fixed" in registry.strategy_names(), "a typo beside a good name loads that one"
+        assert "installed: " in next(p for p in problems if variable in p)
     finally:
         monkeypatch.delenv(variable)
-        plugins.reset()
-    assert not [p for p in registry.registry().problems if variable in p]
+        ctxwindow.reload_plugins()
+    assert not [p for p in ctxwindow.plugin_problems() if variable in p]
 
 
-def test_unknown_strategy_names_the_plugins_the_environment_kept_out(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.fixture
+def installed_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A distribution ``ctxwindow-kept-out`` installed on the path for one test (its
+    dist-info with a ``ctxwindow`` entry point, and its module), as pip would leave it:
+    the plugin host finds it through importlib.metadata like any installed plugin."""
+    (tmp_path / "ctxwindow_kept_out.py").write_text(
+        "import ctxwindow\n"
+        "from ctxwindow.testing.strategies import Newest\n\n"
+        "class KeptOut(Newest):\n"
+        "    name = 'kept-out'\n\n"
+        "@ctxwindow.hookimpl\n"
+        "def register_strategies(register):\n"
+        "    register(KeptOut)\n",
+        encoding="utf-8",
+    )
+    info = tmp_path / "ctxwindow_kept_out-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ctxwindow-kept-out\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        "[ctxwindow]\nkept-out = ctxwindow_kept_out\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ctxwindow.reload_plugins()
+    yield "ctxwindow-kept-out"
+    monkeypatch.undo()
+    ctxwindow.reload_plugins()
+
+
+def test_an_installed_plugin_loads_and_the_environment_keeps_it_out(
+    installed_plugin: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CTXWINDOW_LOAD_PLUGINS", "ctxwindow-sliding")
-    plugins.reset()
-    try:
-        with pytest.raises(ctxwindow.UnknownStrategy) as caught:
-            ctxwindow.select(chat(2), budget=100, strategy="fixed")
-        assert "ctxwindow-fixed (CTXWINDOW_LOAD_PLUGINS)" in caught.value.skipped
-        assert "Not loaded because of the environment: " in str(caught.value)
-        assert caught.value.installed == ("sliding",)
-    finally:
-        monkeypatch.delenv("CTXWINDOW_LOAD_PLUGINS")
-        plugins.reset()
+    assert "kept-out" in {entry["name"] for entry in ctxwindow.describe_strategies()}
+    loaded = {p.distribution: p for p in ctxwindow.get_plugins()}
+    assert loaded[installed_plugin].version == "0.1"
+    for variable, value in (
+        ("CTXWINDOW_LOAD_PLUGINS", "ctxwindow-nothing-of-the-sort"),
+        ("CTXWINDOW_DISABLE_PLUGINS", installed_plugin),
+    ):
+        monkeypatch.setenv(variable, value)
+        monkeypatch.delitem(sys.modules, "ctxwindow_kept_out", raising=False)
+        ctxwindow.reload_plugins()
+        try:
+            with pytest.raises(ctxwindow.UnknownStrategy) as caught:
+                ctxwindow.select(chat(2), budget=100, strategy="kept-out")
+            assert f"{installed_plugin} ({variable})" in caught.value.skipped
+            assert "Not loaded because of the environment: " in str(caught.value)
+            assert "newest" in caught.value.installed  # registered by hand: kept on reload
+            assert "ctxwindow_kept_out" not in sys.modules  # kept out: never even imported
+        finally:
+            monkeypatch.delenv(variable)
+            ctxwindow.reload_plugins()
 
 
 def test_a_strategy_kept_out_by_the_environment_is_not_said_to_need_installing() -> None:

@@ -12,8 +12,8 @@ import pytest
 
 import ctxwindow
 from ctxwindow import ContentPart, Conversation, Message, ToolCall
+from ctxwindow._messages import read_message, read_messages
 from ctxwindow.errors import CtxWindowError, InvalidMessage
-from ctxwindow.messages import read_message, read_messages
 
 IMAGE_PART = {
     "type": "image_url",
@@ -344,7 +344,7 @@ def test_direct_construction_reads_tool_call_dicts_and_ids() -> None:
 def test_directly_built_bad_messages_never_reach_a_strategy() -> None:
     # once a crash inside the strategy (TypeError, AttributeError) blamed on the plugin
     with pytest.raises(InvalidMessage):
-        ctxwindow.select([Message("user", "q", name=5)], 50)  # type: ignore[arg-type]
+        ctxwindow.select([Message("user", "q", name=5)], 50, "newest")  # type: ignore[arg-type]
 
 
 def test_duplicate_tool_call_ids_in_one_message_are_invalid() -> None:
@@ -354,7 +354,10 @@ def test_duplicate_tool_call_ids_in_one_message_are_invalid() -> None:
     assert raised.value.index == 1
     with pytest.raises(InvalidMessage, match="appears twice"):
         ctxwindow.select(
-            [OK, entry, {"role": "tool", "tool_call_id": "a", "content": "r"}], 1000, orphans="drop"
+            [OK, entry, {"role": "tool", "tool_call_id": "a", "content": "r"}],
+            1000,
+            "newest",
+            orphans="drop",
         )
     with pytest.raises(InvalidMessage, match="appears twice"):
         Message("assistant", None, tool_calls=(ToolCall("a", "f"), ToolCall("a", "g")))
@@ -535,7 +538,7 @@ def test_malformed_entry_is_rejected_by_conversation_and_select(
     assert raised.value.index == 1
     assert problem in str(raised.value)
     with pytest.raises(InvalidMessage) as raised:
-        ctxwindow.select([entry, OK], 1000)
+        ctxwindow.select([entry, OK], 1000, "newest")
     assert raised.value.index == 0
     assert str(raised.value).startswith("message 0: ")
     assert problem in str(raised.value)
@@ -555,7 +558,7 @@ def test_none_as_message_list() -> None:
     with pytest.raises(InvalidMessage, match="got None"):
         Conversation(None)  # type: ignore[arg-type]
     with pytest.raises(InvalidMessage, match="got None"):
-        ctxwindow.select(None, 100)
+        ctxwindow.select(None, 100, "newest")
 
 
 def test_dict_instead_of_list() -> None:
@@ -566,7 +569,7 @@ def test_dict_instead_of_list() -> None:
     with pytest.raises(InvalidMessage, match="expected a list of messages, got dict"):
         Conversation(OK)  # type: ignore[arg-type]
     with pytest.raises(InvalidMessage, match="expected a list of messages, got dict"):
-        ctxwindow.select(OK, 100)
+        ctxwindow.select(OK, 100, "newest")
 
 
 def test_other_mapping_instead_of_list() -> None:
@@ -576,7 +579,7 @@ def test_other_mapping_instead_of_list() -> None:
     with pytest.raises(InvalidMessage, match="expected a list of messages, got mappingproxy"):
         read_messages(data)
     with pytest.raises(InvalidMessage, match="expected a list of messages, got mappingproxy"):
-        ctxwindow.select(data, 100)
+        ctxwindow.select(data, 100, "newest")
     with pytest.raises(InvalidMessage, match="expected a list of messages, got mappingproxy"):
         Conversation(data)
 
@@ -590,7 +593,7 @@ def test_other_non_lists(value: object) -> None:
     with pytest.raises(
         InvalidMessage, match=f"expected a list of messages, got {type(value).__name__}"
     ):
-        ctxwindow.select(value, 100)
+        ctxwindow.select(value, 100, "newest")
 
 
 def test_directly_built_message_with_an_unhashable_role_or_bool_id() -> None:

@@ -18,14 +18,15 @@ from ctxwindow import (
     ContractViolation,
     History,
     InvalidOption,
+    Message,
     PluginError,
     Selection,
     Windower,
 )
+from ctxwindow import _workers as workers
 from ctxwindow.errors import VisitTimeout
-from ctxwindow.registry import describe_strategies
 from ctxwindow.testing import assistant, bounded, calls, result, user
-from ctxwindow_fixed import FixedWindow
+from ctxwindow.testing.strategies import Newest
 
 LIMIT = 0.2
 GUARD = 60.0
@@ -52,8 +53,8 @@ def positions(window: ctxwindow.Window[Any], messages: list[Any]) -> list[int]:
     return [where[id(m)] for m in window.messages]
 
 
-class Hangs(FixedWindow):
-    """fixed, after waiting until the module's tests are done."""
+class Hangs(Newest):
+    """Newest, after waiting until the module's tests are done."""
 
     name = "hangs"
 
@@ -62,7 +63,7 @@ class Hangs(FixedWindow):
         return super().choose(history)
 
 
-class BlocksTheLoop(FixedWindow):
+class BlocksTheLoop(Newest):
     """An async choose that blocks the event loop instead of awaiting."""
 
     name = "blocks-the-loop"
@@ -72,7 +73,7 @@ class BlocksTheLoop(FixedWindow):
         return self.choose(history)
 
 
-class OwnTimeout(FixedWindow):
+class OwnTimeout(Newest):
     """Fails at once with a TimeoutError of its own (an HTTP client's, say)."""
 
     name = "own-timeout"
@@ -81,8 +82,8 @@ class OwnTimeout(FixedWindow):
         raise TimeoutError("upstream read timed out")
 
 
-class ReadsContext(FixedWindow):
-    """Keeps what fixed keeps, with the caller's context variable in each reason."""
+class ReadsContext(Newest):
+    """Keeps what Newest keeps, with the caller's context variable in each reason."""
 
     name = "reads-context"
 
@@ -95,14 +96,14 @@ class ReadsContext(FixedWindow):
 
 # -- options ----------------------------------------------------------------------------
 def test_every_base_strategy_has_the_options_with_no_limit_by_default() -> None:
-    fixed = FixedWindow()
-    assert fixed.options["time_limit"] is None
-    assert fixed.options["on_timeout"] == "raise"
-    assert repr(FixedWindow(time_limit=2, on_timeout="recent")) == (
-        "FixedWindow(time_limit=2.0, on_timeout='recent')"
+    strategy = Newest()
+    assert strategy.options["time_limit"] is None
+    assert strategy.options["on_timeout"] == "raise"
+    assert repr(Newest(time_limit=2, on_timeout="recent")) == (
+        "Newest(time_limit=2.0, on_timeout='recent')"
     )
-    described = {entry["name"]: entry for entry in describe_strategies()}
-    names = {option["name"] for option in described["fixed"]["options"]}
+    described = {entry["name"]: entry for entry in ctxwindow.describe_strategies()}
+    names = {option["name"] for option in described["newest"]["options"]}
     assert {"time_limit", "on_timeout"} <= names
 
 
@@ -123,19 +124,19 @@ def test_bad_limits_are_clear_errors_in_python_config_and_windower(
     options: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(InvalidOption, match=r"option '(time_limit|on_timeout)'") as caught:
-        FixedWindow(**options)
+        Newest(**options)
     assert message in str(caught.value)
     with pytest.raises(InvalidOption) as caught:
-        ctxwindow.from_config({"strategy": "fixed", "budget": 100, **options})
+        ctxwindow.from_config({"strategy": "newest", "budget": 100, **options})
     assert message in str(caught.value)
     with pytest.raises(InvalidOption) as caught:
-        Windower(FixedWindow(), 100, "approx", **options)  # type: ignore[arg-type]
+        Windower(Newest(), 100, "approx", **options)  # type: ignore[arg-type]
     assert message in str(caught.value)
 
 
 def test_the_limit_comes_from_config_as_a_strategy_option() -> None:
     windower = ctxwindow.from_config(
-        {"strategy": "fixed", "budget": 100, "time_limit": 1.5, "on_timeout": "recent"}
+        {"strategy": "newest", "budget": 100, "time_limit": 1.5, "on_timeout": "recent"}
     )
     assert windower.strategy.options["time_limit"] == 1.5  # type: ignore[attr-defined]
     assert windower.strategy.options["on_timeout"] == "recent"  # type: ignore[attr-defined]
@@ -145,8 +146,8 @@ def test_the_limit_comes_from_config_as_a_strategy_option() -> None:
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_an_answer_in_time_is_the_strategys_own_window(asynchronous: bool) -> None:
     messages = chat()
-    plain = FixedWindow().select(messages, 100)
-    timed = FixedWindow(time_limit=30.0)
+    plain = Newest().select(messages, 100)
+    timed = Newest(time_limit=30.0)
     if asynchronous:
         window = bounded(lambda: asyncio.run(timed.aselect(messages, 100)))
     else:
@@ -177,9 +178,10 @@ def test_the_callers_context_reaches_the_worker_thread(asynchronous: bool) -> No
 
 def test_a_strategys_own_timeout_error_is_its_failure_not_the_limit() -> None:
     strategy = OwnTimeout(time_limit=30.0)
-    with pytest.raises(TimeoutError, match="upstream read timed out") as caught:
+    with pytest.raises(PluginError, match="TimeoutError: upstream read timed out") as caught:
         bounded(lambda: strategy.select(chat(), 100))
     assert not isinstance(caught.value, VisitTimeout)
+    assert isinstance(caught.value.__cause__, TimeoutError)  # the strategy's own, kept
     windower = Windower(strategy, 100, "approx", "my-dist")  # type: ignore[arg-type]
     with pytest.raises(PluginError, match="TimeoutError: upstream read timed out") as wrapped:
         bounded(lambda: windower.select(chat()))
@@ -189,7 +191,7 @@ def test_a_strategys_own_timeout_error_is_its_failure_not_the_limit() -> None:
 
 
 def test_a_bad_selection_made_in_the_worker_is_still_a_contract_violation() -> None:
-    class BadUnit(FixedWindow):
+    class BadUnit(Newest):
         name = "bad-unit"
 
         def choose(self, history: History) -> Selection:
@@ -234,7 +236,7 @@ def test_an_async_choose_that_blocks_the_loop_is_late_even_if_it_answers() -> No
 def test_cancelling_the_caller_cancels_the_strategys_task() -> None:
     seen: list[str] = []
 
-    class Waits(FixedWindow):
+    class Waits(Newest):
         name = "waits"
 
         async def achoose(self, history: History) -> Selection:
@@ -289,18 +291,16 @@ def test_the_windower_limit_wins_over_the_strategys_own() -> None:
     recent = Windower(Hangs(), 100, "approx", time_limit=LIMIT, on_timeout="recent")  # type: ignore[arg-type]
     messages = chat()
     window = bounded(lambda: recent.select(messages))
-    assert positions(window, messages) == positions(FixedWindow().select(messages, 100), messages)
+    assert positions(window, messages) == positions(Newest().select(messages, 100), messages)
 
 
 # -- workers left running ----------------------------------------------------------------
 def test_a_strategy_with_many_workers_still_running_gets_no_new_one() -> None:
     """A backend that hangs on every call must not leave one thread per request: past
     MAX_RUNNING running workers, the strategy's visits run out of time at once."""
-    from ctxwindow import workers
-
     release = threading.Event()
 
-    class HangsUntilReleased(FixedWindow):
+    class HangsUntilReleased(Newest):
         name = "hangs-until-released"
 
         def choose(self, history: History) -> Selection:
@@ -336,9 +336,9 @@ def test_the_interpreter_waits_for_a_worker_still_running_at_exit(tmp_path: Any)
     done = tmp_path / "done"
     script = f"""
 import time
-from ctxwindow_fixed import FixedWindow
+from ctxwindow.testing.strategies import Newest
 
-class Slow(FixedWindow):
+class Slow(Newest):
     name = "slow"
     def choose(self, history):
         time.sleep(1.0)
@@ -365,23 +365,17 @@ def test_the_fallback_for_a_bare_strategy_keeps_its_overhead_off_the_budget() ->
 
     class BareWithOverhead:
         name = "bare-overhead"
-        requires_llm = False
         overhead_tokens = 200
 
-        def select(self, *args: Any, **kwargs: Any) -> Any:
+        def choose(self, history: History) -> Selection:
             release.wait(GUARD)
             raise RuntimeError("never answers in time")
-
-        async def aselect(self, *args: Any, **kwargs: Any) -> Any:
-            return self.select()
 
     windower = Windower(BareWithOverhead(), 400, "approx", time_limit=0.05, on_timeout="recent")
     try:
         window = windower.select(chat(20))
     finally:
         release.set()
-    from ctxwindow.messages import read_message
-
     counter = ctxwindow.get_counter("approx")
     assert window.record.tokens_after <= 200
-    assert sum(counter.count_message(read_message(m, None)) for m in window.messages) <= 200
+    assert sum(counter.count_message(Message.from_dict(m)) for m in window.messages) <= 200

@@ -15,7 +15,9 @@ import pytest
 
 import ctxwindow
 from ctxwindow import InvalidOption, Message, TokenCounter, UnknownCounter
-from ctxwindow.tokens import NON_TEXT_PART_TOKENS, ApproxCounter, CachedCounter
+from ctxwindow._tokens import NON_TEXT_PART_TOKENS, ApproxCounter, CachedCounter
+from ctxwindow.testing import run_threads
+from ctxwindow.testing.strategies import Newest
 
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
 
@@ -191,7 +193,7 @@ def test_custom_counter_is_wrapped_once(counting: Any) -> None:
 
 def test_unknown_counter_through_select() -> None:
     with pytest.raises(UnknownCounter):
-        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter="nope")
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, "newest", counter="nope")
 
 
 # -- cache -----------------------------------------------------------------------------
@@ -273,7 +275,7 @@ def test_approx_rejects_non_finite_or_non_positive_rates(spec: str) -> None:
     with pytest.raises(InvalidOption, match="finite number > 0"):
         ctxwindow.get_counter(spec)
     with pytest.raises(InvalidOption, match="finite number > 0"):
-        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=spec)
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, "newest", counter=spec)
 
 
 @pytest.mark.parametrize(
@@ -300,7 +302,7 @@ def test_a_counter_needs_a_string_name(name: Any) -> None:
     with pytest.raises(InvalidOption, match="needs a 'name' that is a non-empty string"):
         ctxwindow.get_counter(counter)  # type: ignore[arg-type]
     with pytest.raises(InvalidOption, match="needs a 'name'"):
-        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=counter)  # type: ignore[arg-type]
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, "newest", counter=counter)  # type: ignore[arg-type]
 
 
 class _Exploding:
@@ -315,7 +317,7 @@ class _Exploding:
 
 def test_a_counter_that_raises_is_named_not_blamed_on_the_strategy() -> None:
     with pytest.raises(ctxwindow.CounterFailed) as raised:
-        ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=_Exploding())
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, "newest", counter=_Exploding())
     assert str(raised.value) == "token counter 'exploding' failed: RuntimeError: tokenizer exploded"
     assert raised.value.counter == "exploding"
     assert isinstance(raised.value.error, RuntimeError)
@@ -356,7 +358,7 @@ def test_an_unhashable_counter_is_wrapped_once_and_not_recounted() -> None:
     )
     for turn in range(5):
         conversation.append({"role": "user", "content": f"more {turn}"})
-        ctxwindow.select(conversation, 500, counter=counter)  # type: ignore[arg-type]
+        ctxwindow.select(conversation, 500, "newest", counter=counter)  # type: ignore[arg-type]
     assert counter.calls == 55
     assert len(conversation._sums) == 1
 
@@ -364,7 +366,7 @@ def test_an_unhashable_counter_is_wrapped_once_and_not_recounted() -> None:
 def test_a_conversation_keeps_sums_for_few_counters() -> None:
     conversation = ctxwindow.Conversation([{"role": "user", "content": "x"}])
     for _ in range(20):
-        ctxwindow.select(conversation, 100, counter=_Unhashable())  # type: ignore[arg-type]
+        ctxwindow.select(conversation, 100, "newest", counter=_Unhashable())  # type: ignore[arg-type]
     assert len(conversation._sums) <= 4
 
 
@@ -381,7 +383,10 @@ class _Plain:
 def test_a_used_counter_can_still_be_collected() -> None:
     counter = _Plain()
     ref = weakref.ref(counter)
-    assert ctxwindow.select([{"role": "user", "content": "x"}], 100, counter=counter).tokens == 1
+    assert (
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, "newest", counter=counter).tokens
+        == 1
+    )
     del counter
     gc.collect()
     assert ref() is None
@@ -398,22 +403,18 @@ def test_a_used_counter_can_still_be_copied_and_pickled() -> None:
 
 
 def test_a_windower_built_by_hand_wraps_and_checks_its_counter() -> None:
-    from ctxwindow_fixed import FixedWindow
-
-    windower = ctxwindow.Windower(FixedWindow(), 100, _BadCounter(-5))  # type: ignore[arg-type]
+    windower = ctxwindow.Windower(Newest(), 100, _BadCounter(-5))  # type: ignore[arg-type]
     assert isinstance(windower.counter, CachedCounter)
     with pytest.raises(InvalidOption, match="token counter 'bad' returned -5"):
         windower.select([{"role": "user", "content": "x"}])
-    by_name = ctxwindow.Windower(FixedWindow(), 100, "approx")
+    by_name = ctxwindow.Windower(Newest(), 100, "approx")
     assert by_name.counter is ctxwindow.get_counter("approx")
     with pytest.raises(InvalidOption, match="counter must be a name"):
-        ctxwindow.Windower(FixedWindow(), 100, 42)  # type: ignore[arg-type]
+        ctxwindow.Windower(Newest(), 100, 42)  # type: ignore[arg-type]
 
 
-def test_a_counter_factory_that_fails_is_a_plugin_error() -> None:
+def test_a_counter_factory_that_fails_is_a_plugin_error(ctxwindow_register: Any) -> None:
     import types
-
-    from ctxwindow import plugins
 
     module = types.ModuleType("badcounters")
 
@@ -426,25 +427,20 @@ def test_a_counter_factory_that_fails_is_a_plugin_error() -> None:
         register("nothing", lambda argument: None)
 
     module.register_token_counters = register_token_counters  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "badcounters", distribution="ctxwindow-badcounters")
-    try:
-        with pytest.raises(
-            ctxwindow.PluginError,
-            match=r"'broken' from distribution 'ctxwindow-badcounters'.*"
-            r"RuntimeError: no tokenizer here",
-        ):
-            ctxwindow.get_counter("broken")
-        with pytest.raises(ctxwindow.PluginError, match="'nothing' from distribution"):
-            ctxwindow.get_counter("nothing")
-    finally:
-        plugins.host().unregister_plugin("badcounters")
+    ctxwindow_register(module, name="badcounters", distribution="ctxwindow-badcounters")
+    with pytest.raises(
+        ctxwindow.PluginError,
+        match=r"'broken' from distribution 'ctxwindow-badcounters'.*"
+        r"RuntimeError: no tokenizer here",
+    ):
+        ctxwindow.get_counter("broken")
+    with pytest.raises(ctxwindow.PluginError, match="'nothing' from distribution"):
+        ctxwindow.get_counter("nothing")
 
 
-def test_a_slow_factory_does_not_hold_up_other_specs() -> None:
+def test_a_slow_factory_does_not_hold_up_other_specs(ctxwindow_register: Any) -> None:
     import threading
     import types
-
-    from ctxwindow import plugins
 
     started, release = threading.Event(), threading.Event()
 
@@ -460,7 +456,7 @@ def test_a_slow_factory_does_not_hold_up_other_specs() -> None:
         register("slow", slow)
 
     module.register_token_counters = register_token_counters  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "slowcounters", distribution="ctxwindow-slow")
+    ctxwindow_register(module, name="slowcounters", distribution="ctxwindow-slow")
     try:
         loading = threading.Thread(target=ctxwindow.get_counter, args=("slow",))
         loading.start()
@@ -477,7 +473,6 @@ def test_a_slow_factory_does_not_hold_up_other_specs() -> None:
         assert other[0].count_text("a" * 14) == 2
     finally:
         release.set()
-        plugins.host().unregister_plugin("slowcounters")
 
 
 # -- tiktoken --------------------------------------------------------------------------
@@ -556,7 +551,7 @@ def test_tiktoken_unknown_encoding(encoding: Any) -> None:
 
 def test_select_with_tiktoken_counts_exactly(encoding: Any) -> None:
     messages = [{"role": "user", "content": text} for text in TEXTS]
-    window = ctxwindow.select(messages, 10_000, counter="tiktoken:cl100k_base")
+    window = ctxwindow.select(messages, 10_000, "newest", counter="tiktoken:cl100k_base")
     expected = sum(3 + len(encoding.encode(text, disallowed_special=())) for text in TEXTS)
     assert window.record.tokens_before == expected
     assert window.record.counter == "tiktoken:cl100k_base"
@@ -610,7 +605,7 @@ def test_hf_accepts_the_folder(hf_tokenizer: tuple[Any, Path]) -> None:
 def test_hf_counter_in_select(hf_tokenizer: tuple[Any, Path]) -> None:
     tokenizer, path = hf_tokenizer
     messages = [{"role": "user", "content": text} for text in SENTENCES]
-    window = ctxwindow.select(messages, 1000, counter=f"hf:{path}")
+    window = ctxwindow.select(messages, 1000, "newest", counter=f"hf:{path}")
     assert window.record.tokens_before == sum(3 + len(tokenizer.encode(t).ids) for t in SENTENCES)
 
 
@@ -623,3 +618,37 @@ def test_hf_missing_file(tmp_path: Path) -> None:
         ctxwindow.get_counter(f"hf:{tmp_path}")  # a folder without tokenizer.json
     with pytest.raises(InvalidOption, match="needs a path"):
         ctxwindow.get_counter("hf")
+
+
+# -- the token-count cache -------------------------------------------------------------
+def test_cached_counter_is_bounded_by_entries_and_by_characters() -> None:
+    plain = ApproxCounter()
+    by_entries = CachedCounter(plain, max_entries=1_000)
+    by_chars = CachedCounter(plain, max_entries=10**6, max_chars=100_000)
+    for i in range(5_000):
+        message = Message("user", f"message {i} " + "x" * (i % 300))
+        assert by_entries.count_message(message) == plain.count_message(message)
+        assert by_chars.count_message(message) == plain.count_message(message)
+        assert len(by_entries) <= 1_000 and by_chars.cached_chars <= 100_000
+    again = Message("user", "message 4999 " + "x" * (4999 % 300))
+    misses = by_entries.misses
+    assert by_entries.count_message(again) == plain.count_message(again)
+    assert by_entries.misses == misses  # the newest are still remembered
+
+
+def test_cached_counter_from_many_threads_counts_right_and_stays_bounded() -> None:
+    plain = ApproxCounter()
+    counter = CachedCounter(plain, max_entries=500, max_chars=20_000)
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            for i in range(2_000):
+                message = Message("user", f"{worker} {i} " + "y" * (i % 50))
+                assert counter.count_message(message) == plain.count_message(message)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    run_threads(work, 6)
+    assert not errors
+    assert len(counter) <= 500 and counter.cached_chars <= 20_000

@@ -8,8 +8,8 @@ import pytest
 
 import ctxwindow
 from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
+from ctxwindow._tokens import ApproxCounter, CachedCounter
 from ctxwindow.testing import assistant, calls, result, user
-from ctxwindow.tokens import ApproxCounter, CachedCounter
 
 APPROX = ApproxCounter()
 
@@ -348,9 +348,9 @@ def test_selecting_a_growing_conversation_counts_only_new_messages(counting: Any
     conversation = Conversation([{"role": "system", "content": "s"}])
     for turn in range(5):
         conversation.append(user(f"question {turn} " + "x" * 40))
-        ctxwindow.select(conversation, 40, counter=counting)
+        ctxwindow.select(conversation, 40, "newest", counter=counting)
         conversation.append(assistant(f"answer {turn} " + "y" * 40))
-        ctxwindow.select(conversation, 40, counter=counting)
+        ctxwindow.select(conversation, 40, "newest", counter=counting)
     assert counting.calls == 11
 
 

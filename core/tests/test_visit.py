@@ -1,4 +1,5 @@
-"""One visit end to end, through ctxwindow.select and FixedWindow().select."""
+"""One visit end to end, through ctxwindow.select and Newest().select (the testing kit's
+reference strategy: the newest units that fit)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ from ctxwindow import (
     Window,
 )
 from ctxwindow.testing import assistant, calls, result, user
-from ctxwindow_fixed import FixedWindow
+from ctxwindow.testing.strategies import NEWEST as RECENT
+from ctxwindow.testing.strategies import OLDER, Newest
 
-OLDER = "outside the most recent units that fit the budget"
-RECENT = "among the most recent units that fit"
 MARKER_TAIL = "characters cut by ctxwindow to fit the token budget]"
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
 
@@ -49,6 +49,14 @@ MUST_KEEP = 34
 TOOL_UNIT = (4, 5, 6)
 
 
+def select(messages: Any, budget: int, **options: Any) -> Window[Any]:
+    return ctxwindow.select(messages, budget, "newest", **options)
+
+
+async def aselect(messages: Any, budget: int, **options: Any) -> Window[Any]:
+    return await ctxwindow.aselect(messages, budget, "newest", **options)
+
+
 def positions_of(window: Window[Any], messages: list[Any]) -> list[int]:
     """Where each window message sits in the input, by identity."""
     where = {id(message): position for position, message in enumerate(messages)}
@@ -66,8 +74,8 @@ def recount(window: Window[Any], counter: Any = "approx") -> int:
 def select_both(messages: Any, budget: int, **options: Any) -> list[Window[Any]]:
     """The same visit through the one-call API and through the plugin class."""
     return [
-        ctxwindow.select(messages, budget, **options),
-        FixedWindow(**options).select(messages, budget),
+        select(messages, budget, **options),
+        Newest(**options).select(messages, budget),
     ]
 
 
@@ -110,7 +118,7 @@ def test_under_budget_returns_everything_untouched() -> None:
 
 
 def test_empty_history() -> None:
-    window = ctxwindow.select([], 10)
+    window = select([], 10)
     assert window.messages == []
     assert window.record.engaged is False
     assert window.record.tokens_after == 0
@@ -123,7 +131,7 @@ def test_over_budget_keeps_the_newest_units_that_fit() -> None:
     for window in select_both(messages, 100):
         record = window.record
         assert record.engaged is True
-        assert record.strategy == "fixed"
+        assert record.strategy == "newest"
         assert record.counter == "approx"
         assert record.budget == 100
         assert record.tokens_before == TOTAL
@@ -161,7 +169,7 @@ def test_over_budget_keeps_the_newest_units_that_fit() -> None:
 
 def test_the_tool_unit_is_kept_whole_when_it_fits() -> None:
     messages = conversation()
-    window = ctxwindow.select(messages, 110)
+    window = select(messages, 110)
     assert positions_of(window, messages) == [0, 3, 4, 5, 6, 7, 8, 9, 10]
     assert window.record.tokens_after == 106
     assert window.record.decisions[4].action == "kept"
@@ -172,7 +180,7 @@ def test_the_tool_unit_is_kept_whole_when_it_fits() -> None:
 def test_window_invariants_at_every_budget(budget: int) -> None:
     messages = conversation()
     before = copy.deepcopy(messages)
-    window = ctxwindow.select(messages, budget)
+    window = select(messages, budget)
     kept = positions_of(window, messages)
     # in order, never over budget, tokens as recorded
     assert kept == sorted(kept)
@@ -202,7 +210,7 @@ def test_window_invariants_at_every_budget(budget: int) -> None:
 
 def test_recount_with_another_counter(counting: Any) -> None:
     messages = conversation()
-    window = ctxwindow.select(messages, 100, counter=counting)
+    window = select(messages, 100, counter=counting)
     assert window.record.counter == "counting"
     assert window.record.tokens_after == 73
     assert recount(window, counting) == 73
@@ -211,8 +219,8 @@ def test_recount_with_another_counter(counting: Any) -> None:
 def test_budget_too_small_for_what_must_stay() -> None:
     messages = conversation()
     for call in (
-        lambda: ctxwindow.select(messages, MUST_KEEP - 1),
-        lambda: FixedWindow().select(messages, MUST_KEEP - 1),
+        lambda: select(messages, MUST_KEEP - 1),
+        lambda: Newest().select(messages, MUST_KEEP - 1),
     ):
         with pytest.raises(BudgetTooSmall) as raised:
             call()
@@ -221,7 +229,7 @@ def test_budget_too_small_for_what_must_stay() -> None:
         assert "need 34 tokens but the budget leaves 33" in str(raised.value)
         assert "oversize='truncate'" in str(raised.value)
         assert isinstance(raised.value, ValueError)
-    window = ctxwindow.select(messages, MUST_KEEP)
+    window = select(messages, MUST_KEEP)
     assert positions_of(window, messages) == [0, 3, 10]
     assert window.record.tokens_after == MUST_KEEP
 
@@ -229,7 +237,7 @@ def test_budget_too_small_for_what_must_stay() -> None:
 def test_budget_too_small_without_a_user_message_even_when_truncating() -> None:
     messages = [{"role": "system", "content": "S" * 400}, assistant("hi")]
     with pytest.raises(BudgetTooSmall) as raised:
-        ctxwindow.select(messages, 50, oversize="truncate")
+        select(messages, 50, oversize="truncate")
     assert (raised.value.needed, raised.value.budget) == (103, 50)
 
 
@@ -238,15 +246,15 @@ def test_input_is_never_modified() -> None:
     messages[10]["content"] = "z" * 400
     messages.insert(2, result("ghost"))
     before = copy.deepcopy(messages)
-    ctxwindow.select(messages, 150, orphans="drop")
-    ctxwindow.select(messages, 100, orphans="drop", oversize="truncate")
-    ctxwindow.select(messages, 10_000, orphans="drop", max_messages=3)
-    asyncio.run(ctxwindow.aselect(messages, 100, orphans="drop", oversize="truncate"))
+    select(messages, 150, orphans="drop")
+    select(messages, 100, orphans="drop", oversize="truncate")
+    Engages(orphans="drop").select(messages, 10_000)
+    asyncio.run(aselect(messages, 100, orphans="drop", oversize="truncate"))
     Conversation(messages[:2] + messages[3:]).view(ctxwindow.get_counter(), 10)
     with pytest.raises(OrphanToolResult):
-        ctxwindow.select(messages, 150)
+        select(messages, 150)
     with pytest.raises(BudgetTooSmall):
-        ctxwindow.select(messages, 100, orphans="drop")
+        select(messages, 100, orphans="drop")
     assert messages == before
 
 
@@ -293,7 +301,7 @@ def test_truncate_returns_a_cut_copy_of_the_newest_user_dict() -> None:
 
 def test_truncate_a_message_object() -> None:
     messages = [Message.from_dict(m) for m in truncation_case()]
-    window = ctxwindow.select(messages, 80, oversize="truncate")
+    window = select(messages, 80, oversize="truncate")
     cut = window.messages[-1]
     assert isinstance(cut, Message)
     assert cut is not messages[3]
@@ -307,7 +315,7 @@ def test_truncate_keeps_non_text_parts() -> None:
     messages = truncation_case()
     messages[3] = user([{"type": "text", "text": "z" * 400}, IMAGE])
     before = copy.deepcopy(messages)
-    window = ctxwindow.select(messages, 150, oversize="truncate")  # needs 8 + 103 + 85
+    window = select(messages, 150, oversize="truncate")  # needs 8 + 103 + 85
     cut = window.messages[-1]
     assert cut is not messages[3]
     assert messages == before
@@ -321,7 +329,7 @@ def test_truncate_keeps_non_text_parts() -> None:
 
 def test_no_truncation_when_it_fits() -> None:
     messages = truncation_case()
-    window = ctxwindow.select(messages, 120, oversize="truncate")
+    window = select(messages, 120, oversize="truncate")
     assert window.messages[-1] is messages[3]
     assert all(d.action != "truncated" for d in window.record.decisions)
 
@@ -334,8 +342,8 @@ def with_orphan() -> list[dict[str, Any]]:
 def test_orphan_raises_by_default_even_under_budget() -> None:
     messages = with_orphan()
     for call in (
-        lambda: ctxwindow.select(messages, 10_000),
-        lambda: FixedWindow().select(messages, 10_000),
+        lambda: select(messages, 10_000),
+        lambda: Newest().select(messages, 10_000),
     ):
         with pytest.raises(OrphanToolResult) as raised:
             call()
@@ -348,7 +356,7 @@ def test_orphan_raises_by_default_even_under_budget() -> None:
 def test_unanswered_call_raises_by_default() -> None:
     messages = [user("q"), calls("c9")]
     with pytest.raises(OrphanToolResult) as raised:
-        ctxwindow.select(messages, 10_000)
+        select(messages, 10_000)
     assert raised.value.index == 1
     assert "c9" in str(raised.value)
 
@@ -376,7 +384,7 @@ def test_orphan_dropped_with_a_note_and_a_decision() -> None:
 
 def test_unanswered_call_dropped() -> None:
     messages = [user("q"), assistant("a"), user("r"), calls("c9", "c8"), result("c8")]
-    window = ctxwindow.select(messages, 10_000, orphans="drop")
+    window = select(messages, 10_000, orphans="drop")
     assert positions_of(window, messages) == [0, 1, 2]
     (orphan,) = [d for d in window.record.decisions if d.unit == -1]
     assert orphan.positions == (3, 4)
@@ -388,84 +396,50 @@ def test_a_pinned_message_dropped_with_its_broken_exchange_says_so() -> None:
     pinned_call = {**calls("c7"), "metadata": {"pinned": True}}
     pinned_result = {**result("ghost"), "metadata": {"pinned": True}}
     messages = [user("q"), pinned_result, assistant("a"), user("r"), pinned_call]
-    window = ctxwindow.select(messages, 10_000, orphans="drop")
+    window = select(messages, 10_000, orphans="drop")
     assert positions_of(window, messages) == [0, 2, 3]
     ghost, unanswered = [d for d in window.record.decisions if d.unit == -1]
     assert ghost.reason.endswith(
         "; dropped although pinned (message 1): a broken tool exchange cannot be sent"
     )
     assert "dropped although pinned (message 4)" in unanswered.reason
-    plain = ctxwindow.select(with_orphan(), 10_000, orphans="drop")
+    plain = select(with_orphan(), 10_000, orphans="drop")
     assert all("pinned" not in d.reason for d in plain.record.decisions)
 
 
 def test_explain_lists_dropped_defects_in_position_order() -> None:
-    from ctxwindow.cli import explain
-
     messages = with_orphan()
-    text = explain(ctxwindow.select(messages, 10_000, orphans="drop"))
+    text = select(messages, 10_000, orphans="drop").record.explain()
     rows = [line.split()[0] for line in text.splitlines()[3:] if not line.startswith("note")]
     assert rows == ["0", "1", "2", "3"]
 
 
-# -- max_messages ----------------------------------------------------------------------
-# "At most this many messages besides the system and pinned ones (whole units only); the
-# newest user message is always kept and counts toward it. Applies even when everything
-# fits the budget."
-def test_max_messages_over_budget() -> None:
-    messages = conversation()
-    window = ctxwindow.select(messages, 100, max_messages=2)
-    assert positions_of(window, messages) == [0, 3, 9, 10]  # 9 and the newest user
-    reasons = [d.reason for d in window.record.decisions]
-    assert reasons[6] == "beyond max_messages=2"
-    assert reasons[7] == RECENT
-    assert reasons[8] == "newest user message"
-    # whole units only: the 3-message tool unit does not fit in the 1 left
-    window = ctxwindow.select(messages, 110, max_messages=5)
-    assert positions_of(window, messages) == [0, 3, 7, 8, 9, 10]
-    assert window.record.decisions[4].reason == "beyond max_messages=5"
-    assert window.record.decisions[4].action == "dropped"
-    # the newest user message stays even with a cap of 0
-    window = FixedWindow(max_messages=0).select(messages, 110)
-    assert positions_of(window, messages) == [0, 3, 10]
+# -- a strategy that engages within budget -------------------------------------------
+class Engages(Newest):
+    """Newest, but chooses even when everything fits: keeps the newest two units."""
+
+    name = "engages"
+
+    def engages_within_budget(self, history: ctxwindow.History) -> bool:
+        return True
+
+    def choose(self, history: ctxwindow.History) -> ctxwindow.Selection:
+        selection = history.selection()
+        for unit in range(len(history.units) - 2, len(history.units)):
+            selection.keep(unit, "one of the newest two")
+        return selection
 
 
-def test_max_messages_applies_when_the_budget_is_large() -> None:
+def test_a_strategy_that_engages_within_budget_chooses_though_everything_fits() -> None:
     messages = conversation()
     for window in (
-        ctxwindow.select(messages, 10_000, max_messages=2),
-        FixedWindow(max_messages=2).select(messages, 10_000),
-        asyncio.run(ctxwindow.aselect(messages, 10_000, max_messages=2)),
+        Engages().select(messages, 10_000),
+        asyncio.run(Engages().aselect(messages, 10_000)),
     ):
         assert positions_of(window, messages) == [0, 3, 9, 10]
         assert window.record.engaged is True
         assert window.record.tokens_after == 8 + 13 * 3
-
-
-@pytest.mark.parametrize("cap", range(12))
-def test_max_messages_caps_the_window_whatever_the_budget(cap: int) -> None:
-    messages = conversation()
-    for budget in (TOTAL - 1, TOTAL, 10_000):
-        window = ctxwindow.select(messages, budget, max_messages=cap)
-        kept = positions_of(window, messages)
-        capped = [p for p in kept if p not in (0, 3)]  # besides system and pinned
-        assert 10 in capped
-        assert len(capped) <= max(cap, 1), (budget, kept)
-
-
-def test_max_messages_equal_to_the_count_without_newest_user() -> None:
-    # three messages besides the system one, a cap of two: the oldest must go,
-    # with or without budget pressure
-    messages = [
-        {"role": "system", "content": "S" * 20},
-        user("a" * 40),
-        assistant("b" * 40),
-        user("c" * 40),
-    ]
-    tight = ctxwindow.select(messages, 8 + 13 * 3 - 1, max_messages=2)
-    assert positions_of(tight, messages) == [0, 2, 3]
-    roomy = ctxwindow.select(messages, 10_000, max_messages=2)
-    assert positions_of(roomy, messages) == [0, 2, 3]
+    assert Newest().select(messages, 10_000).record.engaged is False
 
 
 # -- query -----------------------------------------------------------------------------
@@ -475,18 +449,18 @@ def test_query_of_wrong_type(query: Any) -> None:
     with pytest.raises(
         InvalidQuery, match=f"query must be a string or None, got {type(query).__name__}"
     ):
-        ctxwindow.select(messages, 100, query=query)
+        select(messages, 100, query=query)
     with pytest.raises(InvalidQuery):
-        FixedWindow().select(messages, 100, query=query)
+        Newest().select(messages, 100, query=query)
     with pytest.raises(InvalidQuery):
-        FixedWindow().select(messages, 10_000, query=query)
+        Newest().select(messages, 10_000, query=query)
     with pytest.raises(TypeError):
-        asyncio.run(ctxwindow.aselect(messages, 100, query=query))
+        asyncio.run(aselect(messages, 100, query=query))
 
 
 def test_a_string_query_is_accepted() -> None:
     messages = conversation()
-    assert positions_of(ctxwindow.select(messages, 100, query="weather"), messages) == [
+    assert positions_of(select(messages, 100, query="weather"), messages) == [
         0,
         3,
         7,
@@ -514,9 +488,9 @@ def summary(window: Window[Any]) -> tuple[Any, ...]:
 )
 def test_aselect_gives_the_same_window(budget: int, options: dict[str, Any]) -> None:
     messages = conversation() if "oversize" not in options else truncation_case()
-    sync = ctxwindow.select(messages, budget, **options)
-    asynchronous = asyncio.run(ctxwindow.aselect(messages, budget, **options))
-    by_class = asyncio.run(FixedWindow(**options).aselect(messages, budget))
+    sync = select(messages, budget, **options)
+    asynchronous = asyncio.run(aselect(messages, budget, **options))
+    by_class = asyncio.run(Newest(**options).aselect(messages, budget))
     if "oversize" in options:  # the cut message is a new dict each time
         assert sync.messages == asynchronous.messages == by_class.messages
         assert summary(sync)[1:] == summary(asynchronous)[1:] == summary(by_class)[1:]
@@ -528,13 +502,13 @@ def test_a_conversation_gives_the_same_window_as_the_list() -> None:
     messages = conversation()
     conv = Conversation(messages)
     for budget in (40, 100, 110, 10_000):
-        from_list = ctxwindow.select(messages, budget)
-        from_conversation = ctxwindow.select(conv, budget)
+        from_list = select(messages, budget)
+        from_conversation = select(conv, budget)
         assert summary(from_conversation) == summary(from_list)
-        assert summary(FixedWindow().select(conv, budget)) == summary(from_list)
-        assert summary(asyncio.run(ctxwindow.aselect(conv, budget))) == summary(from_list)
-    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 100})
-    assert summary(windower.select(conv)) == summary(ctxwindow.select(messages, 100))
+        assert summary(Newest().select(conv, budget)) == summary(from_list)
+        assert summary(asyncio.run(aselect(conv, budget))) == summary(from_list)
+    windower = ctxwindow.from_config({"strategy": "newest", "budget": 100})
+    assert summary(windower.select(conv)) == summary(select(messages, 100))
 
 
 def test_a_growing_conversation() -> None:
@@ -542,10 +516,10 @@ def test_a_growing_conversation() -> None:
     conv = Conversation(messages[:3])
     for message in messages[3:]:
         conv.append(message)
-    assert positions_of(ctxwindow.select(conv, 100), messages) == [0, 3, 7, 8, 9, 10]
+    assert positions_of(select(conv, 100), messages) == [0, 3, 7, 8, 9, 10]
     extra = assistant("h" * 40)
     conv.append(extra)
-    window = ctxwindow.select(conv, 100)
+    window = select(conv, 100)
     assert window.messages[-1] is extra
     assert positions_of(window, [*messages, extra]) == [0, 3, 7, 8, 9, 10, 11]
     assert window.record.tokens_after == 73 + 13

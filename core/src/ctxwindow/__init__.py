@@ -9,9 +9,40 @@ selected by name::
     window.record          # what was kept, dropped or summarized, and why
 """
 
-from ctxwindow.api import aselect, get_strategy, select
-from ctxwindow.config import from_config
-from ctxwindow.embedders import Embedder
+from ctxwindow._config import aselect, from_config, select
+from ctxwindow._contract import Strategy
+from ctxwindow._files import read_messages_file
+from ctxwindow._history import Conversation, History
+from ctxwindow._messages import OPENAI_FIELDS, ContentPart, Message, ToolCall, to_openai
+from ctxwindow._options import Option
+from ctxwindow._plugins import (
+    PluginInfo,
+    describe_strategies,
+    get_counter,
+    get_embedder,
+    get_importance_scorer,
+    get_plugins,
+    get_strategy,
+    get_summarizer,
+    plugin_problems,
+    register_plugin,
+    reload_plugins,
+    strategy_class,
+    unregister_plugin,
+)
+from ctxwindow._protocols import (
+    Embedder,
+    ImportanceScorer,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+)
+from ctxwindow._selection import Selection
+from ctxwindow._strategy import BaseStrategy
+from ctxwindow._tokens import ApproxCounter, CachedCounter, TokenCounter
+from ctxwindow._units import Unit
+from ctxwindow._window import Decision, LLMUsage, Window, WindowRecord
+from ctxwindow._windower import Windower
 from ctxwindow.errors import (
     BudgetTooSmall,
     ConfigError,
@@ -36,28 +67,14 @@ from ctxwindow.errors import (
     UnknownSummarizer,
     VisitTimeout,
 )
-from ctxwindow.export import to_openai
-from ctxwindow.history import Conversation, History, Selection
 from ctxwindow.hookspecs import hookimpl
-from ctxwindow.host import Windower
-from ctxwindow.importance import ImportanceScorer
-from ctxwindow.messages import ContentPart, Message, ToolCall
-from ctxwindow.options import Option
-from ctxwindow.registry import (
-    get_counter,
-    get_embedder,
-    get_importance_scorer,
-    get_summarizer,
-)
-from ctxwindow.strategy import BaseStrategy, Strategy
-from ctxwindow.summarizers import Summarizer, SummaryRequest, SummaryResult
-from ctxwindow.tokens import TokenCounter
-from ctxwindow.units import Unit
-from ctxwindow.window import Decision, LLMUsage, Window, WindowRecord
 
 __all__ = [
+    "OPENAI_FIELDS",
+    "ApproxCounter",
     "BaseStrategy",
     "BudgetTooSmall",
+    "CachedCounter",
     "ConfigError",
     "ContentPart",
     "ContractViolation",
@@ -81,6 +98,7 @@ __all__ = [
     "Option",
     "OrphanToolResult",
     "PluginError",
+    "PluginInfo",
     "Selection",
     "Strategy",
     "Summarizer",
@@ -100,13 +118,21 @@ __all__ = [
     "WindowRecord",
     "Windower",
     "aselect",
+    "describe_strategies",
     "from_config",
     "get_counter",
     "get_embedder",
     "get_importance_scorer",
+    "get_plugins",
     "get_strategy",
     "get_summarizer",
     "hookimpl",
+    "plugin_problems",
+    "read_messages_file",
+    "register_plugin",
+    "reload_plugins",
     "select",
+    "strategy_class",
     "to_openai",
+    "unregister_plugin",
 ]

@@ -1,24 +1,29 @@
 """The hooks a ctxwindow plugin can implement.
 
-Each hook receives a ``register`` callable and calls it once per thing it adds, so one
-plugin can add several strategies or counters, and the host knows which plugin (and so
-which distribution) added each of them.
+Each ``register_*`` hook but ``register_commands`` receives a ``register`` callable and
+calls it once per thing it adds, so one plugin can add several strategies or counters,
+and the host knows which plugin (and so which distribution) added each of them.
+``register_commands`` receives the command line to add subcommands to, as simonw/llm's
+hook of that name does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
+
+if TYPE_CHECKING:
+    import argparse
 
 PROJECT = "ctxwindow"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-#: ``register(StrategyClass)``: a class (or factory) with ``name``, ``requires_llm``,
-#: ``overhead_tokens``, optional ``option_specs``, and ``select``/``aselect``.
+#: ``register(StrategyClass)``: a class (or factory) with ``name`` and
+#: ``choose(history)`` (see :class:`ctxwindow.Strategy` for the optional members).
 RegisterStrategy = Callable[[Any], None]
 #: ``register(name, factory)``: ``factory(argument)`` returns a TokenCounter, where
 #: ``argument`` is what follows ``name:`` in a counter spec (None when absent).
@@ -37,8 +42,8 @@ def register_strategies(register: RegisterStrategy) -> None:
 
     :param register: call ``register(StrategyClass)`` for each strategy. The class is
         called with the user's options (``StrategyClass(**options)``) when selected.
-        Subclass :class:`ctxwindow.BaseStrategy` to get the contract checks, the record
-        and option validation for free.
+        Subclass :class:`ctxwindow.BaseStrategy` for declared, validated options; the
+        runner (:class:`ctxwindow.Windower`) checks the contract and writes the record.
     """
 
 
@@ -48,8 +53,8 @@ def register_token_counters(register: RegisterTokenCounter) -> None:
 
     :param register: call ``register(name, factory)`` for each counter family. A spec
         ``"name:argument"`` calls ``factory("argument")``; a bare ``"name"`` calls
-        ``factory(None)``. The factory returns an object meeting
-        :class:`ctxwindow.TokenCounter`, or raises InvalidOption saying what is wrong.
+        ``factory(None)``. The factory returns a :class:`ctxwindow.TokenCounter`, or
+        raises :class:`ctxwindow.InvalidOption` saying what is wrong with the argument.
     """
 
 
@@ -60,8 +65,8 @@ def register_embedders(register: RegisterEmbedder) -> None:
     :param register: call ``register(name, factory)`` for each embedder family. A spec
         ``"name:argument"`` calls ``factory("argument")`` (a model name or path, say) and
         ``"name"`` calls ``factory(None)`` for the family's default. The factory returns
-        an object meeting :class:`ctxwindow.Embedder`; it is made once per spec and
-        shared, so load models there, not at import.
+        a :class:`ctxwindow.Embedder`; it is called once per spec and its result shared,
+        so load models there, not at import.
     """
 
 
@@ -70,11 +75,9 @@ def register_summarizers(register: RegisterSummarizer) -> None:
     """Add summarizers that summarizing strategies can name, such as ``"mysummarizer"``.
 
     :param register: call ``register(name, factory)`` for each summarizer family.
-        ``factory(argument)`` (``argument`` is what follows ``name:``, or None) returns an
-        object meeting :class:`ctxwindow.Summarizer`: ``name``, ``requires_llm``,
-        ``max_input_tokens``, ``summarize(request)`` and ``asummarize(request)``. Raise
-        :class:`ctxwindow.SummarizerFailed` when a summary cannot be written, so the
-        strategy's fallback chain runs.
+        ``factory(argument)`` (``argument`` is what follows ``name:``, or None) returns a
+        :class:`ctxwindow.Summarizer`, which raises :class:`ctxwindow.SummarizerFailed`
+        when a summary cannot be written, so the strategy's fallback chain runs.
     """
 
 
@@ -83,6 +86,18 @@ def register_importance_scorers(register: RegisterImportanceScorer) -> None:
     """Add importance scorers that strategies keeping "the important units" can name.
 
     :param register: call ``register(name, factory)`` for each scorer.
-        ``factory(argument)`` returns an object meeting :class:`ctxwindow.ImportanceScorer`:
-        ``name`` and ``score(history)``, one finite score per unit.
+        ``factory(argument)`` returns a :class:`ctxwindow.ImportanceScorer`.
+    """
+
+
+@hookspec
+def register_commands(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add subcommands to the ``ctxwindow`` command line.
+
+    :param cli: the ``ctxwindow`` parser's subcommands: call ``cli.add_parser(name,
+        help=...)`` for each command, add its arguments, and ``set_defaults(run=run)``
+        where ``run(args)`` returns the exit code. A ctxwindow error (or ValueError,
+        OSError) that ``run`` raises is printed as one ``ctxwindow: error:`` line, as for
+        the core's own commands; a hook that raises is reported by ``ctxwindow plugins``
+        and the other commands still work.
     """

@@ -7,7 +7,9 @@ tests/test_tutorial.py, so the examples there cannot go stale.
 from __future__ import annotations
 
 # --8<-- [start:imports]
+import argparse
 import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -129,3 +131,24 @@ def register_importance_scorers(register: RegisterImportanceScorer) -> None:
 
 
 # --8<-- [end:scorer]
+
+
+# --8<-- [start:command]
+def count_tokens(args: argparse.Namespace) -> int:
+    """``ctxwindow count FILE``: what each message of a file costs, as JSON."""
+    counter = ctxwindow.get_counter(args.counter)
+    messages = ctxwindow.read_messages_file(args.file)
+    costs = [counter.count_message(Message.from_dict(m, i)) for i, m in enumerate(messages)]
+    print(json.dumps({"counter": counter.name, "total": sum(costs), "messages": costs}))
+    return 0
+
+
+@ctxwindow.hookimpl
+def register_commands(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    count = cli.add_parser("count", help="what each message of a file costs")
+    count.add_argument("file", help="messages file: JSON array or JSONL; '-' for stdin")
+    count.add_argument("--counter", "-c", default="approx", help="token counter spec")
+    count.set_defaults(run=count_tokens)
+
+
+# --8<-- [end:command]

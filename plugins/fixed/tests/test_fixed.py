@@ -115,4 +115,4 @@ def test_warm_conversation_counts_only_new_messages() -> None:
 def test_selected_by_name_through_the_entry_point() -> None:
     window = ctxwindow.select(chat(30), budget=200, strategy="fixed")
     assert window.record.strategy == "fixed"
-    assert "fixed" in ctxwindow.registry.strategy_names()
+    assert "fixed" in {entry["name"] for entry in ctxwindow.describe_strategies()}

@@ -255,16 +255,15 @@ def test_unknown_stage_name() -> None:
 def test_a_first_party_stage_kept_out_is_named_with_what_kept_it_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ctxwindow import plugins
 
     monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-sliding")
-    plugins.reset()
+    ctxwindow.reload_plugins()
     try:
         with pytest.raises(UnknownStrategy) as raised:
             select_with(["fixed", {"strategy": "sliding"}])
     finally:
         monkeypatch.delenv("CTXWINDOW_DISABLE_PLUGINS")
-        plugins.reset()
+        ctxwindow.reload_plugins()
     assert "stages[1] ('sliding')" in str(raised.value)
     # Hidden by the environment, not missing: the error says which variable kept it out.
     assert "ctxwindow-sliding (CTXWINDOW_DISABLE_PLUGINS)" in str(raised.value)
@@ -336,7 +335,7 @@ def test_the_cli_explains_a_pipeline(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "ctxwindow.cli",
+            "ctxwindow",
             "select",
             "chat.json",
             "--explain",

@@ -10,17 +10,22 @@ import threading
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ctxwindow import Conversation
-from ctxwindow.stores import SQLiteStore
 from ctxwindow.testing import run_threads
-from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
 from ctxwindow_semantic import SemanticWindow
 from ctxwindow_semantic.cache import EmbeddingCache, content_key, decode, encode
 from ctxwindow_semantic.index import IndexPool
+from ctxwindow_stores import SQLiteStore
+
+if TYPE_CHECKING:
+    from redis_server import RedisServer
+
+#: The fixture redis_server (tests/support, on pytest's pythonpath).
+pytest_plugins = ["redis_server"]
 
 MODEL = "sentence-transformers:all-MiniLM-L6-v2"
 
@@ -143,7 +148,7 @@ def test_many_threads_on_one_sqlite_cache_lose_no_vector_and_get_no_wrong_one(
     assert np.allclose(again, np.stack([embedder.vector(t) for t in everything]))
 
 
-def test_many_threads_on_one_redis_cache_lose_no_vector(redis_server: RedisServer) -> None:  # noqa: F811
+def test_many_threads_on_one_redis_cache_lose_no_vector(redis_server: RedisServer) -> None:
     embedder = TinyEmbedder()
     cache = EmbeddingCache(redis_server.url, memory_entries=100)
 
@@ -163,7 +168,7 @@ def test_many_threads_on_one_redis_cache_lose_no_vector(redis_server: RedisServe
 
 
 # -- the strategy with Redis, real model -------------------------------------------------
-def test_two_strategies_on_one_redis_share_embeddings(redis_server: RedisServer) -> None:  # noqa: F811
+def test_two_strategies_on_one_redis_share_embeddings(redis_server: RedisServer) -> None:
     import redis
 
     messages = chat(15, tag="redis ")
@@ -183,7 +188,7 @@ def test_two_strategies_on_one_redis_share_embeddings(redis_server: RedisServer)
 
 
 def test_redis_outage_mid_run_keeps_windows_right_with_one_warning(
-    redis_server: RedisServer,  # noqa: F811
+    redis_server: RedisServer,
 ) -> None:
     conversation = Conversation(chat(10, tag="outage "))
     reference = SemanticWindow(cache="memory")
@@ -277,7 +282,7 @@ def test_a_cache_option_that_names_no_store_is_a_clear_error(tmp_path: Path) -> 
 
 
 def test_many_asyncio_tasks_on_one_redis_backed_strategy_give_the_sequential_windows(
-    redis_server: RedisServer,  # noqa: F811
+    redis_server: RedisServer,
 ) -> None:
     import asyncio
 

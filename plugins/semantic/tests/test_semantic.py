@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ctxwindow
-from ctxwindow import Conversation, plugins
+from ctxwindow import Conversation
 from ctxwindow_semantic import SemanticWindow
 from ctxwindow_semantic.cache import EmbeddingCache, content_key, decode
 
@@ -194,7 +194,9 @@ class HashingEmbedder:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
-def test_a_third_party_embedder_registered_by_hook_is_selected_by_name(tmp_path: Path) -> None:
+def test_a_third_party_embedder_registered_by_hook_is_selected_by_name(
+    tmp_path: Path, ctxwindow_register: Any
+) -> None:
     module = types.ModuleType("hashing_plugin")
 
     @ctxwindow.hookimpl
@@ -202,19 +204,16 @@ def test_a_third_party_embedder_registered_by_hook_is_selected_by_name(tmp_path:
         register("hashing", lambda argument: HashingEmbedder())
 
     module.register_embedders = register_embedders  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "hashing-plugin", distribution="ctxwindow-hashing")
-    try:
-        config = tmp_path / "ctxwindow.toml"
-        config.write_text(
-            'strategy = "semantic"\nbudget = 300\nembedder = "hashing"\ncache = "memory"\n'
-        )
-        windower = ctxwindow.from_config(config)
-        messages = chat()
-        window = windower.select(messages)
-        assert messages[11] in window.messages
-        assert windower.strategy.embedder.name == "hashing-256"
-    finally:
-        plugins.host().unregister_plugin("hashing-plugin")
+    ctxwindow_register(module, name="hashing-plugin", distribution="ctxwindow-hashing")
+    config = tmp_path / "ctxwindow.toml"
+    config.write_text(
+        'strategy = "semantic"\nbudget = 300\nembedder = "hashing"\ncache = "memory"\n'
+    )
+    windower = ctxwindow.from_config(config)
+    messages = chat()
+    window = windower.select(messages)
+    assert messages[11] in window.messages
+    assert windower.strategy.embedder.name == "hashing-256"
 
 
 def test_cache_rejects_a_bad_row_and_embeds_again(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxwindow.evaluation import evaluate, load_locomo
+from ctxwindow_eval import evaluate, load_locomo
 
 LOCOMO = (
     Path(__file__).resolve().parents[3].parent / "shared" / "bench" / "locomo" / "locomo-dev.json"

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ctxwindow
-from ctxwindow import Conversation, History, get_counter, plugins
+from ctxwindow import Conversation, History, get_counter
 from ctxwindow_sliding import KeywordScorer, SlidingWindow
 from ctxwindow_sliding.strategy import TASK_BOOST
 
@@ -196,7 +195,7 @@ class Broken:
 
 
 @pytest.fixture
-def third_party() -> Iterator[list[str | None]]:
+def third_party(ctxwindow_register: Any) -> list[str | None]:
     """A plugin registering scorers through the core hook; unregistered after."""
     made: list[str | None] = []
     module = types.ModuleType("longest_plugin")
@@ -213,11 +212,8 @@ def third_party() -> Iterator[list[str | None]]:
         register("nan", lambda argument: Broken(lambda n: [float("nan")] * n))
 
     module.register_importance_scorers = register_importance_scorers  # type: ignore[attr-defined]
-    plugins.host().register_plugin(module, "longest-plugin", distribution="ctxwindow-longest")
-    try:
-        yield made
-    finally:
-        plugins.host().unregister_plugin("longest-plugin")
+    ctxwindow_register(module, name="longest-plugin", distribution="ctxwindow-longest")
+    return made
 
 
 def test_a_third_party_scorer_registered_by_hook_is_selected_by_name(
@@ -278,8 +274,8 @@ def test_bad_options_raise_invalid_option(options: dict[str, Any], message: str)
 def test_selected_by_name_through_the_entry_point() -> None:
     window = ctxwindow.select(chat(), budget=200, strategy="sliding")
     assert window.record.strategy == "sliding"
-    entry = ctxwindow.registry.registry().tables["importance scorer"]["keywords"]
-    assert entry.distribution == "ctxwindow-sliding"
+    sliding = next(p for p in ctxwindow.get_plugins() if p.distribution == "ctxwindow-sliding")
+    assert "register_importance_scorers" in sliding.hooks
     assert ctxwindow.get_importance_scorer("keywords").name == "keywords"
 
 
@@ -299,20 +295,17 @@ def test_a_chat_loop_reads_only_the_new_messages() -> None:
     assert scorer.indexed == first + 6
 
 
-def test_the_readme_scorer_example_works() -> None:
+def test_the_readme_scorer_example_works(ctxwindow_register: Any) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     source = re.findall(r"```python\n(import ctxwindow\n.*?)```", readme, flags=re.S)[0]
     module = types.ModuleType("readme_scorer")
     exec(compile(source, "README.md", "exec"), module.__dict__)
-    plugins.host().register_plugin(module, "readme-scorer", distribution="readme-scorer")
-    try:
-        messages = chat()
-        long_one = at(messages, "a30")
-        messages[long_one] = {**messages[long_one], "content": "A long story. " * 12}
-        window = SlidingWindow(scorer="longest").select(messages, 200)
-        assert decision(window, long_one).reason == "important (score 1)"
-    finally:
-        plugins.host().unregister_plugin("readme-scorer")
+    ctxwindow_register(module, name="readme-scorer")
+    messages = chat()
+    long_one = at(messages, "a30")
+    messages[long_one] = {**messages[long_one], "content": "A long story. " * 12}
+    window = SlidingWindow(scorer="longest").select(messages, 200)
+    assert decision(window, long_one).reason == "important (score 1)"
 
 
 @pytest.mark.parametrize("value", [10**400, -(10**400), float("nan"), float("inf")])

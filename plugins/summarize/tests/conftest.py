@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ctxwindow.summarizers import SummaryRequest, SummaryResult
+from ctxwindow import SummaryRequest, SummaryResult
 from ctxwindow_summarize import SummarizeWindow
 
 

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from ctxwindow import get_counter
-from ctxwindow.summarizers import SummaryRequest
+from ctxwindow import SummaryRequest, get_counter
 from ctxwindow_summarize import OpenAISummarizer, SummarizeWindow
 
 pytestmark = pytest.mark.slow

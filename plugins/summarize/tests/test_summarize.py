@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 import ctxwindow
-from ctxwindow import Conversation
-from ctxwindow.summarizers import SummaryRequest, SummaryResult
-from ctxwindow.window import LLMUsage
+from ctxwindow import Conversation, SummaryRequest, SummaryResult
+from ctxwindow._window import LLMUsage
 from ctxwindow_summarize import ExtractiveSummarizer, SummarizerFailed, SummarizeWindow
 from ctxwindow_summarize.extractive import PREFIX
 

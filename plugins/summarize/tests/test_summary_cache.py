@@ -7,16 +7,21 @@ import json
 import sqlite3
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ctxwindow import Conversation
-from ctxwindow.stores import SQLiteStore
 from ctxwindow.testing import run_threads
-from ctxwindow.testing.redis_server import RedisServer, redis_server  # noqa: F401
+from ctxwindow_stores import SQLiteStore
 from ctxwindow_summarize import SummarizeWindow
 from ctxwindow_summarize.rolling import Summary, SummaryCache
+
+if TYPE_CHECKING:
+    from redis_server import RedisServer
+
+#: The fixture redis_server (tests/support, on pytest's pythonpath).
+pytest_plugins = ["redis_server"]
 
 FACT = "The budget for the kitchen is 18500 euros, final."
 
@@ -71,7 +76,7 @@ def test_a_second_strategy_on_the_same_store_makes_no_summarizer_call(
     assert again.messages == window.messages
 
 
-def test_summaries_are_stored_as_json_under_hashed_keys(redis_server: RedisServer) -> None:  # noqa: F811
+def test_summaries_are_stored_as_json_under_hashed_keys(redis_server: RedisServer) -> None:
     import redis
 
     strategy = SummarizeWindow(cache=redis_server.url, cache_ttl=60)
@@ -103,7 +108,7 @@ def test_damaged_entries_are_ignored_and_written_again(tmp_path: Path, counted: 
 
 
 def test_redis_outage_keeps_summarizing_with_one_warning(
-    redis_server: RedisServer,  # noqa: F811
+    redis_server: RedisServer,
 ) -> None:
     conversation = Conversation(history(30))
     strategy = SummarizeWindow(cache=redis_server.url)
@@ -160,7 +165,7 @@ def test_a_cache_option_that_names_no_store_is_a_clear_error(cache: str, says: s
 
 
 def test_many_asyncio_tasks_on_one_redis_backed_strategy_give_the_sequential_windows(
-    redis_server: RedisServer,  # noqa: F811
+    redis_server: RedisServer,
 ) -> None:
     import asyncio
 

@@ -1,6 +1,6 @@
 """An independent check of the contract, for tests.
 
-Written apart from the host's own check (``ctxwindow.contract``) on purpose: it
+Written apart from the runner's own checker on purpose: it
 recomputes everything from the input, so a bug in the host cannot hide a bug in a
 strategy, or the other way round.
 """
@@ -12,11 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ctxwindow import Message, Strategy, Window, Windower, get_counter
+from ctxwindow._messages import read_message
 from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
-from ctxwindow.messages import Message, read_message
-from ctxwindow.registry import get_counter
-from ctxwindow.strategy import Strategy
-from ctxwindow.window import Window
 
 CUT_MARK = "characters cut by ctxwindow"
 
@@ -79,7 +77,8 @@ def check_window(
     counter: str = "approx",
     query: str | None = None,
 ) -> Window[Any] | None:
-    """Run ``strategy`` once and assert every promise of the contract.
+    """Run ``strategy`` once (through a :class:`~ctxwindow.Windower`, as every visit
+    runs) and assert every promise of the contract.
 
     Returns the window, or None when the strategy rightly raised BudgetTooSmall (or
     OrphanToolResult for a history with a broken tool exchange).
@@ -107,9 +106,9 @@ def checked_outcome(
         if group & keep:
             keep |= group
     needed = sum(token_counter.count_message(parsed[i]) for i in keep)
-    limit = budget - strategy.overhead_tokens
+    limit = budget - getattr(strategy, "overhead_tokens", 0)
     try:
-        window = strategy.select(messages, budget, counter, query=query)
+        window = Windower(strategy, budget, counter).select(messages, query=query)
     except OrphanToolResult:
         assert broken, "OrphanToolResult raised for a history without a broken tool exchange"
         assert messages == before, "input changed"

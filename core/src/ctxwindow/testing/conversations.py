@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ctxwindow._messages import read_message
+
 
 def user(text: str, **extra: Any) -> dict[str, Any]:
     """A user message dict (``extra`` adds keys such as ``id`` or ``metadata``)."""
@@ -140,8 +142,6 @@ def histories(max_turns: int = 30, *, defects: bool = False) -> Any:
     calls missing results (pinned ones too), for strategies run with orphans='drop'."""
     from hypothesis import strategies as st
 
-    from ctxwindow.messages import read_message
-
     text = st.one_of(
         st.text(max_size=80),
         st.text(alphabet="ab \n", min_size=200, max_size=3000),
@@ -237,8 +237,6 @@ def wild_histories(max_turns: int = 24, *, defects: bool = False) -> Any:
     and call ids reused by a later exchange.
     """
     from hypothesis import strategies as st
-
-    from ctxwindow.messages import read_message
 
     plain = st.text(max_size=60)
     huge = st.builds(

@@ -1,6 +1,8 @@
-"""pytest plugin (entry point ``pytest11``): options and fixtures for the conformance suite.
+"""pytest plugin (entry point ``pytest11``): options and fixtures for the conformance
+suite, and ``ctxwindow_register`` to register plugins for one test.
 
-Kept free of imports beyond pytest so that it costs nothing in projects that never use it.
+Kept free of imports beyond pytest and pluggy so that it costs nothing in projects that
+never use it: ctxwindow itself is imported by the fixtures that need it.
 It also counts the generated histories the property tests really ran (not the
 ``max_examples`` asked for: hypothesis stops early when it runs out of new cases) and
 prints the count at the end of the session.
@@ -10,10 +12,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import pluggy
 import pytest
+
+_hookimpl = pluggy.HookimplMarker("ctxwindow")
 
 #: Generated histories checked this session: (strategy, outcome) -> count.
 _GENERATED: Counter[tuple[str, str]] = Counter()
@@ -87,6 +93,46 @@ def ctxwindow_examples(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def ctxwindow_check():  # type: ignore[no-untyped-def]
     """The contract check: ``ctxwindow_check(strategy, messages, budget)``."""
-    from ctxwindow.testing.checks import check_window
+    from ctxwindow.testing.checks import check_window  # see the module docstring
 
     return check_window
+
+
+class _Strategies:
+    """A plugin that registers the strategy classes it was given."""
+
+    def __init__(self, strategies: Sequence[Any]) -> None:
+        self.strategies = tuple(strategies)
+
+    @_hookimpl
+    def register_strategies(self, register: Callable[[Any], None]) -> None:
+        for strategy in self.strategies:
+            register(strategy)
+
+
+@pytest.fixture
+def ctxwindow_register() -> Iterator[Callable[..., str]]:
+    """``ctxwindow_register(*things, name=None, distribution=None)``: register, for this
+    test only, one plugin object (a module, or an object with ``@ctxwindow.hookimpl``
+    hooks) or strategy classes (wrapped in a plugin that registers them); the plugin's
+    name. ``distribution`` names it in errors (default: the name)."""
+    import ctxwindow  # see the module docstring
+
+    names: list[str] = []
+
+    def register(*things: Any, name: str | None = None, distribution: str | None = None) -> str:
+        classes = all(isinstance(thing, type) and hasattr(thing, "choose") for thing in things)
+        if things and classes:
+            plugin: object = _Strategies(things)
+        elif len(things) == 1:
+            plugin = things[0]
+        else:
+            raise TypeError("give one plugin object, or strategy classes")
+        chosen = name or distribution or f"test-plugin-{len(names)}"
+        ctxwindow.register_plugin(plugin, chosen, distribution)
+        names.append(chosen)
+        return chosen
+
+    yield register
+    for chosen in reversed(names):
+        ctxwindow.unregister_plugin(chosen)

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from ctxwindow import Message, Strategy, Windower
+from ctxwindow._contract import NAME_PATTERN
+from ctxwindow._messages import read_message
 from ctxwindow.errors import InvalidBudget, InvalidMessage
-from ctxwindow.strategy import NAME_PATTERN, Strategy
 from ctxwindow.testing.checks import check_window, checked_outcome
 from ctxwindow.testing.conversations import BUDGETS, battery, histories
 from ctxwindow.testing.pytest_plugin import note_generated
@@ -52,8 +54,9 @@ class StrategyConformance:
 
     def test_declares_what_the_host_needs(self, strategy: Strategy) -> None:
         assert isinstance(strategy.name, str) and NAME_PATTERN.match(strategy.name), strategy.name
-        assert isinstance(strategy.requires_llm, bool)
-        assert isinstance(strategy.overhead_tokens, int) and strategy.overhead_tokens >= 0
+        assert isinstance(getattr(strategy, "requires_llm", False), bool)
+        overhead = getattr(strategy, "overhead_tokens", 0)
+        assert isinstance(overhead, int) and overhead >= 0
         assert isinstance(strategy, Strategy)
 
     @pytest.mark.parametrize("budget", BUDGETS)
@@ -64,8 +67,6 @@ class StrategyConformance:
 
     @pytest.mark.parametrize("case", ["tool-chains", "pinned", "plain-chat"])
     def test_message_objects_in_message_objects_out(self, strategy: Strategy, case: str) -> None:
-        from ctxwindow.messages import Message, read_message
-
         messages = [read_message(m, i) for i, m in enumerate(battery()[case])]
         window = check_window(strategy, messages, 120, self.counter)
         assert window is not None
@@ -128,16 +129,18 @@ class StrategyConformance:
         if not self.deterministic:
             pytest.skip("strategy declared non-deterministic")
         messages = battery()[case]
-        first = strategy.select(messages, 150, self.counter)
-        second = strategy.select(messages, 150, self.counter)
+        windower = Windower(strategy, 150, self.counter)
+        first = windower.select(messages)
+        second = windower.select(messages)
         assert [id(m) for m in first.messages] == [id(m) for m in second.messages] or (
             first.messages == second.messages
         )
 
     def test_async_gives_the_sync_window(self, strategy: Strategy) -> None:
         messages = battery()["tool-chains"]
-        sync = strategy.select(messages, 150, self.counter)
-        done = asyncio.run(strategy.aselect(messages, 150, self.counter))
+        windower = Windower(strategy, 150, self.counter)
+        sync = windower.select(messages)
+        done = asyncio.run(windower.aselect(messages))
         assert done.messages == sync.messages
 
     @pytest.mark.parametrize("budget", [0, -5, 2.5, "100", None, True])
@@ -145,7 +148,7 @@ class StrategyConformance:
         messages = battery()["plain-chat"]
         before = copy.deepcopy(messages)
         with pytest.raises(InvalidBudget, match="budget"):
-            strategy.select(messages, budget, self.counter)
+            Windower(strategy, budget, self.counter).select(messages)
         assert messages == before
 
     @pytest.mark.parametrize(
@@ -154,4 +157,4 @@ class StrategyConformance:
     )
     def test_bad_messages_are_a_clear_error(self, strategy: Strategy, messages: Any) -> None:
         with pytest.raises(InvalidMessage):
-            strategy.select(messages, 100, self.counter)
+            Windower(strategy, 100, self.counter).select(messages)

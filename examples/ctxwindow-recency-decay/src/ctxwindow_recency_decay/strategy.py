@@ -7,7 +7,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from ctxwindow import BaseStrategy, History, Option, Selection
-from ctxwindow.text import terms
+from ctxwindow.kit import terms
 
 KEPT = "among the highest scores that fit"
 DROPPED = "does not fit the room left by units with higher scores"
@@ -44,7 +44,7 @@ class RecencyDecay(BaseStrategy):
             (list, tuple),
             (),
             "Words that make a unit worth keeping, matched case-insensitively as "
-            "ctxwindow.text.terms reads them (lightly stemmed: 'refunds' meets 'refund').",
+            "ctxwindow.kit.terms reads them (lightly stemmed: 'refunds' meets 'refund').",
             check=_check_keywords,
         ),
         Option(

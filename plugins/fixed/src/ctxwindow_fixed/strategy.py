@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ctxwindow import BaseStrategy, History, Option, Selection
+from ctxwindow.kit import recent_units
 
 OLDER = "outside the most recent units that fit the budget"
 NEWEST = "newest user message"
@@ -35,25 +36,18 @@ class FixedWindow(BaseStrategy):
     def choose(self, history: History) -> Selection:
         selection = history.selection()
         selection.default_reason = OLDER
-        room = history.budget - history.must_keep_tokens
         messages_left = self.options["max_messages"]
         newest = _newest(history)
         if messages_left is not None and newest is not None:
             messages_left -= history.must_keep.get(newest) == NEWEST
-        for unit in range(len(history.units) - 1, -1, -1):
-            if unit in history.must_keep:
-                continue
+        for unit in recent_units(history, history.budget - history.must_keep_tokens):
             span = history.span(unit)
-            tokens = history.unit_tokens(unit)
-            if tokens > room:
-                break
             if messages_left is not None:
                 if len(span) > messages_left:
                     selection.default_reason = f"beyond max_messages={self.options['max_messages']}"
                     break
                 messages_left -= len(span)
             selection.keep(unit, "among the most recent units that fit")
-            room -= tokens
         return selection
 
     def engages_within_budget(self, history: History) -> bool:

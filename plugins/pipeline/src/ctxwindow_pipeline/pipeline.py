@@ -1,34 +1,30 @@
 """pipeline: strategies run in order under one budget, with one record for the visit.
 
 Each stage windows the previous stage's output, made messages (a summary) and stand-ins
-(a cleared tool output) included. A message transform that is not the last stage only
-transforms; every other stage fits the budget, so the last one guarantees it, and the
-host checks the final window like any strategy's.
+(a cleared tool output) included, through a :class:`~ctxwindow.Windower` of its own, so
+every stage's window is checked like any strategy's. A message transform that is not
+the last stage only transforms (``Windower.transform``); every other stage fits the
+budget, so the last one guarantees it, and the runner checks the final window too.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from ctxwindow import (
     BaseStrategy,
-    Conversation,
     History,
     LLMUsage,
     Message,
     Option,
     Selection,
     Window,
+    Windower,
     WindowRecord,
 )
-from ctxwindow.contract import stand_in_problems
-from ctxwindow.errors import BudgetTooSmall, ContractViolation
-from ctxwindow.host import Windower
-from ctxwindow.messages import read_message
-from ctxwindow.window import decisions_from
+from ctxwindow.errors import BudgetTooSmall
 from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 
 KEPT_ALL_FIT = "every stage found its input within the budget"
@@ -114,13 +110,13 @@ class PipelineStrategy(BaseStrategy):
     def _choose(self, history: History, shares: bool) -> Selection:
         run = _Run(history)
         for stage, windower in self._windowing(run, shares):
-            run.apply(stage, windower.select(run.items, query=history.query))
+            run.apply(stage, windower, windower.select(run.items, query=history.query))
         return _set_aside(run.finish(), shares)
 
     async def _achoose(self, history: History, shares: bool) -> Selection:
         run = _Run(history)
         for stage, windower in self._windowing(run, shares):
-            run.apply(stage, await windower.aselect(run.items, query=history.query))
+            run.apply(stage, windower, await windower.aselect(run.items, query=history.query))
         return _set_aside(run.finish(), shares)
 
     def _windowing(self, run: _Run, shares: bool) -> Iterator[tuple[Stage, Windower]]:
@@ -131,10 +127,11 @@ class PipelineStrategy(BaseStrategy):
         history = run.history
         for stage in self.stages:
             budget = stage.budget(history.budget) if shares else history.budget
+            windower = Windower(stage.strategy, budget, history.counter, stage.distribution)
             if stage.is_transform and stage is not self.stages[-1]:
-                run.apply(stage, _transformed(stage, run.items, history, budget))
+                run.apply(stage, windower, windower.transform(run.items, query=history.query))
             else:
-                yield stage, _windower(stage, history, budget)
+                yield stage, windower
 
 
 #: Why a visit ran again without budget_share.
@@ -152,154 +149,16 @@ def _set_aside(selection: Selection, shares: bool) -> Selection:
     return selection
 
 
-def _windower(stage: Stage, history: History, budget: int) -> Windower:
-    """The host around one stage: its window checked, its failure named by distribution."""
-    return Windower(stage.strategy, budget, history.counter, stage.distribution)
-
-
-# -- a transform stage -----------------------------------------------------------------
-def _transformed(stage: Stage, items: list[Any], history: History, budget: int) -> Window[Any]:
-    """Run a message transform on ``items``: it may leave them over budget, and only
-    runs when they are over it or it engages anyway. Its output is checked like a window,
-    but for the budget, which the stages after it keep."""
-    started = time.perf_counter()
-    view = Conversation(items).view(history.counter, budget, history.query)
-    strategy: Any = stage.strategy
-    total = view.total_tokens
-    count = len(view.units)
-    if total <= budget and not strategy.engages_within_budget(view):
-        untouched = _record(stage, view, total, False, started, len(items), (), _all_kept(view))
-        return Window(list(items), untouched)
-    selection = strategy.transform(view)
-    _check_transform(stage, view, selection)
-    inserts: dict[int, list[Message]] = {}
-    for before, message in selection.synthetic:
-        inserts.setdefault(before, []).append(message)
-    wants_messages = bool(items) and isinstance(items[0], Message)
-    stand_ins: dict[int, Message] = dict(selection.stand_ins)
-    saved: dict[int, int] = {}
-    actions = list(selection.actions)
-    for position, stand_in in stand_ins.items():
-        unit = view.unit_of(position)
-        assert unit is not None  # checked above
-        saved[unit] = saved.get(unit, 0) + view.tokens(position)
-        saved[unit] -= view.counter.count_message(stand_in)
-        actions[unit] = "replaced"
-    output: list[Any] = []
-    tokens = 0
-    for unit in range(count + 1):
-        for message in inserts.get(unit, ()):
-            output.append(message if wants_messages else message.to_dict())
-            tokens += view.counter.count_message(message)
-        if unit < count and unit in selection.kept:
-            for position in view.span(unit):
-                standing = stand_ins.get(position)
-                output.append(
-                    items[position]
-                    if standing is None
-                    else _stood(items[position], standing, position)
-                )
-            tokens += view.unit_tokens(unit) - saved.get(unit, 0)
-    reasons = [selection.reason(unit) for unit in range(count)]
-    scores = dict(selection.scores)
-
-    def unit_tokens(unit: int) -> int:
-        return view.unit_tokens(unit) - saved.get(unit, 0)
-
-    def decide() -> Any:
-        return decisions_from(actions, reasons, scores, view.span, view.message_id, unit_tokens)
-
-    notes = tuple(map(str, selection.notes))
-    return Window(output, _record(stage, view, tokens, True, started, len(output), notes, decide))
-
-
-def _check_transform(stage: Stage, view: History, selection: object) -> None:
-    problems: list[str] = []
-    if not isinstance(selection, Selection) or selection.history is not view:
-        problems.append(f"transform() returned {type(selection).__name__}, not a Selection")
-    else:
-        missing = sorted(set(view.must_keep) - selection.kept)
-        if missing:
-            problems.append(f"transform() dropped must-keep unit(s) {missing}")
-        for unit, action in enumerate(selection.actions):
-            if (action == "kept") != (unit in selection.kept):
-                problems.append(f"unit {unit}: its record says {action!r}, the window disagrees")
-        for _, message in selection.synthetic:
-            if not message.synthetic or message.role == "tool" or message.tool_calls:
-                problems.append(
-                    "a made message must be marked synthetic and cannot be half of a "
-                    f"tool exchange: {message!r}"
-                )
-        for position, stand_in in selection.stand_ins.items():
-            where = view.unit_of(position)
-            if where is None or where not in selection.kept or where in view.must_keep:
-                problems.append(f"a stand-in for message {position}, which it may not replace")
-            else:
-                problems.extend(stand_in_problems(position, view.messages[position], stand_in))
-    if problems:
-        raise ContractViolation(stage.name, stage.distribution, problems)
-
-
-def _record(
-    stage: Stage,
-    view: History,
-    tokens: int,
-    engaged: bool,
-    started: float,
-    size: int,
-    notes: tuple[str, ...],
-    decide: Any,
-) -> WindowRecord:
-    return WindowRecord(
-        strategy=stage.name,
-        budget=view.budget,
-        counter=view.counter.name,
-        tokens_before=view.total_tokens,
-        tokens_after=tokens,
-        engaged=engaged,
-        elapsed_ms=(time.perf_counter() - started) * 1000,
-        messages_before=len(view),
-        messages_after=size,
-        notes=notes,
-        _decide=decide,
-    )
-
-
-def _stood(original: Any, stand_in: Message, position: int) -> Any:
-    """A stand-in in the input's kind, saying which message it stands for, as the host
-    gives it back from a visit."""
-    metadata = {**stand_in.metadata, "stands_in_for": position}
-    if isinstance(original, Message):
-        return replace(stand_in, metadata=metadata)
-    return {**original, **_content(stand_in), "metadata": metadata}
-
-
 def _stand_in_for(item: Any, position: int) -> Message | None:
     """``item`` as the stand-in a stage sent for its input message ``position``, or None."""
     message = item if isinstance(item, Message) else None
     if message is None and isinstance(item, dict):
         metadata = item.get("metadata")
         if isinstance(metadata, dict) and metadata.get("stands_in_for") == position:
-            message = read_message(item, None)
+            message = Message.from_dict(item)
     if message is None or message.metadata.get("stands_in_for") != position:
         return None
     return message
-
-
-def _all_kept(view: History) -> Any:
-    count = len(view.units)
-
-    def decide() -> Any:
-        return decisions_from(
-            ["kept"] * count,
-            ["everything fits the budget"] * count,
-            {},
-            view.span,
-            view.message_id,
-            view.unit_tokens,
-        )
-
-    return decide
 
 
 # -- following the caller's messages through the stages ---------------------------------
@@ -337,7 +196,7 @@ class _Run:
                 self.items.append(item)
                 self.origins.append(_Origin(position, frozenset((unit,))))
 
-    def apply(self, stage: Stage, window: Window[Any]) -> None:
+    def apply(self, stage: Stage, windower: Windower, window: Window[Any]) -> None:
         """Take a stage's window as the next input, remembering what it did."""
         record = window.record
         self.records.append(record)
@@ -365,11 +224,8 @@ class _Run:
                 origins.append(None)
             items.append(item)
         if pointer != len(kept):
-            raise ContractViolation(
-                stage.name,
-                stage.distribution,
-                ["its window does not hold the very messages its record says it kept"],
-            )
+            problem = "its window does not hold the very messages its record says it kept"
+            raise windower.violation([problem])
         summarized: list[tuple[int, frozenset[int]]] = []
         for decision in decisions:
             if not decision.positions:
@@ -442,7 +298,9 @@ class _Run:
                 (next(iter(o.covers)) for o in self.origins[index + 1 :] if o.position is not None),
                 count,
             )
-            selection.add_synthetic(read_message(self.items[index], None), before_unit=after)
+            made = self.items[index]
+            message = made if isinstance(made, Message) else Message.from_dict(made)
+            selection.add_synthetic(message, before_unit=after)
         for label, record in zip(self.labels, self.records, strict=True):
             selection.notes.append(f"{label}: {_summary(record)}")
             selection.notes.extend(f"{label}: {note}" for note in record.notes)

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxwindow.errors import CtxWindowError, InvalidOption, UnknownStrategy
-from ctxwindow.registry import strategy_entry
-from ctxwindow.strategy import Strategy, declared_options
+import ctxwindow
+from ctxwindow import Strategy
+from ctxwindow.errors import CtxWindowError, InvalidOption
 
 PIPELINE = "pipeline"
 #: Keys of a stage's table that are the pipeline's, not the stage strategy's options.
@@ -87,29 +87,30 @@ def _build(owner: str, index: int, spec: Any) -> Stage:
         raise InvalidOption(
             f"{where}: a pipeline cannot be a stage of a pipeline; list its stages here instead"
         )
-    try:
-        entry = strategy_entry(name)
-    except UnknownStrategy as error:
-        error.args = (f"{where}: {error}",)
-        raise
-    if getattr(entry.target, "name", None) == PIPELINE or _is_pipeline(entry.target):
-        raise InvalidOption(f"{where}: a pipeline cannot be a stage of a pipeline")
-    known = {option.name for option in declared_options(entry.target)}
+    described = {entry["name"]: entry for entry in ctxwindow.describe_strategies()}
+    if name not in described:
+        _named(where, ctxwindow.get_strategy, name)  # raises UnknownStrategy, with its hints
+    known = {option["name"] for option in described[name]["options"]}
     unknown = sorted(set(options) - known)
     if unknown:
         valid = ", ".join(sorted(known)) or "none"
         raise InvalidOption(
             f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; valid options: {valid}"
         )
+    strategy = _named(where, ctxwindow.get_strategy, name, **options)
+    if _is_pipeline(type(strategy)):
+        raise InvalidOption(f"{where}: a pipeline cannot be a stage of a pipeline")
+    share = _share(where, spec.get("budget_share") if isinstance(spec, Mapping) else None)
+    return Stage(index, name, strategy, described[name]["distribution"], share)
+
+
+def _named(where: str, build: Any, *args: Any, **options: Any) -> Any:
+    """``build(*args, **options)``, its errors prefixed with the stage they are about."""
     try:
-        strategy = entry.target(**options)
+        return build(*args, **options)
     except CtxWindowError as error:
         error.args = (f"{where}: {error}",)
         raise
-    except TypeError as error:
-        raise InvalidOption(f"{where} rejected its options: {error}") from None
-    share = _share(where, spec.get("budget_share") if isinstance(spec, Mapping) else None)
-    return Stage(index, name, strategy, entry.distribution, share)
 
 
 def _share(where: str, share: Any) -> float | None:
@@ -125,7 +126,7 @@ def _share(where: str, share: Any) -> float | None:
 
 def _is_strategy(value: Any) -> bool:
     return isinstance(getattr(value, "name", None), str) and callable(
-        getattr(value, "select", None)
+        getattr(value, "choose", None)
     )
 
 

@@ -4,7 +4,8 @@ A chat of ``size`` messages is windowed once (so everything is embedded and cach
 then each turn appends one new user message and selects again. The baseline is one
 model call embedding a new text of the same length: the least any semantic strategy
 pays per turn. Turns and baseline calls alternate, so both see the same machine load;
-medians are reported. Run: ``python -m ctxwindow_semantic.bench``.
+medians are reported. Run: ``python -m ctxwindow_semantic.bench`` (its histories come from
+the evaluation kit: ``pip install 'ctxwindow-semantic[bench]'``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from typing import Any
 
 from ctxwindow import Conversation
-from ctxwindow.evaluation.bench import synthetic_history
+from ctxwindow_eval.bench import synthetic_history
 from ctxwindow_semantic.strategy import SemanticWindow
 
 

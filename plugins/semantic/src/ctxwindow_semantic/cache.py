@@ -1,4 +1,4 @@
-"""Embeddings cached by (model, content hash) in a :mod:`ctxwindow.stores` store: memory
+"""Embeddings cached by (model, content hash) in a :mod:`ctxwindow_stores` store: memory
 only, or memory in front of a SQLite file or a Redis server shared by app replicas.
 
 A vector is stored as bytes, never pickled: a tag, the hash of the model's name, the
@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ctxwindow.stores import Store, as_store, cache_key, content_hash
+from ctxwindow_stores import Store, as_store, cache_key, content_hash
 
 #: The in-memory layer's bounds: 100,000 vectors or 64 MiB (about 40,000 vectors of
 #: all-MiniLM-L6-v2's 384 dimensions), whichever is reached first.
@@ -91,7 +91,7 @@ def _model_tag(model: str) -> bytes:
 
 class EmbeddingCache:
     """Thread-safe. ``where``: None or ``"memory"`` (memory only), a SQLite path, a
-    ``redis://`` URL, or a ready :class:`~ctxwindow.stores.Store`. ``ttl``: seconds an
+    ``redis://`` URL, or a ready :class:`~ctxwindow_stores.Store`. ``ttl``: seconds an
     entry lives in Redis (None: no expiry)."""
 
     def __init__(

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ctxwindow import History
-from ctxwindow.text import unit_text
+from ctxwindow.kit import unit_text
 from ctxwindow_semantic.lexical import BM25Index
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxwindow.text import terms
+from ctxwindow.kit import terms
 
 K1 = 1.2
 B = 0.75

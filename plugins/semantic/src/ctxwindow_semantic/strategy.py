@@ -9,11 +9,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
-from ctxwindow.stores import cache_options
-from ctxwindow.text import unit_text
+from ctxwindow.kit import unit_text
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
 from ctxwindow_semantic.index import IndexPool
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
+from ctxwindow_stores import cache_options
 
 
 def _share(value: float) -> str | None:

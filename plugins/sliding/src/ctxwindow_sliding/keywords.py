@@ -32,7 +32,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ctxwindow import Conversation, History, InvalidOption
-from ctxwindow.text import terms, unit_text
+from ctxwindow.kit import terms, unit_text
 
 K1 = 1.2
 B = 0.75

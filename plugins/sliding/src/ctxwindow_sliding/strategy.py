@@ -19,6 +19,7 @@ from ctxwindow import (
     Selection,
     get_importance_scorer,
 )
+from ctxwindow.kit import recent_units
 
 #: What the opening user message (an agent's task statement) adds to its importance: as
 #: much as the unit that best matches the query.
@@ -146,16 +147,10 @@ class SlidingWindow(BaseStrategy):
         room = history.budget - history.must_keep_tokens
         reserved = int(room * self.options["important_share"])
         # 1. The recent run: contiguous from the newest unit, in what is not reserved.
-        recent_room = room - reserved
         oldest_recent = len(history.units)
-        for unit in range(len(history.units) - 1, -1, -1):
-            if unit not in must_keep:
-                tokens = history.unit_tokens(unit)
-                if tokens > recent_room:
-                    break
-                selection.keep(unit, RECENT)
-                recent_room -= tokens
-                room -= tokens
+        for unit in recent_units(history, room - reserved):
+            selection.keep(unit, RECENT)
+            room -= history.unit_tokens(unit)
             oldest_recent = unit
         # 2. The important older units, most important first, while any fits.
         scores = self.importance(history, selection.notes)
@@ -172,14 +167,9 @@ class SlidingWindow(BaseStrategy):
                 selection.keep(unit, f"important (score {scores[unit]:.3g})", scores[unit])
                 room -= sizes[unit]
         # 3. Room the important units left extends the recent run.
-        for unit in range(oldest_recent - 1, -1, -1):
-            if unit in selection.kept:
-                continue
-            tokens = history.unit_tokens(unit)
-            if tokens > room:
-                break
+        for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
             selection.keep(unit, RECENT)
-            room -= tokens
+            room -= history.unit_tokens(unit)
         for unit, score in enumerate(scores):
             selection.scores.setdefault(unit, score)
         return selection

@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ctxwindow.summarizers import SummaryRequest, SummaryResult
+from ctxwindow import SummaryRequest, SummaryResult
 
 _SENTENCE = re.compile(
     r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bvs\.)(?<!\be\.g\.)"

@@ -16,9 +16,8 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ctxwindow import LLMUsage, SummaryRequest, SummaryResult
 from ctxwindow.errors import CtxWindowError, LLMNotConfigured
-from ctxwindow.summarizers import SummaryRequest, SummaryResult
-from ctxwindow.window import LLMUsage
 from ctxwindow_summarize.errors import SummarizerFailed
 
 OPENAI_URL = "https://api.openai.com/v1"

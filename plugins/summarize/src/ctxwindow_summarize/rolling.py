@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxwindow import History
-from ctxwindow.stores import Store, as_store, cache_key
+from ctxwindow_stores import Store, as_store, cache_key
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ KIND = "summary"
 
 class SummaryCache:
     """Summaries by (summarizer, target size, the exact content they cover), kept in a
-    :mod:`ctxwindow.stores` store: memory only (bounded), or memory in front of a
+    :mod:`ctxwindow_stores` store: memory only (bounded), or memory in front of a
     SQLite file or a Redis server that app replicas share. Stored as JSON, never
     pickled; an entry that does not read back as a summary is ignored. Thread-safe."""
 

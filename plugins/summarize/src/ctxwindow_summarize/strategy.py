@@ -6,10 +6,19 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ctxwindow import BaseStrategy, History, LLMUsage, Message, Option, Selection
-from ctxwindow.stores import cache_options
-from ctxwindow.summarizers import Summarizer, SummaryRequest
-from ctxwindow.text import unit_text
+from ctxwindow import (
+    BaseStrategy,
+    History,
+    LLMUsage,
+    Message,
+    Option,
+    Selection,
+    Summarizer,
+    SummaryRequest,
+    get_summarizer,
+)
+from ctxwindow.kit import unit_text
+from ctxwindow_stores import cache_options
 from ctxwindow_summarize.errors import SummarizerFailed
 from ctxwindow_summarize.extractive import ExtractiveSummarizer
 from ctxwindow_summarize.llm import OpenAISummarizer
@@ -152,8 +161,6 @@ class SummarizeWindow(BaseStrategy):
                 retries=self.options["llm_retries"],
                 max_input_tokens=self.options["llm_max_input"],
             )
-        from ctxwindow.registry import get_summarizer
-
         summarizer: Summarizer = get_summarizer(name)
         return summarizer
 

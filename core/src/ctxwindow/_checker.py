@@ -1,0 +1,185 @@
+"""The contract's checker: what the runner checks of every selection and window,
+always on.
+
+It is linear in the window, not the history: cheap enough never to switch off. It
+takes what must be kept and the counter from the runner, never from state a strategy
+could have changed. (``ctxwindow.testing.check_window`` is the independent oracle the
+tests hold strategies and this checker to.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ctxwindow._history import History
+from ctxwindow._messages import Message
+from ctxwindow._tokens import TokenCounter
+
+
+def window_problems(
+    history: History,
+    positions: Sequence[int | None],
+    synthetic: Sequence[Message],
+    limit: int | None,
+    must_keep: Mapping[int, str],
+    counter: TokenCounter,
+) -> tuple[list[str], int]:
+    """Problems with a window, and its token count.
+
+    ``positions`` lists, in output order, each window message's index in the caller's
+    list, or None for a message the strategy made (taken in turn from ``synthetic``).
+    ``limit`` is the budget less the strategy's declared overhead (None for a transform,
+    which may stay over it); ``must_keep`` maps the units that must stay to why, as the
+    runner found them before the strategy ran.
+    """
+    problems: list[str] = []
+    tokens = 0
+    previous = -1
+    kept_units: set[int] = set()
+    open_unit: int | None = None
+    expected_next = -1
+    made = iter(synthetic)
+    for position in positions:
+        if position is None:
+            message = next(made)
+            tokens += counter.count_message(message)
+            problems.extend(_made_problems(message))
+            if open_unit is not None:
+                problems.append(
+                    f"unit {open_unit} is split: a made message sits before its "
+                    f"message {expected_next}"
+                )
+            continue
+        if position <= previous:
+            problems.append(f"message {position} is out of order (after {previous})")
+        previous = position
+        tokens += history.tokens(position)
+        if open_unit is not None and position != expected_next:
+            problems.append(f"unit {open_unit} is split: message {expected_next} is missing")
+            open_unit = None
+        unit = history.unit_of(position)
+        if unit is None:
+            problems.append(f"message {position} is a defective tool message and cannot be sent")
+            continue
+        span = history.span(unit)
+        if open_unit is None:
+            if position != span.start:
+                problems.append(f"unit {unit} is split: message {span.start} is missing")
+            kept_units.add(unit)
+        if position + 1 < span.stop:
+            open_unit, expected_next = unit, position + 1
+        else:
+            open_unit = None
+    if open_unit is not None:
+        problems.append(f"unit {open_unit} is split: message {expected_next} is missing")
+    for unit, reason in must_keep.items():
+        if unit not in kept_units:
+            problems.append(f"unit {unit} ({reason}) must be kept but was dropped")
+    if limit is not None and tokens > limit:
+        problems.append(f"window has {tokens} tokens, over the limit of {limit}")
+    return problems, tokens
+
+
+def _made_problems(message: Message) -> list[str]:
+    """A made message must say it was made, and cannot be half of a tool exchange."""
+    problems = []
+    if not message.synthetic:
+        problems.append("a message not in the input is not marked synthetic")
+    if message.role == "tool":
+        problems.append(
+            "a made message has role 'tool': a tool result cannot be sent without its call"
+        )
+    if message.tool_calls:
+        problems.append(
+            "a made message carries tool_calls: a tool call cannot be sent without its results"
+        )
+    return problems
+
+
+def stand_in_problems(position: int, original: Message, stand_in: object) -> list[str]:
+    """Why ``stand_in`` cannot be sent in place of ``original``: it must say it was made,
+    and keep the role, tool_call_id and tool calls (ids and names) that pair a tool
+    exchange, so the unit stays valid with it."""
+    if not isinstance(stand_in, Message):
+        kind = type(stand_in).__name__
+        return [f"the stand-in for message {position} is a {kind}, not a Message"]
+    problems = []
+    if not stand_in.synthetic:
+        problems.append(f"the stand-in for message {position} is not marked synthetic")
+    if stand_in.role != original.role:
+        problems.append(
+            f"the stand-in for message {position} has role {stand_in.role!r}, "
+            f"the original {original.role!r}"
+        )
+    if stand_in.tool_call_id != original.tool_call_id:
+        problems.append(
+            f"the stand-in for message {position} answers {stand_in.tool_call_id!r}, "
+            f"the original {original.tool_call_id!r}"
+        )
+    # Exactly the same calls, arguments included: a dict input's stand-in is sent as the
+    # original's fields with only the content swapped, so only the content may differ.
+    if list(stand_in.tool_calls) != list(original.tool_calls):
+        problems.append(f"the stand-in for message {position} changes its tool calls")
+    if stand_in.name != original.name:
+        problems.append(f"the stand-in for message {position} changes its name")
+    return problems
+
+
+def record_problems(actions: Sequence[str], kept: set[int], count: int) -> list[str]:
+    """Whether the actions (what the record says) and the kept set (what the window
+    holds) agree: the same units kept, and only the strategy's three actions."""
+    for unit in kept:
+        if type(unit) is not int or not 0 <= unit < count:
+            return [f"the selection keeps {unit!r}, which is not a unit of its history"]
+        if actions[unit] != "kept":
+            return [
+                f"unit {unit} is in the window but its record says {actions[unit]!r}; "
+                f"use keep(), drop() and summarize(), not the kept set"
+            ]
+    # the common case in one fast pass: every other unit dropped (mostly the very
+    # "dropped" object a Selection starts with, so the count compares identities)
+    if list(actions).count("dropped") + len(kept) == count:
+        return []
+    for unit, action in enumerate(actions):
+        if action == "kept" and unit not in kept:
+            return [
+                f"unit {unit} is recorded as kept but is not in the window; "
+                f"use keep(), drop() and summarize(), not the kept set"
+            ]
+        if action not in ("kept", "dropped", "summarized"):
+            return [f"the selection holds action {action!r}; use keep(), drop() or summarize()"]
+    return []
+
+
+def synthetic_problems(synthetic: Sequence[object], count: int) -> list[str]:
+    """Each made message must be a Message placed before a unit (or at the end)."""
+    problems = []
+    for entry in synthetic:
+        before, message = entry if isinstance(entry, tuple) and len(entry) == 2 else (-1, None)
+        if type(before) is not int or not 0 <= before <= count:
+            problems.append(f"a made message is placed before unit {before!r}, not a unit")
+        if not isinstance(message, Message):
+            problems.append(f"a made message is a {type(message).__name__}, not a Message")
+    return problems
+
+
+def stand_ins_problems(
+    history: History,
+    stand_ins: Mapping[int, Message],
+    kept: set[int],
+    must_keep: Mapping[int, str],
+    cut: Mapping[int, Message],
+) -> list[str]:
+    """A stand-in goes in a kept unit, for a message that may change (not must-keep,
+    not ``cut`` by the runner), and keeps the unit's tool exchange valid."""
+    problems = []
+    for position, message in stand_ins.items():
+        unit = history.unit_of(position) if type(position) is int else None
+        if unit is None or unit not in kept:
+            problems.append(f"a stand-in for message {position!r}, which is not in the window")
+        elif unit in must_keep or position in cut:
+            why = must_keep.get(unit, "cut by the host")
+            problems.append(f"message {position} ({why}) cannot be replaced by a strategy")
+        else:
+            problems.extend(stand_in_problems(position, history.messages[position], message))
+    return problems

@@ -1,0 +1,175 @@
+"""Selection by name from config (a dict, a ctxwindow.toml, or [tool.ctxwindow]), and
+the one-call API built on it.
+
+The same checks apply whether a strategy comes from config or is built in Python:
+both go through the strategy's own option validation.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from ctxwindow._contract import check_budget, declared_options
+from ctxwindow._plugins import get_counter, strategy_entry
+from ctxwindow._tokens import TokenCounter
+from ctxwindow._window import Window
+from ctxwindow._windower import Windower
+from ctxwindow.errors import ConfigError, CtxWindowError, InvalidOption
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+HOST_KEYS = ("strategy", "budget", "counter")
+#: Visit bounds: a strategy built on BaseStrategy takes them as options; for any other
+#: strategy the host (the Windower) applies them itself.
+VISIT_KEYS = ("time_limit", "on_timeout")
+CONFIG_FILE = "ctxwindow.toml"
+
+
+def load_config_file(path: str | PathLike[str]) -> dict[str, Any]:
+    """Read the ctxwindow table of a TOML file (the whole file, or [tool.ctxwindow])."""
+    config = _read_config_file(Path(path))
+    if config is None:
+        raise ConfigError(f"{str(Path(path))!r} has no [tool.ctxwindow] table")
+    return config
+
+
+def _read_config_file(file: Path) -> dict[str, Any] | None:
+    """The file's ctxwindow table; None for a pyproject.toml without one."""
+    where = f"config file {str(file)!r}"
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where} is a directory; give the path of the TOML file") from None
+    except OSError as error:
+        raise ConfigError(f"{where} cannot be read: {error.strerror or error}") from None
+    return parse_config(raw, file)
+
+
+def parse_config(raw: bytes, file: Path = Path(CONFIG_FILE)) -> dict[str, Any] | None:
+    """The ctxwindow table of a config file's bytes; ``file``'s name says whether it is a
+    pyproject.toml (None when that has no [tool.ctxwindow]). Errors are ConfigError."""
+    where = f"config file {str(file)!r}"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{where} is not UTF-8 text (byte {error.start}; is it a binary file?); "
+            f"TOML files are UTF-8"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{where} is not valid TOML: {error}; fix it or remove it") from None
+    except RecursionError:
+        raise ConfigError(f"{where} is not valid TOML: nested too deeply") from None
+    if file.name == "pyproject.toml":
+        tool = data.get("tool", {})
+        table = tool.get("ctxwindow") if isinstance(tool, dict) else None
+        if table is None:
+            return None
+        data = table
+    if not isinstance(data, dict):
+        raise ConfigError(f"config in {str(file)!r} must be a table")
+    return data
+
+
+def find_config(directory: str | PathLike[str] = ".") -> dict[str, Any] | None:
+    """The config in ``directory``: ctxwindow.toml, else pyproject's [tool.ctxwindow]."""
+    here = Path(directory)
+    if (here / CONFIG_FILE).is_file():
+        return load_config_file(here / CONFIG_FILE)
+    pyproject = here / "pyproject.toml"
+    if pyproject.is_file():  # without [tool.ctxwindow] it is no config; broken, an error
+        return _read_config_file(pyproject)
+    return None
+
+
+def from_config(
+    source: Mapping[str, Any] | str | PathLike[str] | None = None, **overrides: Any
+) -> Windower:
+    """A ready :class:`Windower` from config; ``overrides`` win over the config's keys.
+
+    ``source`` is a dict, a path to ctxwindow.toml or pyproject.toml, or None to look
+    in the current directory.
+    """
+    if source is None:
+        config = find_config() or {}
+    elif isinstance(source, Mapping):
+        config = dict(source)
+    elif isinstance(source, (str, PathLike)):
+        config = load_config_file(source)
+    else:
+        raise ConfigError(
+            f"config must be a dict or a path to a TOML file, got {type(source).__name__}"
+        )
+    config.update(overrides)
+    return windower_from(config)
+
+
+def windower_from(config: Mapping[str, Any]) -> Windower:
+    if "strategy" not in config:
+        raise ConfigError("config has no 'strategy'; name one, for example strategy = \"fixed\"")
+    if "budget" not in config:
+        raise ConfigError(
+            "config has no 'budget'; give the token budget, for example budget = 4000"
+        )
+    entry = strategy_entry(config["strategy"])
+    budget = check_budget(config["budget"])  # before building a strategy that may load a model
+    options = {key: value for key, value in config.items() if key not in HOST_KEYS}
+    known = {option.name for option in declared_options(entry.target)}
+    visit = {key: options.pop(key) for key in VISIT_KEYS if key in options and key not in known}
+    unknown = sorted(set(options) - known, key=str)
+    if unknown:
+        valid = ", ".join(sorted(set(HOST_KEYS) | set(VISIT_KEYS) | known))
+        raise InvalidOption(
+            f"config: unknown key(s) {', '.join(map(repr, unknown))} for strategy "
+            f"{entry.name!r}; valid keys: {valid}"
+        )
+    try:
+        strategy = entry.target(**options)
+    except CtxWindowError:
+        raise
+    except TypeError as error:
+        raise InvalidOption(f"strategy {entry.name!r} rejected its options: {error}") from None
+    counter = get_counter(config.get("counter"))
+    return Windower(strategy, budget, counter, entry.distribution, **visit)
+
+
+def select(
+    messages: Any,
+    budget: int,
+    strategy: str = "fixed",
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    **options: Any,
+) -> Window[Any]:
+    """Window ``messages`` to ``budget`` tokens with the strategy named ``strategy``.
+
+    Dicts in, the same dict objects out; Messages in, Messages out.
+    """
+    config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
+    return windower_from(config).select(messages, query=query)
+
+
+async def aselect(
+    messages: Any,
+    budget: int,
+    strategy: str = "fixed",
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    **options: Any,
+) -> Window[Any]:
+    """Async :func:`select`: does not block the event loop on strategies that wait."""
+    config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
+    return await windower_from(config).aselect(messages, query=query)

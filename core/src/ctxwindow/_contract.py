@@ -1,0 +1,163 @@
+"""The strategy contract: what a strategy declares and what the runner asks of it.
+
+A strategy is a class with a ``name`` and a ``choose(history) -> Selection`` method;
+that is the whole plugin API. Everything around the choice (reading and counting the
+history, the policies, time limits, checking the window, the record) is the runner's
+(:class:`~ctxwindow.Windower`). The optional members below, read with their defaults
+when absent, let a strategy say more.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ctxwindow._options import Option
+from ctxwindow.errors import InvalidBudget, InvalidQuery
+
+if TYPE_CHECKING:
+    from ctxwindow._history import History
+    from ctxwindow._selection import Selection
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]*$")
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """What the runner calls. Build on :class:`~ctxwindow.BaseStrategy` for options,
+    validation and the policies; a plain class with these members works too.
+
+    Optional members, with the runner's default when absent: ``requires_llm`` (False),
+    ``overhead_tokens`` (0: tokens the window costs beyond its messages, taken off the
+    budget), ``options`` (a mapping; the runner reads ``oversize``, ``orphans``,
+    ``time_limit`` and ``on_timeout``, each defaulting as in :data:`COMMON_OPTIONS`),
+    ``async achoose(history)`` (awaited by ``aselect`` instead of running ``choose``),
+    ``engages_within_budget(history)`` (False: a history that fits is returned whole),
+    and ``transform(history)`` (a choice that may leave the window over budget, for a
+    stage whose successors fit it: see :meth:`~ctxwindow.Windower.transform`).
+    """
+
+    @property
+    def name(self) -> str:
+        """The name users select the strategy by: lowercase letters, digits, '_-.'."""
+        ...
+
+    def choose(self, history: History) -> Selection:
+        """Decide which units to keep; ``history.selection()`` starts a selection."""
+        ...
+
+
+def _seconds_problem(seconds: float) -> str | None:
+    if math.isfinite(seconds) and 0 < seconds <= threading.TIMEOUT_MAX:
+        return None
+    return f"must be a positive, finite number of seconds, got {seconds!r}"
+
+
+#: How long choosing may take; the runner enforces it.
+TIME_LIMIT = Option(
+    "time_limit",
+    float,
+    None,
+    "Seconds the strategy may take to choose (its LLM and embedding calls included), "
+    "after the host has read and counted the history; None: no limit. Past it, "
+    "on_timeout applies and the strategy's late answer is never used.",
+    nullable=True,
+    check=_seconds_problem,
+)
+ON_TIMEOUT = Option(
+    "on_timeout",
+    str,
+    "raise",
+    "When time_limit runs out: 'raise' VisitTimeout, or 'recent': the host keeps "
+    "the must-keep messages and the newest units that fit, and the record says so.",
+    choices=("raise", "recent"),
+)
+OVERSIZE = Option(
+    "oversize",
+    str,
+    "raise",
+    "When the messages that must be kept exceed the budget: 'raise' BudgetTooSmall, "
+    "or 'truncate' the newest user message's text with a visible marker.",
+    choices=("raise", "truncate"),
+)
+ORPHANS = Option(
+    "orphans",
+    str,
+    "raise",
+    "A tool result without its call, or a call without its results: 'raise' "
+    "OrphanToolResult, or 'drop' those messages and say so in the record.",
+    choices=("raise", "drop"),
+)
+#: The options the runner reads from every strategy (BaseStrategy declares them all).
+COMMON_OPTIONS: tuple[Option, ...] = (OVERSIZE, ORPHANS, TIME_LIMIT, ON_TIMEOUT)
+_DEFAULTS = {option.name: option.default for option in COMMON_OPTIONS}
+
+
+def common_option(strategy: object, name: str) -> Any:
+    """The value of one of :data:`COMMON_OPTIONS` for ``strategy``, else its default."""
+    options = getattr(strategy, "options", None)
+    value = options.get(name) if isinstance(options, Mapping) else None
+    return _DEFAULTS[name] if value is None else value
+
+
+def declared_options(factory: Any) -> tuple[Option, ...]:
+    """The options a registered strategy declares (none for a plain protocol class)."""
+    if hasattr(factory, "all_options"):
+        return tuple(factory.all_options())
+    return tuple(getattr(factory, "option_specs", ()))
+
+
+def check_registration(factory: Any) -> str | None:
+    """Why ``factory`` cannot be registered as a strategy, or None if it can."""
+    name = getattr(factory, "name", None)
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        return f"strategy name {name!r} must be lowercase letters, digits, '_', '-' or '.'"
+    if not callable(factory):
+        return f"strategy {name!r}: register the class (or a factory), not an instance"
+    if not callable(getattr(factory, "choose", None)):
+        return (
+            f"strategy {name!r} has no choose() method: a strategy implements "
+            f"choose(history) -> Selection, and the runner does the rest"
+        )
+    problem = _declaration_problem(factory)
+    return f"strategy {name!r}: {problem}" if problem else None
+
+
+def _declaration_problem(factory: Any) -> str | None:
+    if not isinstance(getattr(factory, "requires_llm", False), bool):
+        return "requires_llm must be True or False"
+    overhead = getattr(factory, "overhead_tokens", 0)
+    if not isinstance(overhead, property):  # a property is checked on each visit
+        problem = overhead_problem(overhead)
+        if problem:
+            return problem
+    specs: Sequence[Any] = declared_options(factory)
+    if not all(isinstance(spec, Option) for spec in specs):
+        return "option_specs must hold ctxwindow.Option objects"
+    return None
+
+
+def overhead_problem(overhead: object) -> str | None:
+    """Why a strategy's ``overhead_tokens`` is unusable, or None."""
+    if isinstance(overhead, bool) or not isinstance(overhead, int) or overhead < 0:
+        return f"overhead_tokens must be an int >= 0 (tokens), got {overhead!r}"
+    return None
+
+
+def check_budget(budget: object) -> int:
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise InvalidBudget(
+            f"budget must be a positive int (tokens), got {type(budget).__name__} {budget!r}"
+        )
+    if budget <= 0:
+        raise InvalidBudget(f"budget must be a positive int (tokens), got {budget}")
+    return budget
+
+
+def check_query(query: object) -> str | None:
+    if query is not None and not isinstance(query, str):
+        raise InvalidQuery(f"query must be a string or None, got {type(query).__name__}")
+    return query

@@ -1,0 +1,103 @@
+"""Reading a messages file as the CLI (and the evaluation kit) reads it: a JSON array,
+or JSONL with one message per line; anything else is one clear InvalidMessage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxwindow.errors import InvalidMessage
+
+#: What to do when a messages file cannot be read, said once for every problem.
+FORMAT_HINT = "expected a JSON array of messages, or JSONL with one message per line"
+
+
+def read_messages_file(path: str) -> list[Any]:
+    """A JSON array, or JSONL with one message per line; '-' reads stdin.
+
+    Anything else is one InvalidMessage naming the file and the problem.
+    """
+    source = "stdin" if path == "-" else path
+    try:
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InvalidMessage(None, f"{source} does not exist") from None
+    except IsADirectoryError:
+        raise InvalidMessage(None, f"{source} is a directory, not a messages file") from None
+    except OSError as error:
+        raise InvalidMessage(None, f"{source} cannot be read ({error.strerror or error})") from None
+    return parse_messages(raw, source)
+
+
+def parse_messages(raw: bytes, source: str = "input") -> list[Any]:
+    """The bytes of a messages file as a list of (unchecked) entries, as the CLI reads
+    them; ``source`` names the file in errors. Anything else is one InvalidMessage."""
+    text = _decoded(raw, source)
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidMessage(None, f"{source} is empty; {FORMAT_HINT}")
+    if stripped.startswith("["):
+        data = _parsed(stripped, source, "")
+        if not isinstance(data, list):  # pragma: no cover - a JSON text starting '[' is a list
+            raise InvalidMessage(None, f"{source} must hold a JSON array of messages")
+        return data
+    messages = []
+    # split on newlines only: str.splitlines() also splits on U+2028, U+0085 and others,
+    # which JSON allows unescaped inside strings
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            messages.append(_parsed(line, source, f" line {number}"))
+        except InvalidMessage:
+            if stripped.startswith("{") and number == 1 and _is_one_object(stripped):
+                raise InvalidMessage(
+                    None,
+                    f"{source} holds one JSON object spread over lines, not a list of "
+                    f"messages; put it in a JSON array ([...]) or on a single line",
+                ) from None
+            raise
+    return messages
+
+
+def _decoded(raw: bytes, source: str) -> str:
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InvalidMessage(
+            None, f"{source} is UTF-16 text, not UTF-8; save it as UTF-8 and try again"
+        )
+    if b"\x00" in raw:
+        raise InvalidMessage(
+            None, f"{source} holds NUL bytes, so it is no text file (is it binary?); {FORMAT_HINT}"
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InvalidMessage(
+            None,
+            f"{source} is not UTF-8 text (byte {error.start}; is it a binary file?); "
+            f"save it as UTF-8",
+        ) from None
+
+
+def _parsed(text: str, source: str, where: str) -> Any:
+    """One JSON value, or InvalidMessage naming the file, the line and what to do."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        problem = f"{error.msg} at line {error.lineno} column {error.colno}"
+        if where:  # a JSONL line: its own line and column are the line's
+            problem = f"{error.msg} at column {error.colno}"
+    except RecursionError:
+        problem = "its arrays or objects are nested too deeply"
+    except ValueError as error:  # such as an integer with more digits than Python reads
+        problem = str(error)
+    raise InvalidMessage(None, f"{source}{where} is not valid JSON ({problem}); {FORMAT_HINT}")
+
+
+def _is_one_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False

@@ -1,0 +1,344 @@
+"""A conversation read once and kept ready for windowing, and the view of it a
+strategy gets on one visit.
+
+:class:`Conversation` parses, groups and counts each message once, as it is appended,
+so a chat loop that appends a message and re-selects pays for that message only.
+A plain list passed to ``select`` is read into a temporary Conversation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar, overload
+
+from ctxwindow._messages import INSTRUCTION_ROLES, Message, check_message_list, read_message
+from ctxwindow._selection import Selection
+from ctxwindow._tokens import TokenCounter
+from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
+
+T = TypeVar("T")
+
+NOT_UNIT = -1
+#: Reading or counting more messages than this at once runs with the cyclic garbage
+#: collector paused: the objects made are acyclic, and on 100k messages its passes over
+#: them cost about a third of a cold visit.
+GC_PAUSE_AT = 5_000
+#: Running token sums are kept for this many counters per conversation (the least
+#: recently used are forgotten), so a new counter object per call cannot grow it.
+SUMS_KEPT = 4
+
+
+@contextlib.contextmanager
+def _collector_paused(count: int) -> Iterator[None]:
+    if count < GC_PAUSE_AT or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class Conversation:
+    """An append-only history whose reading, grouping and counting is done once.
+
+    Treat the messages you append as immutable: a dict changed in place after it was
+    appended is not read again (append a new dict instead, or build a new Conversation).
+    """
+
+    def __init__(self, messages: Iterable[Any] = ()) -> None:
+        self._lock = threading.RLock()
+        self._originals: list[Any] = []
+        self._messages: list[Message] = []
+        self._starts: list[int] = []
+        self._stops: list[int] = []
+        self._unit_of: list[int] = []
+        self._defects: list[Defect] = []
+        self._open_start: int | None = None
+        self._open_pending: set[str] = set()
+        self._kept_always: list[int] = []  # positions of system, developer, pinned
+        self._newest_user: int | None = None
+        self._sums: dict[int, tuple[object, list[int]]] = {}  # by id of the exact counter
+        self.extend(messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._originals[: len(self)])
+
+    @property
+    def originals(self) -> list[Any]:
+        """The objects as they were appended (a new list; the objects themselves)."""
+        return self._originals[: len(self)]
+
+    def append(self, message: Any) -> None:
+        """Read, validate and group one message; a bad one raises InvalidMessage."""
+        self.extend((message,))
+
+    def extend(self, messages: Iterable[Any]) -> None:
+        """Append several messages: all of them, or none if one is invalid."""
+        with self._lock:
+            start = len(self._messages)
+            entries = list(check_message_list(messages))
+            with _collector_paused(len(entries)):
+                parsed = [read_message(entry, start + i) for i, entry in enumerate(entries)]
+            for position, message in enumerate(parsed, start):
+                self._group(position, message)
+                if message.role in INSTRUCTION_ROLES or message.pinned:
+                    self._kept_always.append(position)
+                if message.role == "user":
+                    self._newest_user = position
+            self._originals.extend(entries)
+            self._messages.extend(parsed)
+
+    def _group(self, position: int, message: Message) -> None:
+        if self._open_start is None and message.role != "tool" and not message.tool_calls:
+            self._unit_of.append(len(self._starts))  # the common case: a unit of its own
+            self._starts.append(position)
+            self._stops.append(position + 1)
+            return
+        self._unit_of.append(NOT_UNIT)
+        if self._open_start is not None:
+            if message.role == "tool" and message.tool_call_id in self._open_pending:
+                self._open_pending.discard(message.tool_call_id)
+                if not self._open_pending:
+                    self._close_unit(self._open_start, position + 1)
+                    self._open_start = None
+                return
+            self._defects.append(unanswered_calls(self._open_start, position, self._open_pending))
+            self._open_start = None
+        if message.role == "assistant" and message.tool_calls:
+            self._open_start = position
+            self._open_pending = {call.id for call in message.tool_calls}
+        elif message.role == "tool":
+            self._defects.append(orphan_result(position, message.tool_call_id))
+        else:
+            self._close_unit(position, position + 1)
+
+    def _close_unit(self, start: int, stop: int) -> None:
+        unit = len(self._starts)
+        self._starts.append(start)
+        self._stops.append(stop)
+        for position in range(start, stop):
+            self._unit_of[position] = unit
+
+    def cumulative_tokens(self, counter: TokenCounter, upto: int) -> list[int]:
+        """Running token totals: entry i is the cost of the first i messages."""
+        exact = getattr(counter, "inner", counter)  # a cache's counts are its counter's
+        with self._lock:
+            entry = self._sums.pop(id(exact), None)
+            if entry is None or entry[0] is not exact:
+                entry = (exact, [0])
+            self._sums[id(exact)] = entry  # last: the most recently used
+            while len(self._sums) > SUMS_KEPT:
+                del self._sums[next(iter(self._sums))]
+            sums = entry[1]
+            total = sums[-1]
+            with _collector_paused(upto - len(sums) + 1):
+                for message in self._messages[len(sums) - 1 : upto]:
+                    total += counter.count_message(message)
+                    sums.append(total)
+            return sums
+
+    def view(self, counter: TokenCounter, budget: int, query: str | None = None) -> History:
+        """A consistent snapshot for one visit, counted with ``counter``."""
+        with self._lock:
+            size = len(self._messages)
+            defects = list(self._defects)
+            if self._open_start is not None:
+                defects.append(unanswered_calls(self._open_start, size, self._open_pending))
+            return History(
+                conversation=self,
+                size=size,
+                unit_count=len(self._starts),
+                sums=self.cumulative_tokens(counter, size),
+                defects=tuple(defects),
+                kept_always=tuple(self._kept_always),
+                newest_user=self._newest_user,
+                counter=counter,
+                budget=budget,
+                query=query,
+            )
+
+
+class _Snapshot(Sequence[T], Generic[T]):
+    """A read-only view of the first ``size`` items that a getter yields."""
+
+    __slots__ = ("_get", "_size")
+
+    def __init__(self, size: int, get: Callable[[int], T]) -> None:
+        self._size = size
+        self._get = get
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._get(i) for i in range(*index.indices(self._size))]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        return self._get(index)
+
+
+class History:
+    """What a strategy sees on one visit: messages, units, token counts, what must stay.
+
+    Positions index the caller's message list; units are numbered in order. Messages
+    that belong to no unit (see ``defects``) are never offered to a strategy.
+    """
+
+    def __init__(
+        self,
+        *,
+        conversation: Conversation,
+        size: int,
+        unit_count: int,
+        sums: list[int],
+        defects: tuple[Defect, ...],
+        kept_always: tuple[int, ...],
+        newest_user: int | None,
+        counter: TokenCounter,
+        budget: int,
+        query: str | None,
+    ) -> None:
+        self._conversation = conversation
+        self._size = size
+        self._unit_count = unit_count
+        self._sums = sums
+        self._starts = conversation._starts
+        self._stops = conversation._stops
+        self._unit_of = conversation._unit_of
+        self._replacements: dict[int, tuple[Message, int]] = {}
+        self.defects = defects
+        self.counter = counter
+        self.budget = budget
+        self.query = query
+        self.messages: Sequence[Message] = _Snapshot(size, self._message)
+        self.units: Sequence[Unit] = _Snapshot(unit_count, self._unit)
+        self.newest_user = newest_user
+        self._must_keep = MappingProxyType(self._find_must_keep(kept_always, newest_user))
+
+    # -- reading -----------------------------------------------------------------
+    def _message(self, position: int) -> Message:
+        replaced = self._replacements.get(position) if self._replacements else None
+        return replaced[0] if replaced else self._conversation._messages[position]
+
+    def _unit(self, index: int) -> Unit:
+        return Unit(index, self._starts[index], self._stops[index])
+
+    def unit_of(self, position: int) -> int | None:
+        """The unit a message belongs to, or None for a defective message."""
+        unit = self._unit_of[position] if position < self._size else NOT_UNIT
+        return unit if 0 <= unit < self._unit_count else None
+
+    def span(self, unit: int) -> range:
+        return range(self._starts[unit], self._stops[unit])
+
+    def tokens(self, position: int) -> int:
+        if self._replacements and position in self._replacements:
+            return self._replacements[position][1]
+        return self._sums[position + 1] - self._sums[position]
+
+    def unit_tokens(self, unit: int) -> int:
+        start, stop = self._starts[unit], self._stops[unit]
+        total = self._sums[stop] - self._sums[start]
+        if self._replacements:
+            for position, (_, tokens) in self._replacements.items():
+                if start <= position < stop:
+                    total += tokens - (self._sums[position + 1] - self._sums[position])
+        return total
+
+    def unit_text(self, unit: int) -> str:
+        return "\n".join(self._message(p).text for p in self.span(unit))
+
+    @property
+    def total_tokens(self) -> int:
+        """What the whole history costs, defective messages included."""
+        return self._sums[self._size] + sum(
+            tokens - (self._sums[p + 1] - self._sums[p])
+            for p, (_, tokens) in self._replacements.items()
+        )
+
+    @property
+    def usable_tokens(self) -> int:
+        """What the history costs without its defective messages."""
+        lost = sum(self._sums[d.stop] - self._sums[d.start] for d in self.defects)
+        return self.total_tokens - lost
+
+    @property
+    def must_keep(self) -> Mapping[int, str]:
+        """The units that must stay, by unit, with why (read-only, sorted by unit)."""
+        return self._must_keep
+
+    @property
+    def must_keep_tokens(self) -> int:
+        return sum(self.unit_tokens(unit) for unit in self.must_keep)
+
+    @property
+    def effective_query(self) -> str:
+        """The query, else the newest user message's text, else the empty string."""
+        if self.query is not None:
+            return self.query
+        if self.newest_user is None:
+            return ""
+        return self._message(self.newest_user).text
+
+    @property
+    def conversation(self) -> Conversation:
+        """The conversation this view was taken of: append-only, so a strategy may key
+        per-conversation state (an index of its units) on it."""
+        return self._conversation
+
+    def original(self, position: int) -> Any:
+        return self._conversation._originals[position]
+
+    def message_id(self, position: int) -> str | None:
+        return self._conversation._messages[position].id
+
+    def __len__(self) -> int:
+        return self._size
+
+    # -- deciding ----------------------------------------------------------------
+    def _find_must_keep(
+        self, kept_always: tuple[int, ...], newest_user: int | None
+    ) -> dict[int, str]:
+        reasons: dict[int, str] = {}
+        for position in kept_always:
+            unit = self.unit_of(position)
+            if unit is not None and unit not in reasons:
+                message = self._conversation._messages[position]
+                reasons[unit] = (
+                    f"{message.role} message" if message.role in INSTRUCTION_ROLES else "pinned"
+                )
+        if newest_user is not None:
+            unit = self.unit_of(newest_user)
+            if unit is not None and unit not in reasons:
+                reasons[unit] = "newest user message"
+        return dict(sorted(reasons.items()))
+
+    def _replace(self, position: int, message: Message) -> None:
+        """Stand ``message`` in for the one at ``position``: the host's truncation of the
+        newest user message, or a strategy's stand-in once the host has checked it (the
+        host checks that nothing else did this)."""
+        self._replacements[position] = (message, self.counter.count_message(message))
+
+    @property
+    def replacements(self) -> dict[int, Message]:
+        return {position: pair[0] for position, pair in self._replacements.items()}
+
+    def selection(self) -> Selection:
+        """A fresh selection: must-keep units kept, everything else dropped."""
+        return Selection(self)

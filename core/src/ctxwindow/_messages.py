@@ -1,0 +1,411 @@
+"""The message type, and the reading of OpenAI chat-format dicts into it.
+
+Messages are frozen so that a strategy can never change what the caller passed, and
+hashable so that token counts can be cached by content.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from ctxwindow.errors import InvalidMessage
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+#: Roles whose messages are always kept: instructions to the model.
+INSTRUCTION_ROLES: frozenset[str] = frozenset({"system", "developer"})
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPart:
+    """One part of a multi-part content list: text, or anything else kept as JSON."""
+
+    type: str
+    text: str | None = None
+    data_json: str | None = None  # the part's other fields, canonical JSON
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, str):
+            raise InvalidMessage(None, f"a content part's type must be a string, not {self.type!r}")
+        for key in ("text", "data_json"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, str):
+                raise InvalidMessage(
+                    None, f"a content part's {key} must be a string, got {type(value).__name__}"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.data_json) if self.data_json else {}
+        out["type"] = self.type
+        if self.text is not None:
+            out["text"] = self.text
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call requested by the assistant."""
+
+    id: str
+    name: str
+    arguments: str = ""
+    type: str = "function"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InvalidMessage(
+                None, f"a tool call's id must be a non-empty string, not {self.id!r}"
+            )
+        for key in ("name", "arguments", "type"):
+            value = getattr(self, key)
+            if not isinstance(value, str):
+                raise InvalidMessage(
+                    None,
+                    f"tool call {self.id!r}: {key} must be a string, got {type(value).__name__}",
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+Content = str | tuple[ContentPart, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A chat message: the OpenAI chat format's fields plus an id and metadata.
+
+    ``metadata`` is free-form; ctxwindow reads ``pinned`` (always keep this message),
+    ``synthetic`` (made by a strategy, such as a summary) and ``importance``.
+    """
+
+    role: Role
+    content: Content = None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
+
+    def __post_init__(self) -> None:
+        """Validate and normalize the fields as :func:`read_message` does for a dict."""
+        _check_fields(self)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle and deep-copy support (the metadata proxy cannot be pickled itself)."""
+        fields = (self.role, self.content, self.name, self.tool_calls, self.tool_call_id, self.id)
+        return (_rebuild, (*fields, dict(self.metadata)))
+
+    @property
+    def pinned(self) -> bool:
+        return bool(self.metadata.get("pinned", False))
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.metadata.get("synthetic", False))
+
+    @property
+    def text(self) -> str:
+        """The message's text: its string content, or its text parts joined."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text for part in self.content if part.text is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This message as an OpenAI chat-format dict (plus ``id`` and ``metadata`` if set)."""
+        out: dict[str, Any] = {"role": self.role}
+        if isinstance(self.content, tuple):
+            out["content"] = [part.to_dict() for part in self.content]
+        else:
+            out["content"] = self.content
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.id is not None:
+            out["id"] = self.id
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], index: int | None = None) -> Message:
+        """Read an OpenAI chat-format dict; unknown keys are ignored, never an error."""
+        return read_message(data, index)
+
+
+def _check_fields(message: Message) -> None:
+    """Check a directly built Message's fields; lists become tuples, dicts become parts
+    and calls. Raises InvalidMessage (index None) for anything read_message rejects."""
+    put = object.__setattr__
+    content = message.content
+    if content is not None and not isinstance(content, str):
+        if not isinstance(content, (list, tuple)):
+            raise InvalidMessage(
+                None,
+                f"'content' must be a string or a list of parts, got {type(content).__name__}",
+            )
+        if type(content) is not tuple or not all(type(p) is ContentPart for p in content):
+            put(message, "content", tuple(_read_parts(None, content)))
+    calls = message.tool_calls
+    if calls is None:
+        put(message, "tool_calls", ())
+    elif type(calls) is not tuple or not all(type(c) is ToolCall for c in calls):
+        put(message, "tool_calls", _read_tool_calls(None, calls))
+    for key in ("name", "tool_call_id"):
+        value = getattr(message, key)
+        if value is not None and not isinstance(value, str):
+            raise InvalidMessage(None, f"{key!r} must be a string, got {type(value).__name__}")
+    message_id = message.id
+    if message_id is not None and not isinstance(message_id, str):
+        if isinstance(message_id, bool) or not isinstance(message_id, int):
+            raise InvalidMessage(None, f"'id' must be a string, got {type(message_id).__name__}")
+        put(message, "id", str(message_id))
+    metadata = message.metadata
+    if not isinstance(metadata, MappingProxyType):
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidMessage(None, f"'metadata' must be a dict, got {type(metadata).__name__}")
+        metadata = MappingProxyType(dict(metadata)) if metadata else _EMPTY
+        put(message, "metadata", metadata)
+    pinned = metadata.get("pinned", False)
+    if not isinstance(pinned, bool):
+        raise InvalidMessage(None, f"metadata 'pinned' must be true or false, got {pinned!r}")
+    problem = _role_problem(message.role, message.tool_calls, message.tool_call_id, message.content)
+    if problem:
+        raise InvalidMessage(None, problem)
+
+
+def _rebuild(*fields: Any) -> Message:
+    return Message(*fields)
+
+
+def read_message(data: object, index: int | None) -> Message:
+    """Validate one entry of a message list and return it as a :class:`Message`."""
+    if isinstance(data, Message):
+        return data
+    if not isinstance(data, Mapping):
+        raise InvalidMessage(
+            index,
+            f"expected a dict with 'role' and 'content' or a ctxwindow.Message, "
+            f"got {type(data).__name__}",
+        )
+    role = data.get("role")
+    if not isinstance(role, str) or role not in ROLES:  # a list role is unhashable
+        raise InvalidMessage(
+            index, f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
+        )
+    content = _read_content(index, data.get("content"))
+    name = _optional_str(index, data, "name")
+    tool_call_id = _optional_str(index, data, "tool_call_id")
+    message_id = data.get("id")
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidMessage(index, f"'metadata' must be a dict, got {type(metadata).__name__}")
+    metadata = metadata or _EMPTY
+    if message_id is None:
+        message_id = metadata.get("id")
+    if message_id is not None and (
+        isinstance(message_id, bool) or not isinstance(message_id, (str, int))
+    ):
+        raise InvalidMessage(index, f"'id' must be a string, got {type(message_id).__name__}")
+    pinned = metadata.get("pinned", False)
+    if not isinstance(pinned, bool):
+        raise InvalidMessage(index, f"metadata 'pinned' must be true or false, got {pinned!r}")
+    tool_calls = _read_tool_calls(index, data.get("tool_calls"))
+    problem = _role_problem(role, tool_calls, tool_call_id, content)
+    if problem:
+        raise InvalidMessage(index, problem)
+    return _validated(
+        role,
+        content,
+        name,
+        tool_calls,
+        tool_call_id,
+        None if message_id is None else str(message_id),
+        MappingProxyType(dict(metadata)) if metadata else _EMPTY,
+    )
+
+
+def _slot_setter(name: str) -> Any:
+    return Message.__dict__[name].__set__
+
+
+_new = object.__new__
+_set_role, _set_content, _set_name, _set_calls, _set_call_id, _set_id, _set_meta = map(
+    _slot_setter, ("role", "content", "name", "tool_calls", "tool_call_id", "id", "metadata")
+)
+
+
+def _validated(
+    role: Any,
+    content: Content,
+    name: str | None,
+    tool_calls: tuple[ToolCall, ...],
+    tool_call_id: str | None,
+    message_id: str | None,
+    metadata: Mapping[str, Any],
+) -> Message:
+    """A Message from fields read_message has already checked, without checking again.
+
+    Reading is most of a cold visit's cost, so skipping ``__post_init__`` and the
+    frozen ``__setattr__`` (by writing the slots directly) is worth it.
+    """
+    message = _new(Message)
+    _set_role(message, role)
+    _set_content(message, content)
+    _set_name(message, name)
+    _set_calls(message, tool_calls)
+    _set_call_id(message, tool_call_id)
+    _set_id(message, message_id)
+    _set_meta(message, metadata)
+    return message
+
+
+def check_message_list(messages: object) -> Iterable[object]:
+    """``messages`` if it is a list (or other iterable) of messages, else InvalidMessage."""
+    if messages is None:
+        raise InvalidMessage(None, "got None; pass a list of messages (it may be empty)")
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        raise InvalidMessage(None, f"expected a list of messages, got {type(messages).__name__}")
+    return messages
+
+
+def read_messages(messages: object) -> list[Message]:
+    """Validate a whole message list; the first bad entry raises, naming its index."""
+    entries = check_message_list(messages)
+    return [read_message(entry, index) for index, entry in enumerate(entries)]
+
+
+def _role_problem(
+    role: str, tool_calls: tuple[ToolCall, ...], tool_call_id: str | None, content: Content
+) -> str | None:
+    if not isinstance(role, str) or role not in ROLES:
+        return f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
+    if tool_calls and role != "assistant":
+        return f"only assistant messages may carry tool_calls, not {role!r}"
+    if role == "tool" and not tool_call_id:
+        return "a tool message needs the 'tool_call_id' of the call it answers"
+    if role != "tool" and tool_call_id is not None:
+        return f"'tool_call_id' belongs on tool messages, not on {role!r}"
+    if content is None and not (role == "assistant" and tool_calls):
+        return "'content' is missing; only an assistant message with tool_calls may omit it"
+    return _duplicate_call(tool_calls) if len(tool_calls) > 1 else None
+
+
+def _duplicate_call(tool_calls: tuple[ToolCall, ...]) -> str | None:
+    seen: set[str] = set()
+    for call in tool_calls:
+        if call.id in seen:
+            return (
+                f"tool call id {call.id!r} appears twice in one message; each call "
+                f"needs its own id so that its result can answer it"
+            )
+        seen.add(call.id)
+    return None
+
+
+def _optional_str(index: int | None, data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidMessage(index, f"{key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _read_content(index: int | None, content: object) -> Content:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return tuple(_read_parts(index, content))
+    raise InvalidMessage(
+        index, f"'content' must be a string or a list of parts, got {type(content).__name__}"
+    )
+
+
+def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]:
+    read: list[ContentPart] = []
+    for number, part in enumerate(parts):
+        if isinstance(part, ContentPart):
+            read.append(part)
+            continue
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            raise InvalidMessage(index, f"content part {number} must be a dict with a 'type'")
+        text = part.get("text")
+        if part["type"] == "text" and not isinstance(text, str):
+            raise InvalidMessage(index, f"content part {number} is a text part without 'text'")
+        rest = {k: v for k, v in part.items() if k not in ("type", "text")}
+        try:
+            data_json = json.dumps(rest, sort_keys=True) if rest else None
+        except (TypeError, ValueError, RecursionError) as error:
+            raise InvalidMessage(
+                index, f"content part {number} is not JSON data: {error}"
+            ) from None
+        read.append(ContentPart(part["type"], text if isinstance(text, str) else None, data_json))
+    return read
+
+
+def _read_tool_calls(index: int | None, calls: object) -> tuple[ToolCall, ...]:
+    if calls is None:
+        return ()
+    if not isinstance(calls, (list, tuple)):
+        raise InvalidMessage(index, f"'tool_calls' must be a list, got {type(calls).__name__}")
+    read: list[ToolCall] = []
+    for number, call in enumerate(calls):
+        if isinstance(call, ToolCall):
+            read.append(call)
+            continue
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(call, Mapping) or not isinstance(function, Mapping):
+            raise InvalidMessage(index, f"tool call {number} must be a dict with a 'function'")
+        call_id, name = call.get("id"), function.get("name")
+        arguments = function.get("arguments", "")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(index, f"tool call {number} has no 'id'")
+        if not isinstance(name, str):
+            raise InvalidMessage(index, f"tool call {number} has no function 'name'")
+        if not isinstance(arguments, str):
+            try:
+                arguments = json.dumps(arguments, sort_keys=True)
+            except (TypeError, ValueError, RecursionError) as error:
+                raise InvalidMessage(
+                    index, f"tool call {number}'s arguments are not JSON data: {error}"
+                ) from None
+        kind = call.get("type")
+        if kind is not None and not isinstance(kind, str):
+            raise InvalidMessage(
+                index, f"tool call {number}'s 'type' must be a string, got {type(kind).__name__}"
+            )
+        read.append(ToolCall(call_id, name, arguments, kind or "function"))
+    return tuple(read)
+
+
+#: The message fields of OpenAI's chat-completions API.
+OPENAI_FIELDS = frozenset(
+    {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio"}
+)
+
+
+def to_openai(messages: Iterable[Any]) -> list[dict[str, Any]]:
+    """New dicts with only the API's fields; the caller's objects are left as they are."""
+    out = []
+    for index, message in enumerate(messages):
+        if isinstance(message, Message):
+            data: Mapping[str, Any] = message.to_dict()
+        else:
+            read_message(message, index)  # the same clear error for a malformed entry
+            data = message
+        out.append({key: value for key, value in data.items() if key in OPENAI_FIELDS})
+    return out

@@ -1,0 +1,607 @@
+"""Plugins: finding and loading them, and the names they register.
+
+One :class:`Plugins` object owns the pluggy manager, the core's own registrations (its
+token counters), the plugins the environment blocks, and what each plugin registered
+(tox 4's plugin manager is the model). Loading is lazy and happens once.
+
+Each entry point in the ``ctxwindow`` group is loaded in its own try/except, so a
+broken plugin is reported (distribution, error) and the others still load; a hook that
+raises, or registers something malformed, is reported and skipped; a name registered
+twice raises DuplicateName when that name is asked for, naming both distributions.
+
+``CTXWINDOW_LOAD_PLUGINS``: comma-separated distribution (or entry-point) names; when
+set, only those load (set it empty to load none). ``CTXWINDOW_DISABLE_PLUGINS``: names
+that never load (blocked in pluggy). A name in either that matches no installed plugin
+is reported in the problems (a typo there would otherwise load nothing, or block
+nothing, silently), and the plugins they keep out are named when a strategy is not
+found.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from ctxwindow import _tokens, hookspecs
+from ctxwindow._contract import check_registration, declared_options
+from ctxwindow._protocols import Embedder
+from ctxwindow._tokens import CachedCounter, TokenCounter, cached
+from ctxwindow.errors import (
+    CtxWindowError,
+    DuplicateName,
+    InvalidOption,
+    PluginError,
+    UnknownCounter,
+    UnknownEmbedder,
+    UnknownScorer,
+    UnknownStrategy,
+    UnknownSummarizer,
+)
+
+ENTRY_POINT_GROUP = "ctxwindow"
+LOAD_ENV = "CTXWINDOW_LOAD_PLUGINS"
+DISABLE_ENV = "CTXWINDOW_DISABLE_PLUGINS"
+CORE_DISTRIBUTION = "ctxwindow"
+DEFAULT_COUNTER = "approx"
+DEFAULT_EMBEDDER = "sentence-transformers"
+#: The hook through which plugins register each kind of thing (``register_commands``,
+#: which takes the CLI instead, is called by the CLI).
+HOOKS = {
+    "strategy": "register_strategies",
+    "token counter": "register_token_counters",
+    "embedder": "register_embedders",
+    "summarizer": "register_summarizers",
+    "importance scorer": "register_importance_scorers",
+}
+#: The install commands of names that are not installed, by kind (data, not code).
+HINTS_FILE = Path(__file__).with_name("install_hints.toml")
+
+
+@dataclass
+class PluginInfo:
+    """One plugin as the host sees it: where it came from and whether it loaded."""
+
+    name: str
+    distribution: str
+    version: str | None
+    module: str | None
+    hooks: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "module": self.module,
+            "hooks": self.hooks,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A named thing and the plugin that registered it."""
+
+    name: str
+    target: Any
+    plugin: str
+    distribution: str
+
+
+@dataclass
+class Registry:
+    """What the hooks registered, by kind and name, and what went wrong."""
+
+    tables: dict[str, dict[str, Registered]] = field(
+        default_factory=lambda: {kind: {} for kind in HOOKS}
+    )
+    conflicts: dict[tuple[str, str], DuplicateName] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def strategies(self) -> dict[str, Registered]:
+        return self.tables["strategy"]
+
+    def add(self, kind: str, entry: Registered) -> Registered | None:
+        """Add ``entry``; on a clash of names, record it and return the other entry."""
+        table = self.tables[kind]
+        existing = table.get(entry.name)
+        if existing is not None and existing.target is not entry.target:
+            self.conflicts[(kind, entry.name)] = DuplicateName(
+                kind, entry.name, existing.distribution, entry.distribution
+            )
+            return existing
+        table[entry.name] = entry
+        return None
+
+    def lookup(self, kind: str, name: str) -> Registered | None:
+        conflict = self.conflicts.get((kind, name))
+        if conflict is not None:
+            raise conflict
+        return self.tables[kind].get(name)
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalization, so 'My_Plugin.Name' names 'my-plugin-name'."""
+    return re.sub(r"[-_.]+", "-", name).lower().strip()
+
+
+def _names_from_env(variable: str) -> set[str] | None:
+    value = os.environ.get(variable)
+    if value is None:
+        return None
+    return {normalize(part) for part in value.split(",") if part.strip()}
+
+
+class Plugins:
+    """The plugin manager, what loading it found, and what the plugins registered."""
+
+    def __init__(self) -> None:
+        self.manager = pluggy.PluginManager(hookspecs.PROJECT)
+        self.manager.add_hookspecs(hookspecs)
+        self.infos: dict[str, PluginInfo] = {}
+        #: Installed distributions the environment kept from loading, with the variable.
+        self.skipped: dict[str, str] = {}
+        #: Problems with the environment itself (names that match no plugin).
+        self.problems: list[str] = []
+        #: What went wrong calling the hooks that are not registrations, by plugin.
+        self.call_problems: dict[tuple[str, str], str] = {}
+        #: Plugins registered by hand (name -> plugin, distribution): kept on reload.
+        self.by_hand: dict[str, tuple[object, str]] = {}
+        self._loaded = False
+        self._lock = threading.RLock()
+        self._registry: Registry | None = None
+        self._instances: dict[tuple[str, str], Any] = {}
+        #: One lock per spec, so that loading one (a model, say) does not block the others.
+        self._spec_locks: dict[tuple[str, str], threading.Lock] = {}
+
+    # -- loading ---------------------------------------------------------------------
+    def loaded(self) -> pluggy.PluginManager:
+        """The manager with the core's and every allowed plugin's hooks registered."""
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    version = _version(CORE_DISTRIBUTION)
+                    self._add(_tokens, CORE_DISTRIBUTION, CORE_DISTRIBUTION, version)
+                    self._load_entry_points()
+                    for name, (plugin, distribution) in self.by_hand.items():
+                        self._add(plugin, name, distribution, None)
+                    self._loaded = True
+        return self.manager
+
+    def _load_entry_points(self) -> None:
+        allowed = _names_from_env(LOAD_ENV)
+        blocked = _names_from_env(DISABLE_ENV) or set()
+        known = {normalize(CORE_DISTRIBUTION)}
+        installed: set[str] = set()
+        for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = entry_point.dist
+            distribution = dist.metadata["Name"] if dist is not None else entry_point.name
+            names = {normalize(distribution), normalize(entry_point.name)}
+            known |= names
+            installed.add(distribution)
+            variable = (
+                DISABLE_ENV
+                if names & blocked
+                else LOAD_ENV
+                if allowed is not None and not names & allowed
+                else None
+            )
+            if variable is not None:  # never imported
+                self.manager.set_blocked(entry_point.name)
+                self.skipped.setdefault(distribution, variable)
+                continue
+            version = dist.version if dist is not None else None
+            try:
+                module = entry_point.load()
+                self._add(module, entry_point.name, distribution, version)
+            except Exception as error:  # a broken plugin must not take the host down
+                self.infos[entry_point.name] = PluginInfo(
+                    name=entry_point.name,
+                    distribution=distribution,
+                    version=version,
+                    module=entry_point.value,
+                    error=f"{type(error).__name__}: {error}",
+                )
+                if os.environ.get("CTXWINDOW_DEBUG"):
+                    traceback.print_exc(file=sys.stderr)
+        for variable, wanted in ((LOAD_ENV, allowed or set()), (DISABLE_ENV, blocked)):
+            unknown = sorted(wanted - known)
+            if unknown:
+                self.problems.append(
+                    f"{variable} names {', '.join(map(repr, unknown))}, which no installed "
+                    f"plugin matches; installed: {', '.join(sorted(installed)) or 'none'}"
+                )
+
+    def _add(self, module: Any, name: str, distribution: str, version: str | None) -> None:
+        if self.manager.is_registered(module) or self.manager.has_plugin(name):
+            return
+        self.manager.register(module, name=name)
+        hooks = sorted(caller.name for caller in self.manager.get_hookcallers(module) or [])
+        self.infos[name] = PluginInfo(
+            name=name,
+            distribution=distribution,
+            version=version,
+            module=getattr(module, "__name__", None),
+            hooks=hooks,
+        )
+
+    def register(self, plugin: object, name: str, distribution: str | None = None) -> None:
+        """Register a plugin object by hand (an app's own plugin, or a test's)."""
+        self.loaded()
+        with self._lock:
+            self.by_hand[name] = (plugin, distribution or name)
+            self._add(plugin, name, distribution or name, None)
+            self.forget()
+
+    def unregister(self, name: str) -> None:
+        """Remove the plugin named ``name``; a name not registered is no error."""
+        self.loaded()
+        with self._lock:
+            if self.manager.has_plugin(name):
+                self.manager.unregister(name=name)
+            self.infos.pop(name, None)
+            self.by_hand.pop(name, None)
+            self.forget()
+
+    def forget(self) -> None:
+        """Forget what the hooks registered; the next lookup calls them again."""
+        with self._lock:
+            self._registry = None
+            self._instances.clear()
+            self._spec_locks.clear()
+
+    # -- what the hooks registered ---------------------------------------------------
+    def registry(self) -> Registry:
+        built = self._registry
+        if built is None:
+            with self._lock:
+                if self._registry is None:
+                    self._registry = self._build()
+                built = self._registry
+        return built
+
+    def _build(self) -> Registry:
+        manager = self.loaded()
+        built = Registry()
+        built.problems.extend(self.problems)
+        for kind, hook_name in HOOKS.items():
+            for impl in reversed(getattr(manager.hook, hook_name).get_hookimpls()):
+                info = self.infos.get(impl.plugin_name)
+                distribution = info.distribution if info else impl.plugin_name
+                register = self._registrar(built, kind, info, distribution)
+                problem = _call(hook_name, impl.function, register)
+                if problem:
+                    built.problems.append(f"{distribution}: {problem}")
+                    if info is not None:
+                        info.error = problem
+        return built
+
+    def _registrar(
+        self, built: Registry, kind: str, info: PluginInfo | None, distribution: str
+    ) -> Callable[..., None]:
+        """The ``register`` callable one plugin's hook receives."""
+        plugin = info.name if info else distribution
+
+        def register(*args: Any) -> None:
+            entry = _entry(kind, args, plugin, distribution)
+            problem = (
+                check_registration(entry.target)
+                if kind == "strategy"
+                else _family_problem(kind, entry)
+            )
+            if problem:
+                built.problems.append(f"{distribution}: {problem}")
+                _note(info, problem)
+                return
+            other = built.add(kind, entry)
+            if other is not None:  # the name is unusable until one of them goes: say so
+                clash = str(built.conflicts[(kind, entry.name)])
+                built.problems.append(f"{distribution}: {clash}")
+                _note(info, clash)
+                _note(self.infos.get(other.plugin), clash)
+
+        return register
+
+    def call_each(self, hook_name: str, *args: Any) -> None:
+        """Call one hook's implementations one by one with ``args``: one that raises is
+        reported on its plugin and the others still run."""
+        for impl in reversed(getattr(self.loaded().hook, hook_name).get_hookimpls()):
+            problem = _call(hook_name, impl.function, *args)
+            info = self.infos.get(impl.plugin_name)
+            if problem:
+                distribution = info.distribution if info else impl.plugin_name
+                self.call_problems[(hook_name, distribution)] = f"{distribution}: {problem}"
+                _note(info, problem)
+
+    def member(
+        self,
+        kind: str,
+        spec: str,
+        unknown: type[Exception],
+        examples: str,
+        wrap: Callable[[Any], Any] = lambda made: made,
+    ) -> Any:
+        """The shared instance for ``spec`` ("family" or "family:argument") of ``kind``.
+
+        Made once per spec and shared, so a counter's cache or an embedder's loaded
+        model serves every strategy that names it.
+        """
+        key = (kind, spec)
+        made = self._instances.get(key)
+        if made is not None:
+            return made
+        family, _, argument = spec.partition(":")
+        current = self.registry()
+        entry = current.lookup(kind, family)
+        if entry is None:
+            hint = install_hint(kind, family)
+            available = ", ".join(sorted(current.tables[kind])) or "none installed"
+            raise unknown(
+                f"unknown {kind} {spec!r}; available: {available} (for example {examples})"
+                + (f"; {family!r} comes with `{hint}`" if hint else "")
+            )
+        with self._lock:
+            spec_lock = self._spec_locks.setdefault(key, threading.Lock())
+        with spec_lock:  # not the plugins' lock: a factory may take long to load a model
+            made = self._instances.get(key)
+            if made is None:
+                made = _make(kind, spec, entry, argument or None)
+                try:
+                    made = wrap(made)
+                except InvalidOption as error:  # the factory made something unusable
+                    raise PluginError(
+                        f"{kind} {spec!r} from distribution {entry.distribution!r}: {error}"
+                    ) from None
+                self._instances[key] = made
+        return made
+
+
+def _call(hook_name: str, hook: Callable[..., Any], *args: Any) -> str | None:
+    """Call one plugin's hook; what went wrong, or None. One plugin's failure must not
+    hide the others'."""
+    try:
+        hook(*args)
+    except Exception as error:
+        if os.environ.get("CTXWINDOW_DEBUG"):
+            traceback.print_exc(file=sys.stderr)
+        return f"{hook_name} raised {type(error).__name__}: {error}"
+    return None
+
+
+def _note(info: PluginInfo | None, problem: str) -> None:
+    if info is not None and problem not in (info.error or ""):
+        info.error = problem if info.error is None else f"{info.error}; {problem}"
+
+
+def _entry(kind: str, args: tuple[Any, ...], plugin: str, distribution: str) -> Registered:
+    if kind == "strategy":
+        target = args[0] if args else None
+        return Registered(getattr(target, "name", repr(target)), target, plugin, distribution)
+    name, factory = (*args, None, None)[:2]
+    return Registered(str(name), factory, plugin, distribution)
+
+
+def _family_problem(kind: str, entry: Registered) -> str | None:
+    if not entry.name or ":" in entry.name or not callable(entry.target):
+        return f"{kind} {entry.name!r}: register a name without ':' and a factory"
+    return None
+
+
+def _make(kind: str, spec: str, entry: Registered, argument: str | None) -> Any:
+    try:
+        return entry.target(argument)
+    except CtxWindowError:
+        raise
+    except Exception as error:
+        raise PluginError(
+            f"{kind} {spec!r} from distribution {entry.distribution!r} failed to load: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def _hints() -> dict[str, dict[str, str]]:
+    if sys.version_info >= (3, 11):  # read only when a name is missing: a rare error path
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    loaded: dict[str, dict[str, str]] = tomllib.loads(HINTS_FILE.read_text(encoding="utf-8"))
+    return loaded
+
+
+def install_hint(kind: str, name: str) -> str | None:
+    """The command that installs ``name`` (a strategy, an embedder, a command...), from
+    the table of known distributions; None when the table does not know it."""
+    return _hints().get(kind, {}).get(name)
+
+
+# -- the current plugins ----------------------------------------------------------------
+_current = Plugins()
+_current_lock = threading.Lock()
+
+
+def plugins() -> Plugins:
+    return _current
+
+
+def reload_plugins() -> None:
+    """Forget the loaded plugins; the next use loads them again, reading the
+    environment variables again (for a long-running process that changed them).
+    Plugins registered by hand stay registered."""
+    global _current
+    with _current_lock:
+        fresh = Plugins()
+        fresh.by_hand = dict(_current.by_hand)
+        _current = fresh
+
+
+def register_plugin(plugin: object, name: str, distribution: str | None = None) -> None:
+    """Register a plugin module or object by hand (an app's own plugin, or a test's):
+    its hooks are called as an installed plugin's are. ``distribution`` names it in
+    errors and in ``ctxwindow plugins`` (default: ``name``)."""
+    plugins().register(plugin, name, distribution)
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin registered by hand (or loaded from an entry point) by name."""
+    plugins().unregister(name)
+
+
+def get_plugins() -> list[PluginInfo]:
+    """Every plugin found, loaded or not, core first; errors from its hooks included."""
+    current = plugins()
+    current.registry()  # calling the hooks is what finds a plugin that fails in one
+    return sorted(
+        current.infos.values(), key=lambda p: (p.distribution != CORE_DISTRIBUTION, p.name)
+    )
+
+
+def plugin_problems() -> list[str]:
+    """What went wrong finding, loading or calling the plugins, one line each."""
+    current = plugins()
+    return [*current.registry().problems, *current.call_problems.values()]
+
+
+def distribution_of(obj: object) -> str | None:
+    """The distribution that registered ``obj``'s class, else the one that installed it."""
+    current = plugins()
+    cls = obj if isinstance(obj, type) else type(obj)
+    for entry in current.registry().strategies.values():
+        if entry.target is cls:
+            return entry.distribution
+    module = cls.__module__
+    top = module.split(".")[0]
+    for plugin in current.infos.values():
+        if plugin.module and plugin.module.split(".")[0] == top:
+            return plugin.distribution
+    found = metadata.packages_distributions().get(top)
+    return found[0] if found else None
+
+
+# -- strategies ------------------------------------------------------------------------
+def strategy_entry(name: str) -> Registered:
+    """The registration of strategy ``name``, or UnknownStrategy / DuplicateName."""
+    if not isinstance(name, str):
+        raise InvalidOption(f"strategy must be a name (str), got {type(name).__name__}")
+    current = plugins()
+    entry = current.registry().lookup("strategy", name)
+    if entry is None:
+        raise UnknownStrategy(
+            name,
+            sorted(current.registry().strategies),
+            install_hint("strategy", name),
+            [f"{dist} ({variable})" for dist, variable in sorted(current.skipped.items())],
+        )
+    return entry
+
+
+def strategy_class(name: str) -> Any:
+    """The class (or factory) registered as strategy ``name``, not built: what it
+    declares (``option_specs``, ``example_options``) without configuring it."""
+    return strategy_entry(name).target
+
+
+def get_strategy(name: str, **options: Any) -> Any:
+    """A strategy instance by name, its options validated."""
+    entry = strategy_entry(name)
+    try:
+        return entry.target(**options)
+    except TypeError as error:
+        raise InvalidOption(f"strategy {name!r} rejected its options: {error}") from None
+
+
+def describe_strategies() -> list[dict[str, Any]]:
+    """Name, distribution, requires_llm, summary and declared options of each installed
+    strategy; ``conflict`` says when another distribution registers the same name."""
+    described = []
+    current = plugins().registry()
+    for name in sorted(current.strategies):
+        entry = current.strategies[name]
+        conflict = current.conflicts.get(("strategy", name))
+        factory = entry.target
+        doc = (factory.__doc__ or "").strip().splitlines()
+        described.append(
+            {
+                "name": name,
+                "distribution": entry.distribution,
+                "plugin": entry.plugin,
+                "requires_llm": bool(getattr(factory, "requires_llm", False)),
+                "summary": doc[0] if doc else "",
+                "options": [option.describe() for option in declared_options(factory)],
+                "conflict": None if conflict is None else str(conflict),
+            }
+        )
+    return described
+
+
+# -- the other things plugins register ---------------------------------------------------
+def get_counter(spec: TokenCounter | str | None = None) -> CachedCounter:
+    """A shared, caching counter for ``spec`` ('approx', 'tiktoken:cl100k_base', ...)."""
+    if spec is None:
+        spec = DEFAULT_COUNTER
+    if not isinstance(spec, str):
+        return cached(spec)
+    made: CachedCounter = plugins().member(
+        "token counter",
+        spec,
+        UnknownCounter,
+        "'approx', 'tiktoken:cl100k_base', 'hf:/path/to/tokenizer.json'",
+        wrap=CachedCounter,
+    )
+    return made
+
+
+def get_embedder(spec: Embedder | str | None = None) -> Embedder:
+    """The shared embedder for ``spec``: 'sentence-transformers' (its default model),
+    'sentence-transformers:<model name or local path>', or an Embedder object."""
+    if spec is None:
+        spec = DEFAULT_EMBEDDER
+    if not isinstance(spec, str):
+        if not callable(getattr(spec, "embed", None)) or not isinstance(
+            getattr(spec, "name", None), str
+        ):
+            raise InvalidOption(
+                f"embedder must be a name or an Embedder (name, embed()), got {type(spec).__name__}"
+            )
+        return spec
+    made: Embedder = plugins().member(
+        "embedder",
+        spec,
+        UnknownEmbedder,
+        "'sentence-transformers', 'sentence-transformers:/path/to/model'",
+    )
+    return made
+
+
+def get_summarizer(spec: str) -> Any:
+    """The shared summarizer for ``spec`` ("name" or "name:argument")."""
+    if not isinstance(spec, str):
+        raise InvalidOption(f"summarizer must be a name, got {type(spec).__name__}")
+    return plugins().member("summarizer", spec, UnknownSummarizer, "'extractive'")
+
+
+def get_importance_scorer(spec: str) -> Any:
+    """The shared importance scorer for ``spec`` ("name" or "name:argument")."""
+    if not isinstance(spec, str):
+        raise InvalidOption(f"importance scorer must be a name, got {type(spec).__name__}")
+    return plugins().member("importance scorer", spec, UnknownScorer, "'keywords'")

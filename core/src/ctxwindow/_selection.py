@@ -1,0 +1,124 @@
+"""What a strategy returns: which units it keeps, drops or summarizes, and why."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from ctxwindow._messages import Message
+from ctxwindow.errors import InvalidSelection
+
+if TYPE_CHECKING:
+    from ctxwindow._history import History
+
+DROPPED_BY_DEFAULT = "not chosen by the strategy"
+
+
+class Selection:
+    """A strategy's decisions on one visit: which units it keeps, and why.
+
+    Starts with the must-keep units kept and every other unit dropped; the strategy
+    keeps, drops or summarizes units and may add synthetic messages (a summary).
+    A unit that is not one of the history's raises InvalidSelection.
+    """
+
+    def __init__(self, history: History) -> None:
+        count = len(history.units)
+        self.history = history
+        self._count = count
+        self.actions: list[str] = ["dropped"] * count
+        self.reasons: list[str | None] = [None] * count
+        #: The reason of every unit given none of its own (None in ``reasons``).
+        self.default_reason = DROPPED_BY_DEFAULT
+        self.scores: dict[int, float] = {}
+        self.kept: set[int] = set()
+        self.synthetic: list[tuple[int, Message]] = []
+        #: Messages sent in place of the history's own, by position (see :meth:`replace`).
+        self.stand_ins: dict[int, Message] = {}
+        self.llm: Any = None
+        self.notes: list[str] = []
+        #: The records of the strategies a composed strategy ran, in order (a pipeline's).
+        self.stages: list[Any] = []
+        for unit, reason in history.must_keep.items():
+            self.keep(unit, reason)
+
+    def keep(self, unit: int, reason: str, score: float | None = None) -> None:
+        self.kept.add(self._decide(unit, "kept", reason, score))
+
+    def drop(self, unit: int, reason: str, score: float | None = None) -> None:
+        self.kept.discard(self._decide(unit, "dropped", reason, score))
+
+    def summarize(self, unit: int, reason: str) -> None:
+        self.kept.discard(self._decide(unit, "summarized", reason, None))
+
+    def replace(self, position: int, message: Message, reason: str) -> None:
+        """Keep the unit of message ``position`` with ``message`` sent in its place: a
+        shorter stand-in, such as a cleared tool output, that keeps the unit whole.
+
+        The host checks that it is marked ``metadata.synthetic`` and keeps the original's
+        role, ``tool_call_id`` and tool calls, so a tool exchange stays valid; the record
+        says ``replaced``. Must-keep messages cannot be replaced.
+        """
+        if not isinstance(message, Message):
+            raise InvalidSelection(
+                f"replace() takes a ctxwindow.Message, got {type(message).__name__}"
+            )
+        history = self.history
+        valid = type(position) is int and 0 <= position < len(history)
+        unit = history.unit_of(position) if valid else None
+        if unit is None:
+            raise InvalidSelection(
+                f"replace({position!r}): not the position of a message in one of the "
+                f"history's units (0 to {len(history) - 1}, defective messages excluded)"
+            )
+        self.stand_ins[position] = message
+        self.keep(unit, reason)
+
+    def add_synthetic(self, message: Message, before_unit: int) -> None:
+        """Insert a message the strategy made (``metadata.synthetic`` must be true)
+        before unit ``before_unit`` (the number of units: at the end)."""
+        if not isinstance(message, Message):
+            raise InvalidSelection(
+                f"add_synthetic() takes a ctxwindow.Message, got {type(message).__name__}"
+            )
+        if type(before_unit) is not int or not 0 <= before_unit <= self._count:
+            raise InvalidSelection(
+                f"add_synthetic(before_unit={before_unit!r}): units are numbered "
+                f"0 to {self._count - 1}, and {self._count} puts it at the end"
+            )
+        self.synthetic.append((before_unit, message))
+
+    def _decide(self, unit: int, action: str, reason: str, score: float | None) -> int:
+        """Record the decision; the unit's index (checked) for the kept set."""
+        if type(unit) is not int or not 0 <= unit < self._count:
+            unit = self._unit_index(unit)
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidSelection(
+                f"the reason for unit {unit} must be a string, got {type(reason).__name__}"
+            )
+        self.actions[unit] = action
+        self.reasons[unit] = reason
+        if score is not None:
+            try:
+                self.scores[unit] = float(score)
+            except (TypeError, ValueError):
+                raise InvalidSelection(
+                    f"the score for unit {unit} must be a number, got {score!r}"
+                ) from None
+        return unit
+
+    def _unit_index(self, unit: object) -> int:
+        """``unit`` as an index into the units (an int subclass, numpy's ints), or raise."""
+        try:
+            index = operator.index(unit)  # type: ignore[arg-type]
+        except TypeError:
+            index = None
+        if index is None or isinstance(unit, bool) or not 0 <= index < self._count:
+            raise InvalidSelection(
+                f"unit {unit!r} is not a unit of this history: units are numbered "
+                f"0 to {self._count - 1}"
+            )
+        return index
+
+    def reason(self, unit: int) -> str:
+        return self.reasons[unit] or self.default_reason

@@ -1,0 +1,114 @@
+"""The base class of strategies: declared options, validated once at configuration, so
+that a strategy only decides which units to keep (:meth:`BaseStrategy.choose`)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from ctxwindow._contract import COMMON_OPTIONS
+from ctxwindow._history import History
+from ctxwindow._options import Option, validate_options
+from ctxwindow._selection import Selection
+from ctxwindow._tokens import TokenCounter
+from ctxwindow._window import Window
+from ctxwindow._windower import Windower
+from ctxwindow.errors import LLMNotConfigured
+from ctxwindow.kit import redact
+
+
+class BaseStrategy(ABC):
+    """Subclass this, set ``name`` and ``option_specs``, and implement :meth:`choose`.
+
+    The optional members the runner reads are described on
+    :class:`~ctxwindow.Strategy`: define ``async achoose(history)`` when choosing waits
+    on I/O, ``transform(history)`` for a stage that may leave its window over budget.
+    """
+
+    name: ClassVar[str]
+    #: True when the strategy calls an LLM. A class may leave it False and an instance
+    #: set it in ``check_ready`` (when that depends on options); either way it must then
+    #: declare ``billing`` (provider and model), checked at configuration.
+    requires_llm: bool = False
+    #: Tokens the strategy's output costs beyond its messages; taken off the budget.
+    overhead_tokens: int = 0
+    option_specs: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(self, **options: Any) -> None:
+        owner = f"strategy {self.name!r}"
+        self.options: Mapping[str, Any] = MappingProxyType(
+            validate_options(owner, self.all_options(), options)
+        )
+        self.check_ready()
+        if self.requires_llm:
+            _check_billing(self)
+
+    @property
+    def billing(self) -> Mapping[str, Any] | None:
+        """Who is paid for the LLM calls: ``{"provider": ..., "model": ...}``."""
+        return None
+
+    @classmethod
+    def all_options(cls) -> tuple[Option, ...]:
+        return COMMON_OPTIONS + tuple(cls.option_specs)
+
+    def check_ready(self) -> None:
+        """Raise LLMNotConfigured (or InvalidOption) here if the setup cannot work."""
+
+    @abstractmethod
+    def choose(self, history: History) -> Selection:
+        """Decide which units to keep. ``history.selection()`` starts a selection."""
+
+    def engages_within_budget(self, history: History) -> bool:
+        """Whether to choose even though everything fits (a message cap, say).
+
+        By default a visit where nothing is over budget returns the history unchanged.
+        """
+        return False
+
+    def select(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]:
+        """This strategy's window of ``messages``: a shorthand for
+        ``Windower(strategy, budget, counter).select(messages, query=query)``."""
+        return Windower(self, budget, counter).select(messages, query=query)
+
+    async def aselect(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]:
+        """Async :meth:`select`."""
+        return await Windower(self, budget, counter).aselect(messages, query=query)
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self.options.items() if v != _default(self, k)}
+        # A URL option (a cache server's) may carry a password: never shown.
+        shown = {
+            k: redact(v) if isinstance(v, str) and "://" in v else v for k, v in changed.items()
+        }
+        args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+        return f"{type(self).__name__}({args})"
+
+
+def _default(strategy: BaseStrategy, name: str) -> Any:
+    return next(o.default for o in strategy.all_options() if o.name == name)
+
+
+def _check_billing(strategy: BaseStrategy) -> None:
+    billing = strategy.billing
+    if not billing or not billing.get("provider") or not billing.get("model"):
+        raise LLMNotConfigured(
+            f"strategy {strategy.name!r} calls an LLM but declares no billing "
+            f"(provider and model): {billing!r}"
+        )

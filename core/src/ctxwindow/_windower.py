@@ -1,0 +1,205 @@
+"""The runner: the one place a strategy is called.
+
+A :class:`Windower` binds a strategy, a budget and a counter. Each visit reads and
+counts the history, applies the policies, calls the strategy's ``choose`` (or, async,
+its ``achoose``), checks the selection and the window against the contract, and writes
+the record. The strategy's own code is bounded by its time limit and fenced: its
+crash is a PluginError and its bad selection a ContractViolation, both naming its
+distribution.
+
+With a time limit, the strategy chooses in a worker thread (or, async, a task) that
+the runner waits on for at most that long. Python cannot kill a thread: a strategy
+that never returns keeps its thread (a daemon, so it does not hold the process open)
+until it does, but its late answer is discarded and it cannot change the window or
+record the runner returned, since the runner keeps its own copy of everything it
+reports. Async, the strategy's task is cancelled; one that chose in
+``asyncio.to_thread`` keeps that thread of the loop's default executor busy until it
+returns, and ``asyncio.run`` waits for such threads when it ends (a long-lived loop, a
+server's, does not end).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxwindow._contract import ON_TIMEOUT, TIME_LIMIT, Strategy, check_budget, check_query
+from ctxwindow._history import History
+from ctxwindow._plugins import distribution_of, get_counter
+from ctxwindow._selection import Selection
+from ctxwindow._tokens import TokenCounter
+from ctxwindow._visit import TimeLimit, Visit
+from ctxwindow._window import Window
+from ctxwindow._workers import in_thread, saturated, within
+from ctxwindow.errors import ContractViolation, CtxWindowError, InvalidSelection, PluginError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+
+class Windower:
+    """Chooses windows with one strategy, budget and counter. Build it with from_config,
+    or directly with a strategy object.
+
+    ``time_limit`` (seconds) and ``on_timeout`` ('raise' or 'recent') bound every visit;
+    given here, they win over the strategy's own options of those names.
+    ``distribution`` names the strategy's distribution in errors (found from the
+    installed plugins when not given).
+    """
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        distribution: str | None = None,
+        *,
+        time_limit: float | None = None,
+        on_timeout: str = "raise",
+    ) -> None:
+        self.strategy = strategy
+        self.budget = check_budget(budget)
+        self.counter = get_counter(counter)
+        self._distribution = distribution
+        seconds = TIME_LIMIT.validate("Windower", time_limit)
+        on_timeout = ON_TIMEOUT.validate("Windower", on_timeout)
+        self.time_limit = None if seconds is None else TimeLimit(seconds, on_timeout)
+
+    @property
+    def distribution(self) -> str | None:
+        """The distribution that ships the strategy (for errors), looked up once."""
+        if self._distribution is None:
+            self._distribution = distribution_of(self.strategy)
+        return self._distribution
+
+    # -- visits --------------------------------------------------------------------
+    def select(
+        self, messages: Any, *, query: str | None = None, budget: int | None = None
+    ) -> Window[Any]:
+        """The window for ``messages``; ``budget`` overrides the configured one."""
+        return self._run(messages, query, budget, "choose")
+
+    def transform(
+        self, messages: Any, *, query: str | None = None, budget: int | None = None
+    ) -> Window[Any]:
+        """Run the strategy's ``transform(history)``: a visit like :meth:`select` whose
+        window may stay over the budget, for a stage whose successors fit it (a
+        pipeline's message transforms). Everything else is checked as for select."""
+        if not callable(getattr(self.strategy, "transform", None)):
+            raise PluginError(f"strategy {self.strategy.name!r} has no transform()")
+        return self._run(messages, query, budget, "transform")
+
+    async def aselect(
+        self, messages: Any, *, query: str | None = None, budget: int | None = None
+    ) -> Window[Any]:
+        """Async :meth:`select`: awaits the strategy's ``achoose`` when it has one, else
+        runs its ``choose`` (in a worker thread under a time limit, so that it cannot
+        block the event loop past the limit)."""
+        import asyncio  # here, not at the top: `import ctxwindow` stays free of asyncio (and ssl)
+
+        visit = self._begin(messages, budget, query, bounded=True)
+        if isinstance(visit, Window):
+            return visit
+        history = visit.history
+        achoose = getattr(self.strategy, "achoose", None)
+        limit = self._time_limit()
+        if limit is None:
+            with self._strategy_code():
+                selection = await achoose(history) if achoose else self.strategy.choose(history)
+            return visit.finish(selection)
+        call: Awaitable[Selection]
+        if achoose is not None:
+            with self._strategy_code():
+                call = achoose(history)
+        else:
+            future = self._worker(history, "choose")
+            if future is None:
+                return visit.timed_out(limit)
+            call = asyncio.wrap_future(future)
+        with self._strategy_code():
+            finished, chosen = await within(call, limit.seconds)
+        return visit.finish(chosen) if finished else visit.timed_out(limit)
+
+    def _run(self, messages: Any, query: object, budget: int | None, method: str) -> Window[Any]:
+        visit = self._begin(messages, budget, query, bounded=method == "choose")
+        if isinstance(visit, Window):
+            return visit
+        limit = self._time_limit()
+        if limit is None:
+            with self._strategy_code():
+                selection = getattr(self.strategy, method)(visit.history)
+            return visit.finish(selection)
+        future = self._worker(visit.history, method)
+        if future is None or not concurrent.futures.wait((future,), timeout=limit.seconds)[0]:
+            return visit.timed_out(limit)
+        with self._strategy_code():
+            selection = future.result()
+        return visit.finish(selection)
+
+    def _begin(
+        self, messages: Any, budget: int | None, query: object, bounded: bool
+    ) -> Visit | Window[Any]:
+        """A visit ready for the strategy to choose, or the window when it need not."""
+        total = self.budget if budget is None else check_budget(budget)
+        visit = Visit(self, messages, total, check_query(query), bounded)
+        if visit.fits_untouched():
+            return visit.untouched()
+        if bounded:
+            visit.apply_oversize_policy()
+        return visit
+
+    # -- the strategy's own code ---------------------------------------------------
+    def _time_limit(self) -> TimeLimit | None:
+        return self.time_limit or TimeLimit.of(self.strategy)
+
+    def _worker(self, history: History, method: str) -> concurrent.futures.Future[Selection] | None:
+        """The strategy's choice under way in a worker thread; None when the strategy
+        already has too many running (earlier visits that ran out of time)."""
+        strategy = self.strategy
+        if saturated(strategy):
+            return None
+        choose: Callable[[History], Selection] = getattr(strategy, method)
+        return in_thread(lambda: choose(history), strategy.name, strategy)
+
+    def engages(self, history: History) -> bool:
+        """Whether the strategy chooses though everything fits (its
+        ``engages_within_budget``; False when it has none)."""
+        engages = getattr(self.strategy, "engages_within_budget", None)
+        if engages is None:
+            return False
+        with self._strategy_code():
+            return bool(engages(history))
+
+    @contextlib.contextmanager
+    def _strategy_code(self) -> Iterator[None]:
+        """Around a call of the strategy's code: a bad unit is its ContractViolation,
+        any other failure its PluginError; ctxwindow's own errors pass as they are."""
+        try:
+            yield
+        except InvalidSelection as error:
+            raise self.violation([str(error)]) from error
+        except CtxWindowError:
+            raise
+        except Exception as error:
+            raise PluginError(
+                f"strategy {self.strategy.name!r} from distribution {self.distribution!r} "
+                f"failed: {type(error).__name__}: {error}"
+            ) from error
+
+    def violation(self, problems: Sequence[str]) -> ContractViolation:
+        """The strategy's ContractViolation for ``problems``, naming its distribution."""
+        return ContractViolation(self.strategy.name, self.distribution, problems)
+
+    def __repr__(self) -> str:
+        limit = self.time_limit
+        timed = (
+            ""
+            if limit is None
+            else (f", time_limit={limit.seconds:g}, on_timeout={limit.on_timeout!r}")
+        )
+        return (
+            f"Windower({self.strategy!r}, budget={self.budget}, "
+            f"counter={self.counter.name!r}{timed})"
+        )

@@ -1,0 +1,103 @@
+"""The strategy author's kit: what strategies share instead of copying it.
+
+- :func:`recent_units`: the newest run of units that fits a room of tokens (``fixed``'s
+  whole choice, ``sliding``'s recent run, the runner's fallback when a strategy runs
+  out of time);
+- :func:`terms` and :func:`stem`: one tokenizer for the keyword scorers (``sliding``'s
+  ``keywords``, ``semantic``'s BM25), so that "paintings" meets "paint" the same way
+  in both;
+- :func:`unit_text`: a unit as text for matching or summarizing: who said what, and
+  which tools were called with what;
+- :func:`redact`: a URL without its password, for messages, records and reprs.
+
+Stores for caches (memory, SQLite, Redis) need more than the core has, so they come in
+a distribution of their own (see the caches page of the documentation).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container, Iterator
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from ctxwindow._history import History
+
+__all__ = ["STOPWORDS", "recent_units", "redact", "stem", "terms", "unit_text"]
+
+_WORD = re.compile(r"[a-z0-9]+")
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his how
+    i if in into is it its itself just me more most my myself no nor not now of off on
+    once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves s t don re ve ll m d""".split()
+)
+
+
+def stem(word: str) -> str:
+    """A light suffix strip, so 'paintings', 'painting' and 'paint' meet."""
+    for suffix in ("ings", "ing", "edly", "ed", "ies", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """The words of ``text`` that carry meaning, lowercased and stemmed."""
+    return [stem(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
+
+
+def unit_text(history: History, unit: int) -> str:
+    """What a unit says: each message's speaker (``name``) and text, and for tool calls
+    the function names and arguments, one message a line."""
+    parts = []
+    for position in history.span(unit):
+        message = history.messages[position]
+        text = message.text
+        if message.tool_calls:
+            calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+            text = f"{text} {calls}".strip()
+        parts.append(f"{message.name}: {text}" if message.name else text)
+    return "\n".join(parts)
+
+
+def recent_units(
+    history: History, room: int, *, before: int | None = None, skip: Container[int] = ()
+) -> Iterator[int]:
+    """The newest units that fit in ``room`` tokens, newest first: a contiguous run
+    from the unit before ``before`` (default: the newest) back to the first that does
+    not fit. Must-keep units, and those in ``skip``, are passed over at no cost (they
+    are kept already). The caller keeps what it takes; stopping early is allowed."""
+    start = len(history.units) if before is None else before
+    for unit in range(start - 1, -1, -1):
+        if unit in history.must_keep or unit in skip:
+            continue
+        tokens = history.unit_tokens(unit)
+        if tokens > room:
+            return
+        room -= tokens
+        yield unit
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (in the user part or a ``password=`` query
+    parameter), for messages and reprs."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = "&".join(
+        f"{key}=***" if key.lower() == "password" else f"{key}{sep}{value}"
+        for key, sep, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    out = urlunsplit(parts._replace(netloc=netloc, query=query))
+    slashes = f"{parts.scheme}://"
+    if url.startswith(slashes) and not out.startswith(slashes):  # unix:///path keeps them
+        out = slashes + out[len(parts.scheme) + 1 :]
+    return out

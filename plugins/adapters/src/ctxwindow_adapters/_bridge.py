@@ -1,0 +1,363 @@
+"""What every adapter shares: read a framework's items into ctxwindow Messages, window
+those, and give back the caller's own items.
+
+An item (a framework message) may stand for several Messages (an Anthropic user message
+holding tool results and text, a pydantic-ai request holding a tool return and a user
+prompt) and several items may stand for one Message (a Responses API reasoning item and
+the function calls that follow it). Each Message remembers its items and, for a split
+item, which of the item's parts it holds. An item whose Messages are all in the window
+comes back as the very object passed in; one partly kept is rebuilt from its kept parts.
+A strategy's stand-in for one Message (``metadata.stands_in_for``: a cleared tool output)
+comes back as a copy of that Message's item with the stand-in's text in its place, so a
+tool result stays the framework's own result answering the same call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ctxwindow import (
+    Decision,
+    Message,
+    Strategy,
+    TokenCounter,
+    Window,
+    Windower,
+    WindowRecord,
+    from_config,
+)
+from ctxwindow.errors import InvalidMessage, InvalidOption
+
+T = TypeVar("T")
+
+#: ``rebuild(item, kept, cut)``: the item with only the parts in ``kept`` (None: all),
+#: and, when ``cut`` is set, the text of the parts in ``cut[0]`` (None: the whole item's
+#: text) replaced by ``cut[1]``: the host's truncation of the newest user message, or a
+#: strategy's stand-in for one of the item's Messages (a tool result's new content).
+Rebuild = Callable[[Any, "Sequence[int] | None", "tuple[frozenset[int] | None, str] | None"], Any]
+
+
+@dataclass
+class Converted(Generic[T]):
+    """A framework's items read as Messages, each with the items and parts it stands for."""
+
+    items: Sequence[T]
+    messages: list[Message] = field(default_factory=list)
+    sources: list[tuple[int, ...]] = field(default_factory=list)
+    parts: list[frozenset[int] | None] = field(default_factory=list)
+    #: Per split item: how many of its parts its Messages hold (an item not here is whole).
+    split: dict[int, int] = field(default_factory=dict)
+
+    def add(
+        self, message: Message, items: tuple[int, ...], parts: frozenset[int] | None = None
+    ) -> None:
+        self.messages.append(message)
+        self.sources.append(items)
+        self.parts.append(parts)
+        if parts is not None:
+            (item,) = items
+            self.split[item] = self.split.get(item, 0) + len(parts)
+
+
+@dataclass(frozen=True)
+class Trim:
+    """A last pass over a window in the framework's shape: ``remove(window)`` gives the
+    indices to take out (whole units only), and ``reason`` says why, for the record."""
+
+    remove: Callable[[list[Any]], set[int]]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Shape(Generic[T]):
+    """How one framework's items come back out of a window."""
+
+    name: str
+    rebuild: Rebuild
+    #: A message a strategy made (a summary) as an item; gets the items before it.
+    made: Callable[[Message, Sequence[Any]], T]
+    item_id: Callable[[Any], str | None] = lambda item: None
+
+
+def windower_for(
+    windower: Windower | None,
+    strategy: str | Strategy | None,
+    budget: int | None,
+    counter: TokenCounter | str | None,
+    options: Mapping[str, Any],
+) -> Windower:
+    """The Windower an adapter call runs: the one given, or one built from the arguments."""
+    if windower is not None:
+        if not isinstance(windower, Windower):
+            raise InvalidOption(
+                f"windower must be a ctxwindow.Windower (from ctxwindow.from_config), "
+                f"got {type(windower).__name__}"
+            )
+        given = [name for name, value in (("strategy", strategy), ("counter", counter)) if value]
+        if given or options:
+            listed = ", ".join([*given, *options])
+            raise InvalidOption(
+                f"pass either windower= or the strategy and its options, not both "
+                f"(also given: {listed}); budget= alone may override the windower's"
+            )
+        return windower
+    if budget is None:
+        raise InvalidOption("budget is required (tokens) unless a configured windower is given")
+    if strategy is None:
+        strategy = "fixed"
+    if isinstance(strategy, str):
+        return from_config({"strategy": strategy, "budget": budget, "counter": counter, **options})
+    if options:
+        raise InvalidOption(
+            f"options {', '.join(map(repr, options))} go to the strategy's constructor "
+            f"when it is given as an instance; pass its name instead to set them here"
+        )
+    return Windower(strategy, budget, counter)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One adapter call, ready to run: ``select`` and ``aselect`` share all of it but
+    the wait."""
+
+    windower: Windower
+    converted: Converted[Any]
+    shape: Shape[Any]
+    query: str | None = None
+    budget: int | None = None
+    trim: Trim | None = None
+
+    def select(self) -> Window[Any]:
+        """Window the converted Messages and give back the framework's items."""
+        with self._in_items():
+            window = self.windower.select(
+                self.converted.messages, query=self.query, budget=self.budget
+            )
+        return finish(window, self.converted, self.shape, self.windower, self.trim)
+
+    async def aselect(self) -> Window[Any]:
+        """Async :meth:`select`."""
+        with self._in_items():
+            window = await self.windower.aselect(
+                self.converted.messages, query=self.query, budget=self.budget
+            )
+        return finish(window, self.converted, self.shape, self.windower, self.trim)
+
+    @contextmanager
+    def _in_items(self) -> Iterator[None]:
+        try:
+            yield
+        except InvalidMessage as error:
+            raise _in_items(error, self.converted) from None
+
+
+def prepare(
+    read: Callable[[], Converted[Any]],
+    shape: Shape[Any],
+    windower: Windower | None,
+    strategy: str | Strategy | None,
+    budget: int | None,
+    counter: TokenCounter | str | None,
+    options: Mapping[str, Any],
+    *,
+    query: str | None,
+    trim: Trim | None = None,
+) -> Call:
+    """An adapter's ``select``/``aselect`` arguments as a Call: the Windower first (a bad
+    option is named before the items are read), then the items, read by ``read()``."""
+    chosen = windower_for(windower, strategy, budget, counter, options)
+    return Call(chosen, read(), shape, query, budget if windower else None, trim)
+
+
+def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessage:
+    """The same error, naming the caller's item rather than the converted message."""
+    if error.index is None or not 0 <= error.index < len(converted.sources):
+        return error
+    items = converted.sources[error.index]
+    if not items:  # a message standing for no item: Anthropic's system parameter
+        return type(error)(None, f"system: {error.problem}")
+    return type(error)(items[0], error.problem)
+
+
+@dataclass
+class _Slot:
+    """One entry of the output: an item (with its kept parts) or a made message."""
+
+    item: int | None
+    made: Message | None = None
+    kept: set[int] | None = field(default_factory=set)  # None: the whole item
+    cut: tuple[frozenset[int] | None, str] | None = None  # the newest user message, cut
+    stand_ins: list[tuple[frozenset[int] | None, str]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+
+
+def finish(
+    window: Window[Any],
+    converted: Converted[Any],
+    shape: Shape[Any],
+    windower: Windower,
+    trim: Trim | None,
+) -> Window[Any]:
+    """The window as the framework's items, with the record in the caller's positions."""
+    where = {id(message): position for position, message in enumerate(converted.messages)}
+    newest_user = next(
+        (p for p in range(len(converted.messages) - 1, -1, -1)
+         if converted.messages[p].role == "user"),
+        None,
+    )  # fmt: skip
+    slots: list[_Slot] = []
+    by_item: dict[int, _Slot] = {}
+    for message in window.messages:
+        position = where.get(id(message))
+        cut = None
+        if position is None and message.metadata.get("truncated") and newest_user is not None:
+            position, cut = newest_user, (converted.parts[newest_user], message.text)
+        stand_in = None
+        stood = _stands_in_for(message, len(converted.messages)) if position is None else None
+        if stood is not None:  # a strategy's stand-in (a cleared tool output)
+            position, stand_in = stood, (converted.parts[stood], message.text)
+        if position is None:
+            slots.append(_Slot(None, made=message, kept=None, messages=[message]))
+            continue
+        parts = converted.parts[position]
+        for item in converted.sources[position]:
+            slot = by_item.get(item)
+            if slot is None:
+                slot = by_item[item] = _Slot(item)
+                slots.append(slot)
+            slot.messages.append(message)
+            if parts is None:
+                slot.kept = None
+            elif slot.kept is not None:
+                slot.kept.update(parts)
+            if cut is not None:
+                slot.cut = cut
+            if stand_in is not None:
+                slot.stand_ins.append(stand_in)
+    output: list[Any] = []
+    for slot in slots:
+        if slot.made is not None:
+            output.append(shape.made(slot.made, output))
+            continue
+        assert slot.item is not None
+        item = converted.items[slot.item]
+        whole = slot.kept is None or len(slot.kept) == converted.split.get(slot.item, -1)
+        for stand_in in slot.stand_ins:  # results keep their places: parts do not move
+            item = shape.rebuild(item, None, stand_in)
+        if whole and slot.cut is None:
+            output.append(item)
+        else:
+            output.append(shape.rebuild(item, None if whole else sorted(slot.kept or ()), slot.cut))
+    gone = trim.remove(output) if trim else set()
+    trimmed = [slot for number, slot in enumerate(slots) if number in gone]
+    output = [entry for number, entry in enumerate(output) if number not in gone]
+    record = _record(window.record, converted, shape, len(output), trimmed, windower, trim)
+    return Window(output, record)
+
+
+def _stands_in_for(message: Message, size: int) -> int | None:
+    """The converted position a strategy's stand-in is sent in place of (the host marks
+    it ``metadata.stands_in_for``), or None for a message the strategy made."""
+    position = message.metadata.get("stands_in_for")
+    if type(position) is int and 0 <= position < size:
+        return position
+    return None
+
+
+def _record(
+    record: WindowRecord,
+    converted: Converted[Any],
+    shape: Shape[Any],
+    size: int,
+    trimmed: list[_Slot],
+    windower: Windower,
+    trim: Trim | None,
+) -> WindowRecord:
+    """The core's record, its positions and counts in the caller's items."""
+    sources = converted.sources
+    items = converted.items
+    removed = {slot.item for slot in trimmed if slot.item is not None}
+    why = trim.reason if trim else ""
+    gone = {id(m): m for slot in trimmed for m in slot.messages}
+    freed = sum(windower.counter.count_message(m) for m in gone.values())
+    inner = record
+
+    def decide() -> tuple[Decision, ...]:
+        out = []
+        for decision in inner.decisions:
+            positions = sorted({item for p in decision.positions for item in sources[p]})
+            action, reason = decision.action, decision.reason
+            if removed and removed.intersection(positions) and action != "dropped":
+                action, reason = "dropped", f"{reason}; then removed: {why}"
+            out.append(
+                dataclasses.replace(
+                    decision,
+                    positions=tuple(positions),
+                    ids=tuple(shape.item_id(items[p]) for p in positions),
+                    action=action,
+                    reason=reason,
+                )
+            )
+        return tuple(out)
+
+    notes = tuple(_note_in_items(note, sources) for note in record.notes)
+    if trimmed:
+        notes = (*notes, f"removed {len(trimmed)} more message(s): {why}")
+    return dataclasses.replace(
+        record,
+        messages_before=len(items),
+        messages_after=size,
+        tokens_after=record.tokens_after - freed,
+        notes=notes,
+        _decide=decide,
+    )
+
+
+_POSITIONS = re.compile(r"\b(messages?) (\d+)(?:-(\d+))?")
+
+
+def _note_in_items(note: str, sources: Sequence[tuple[int, ...]]) -> str:
+    """The host's note ("truncated message 3 ...", "dropped messages 4-6: ...") with its
+    positions in the caller's items."""
+
+    def item(position: str, last: bool) -> int | None:
+        p = int(position)
+        found = sources[p] if 0 <= p < len(sources) else ()
+        return (found[-1] if last else found[0]) if found else None
+
+    def swap(match: re.Match[str]) -> str:
+        first = item(match.group(2), last=False)
+        final = item(match.group(3) or match.group(2), last=True)
+        if first is None or final is None:
+            return match.group(0)
+        if first == final:
+            return f"message {first}"
+        return f"messages {first}-{final}"
+
+    return _POSITIONS.sub(swap, note)
+
+
+def text_of(value: Any) -> str:
+    """A best-effort text rendering of a tool's output or arguments, for counting."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def get(item: Any, key: str, default: Any = None) -> Any:
+    """A field of a dict, or an attribute of an SDK object (a pydantic model)."""
+    if isinstance(item, Mapping):
+        return item.get(key, default)
+    return getattr(item, key, default)

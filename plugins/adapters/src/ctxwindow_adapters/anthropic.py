@@ -1,0 +1,285 @@
+"""Anthropic Messages: window the ``messages`` (and ``system``) of ``client.messages.create``.
+
+``system`` is outside the list and always kept (it counts toward the budget). An
+assistant message's ``tool_use`` blocks and the ``tool_result`` blocks that answer them
+in the next user message form one unit. A user message holding tool results and text is
+split in two for windowing: its tool results go with their calls, its text is a unit of
+its own (it may be the newest user message). If only one half is kept, the message comes
+back as a copy holding that half, tool results first, as the API requires; kept whole,
+it is the very dict you passed. A ``system`` message inside the list is kept like the
+``system`` parameter. A summary a strategy writes comes as a user message (a message it
+makes as the assistant's, as an assistant message).
+
+Needs no anthropic package: messages are dicts, their blocks dicts or SDK objects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
+from ctxwindow.errors import InvalidMessage
+from ctxwindow_adapters._bridge import Converted, Shape, Trim, get, prepare, text_of
+
+__all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
+
+_ROLES = frozenset({"user", "assistant", "system"})
+
+
+@dataclass(frozen=True)
+class AnthropicWindow(Window[Any]):
+    """A window of Anthropic messages, and the ``system`` to send with them (unchanged)."""
+
+    system: Any = None
+
+    def request(self) -> dict[str, Any]:
+        """``messages`` and ``system`` (when set), for ``client.messages.create(**...)``."""
+        out: dict[str, Any] = {"messages": self.messages}
+        if self.system is not None:
+            out["system"] = self.system
+        return out
+
+
+def select(
+    messages: Sequence[Mapping[str, Any]],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    system: str | Sequence[Any] | None = None,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    user_first: bool = True,
+    **options: Any,
+) -> AnthropicWindow:
+    """The window of Anthropic ``messages`` with ``system`` counted and kept.
+
+    ``user_first`` (the default) removes assistant turns that would open the window, as
+    Amazon Bedrock and Vertex AI reject a request whose first message is not the user's
+    (Anthropic's own API accepts it); the record says what was removed.
+    """
+    read = partial(read_messages, messages, system)
+    trim = USER_FIRST if user_first else None
+    window = prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query, trim=trim
+    ).select()
+    return AnthropicWindow(window.messages, window.record, system)
+
+
+async def aselect(
+    messages: Sequence[Mapping[str, Any]],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    system: str | Sequence[Any] | None = None,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    user_first: bool = True,
+    **options: Any,
+) -> AnthropicWindow:
+    """Async :func:`select`."""
+    read = partial(read_messages, messages, system)
+    trim = USER_FIRST if user_first else None
+    window = await prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query, trim=trim
+    ).aselect()
+    return AnthropicWindow(window.messages, window.record, system)
+
+
+def read_messages(messages: Sequence[Any], system: Any = None) -> Converted[Any]:
+    """The messages as ctxwindow Messages (``system`` first, standing for no item)."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidMessage(None, f"expected a list of messages, got {type(messages).__name__}")
+    converted: Converted[Any] = Converted(messages)
+    if system is not None:
+        converted.add(Message("system", _system_content(system)), ())
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InvalidMessage(
+                index, f"expected a dict with 'role' and 'content', got {type(message).__name__}"
+            )
+        role = message.get("role")
+        if role not in _ROLES:
+            raise InvalidMessage(index, f"unknown role {role!r}; expected user or assistant")
+        content = message.get("content")
+        if isinstance(content, str):
+            converted.add(Message(role, content), (index,))
+        elif not isinstance(content, (list, tuple)):
+            raise InvalidMessage(
+                index, f"'content' must be a string or a list of blocks, got "
+                f"{type(content).__name__}"
+            )  # fmt: skip
+        elif role == "assistant":
+            converted.add(_assistant(content, index), (index,))
+        elif role == "user":
+            _user(converted, content, index)
+        else:
+            converted.add(Message("system", _parts(content, index)), (index,))
+    return converted
+
+
+def _system_content(system: Any) -> str | tuple[ContentPart, ...]:
+    if isinstance(system, str):
+        return system
+    if isinstance(system, (list, tuple)):
+        return _parts(system, None)
+    raise InvalidMessage(
+        None, f"system must be a string or a list of text blocks, got {type(system).__name__}"
+    )
+
+
+def _type(block: Any, index: int | None, number: int) -> str:
+    kind = get(block, "type")
+    if not isinstance(kind, str):
+        raise InvalidMessage(index, f"content block {number} needs a 'type'")
+    return kind
+
+
+def _assistant(blocks: Sequence[Any], index: int) -> Message:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for number, block in enumerate(blocks):
+        kind = _type(block, index, number)
+        if kind == "tool_use":
+            call_id, name = get(block, "id"), get(block, "name")
+            if not isinstance(call_id, str) or not call_id or not isinstance(name, str):
+                raise InvalidMessage(index, f"tool_use block {number} needs an 'id' and a 'name'")
+            calls.append(ToolCall(call_id, name, text_of(get(block, "input", {}))))
+        elif kind == "text":
+            texts.append(str(get(block, "text", "")))
+        elif kind == "thinking":
+            texts.append(str(get(block, "thinking", "")))
+        else:  # server tools and their results live in this message: count them as JSON
+            texts.append(_dump(block))
+    text = "\n".join(texts)
+    try:
+        return Message("assistant", text if text or not calls else None, tool_calls=tuple(calls))
+    except InvalidMessage as error:
+        raise InvalidMessage(index, error.problem) from None
+
+
+def _user(converted: Converted[Any], blocks: Sequence[Any], index: int) -> None:
+    """Tool results as tool Messages first (each one part), then the rest as one user
+    Message; a message without tool results stays whole."""
+    results: list[int] = []
+    others: list[int] = []
+    for number, block in enumerate(blocks):
+        if _type(block, index, number) == "tool_result":
+            if others:
+                raise InvalidMessage(
+                    index,
+                    f"content block {number} is a tool_result after other blocks; the API "
+                    f"needs a user message's tool_result blocks first",
+                )
+            results.append(number)
+        else:
+            others.append(number)
+    if not results:
+        converted.add(Message("user", _parts(blocks, index)), (index,))
+        return
+    for number in results:
+        block = blocks[number]
+        call_id = get(block, "tool_use_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(index, f"tool_result block {number} needs a 'tool_use_id'")
+        result = Message("tool", _block_text(get(block, "content")), tool_call_id=call_id)
+        converted.add(result, (index,), frozenset({number}))
+    if others:
+        rest = _parts([blocks[n] for n in others], index)
+        converted.add(Message("user", rest), (index,), frozenset(others))
+
+
+def _parts(blocks: Sequence[Any], index: int | None) -> tuple[ContentPart, ...]:
+    parts = []
+    for number, block in enumerate(blocks):
+        kind = _type(block, index, number)
+        if kind == "text":
+            parts.append(ContentPart("text", str(get(block, "text", ""))))
+        elif kind == "document" and isinstance(get(get(block, "source"), "data"), str):
+            parts.append(ContentPart("text", get(get(block, "source"), "data")))
+        else:
+            parts.append(ContentPart(kind))
+    return tuple(parts)
+
+
+def _block_text(content: Any) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, (list, tuple)):
+        return "\n".join(
+            str(get(b, "text")) if get(b, "type") == "text" else _dump(b) for b in content
+        )
+    return text_of(content)
+
+
+def _dump(block: Any) -> str:
+    if hasattr(block, "model_dump"):
+        block = block.model_dump(exclude_none=True)
+    return json.dumps(block, sort_keys=True, default=str)
+
+
+def _rebuild(
+    message: Mapping[str, Any],
+    kept: Sequence[int] | None,
+    cut: tuple[frozenset[int] | None, str] | None,
+) -> dict[str, Any]:
+    """A copy holding the kept blocks (in their order), the newest user text cut."""
+    content = message.get("content")
+    if not isinstance(content, (list, tuple)):
+        return {**message, "content": cut[1] if cut else content}
+    numbers = range(len(content)) if kept is None else kept
+    blocks = []
+    cut_done = False
+    for number in numbers:
+        block = content[number]
+        cutting = cut is not None and (cut[0] is None or number in cut[0])
+        if cut is not None and cutting and get(block, "type") == "tool_result":
+            blocks.append({**_as_dict(block), "content": cut[1]})  # a stand-in for a result
+            continue
+        if cutting and get(block, "type") == "text":
+            if not cut_done:
+                blocks.append({"type": "text", "text": cut[1]} if cut else block)
+                cut_done = True
+            continue
+        blocks.append(block)
+    return {**message, "content": blocks}
+
+
+def _as_dict(block: Any) -> dict[str, Any]:
+    if hasattr(block, "model_dump"):
+        return dict(block.model_dump(exclude_none=True))
+    return dict(block)
+
+
+def _made(message: Message, before: Sequence[Any]) -> dict[str, Any]:
+    """A made message (a summary, a note) as a user message, or an assistant one if the
+    strategy made it the assistant's: valid anywhere (next to a message of its role, the
+    API joins the two into one turn)."""
+    role = "assistant" if message.role == "assistant" else "user"
+    return {"role": role, "content": [{"type": "text", "text": message.text}]}
+
+
+def _opens_a_turn(message: Mapping[str, Any]) -> bool:
+    """A user message that does not answer tool calls: a request may start with it."""
+    content = message.get("content")
+    if message.get("role") != "user":
+        return False
+    return isinstance(content, str) or not content or get(content[0], "type") != "tool_result"
+
+
+def _before_first_user(window: list[Any]) -> set[int]:
+    """The assistant turns (with the tool results answering them) before the first
+    user message; none when no user message could open the window."""
+    first = next((i for i, m in enumerate(window) if _opens_a_turn(m)), None)
+    if first is None:
+        return set()
+    return {i for i in range(first) if window[i].get("role") != "system"}
+
+
+SHAPE: Shape[Any] = Shape("anthropic", _rebuild, _made)
+USER_FIRST = Trim(_before_first_user, "a request starts with a user message (user_first)")

@@ -1,0 +1,388 @@
+"""LangChain ``BaseMessage`` lists, and :func:`trim_messages` for users of LangChain's.
+
+The window holds the very message objects passed in (their ``id``,
+``additional_kwargs`` and ``response_metadata`` untouched). An ``AIMessage`` with
+``tool_calls`` and the ``ToolMessage`` objects answering it form one unit. A summary a
+strategy writes comes as a ``SystemMessage`` when only system messages precede it in
+the window (where every chat model accepts one), else as a ``HumanMessage`` (a message it
+makes as the assistant's, as an ``AIMessage``).
+
+Needs ``pip install 'ctxwindow[langchain]'`` (langchain-core).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+try:
+    from langchain_core.language_models import BaseLanguageModel
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+    )
+    from langchain_core.messages.utils import count_tokens_approximately
+    from langchain_core.prompt_values import PromptValue
+    from langchain_core.runnables import Runnable, RunnableLambda
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "ctxwindow.adapters.langchain needs langchain-core: pip install 'ctxwindow[langchain]'"
+    ) from error
+
+from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
+from ctxwindow.errors import InvalidMessage, InvalidOption
+from ctxwindow_adapters._bridge import Call, Converted, Shape, Trim, prepare, text_of, windower_for
+
+__all__ = ["LangChainCounter", "aselect", "read_messages", "select", "trim_messages"]
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+_CHAT_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+def select(
+    messages: Sequence[BaseMessage],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    counter: TokenCounter | str | Any = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    **options: Any,
+) -> Window[BaseMessage]:
+    """The window of LangChain ``messages``: the same objects, those that fit, in order.
+
+    ``counter`` is a ctxwindow counter (a name or instance), or anything LangChain's
+    ``trim_messages`` takes as ``token_counter``: a chat model, a function of a message
+    list or of one message, or ``"approximate"``.
+    """
+    read = partial(read_messages, messages)
+    counted = _counter(counter)
+    return prepare(read, SHAPE, windower, strategy, budget, counted, options, query=query).select()
+
+
+async def aselect(
+    messages: Sequence[BaseMessage],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    counter: TokenCounter | str | Any = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    **options: Any,
+) -> Window[BaseMessage]:
+    """Async :func:`select`."""
+    read = partial(read_messages, messages)
+    counted = _counter(counter)
+    return await prepare(
+        read, SHAPE, windower, strategy, budget, counted, options, query=query
+    ).aselect()
+
+
+def trim_messages(
+    messages: Sequence[Any] | PromptValue | None = None,
+    *,
+    max_tokens: int,
+    token_counter: TokenCounter | str | Any = "approx",
+    strategy: str | Strategy = "last",
+    include_system: bool = True,
+    start_on: str | type[BaseMessage] | Sequence[str | type[BaseMessage]] | None = None,
+    end_on: str | type[BaseMessage] | Sequence[str | type[BaseMessage]] | None = None,
+    allow_partial: bool = False,
+    text_splitter: Any = None,
+    query: str | None = None,
+    **options: Any,
+) -> list[BaseMessage] | Runnable[Any, list[BaseMessage]]:
+    """A stand-in for ``langchain_core.messages.trim_messages`` that windows with a
+    ctxwindow strategy, keeping tool calls with their results.
+
+    Accepted as in LangChain: ``max_tokens``, ``token_counter`` (also a ctxwindow counter
+    name such as ``"tiktoken:cl100k_base"``), ``start_on``, ``end_on``, and
+    ``strategy="last"`` (ctxwindow's ``fixed``); any other ``strategy`` is a ctxwindow
+    strategy name or instance, with its options as keywords. Without ``messages``,
+    returns a Runnable (built once, so a strategy's caches last across calls).
+
+    Not accepted (InvalidOption): ``strategy="first"``, ``include_system=False`` (system
+    messages are always kept), ``allow_partial=True`` and ``text_splitter`` (messages
+    are kept or dropped whole; ``oversize="truncate"`` cuts only the newest user
+    message when the must-keep messages alone exceed the budget).
+    """
+    if strategy == "first":
+        raise InvalidOption(
+            "trim_messages: strategy='first' is not supported; ctxwindow keeps the system "
+            "messages and the newest turns (strategy='last', or a ctxwindow strategy name)"
+        )
+    if include_system is not True:
+        raise InvalidOption(
+            "trim_messages: include_system=False is not supported; ctxwindow always keeps "
+            "system messages (drop them from the list yourself if you must)"
+        )
+    if allow_partial or text_splitter is not None:
+        raise InvalidOption(
+            "trim_messages: allow_partial and text_splitter are not supported; ctxwindow "
+            "keeps or drops whole messages (oversize='truncate' cuts the newest user message "
+            "when the system and newest messages alone exceed max_tokens)"
+        )
+    starts, ends = _types(start_on, "start_on"), _types(end_on, "end_on")
+    name = "fixed" if strategy == "last" else strategy
+    windower = windower_for(None, name, max_tokens, _counter(token_counter), options)
+    run = partial(_trim, windower=windower, start_on=starts, end_on=ends, query=query)
+    if messages is None:
+        return RunnableLambda(run, name="trim_messages")
+    return run(messages)
+
+
+def _trim(
+    messages: Any,
+    *,
+    windower: Windower,
+    start_on: tuple[Any, ...],
+    end_on: tuple[Any, ...],
+    query: str | None,
+) -> list[BaseMessage]:
+    if isinstance(messages, PromptValue):
+        messages = messages.to_messages()
+    elif not all(isinstance(m, BaseMessage) for m in messages):
+        messages = convert_to_messages(messages)
+    trim = None
+    if start_on or end_on:
+        remove = partial(_bounds, start_on=start_on, end_on=end_on)
+        trim = Trim(remove, "outside start_on/end_on")
+    window = Call(windower, read_messages(messages), SHAPE, query, None, trim).select()
+    return list(window.messages)
+
+
+def _types(value: Any, name: str) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    values = value if isinstance(value, (list, tuple)) else (value,)
+    for entry in values:
+        if not (isinstance(entry, str) or (isinstance(entry, type) and
+                                            issubclass(entry, BaseMessage))):  # fmt: skip
+            raise InvalidOption(
+                f"trim_messages: {name} takes message type names ('human', 'ai', ...) or "
+                f"BaseMessage classes, got {entry!r}"
+            )
+    return tuple(values)
+
+
+def _matches(message: BaseMessage, types: tuple[Any, ...]) -> bool:
+    return any(message.type == t if isinstance(t, str) else isinstance(message, t) for t in types)
+
+
+def _bounds(
+    window: list[BaseMessage], *, start_on: tuple[Any, ...], end_on: tuple[Any, ...]
+) -> set[int]:
+    """Which window entries start_on and end_on remove: those after the leading system
+    messages and before the first ``start_on`` match, and those after the last
+    ``end_on`` match; a match inside a tool exchange does not count, so that a call
+    and its results stay together."""
+    gone: set[int] = set()
+    lead = 0
+    while lead < len(window) and window[lead].type == "system":
+        lead += 1
+    size = len(window)
+
+    def starts_unit(i: int) -> bool:
+        return not isinstance(window[i], ToolMessage)
+
+    def ends_unit(i: int) -> bool:
+        return i + 1 >= size or not isinstance(window[i + 1], ToolMessage)
+
+    if start_on:
+        first = next(
+            (i for i in range(lead, size) if _matches(window[i], start_on) and starts_unit(i)),
+            size,
+        )
+        gone.update(range(lead, first))
+    if end_on:
+        last = next(
+            (i for i in range(size - 1, -1, -1) if _matches(window[i], end_on) and ends_unit(i)),
+            lead - 1,
+        )
+        gone.update(range(max(last + 1, lead), size))
+    return gone
+
+
+# -- reading --------------------------------------------------------------------------
+def read_messages(messages: Sequence[Any]) -> Converted[BaseMessage]:
+    """The messages as ctxwindow Messages, one each."""
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise InvalidMessage(None, f"expected a list of messages, got {type(messages).__name__}")
+    converted: Converted[BaseMessage] = Converted(messages)
+    for index, message in enumerate(messages):
+        converted.add(_read(message, index), (index,))
+    return converted
+
+
+def _read(message: Any, index: int) -> Message:
+    if not isinstance(message, BaseMessage):
+        raise InvalidMessage(
+            index, f"expected a LangChain BaseMessage, got {type(message).__name__}"
+        )
+    role = _ROLES.get(message.type)
+    if role is None and message.type == "chat":
+        given = getattr(message, "role", None)
+        role = given if given in _CHAT_ROLES else "user"
+    if role is None:
+        raise InvalidMessage(
+            index,
+            f"a {type(message).__name__} cannot be windowed; use SystemMessage, HumanMessage, "
+            f"AIMessage (with tool_calls) or ToolMessage",
+        )
+    calls: tuple[ToolCall, ...] = ()
+    if isinstance(message, AIMessage) and message.tool_calls:
+        read = []
+        for number, call in enumerate(message.tool_calls):
+            call_id = call.get("id")
+            if not isinstance(call_id, str) or not call_id:
+                raise InvalidMessage(index, f"tool call {number} has no 'id'")
+            read.append(ToolCall(call_id, call["name"], text_of(call.get("args", {}))))
+        calls = tuple(read)
+    content = _content(message.content)
+    tool_call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+    try:
+        return Message(
+            role,  # type: ignore[arg-type]
+            content if content or not calls else None,
+            name=message.name if isinstance(message.name, str) else None,
+            tool_calls=calls,
+            tool_call_id=tool_call_id,
+            id=message.id if isinstance(message.id, str) else None,
+        )
+    except InvalidMessage as error:
+        raise InvalidMessage(index, error.problem) from None
+
+
+def _content(content: Any) -> str | tuple[ContentPart, ...]:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(ContentPart("text", block))
+        elif isinstance(block, dict):
+            text = block.get("text", block.get("thinking", block.get("reasoning")))
+            kind = str(block.get("type", "text"))
+            parts.append(ContentPart(kind, text if isinstance(text, str) else None))
+        else:
+            parts.append(ContentPart("unknown"))
+    return tuple(parts)
+
+
+# -- writing --------------------------------------------------------------------------
+def _rebuild(
+    message: BaseMessage, kept: Any, cut: tuple[frozenset[int] | None, str] | None
+) -> BaseMessage:
+    """A copy of a message with its text replaced: the newest user message cut to fit, or
+    a tool result given a stand-in (messages are never split)."""
+    if cut is None:
+        return message
+    content = message.content
+    if isinstance(content, list):
+        others = [b for b in content if isinstance(b, dict) and "text" not in b]
+        new: Any = [{"type": "text", "text": cut[1]}, *others]
+    else:
+        new = cut[1]
+    return message.model_copy(update={"content": new})
+
+
+def _made(message: Message, before: Sequence[Any]) -> BaseMessage:
+    """A summary: its metadata (``synthetic``, ``covers``) under ``response_metadata``,
+    which LangChain never sends to a provider."""
+    kind: type[BaseMessage] = HumanMessage
+    if message.role == "assistant":
+        kind = AIMessage
+    elif all(isinstance(m, SystemMessage) for m in before):
+        kind = SystemMessage
+    return kind(message.text, response_metadata={"ctxwindow": dict(message.metadata)})
+
+
+def _item_id(message: Any) -> str | None:
+    return message.id if isinstance(getattr(message, "id", None), str) else None
+
+
+SHAPE: Shape[BaseMessage] = Shape("langchain", _rebuild, _made, _item_id)
+
+
+# -- counting -------------------------------------------------------------------------
+class LangChainCounter:
+    """A ctxwindow TokenCounter over a LangChain token counter: a chat model
+    (``get_num_tokens_from_messages``), a function of a message list or of one message,
+    or ``"approximate"`` (``count_tokens_approximately``)."""
+
+    def __init__(self, token_counter: Any) -> None:
+        if token_counter == "approximate":
+            token_counter = count_tokens_approximately
+        self.source = token_counter
+        self.name = f"langchain:{getattr(token_counter, '__name__', type(token_counter).__name__)}"
+        self._count: Callable[[list[BaseMessage]], int]
+        if isinstance(token_counter, BaseLanguageModel) or hasattr(
+            token_counter, "get_num_tokens_from_messages"
+        ):
+            self._count = token_counter.get_num_tokens_from_messages
+        elif callable(token_counter):
+            if _takes_one_message(token_counter):
+                self._count = lambda messages: sum(token_counter(m) for m in messages)
+            else:
+                self._count = token_counter
+        else:
+            raise InvalidOption(
+                "token_counter must be a ctxwindow counter name or instance, a chat model, a "
+                f"function of LangChain messages, or 'approximate'; got {token_counter!r}"
+            )
+
+    def count_text(self, text: str) -> int:
+        return int(self._count([HumanMessage(text)]))
+
+    def count_message(self, message: Message) -> int:
+        return int(self._count([_to_langchain(message)]))
+
+
+def _takes_one_message(function: Callable[..., Any]) -> bool:
+    try:
+        first = next(iter(inspect.signature(function).parameters.values()))
+    except (TypeError, ValueError, StopIteration):
+        return False
+    return first.annotation is BaseMessage or first.annotation == "BaseMessage"
+
+
+def _to_langchain(message: Message) -> BaseMessage:
+    """A ctxwindow Message as the LangChain message a counter reads."""
+    content: Any = message.content
+    if isinstance(content, tuple):
+        content = [part.to_dict() for part in content]
+    if message.role == "tool":
+        return ToolMessage(content or "", tool_call_id=message.tool_call_id or "")
+    if message.role == "assistant":
+        calls = [
+            {"name": c.name, "args": _arguments(c.arguments), "id": c.id, "type": "tool_call"}
+            for c in message.tool_calls
+        ]
+        return AIMessage(content or "", tool_calls=calls)
+    if message.role in ("system", "developer"):
+        return SystemMessage(content or "")
+    return HumanMessage(content or "", name=message.name)
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {"input": text}
+    return value if isinstance(value, dict) else {"input": value}
+
+
+def _counter(counter: Any) -> Any:
+    """A ctxwindow counter spec as is; a LangChain token counter wrapped."""
+    if counter is None or (isinstance(counter, str) and counter != "approximate"):
+        return counter
+    if callable(getattr(counter, "count_message", None)):
+        return counter
+    return LangChainCounter(counter)

@@ -1,0 +1,242 @@
+"""OpenAI Responses API input items: window the ``input`` list you send to
+``client.responses.create``, dicts or the SDK's output objects (``response.output``).
+
+What forms a unit:
+
+- a run of consecutive model-output items (``reasoning``, assistant ``message``, calls,
+  built-in tool items such as ``web_search_call``) is one assistant turn: the API
+  rejects a function call sent without the reasoning item it came with, so a reasoning
+  item always goes with what follows it;
+- a call (``function_call``, ``custom_tool_call``, ``computer_call``, ``shell_call``,
+  ``apply_patch_call``, ``program``) and the outputs that answer its ``call_id`` (in any
+  order, directly after the turn) are kept or dropped with that turn;
+- user, system and developer ``message`` items are units of their own (system and
+  developer always kept); any other item is kept whole as a unit of its own.
+
+Needs no openai package: items are read as dicts or through their attributes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
+from ctxwindow.errors import InvalidMessage
+from ctxwindow_adapters._bridge import (
+    Converted,
+    Shape,
+    get,
+    prepare,
+    text_of,
+)
+
+__all__ = ["CALL_TYPES", "OUTPUT_TYPES", "aselect", "read_items", "select"]
+
+#: Item types that call a tool and are answered by an output item with the same call_id.
+CALL_TYPES = frozenset(
+    {"function_call", "custom_tool_call", "computer_call", "shell_call", "apply_patch_call",
+     "program"}
+)  # fmt: skip
+#: Item types that answer a call by its call_id.
+OUTPUT_TYPES = frozenset(
+    {"function_call_output", "custom_tool_call_output", "computer_call_output",
+     "shell_call_output", "apply_patch_call_output", "program_output"}
+)  # fmt: skip
+_INPUT_ROLES = frozenset({"user", "system", "developer"})
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
+
+
+def select(
+    items: Sequence[Any],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    **options: Any,
+) -> Window[Any]:
+    """The window of a Responses API ``input`` list: the same item objects, those that
+    fit, in order; a summary a strategy writes comes as a system ``message`` item."""
+    read = partial(read_items, items)
+    return prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query).select()
+
+
+async def aselect(
+    items: Sequence[Any],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    **options: Any,
+) -> Window[Any]:
+    """Async :func:`select`."""
+    read = partial(read_items, items)
+    return await prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query
+    ).aselect()
+
+
+def _kind(item: Any, index: int) -> str:
+    """'input' (a user/system/developer message), 'output' (model side), 'answer' (a
+    call's output) or 'other'."""
+    if not isinstance(item, dict) and not hasattr(item, "type") and not hasattr(item, "role"):
+        raise InvalidMessage(
+            index, f"expected a Responses API item (a dict with 'type'), got {type(item).__name__}"
+        )
+    kind = get(item, "type")
+    role = get(item, "role")
+    if kind is None and role is None:
+        raise InvalidMessage(index, "an input item needs a 'type' (or a 'role' for a message)")
+    if kind in (None, "message"):
+        if role in _INPUT_ROLES:
+            return "input"
+        if role == "assistant":
+            return "output"
+        raise InvalidMessage(
+            index, f"unknown message role {role!r}; expected user, system, developer or assistant"
+        )
+    if not isinstance(kind, str):
+        raise InvalidMessage(index, f"'type' must be a string, got {type(kind).__name__}")
+    if kind in OUTPUT_TYPES:
+        if not isinstance(get(item, "call_id"), str) or not get(item, "call_id"):
+            raise InvalidMessage(index, f"a {kind} item needs the 'call_id' of the call it answers")
+        return "answer"
+    if kind in CALL_TYPES or kind == "reasoning" or kind.endswith("_call"):
+        return "output"
+    return "other"
+
+
+def read_items(items: Sequence[Any]) -> Converted[Any]:
+    """The items as ctxwindow Messages: one per input message, answer or other item, and
+    one assistant Message per run of model-output items."""
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
+        raise InvalidMessage(None, f"expected a list of input items, got {type(items).__name__}")
+    converted: Converted[Any] = Converted(items)
+    run: list[int] = []
+    for index, item in enumerate(items):
+        kind = _kind(item, index)
+        if kind == "output":
+            run.append(index)
+            continue
+        if run:
+            converted.add(_turn(items, run), tuple(run))
+            run = []
+        if kind == "input":
+            converted.add(_input_message(item, index), (index,))
+        elif kind == "answer":
+            output = _text(get(item, "output"), index)
+            message = Message("tool", output, tool_call_id=get(item, "call_id"), id=_item_id(item))
+            converted.add(message, (index,))
+        else:  # kept whole; assistant, so that it is never taken for the newest user message
+            converted.add(Message("assistant", _dump(item), id=_item_id(item)), (index,))
+    if run:
+        converted.add(_turn(items, run), tuple(run))
+    return converted
+
+
+def _input_message(item: Any, index: int) -> Message:
+    content = get(item, "content")
+    if not isinstance(content, (str, list, tuple)):
+        raise InvalidMessage(
+            index, f"a message's 'content' must be a string or a list of parts, got "
+            f"{type(content).__name__}"
+        )  # fmt: skip
+    return Message(get(item, "role"), _content(content, index), id=_item_id(item))
+
+
+def _turn(items: Sequence[Any], run: list[int]) -> Message:
+    """One assistant Message for a run of model-output items: their text and calls."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for index in run:
+        item = items[index]
+        kind = get(item, "type") or "message"
+        if kind == "message":
+            texts.append(_text(get(item, "content"), index))
+        elif kind == "reasoning":
+            texts.extend(_text(get(item, key), index) for key in ("summary", "content"))
+        elif kind in CALL_TYPES and get(item, "call_id"):
+            call_id = get(item, "call_id")
+            if not isinstance(call_id, str):
+                raise InvalidMessage(index, f"'call_id' must be a string, got {call_id!r}")
+            name = get(item, "name") or kind
+            arguments = get(item, "arguments", get(item, "input", get(item, "action")))
+            calls.append(ToolCall(call_id, str(name), text_of(arguments)))
+        else:
+            texts.append(_dump(item))
+    seen: set[str] = set()
+    for call in calls:
+        if call.id in seen:
+            raise InvalidMessage(run[0], f"call_id {call.id!r} appears twice in one turn")
+        seen.add(call.id)
+    text = "\n".join(t for t in texts if t)
+    return Message("assistant", text if text or not calls else None, tool_calls=tuple(calls))
+
+
+def _content(content: Any, index: int) -> str | tuple[ContentPart, ...]:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for number, part in enumerate(content):
+        kind = get(part, "type")
+        if not isinstance(kind, str):
+            raise InvalidMessage(index, f"content part {number} needs a 'type'")
+        text = get(part, "text", get(part, "refusal"))
+        parts.append(ContentPart(kind, text if isinstance(text, str) else None))
+    return tuple(parts)
+
+
+def _text(value: Any, index: int) -> str:
+    """The readable text of a content or output: a string, or its parts' texts."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, (list, tuple)):
+        texts = []
+        for part in value:
+            text = get(part, "text", get(part, "refusal"))
+            texts.append(text if isinstance(text, str) else _dump(part))
+        return "\n".join(texts)
+    return text_of(value)
+
+
+def _dump(item: Any) -> str:
+    """An item as JSON, for counting what it costs."""
+    if hasattr(item, "model_dump"):
+        item = item.model_dump(exclude_none=True)
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def _rebuild(item: Any, kept: Any, cut: tuple[frozenset[int] | None, str] | None) -> Any:
+    """A copy of an item with its text replaced: the newest user message cut to fit, or a
+    call's output given a stand-in (items are never split)."""
+    if cut is None:
+        return item
+    data = item.model_dump(exclude_none=True) if hasattr(item, "model_dump") else dict(item)
+    if data.get("type") in OUTPUT_TYPES:  # a stand-in for a call's output
+        data["output"] = cut[1]
+        return data
+    content = data.get("content")
+    if isinstance(content, list):
+        others = [p for p in content if get(p, "type") not in _TEXT_PARTS]
+        data["content"] = [{"type": "input_text", "text": cut[1]}, *others]
+    else:
+        data["content"] = cut[1]
+    return data
+
+
+def _made(message: Message, before: Sequence[Any]) -> dict[str, Any]:
+    return {"type": "message", "role": message.role, "content": message.text}
+
+
+def _item_id(item: Any) -> str | None:
+    value = get(item, "id")
+    return value if isinstance(value, str) else None
+
+
+SHAPE: Shape[Any] = Shape("openai-responses", _rebuild, _made, _item_id)

@@ -1,0 +1,298 @@
+"""pydantic-ai: a history processor that windows ``list[ModelMessage]``.
+
+    from pydantic_ai.capabilities import ProcessHistory
+
+    agent = Agent(model, capabilities=[ProcessHistory(ctxwindow_processor(budget=4000))])
+
+(or ``history_processors=[...]`` on versions of pydantic-ai that still take it; the
+processor is an async callable of the message list, without RunContext).
+
+A ``ModelResponse`` is one assistant message: its ``ToolCallPart`` calls, and the
+``ToolReturnPart`` (or tool ``RetryPromptPart``) parts answering them in the next
+``ModelRequest``, are one unit. A request is split by its parts: system prompt parts
+(always kept), tool returns (with their call), user prompts and retry feedback (units of
+their own); parts of any other kind go with a neighbouring part of the same request. A
+request partly kept comes back as a copy (``dataclasses.replace``) holding its kept
+parts; kept whole, it is the very object passed in, as is every kept response. The
+last request is always kept, since pydantic-ai requires the processed history to end
+with one. A summary a strategy writes comes as a ``ModelRequest`` holding a
+``UserPromptPart`` (a note it makes as the assistant's, as a ``ModelResponse``).
+
+pydantic-ai stores what a processor returns as the run's history, so what is dropped
+(or summarized) here is gone from the run's messages too.
+
+Needs ``pip install 'ctxwindow[pydantic-ai]'`` (pydantic-ai-slim).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+try:
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        RetryPromptPart,
+        SystemPromptPart,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "ctxwindow.adapters.pydantic_ai needs pydantic-ai: pip install 'ctxwindow[pydantic-ai]'"
+    ) from error
+
+from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
+from ctxwindow.errors import InvalidMessage
+from ctxwindow_adapters._bridge import (
+    Call,
+    Converted,
+    Shape,
+    prepare,
+    text_of,
+    windower_for,
+)
+
+__all__ = ["HistoryProcessor", "aselect", "ctxwindow_processor", "read_messages", "select"]
+
+_PINNED: Mapping[str, Any] = MappingProxyType({"pinned": True})
+_PLAIN: Mapping[str, Any] = MappingProxyType({})
+
+
+def select(
+    messages: Sequence[ModelMessage],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    **options: Any,
+) -> Window[ModelMessage]:
+    """The window of pydantic-ai ``messages``: the same objects, those that fit."""
+    read = partial(read_messages, messages)
+    return prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query).select()
+
+
+async def aselect(
+    messages: Sequence[ModelMessage],
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    **options: Any,
+) -> Window[ModelMessage]:
+    """Async :func:`select`: a strategy that waits (an LLM summary) runs off the loop."""
+    read = partial(read_messages, messages)
+    return await prepare(
+        read, SHAPE, windower, strategy, budget, counter, options, query=query
+    ).aselect()
+
+
+class HistoryProcessor:
+    """An async pydantic-ai history processor (no RunContext) bound to one Windower,
+    built once so that a strategy's caches (a rolling summary) last across requests.
+
+    ``last`` is the most recent window, with its record.
+    """
+
+    def __init__(self, windower: Windower, query: str | None = None) -> None:
+        self.windower = windower
+        self.query = query
+        self.last: Window[ModelMessage] | None = None
+
+    async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        window = await Call(self.windower, read_messages(messages), SHAPE, self.query).aselect()
+        self.last = window
+        return list(window.messages)
+
+    def capability(self) -> Any:
+        """This processor as pydantic-ai's ``ProcessHistory`` capability."""
+        from pydantic_ai.capabilities import ProcessHistory
+
+        return ProcessHistory(self)
+
+    def __repr__(self) -> str:
+        return f"HistoryProcessor({self.windower!r})"
+
+
+def ctxwindow_processor(
+    budget: int | None = None,
+    strategy: str | Strategy | None = None,
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    windower: Windower | None = None,
+    **options: Any,
+) -> HistoryProcessor:
+    """A history processor for ``Agent(history_processors=[...])``: a strategy by name
+    (with its options) or instance, a budget and a counter, or a configured Windower."""
+    chosen = windower_for(windower, strategy, budget, counter, options)
+    if windower is not None and budget is not None:
+        chosen = Windower(chosen.strategy, budget, chosen.counter, chosen.distribution)
+    return HistoryProcessor(chosen, query)
+
+
+# -- reading --------------------------------------------------------------------------
+def read_messages(messages: Sequence[Any]) -> Converted[ModelMessage]:
+    """The messages as ctxwindow Messages: one per response, one or more per request."""
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise InvalidMessage(
+            None, f"expected a list of ModelMessage, got {type(messages).__name__}"
+        )
+    converted: Converted[ModelMessage] = Converted(messages)
+    last = len(messages) - 1
+    for index, message in enumerate(messages):
+        if isinstance(message, ModelResponse):
+            converted.add(_response(message, index), (index,))
+        elif isinstance(message, ModelRequest):
+            _request(converted, message, index, pinned=index == last)
+        else:
+            raise InvalidMessage(
+                index, f"expected a ModelRequest or ModelResponse, got {type(message).__name__}"
+            )
+    return converted
+
+
+def _response(response: ModelResponse, index: int) -> Message:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for part in response.parts:
+        if isinstance(part, ToolCallPart):
+            calls.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_json_str()))
+        elif isinstance(part, (TextPart, ThinkingPart)):
+            texts.append(part.content)
+        else:  # built-in tool calls and returns, files: counted by what they hold
+            texts.append(text_of(getattr(part, "content", getattr(part, "args", None))))
+    text = "\n".join(t for t in texts if t)
+    try:
+        return Message("assistant", text if text or not calls else None, tool_calls=tuple(calls))
+    except InvalidMessage as error:
+        raise InvalidMessage(index, error.problem) from None
+
+
+def _answers(part: Any) -> bool:
+    """Whether a request part answers a tool call of the previous response."""
+    if isinstance(part, ToolReturnPart):
+        return True
+    return isinstance(part, RetryPromptPart) and part.tool_name is not None
+
+
+def _request(
+    converted: Converted[ModelMessage], request: ModelRequest, index: int, pinned: bool
+) -> None:
+    """Tool answers first (each its own Message), then the request's other parts;
+    parts of no known kind ride with a neighbour."""
+    metadata = _PINNED if pinned else _PLAIN
+    pieces: list[tuple[Message, list[int]]] = []
+    riders: list[int] = []
+    answers = [k for k, part in enumerate(request.parts) if _answers(part)]
+    for number in answers:
+        answer: Any = request.parts[number]
+        text = answer.model_response() if isinstance(answer, RetryPromptPart) else None
+        result = Message(
+            "tool",
+            _return_text(answer) if text is None else text,
+            tool_call_id=answer.tool_call_id,
+            metadata=metadata,
+        )
+        pieces.append((result, [number]))
+    for number, part in enumerate(request.parts):
+        if number in answers:
+            continue
+        message = _other(part, metadata)
+        if message is None:
+            riders.append(number)
+            if pieces:
+                pieces[-1][1].append(number)
+            continue
+        pieces.append((message, [number, *riders] if not pieces else [number]))
+        riders = []
+    if not pieces:  # only parts of other kinds: the request is one (empty) user message
+        converted.add(Message("user", "", metadata=metadata), (index,))
+        return
+    if len(pieces) == 1:
+        converted.add(pieces[0][0], (index,))
+        return
+    for message, numbers in pieces:
+        converted.add(message, (index,), frozenset(numbers))
+
+
+def _return_text(part: ToolReturnPart) -> str:
+    try:
+        return part.model_response_str()
+    except Exception:  # a content the library cannot render: count what it holds
+        return text_of(part.content)
+
+
+def _other(part: Any, metadata: Mapping[str, Any]) -> Message | None:
+    if isinstance(part, SystemPromptPart):
+        return Message("system", part.content, metadata=metadata)
+    if isinstance(part, UserPromptPart):
+        return Message("user", _user_content(part.content), metadata=metadata)
+    if isinstance(part, RetryPromptPart) or getattr(part, "part_kind", "") == "retry-feedback":
+        text = part.model_response() if hasattr(part, "model_response") else text_of(part.content)
+        return Message("user", text, metadata=metadata)
+    return None
+
+
+def _user_content(content: Any) -> str | tuple[ContentPart, ...]:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for item in content:
+        if isinstance(item, str):
+            parts.append(ContentPart("text", item))
+        elif isinstance(getattr(item, "content", None), str):  # TextContent and the like
+            parts.append(ContentPart("text", item.content))
+        else:
+            parts.append(ContentPart(str(getattr(item, "kind", "file"))))
+    return tuple(parts)
+
+
+# -- writing --------------------------------------------------------------------------
+def _rebuild(
+    message: Any, kept: Sequence[int] | None, cut: tuple[frozenset[int] | None, str] | None
+) -> Any:
+    numbers = range(len(message.parts)) if kept is None else kept
+    parts = []
+    for number in numbers:
+        part = message.parts[number]
+        cutting = cut is not None and (cut[0] is None or number in cut[0])
+        if cut is not None and cutting and isinstance(part, UserPromptPart):
+            part = dataclasses.replace(part, content=_cut_content(part.content, cut[1]))
+        elif cut is not None and cutting and _answers(part):  # a stand-in for a result
+            part = dataclasses.replace(part, content=cut[1])
+        parts.append(part)
+    return dataclasses.replace(message, parts=parts)
+
+
+def _cut_content(content: Any, text: str) -> Any:
+    if isinstance(content, str):
+        return text
+    others = [item for item in content if not isinstance(item, str)
+              and not isinstance(getattr(item, "content", None), str)]  # fmt: skip
+    return [text, *others]
+
+
+def _made(message: Message, before: Sequence[Any]) -> ModelMessage:
+    """A summary as a request, or a note the strategy made as the assistant's as a
+    response; its metadata (``synthetic``, ``covers``) in the message's ``metadata``,
+    which pydantic-ai never sends to the model."""
+    metadata = {"ctxwindow": dict(message.metadata)}
+    if message.role == "assistant":
+        return ModelResponse(parts=[TextPart(message.text)], metadata=metadata)
+    return ModelRequest(parts=[UserPromptPart(message.text)], metadata=metadata)
+
+
+SHAPE: Shape[ModelMessage] = Shape("pydantic-ai", _rebuild, _made)

@@ -1,0 +1,337 @@
+"""Anthropic adapter: system outside the list, tool_use / tool_result units, mixed user
+messages; checked against the real anthropic client (a local server records the body)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pydantic
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+
+from ctxwindow import InvalidMessage, OrphanToolResult, get_counter  # noqa: E402
+from ctxwindow_adapters import anthropic as adapter  # noqa: E402
+from ctxwindow_adapters.testing import AdapterConformance  # noqa: E402
+
+REPLY = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+    "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
+}  # fmt: skip
+#: Kept alive for the test session: the lazily validated content iterables need it.
+MESSAGE_PARAMS = pydantic.TypeAdapter(list[anthropic.types.MessageParam])
+SYSTEM = [
+    {"type": "text", "text": "You are a careful agent.", "cache_control": {"type": "ephemeral"}}
+]
+
+
+@pytest.fixture
+def server(recording_server: Any) -> tuple[str, list[tuple[str, Any]]]:
+    """A local server answering like the API; the (path, body) of each request."""
+    return recording_server(lambda path: REPLY)
+
+
+def send(base_url: str, window: adapter.AnthropicWindow) -> Any:
+    client = anthropic.Anthropic(api_key="test", base_url=base_url, max_retries=0, timeout=10)
+    return client.messages.create(model="claude", max_tokens=64, **window.request())
+
+
+def history(turns: int = 10, words: int = 30) -> list[dict[str, Any]]:
+    """4 messages a turn: a question, a call of two tools (text + thinking + tool_use),
+    their results (in the other order) with a follow-up text in the same user message,
+    and an answer."""
+    out: list[dict[str, Any]] = []
+    for t in range(turns):
+        out.append({"role": "user", "content": f"question {t} " + "word " * 20})
+        out.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hmm " * 5, "signature": f"sig{t}"},
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": f"a{t}", "name": "lookup", "input": {"q": t}},
+                    {"type": "tool_use", "id": f"b{t}", "name": "lookup", "input": {"q": -t}},
+                ],
+            }
+        )
+        out.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"b{t}", "content": "r " * words},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"a{t}",
+                        "content": [{"type": "text", "text": "r " * words}],
+                    },
+                    {"type": "text", "text": f"also consider option {t} " + "x " * 10},
+                ],
+            }
+        )
+        out.append({"role": "assistant", "content": "answer " * 15})
+    out.append({"role": "user", "content": "and now?"})
+    return out  # fmt: skip
+
+
+def check_valid(messages: list[dict[str, Any]]) -> None:
+    """What the Messages API requires: each tool_use answered at the start of the next
+    message, each tool_result answering the message before; and the SDK's own types."""
+    validated = MESSAGE_PARAMS.validate_python(messages)
+    for message in validated:
+        if not isinstance(message["content"], str):
+            list(message["content"])  # the SDK's content is an iterable: validate it all
+    for index, message in enumerate(messages):
+        blocks = message["content"] if isinstance(message["content"], list) else []
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        if results:
+            before = messages[index - 1]["content"] if index else []
+            calls = {b["id"] for b in before if isinstance(b, dict) and b["type"] == "tool_use"}
+            assert set(results) == calls, f"message {index} answers {results}, not {calls}"
+            assert [b["type"] for b in blocks[: len(results)]] == ["tool_result"] * len(results)
+        if message["role"] == "assistant" and any(b["type"] == "tool_use" for b in blocks):
+            assert index + 1 < len(messages), "a tool_use at the end has no result"
+
+
+def test_round_trip_keeps_units_system_and_objects(server) -> None:
+    base_url, bodies = server
+    messages = history()
+    before = copy.deepcopy(messages)
+    counter = get_counter("approx")
+    window = adapter.select(messages, 500, system=SYSTEM, counter=counter)
+    assert messages == before
+    assert len(messages) == 41
+    assert window.system is SYSTEM
+    kept = window.messages
+    originals = [m for m in kept if any(m is o for o in messages)]
+    assert len(originals) >= len(kept) - 1  # at most the oldest mixed message is a copy
+    assert kept[-1] is messages[-1]
+    check_valid(kept)
+    converted = adapter.read_messages(kept, SYSTEM)
+    assert sum(counter.count_message(m) for m in converted.messages) <= 500
+    assert window.record.tokens_after <= 500
+    assert window.record.messages_before == 41 and window.record.messages_after == len(kept)
+    system = window.record.decisions[0]
+    assert system.positions == () and system.action == "kept"
+    reply = send(base_url, window)
+    assert reply.content[0].text == "ok"
+    assert bodies[-1][1]["messages"] == kept and bodies[-1][1]["system"] == SYSTEM
+
+
+def test_a_mixed_user_message_is_split_without_breaking_the_api_rules(server) -> None:
+    base_url, bodies = server
+    messages = history(3)
+    # budget so tight that only the last turn's follow-up text fits besides the newest
+    counter = get_counter("approx")
+    tail = adapter.read_messages(messages[-3:]).messages
+    budget = sum(counter.count_message(m) for m in tail[-3:])
+    window = adapter.select(messages, budget, counter=counter)
+    copies = [m for m in window.messages if not any(m is o for o in messages)]
+    assert copies == [{"role": "user", "content": [messages[-3]["content"][2]]}]
+    assert copies[0]["content"][0] is messages[-3]["content"][2]  # the block itself
+    check_valid(window.messages)
+    send(base_url, window)
+    assert bodies[-1][1]["messages"] == window.messages
+    decision = next(d for d in window.record.decisions if d.action == "dropped")
+    assert decision.positions and max(decision.positions) < len(messages)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "summarize"])
+def test_strategies_give_valid_requests(server, strategy: str) -> None:
+    base_url, bodies = server
+    messages = history(12)
+    window = adapter.select(messages, 600, strategy, system="Be brief.")
+    check_valid(window.messages)
+    made = [m for m in window.messages if not any(m is o for o in messages)]
+    if strategy == "summarize":
+        assert window.record.count("summarized") > 0
+        summary = made[0]
+        assert summary["role"] == "user" and summary["content"][0]["text"]
+    send(base_url, window)
+    assert bodies[-1][1]["messages"] == window.messages and bodies[-1][1]["system"] == "Be brief."
+
+
+def test_system_messages_in_the_list_are_kept() -> None:
+    messages = [{"role": "system", "content": "Rules."}, *history(5)]
+    window = adapter.select(messages, 200)
+    assert window.messages[0] is messages[0]
+    check_valid(window.messages)
+
+
+def test_truncating_the_newest_user_message_gives_a_copy() -> None:
+    messages = [*history(2), {"role": "user", "content": [
+        {"type": "text", "text": "long " * 400}, {"type": "image", "source": {
+            "type": "url", "url": "https://example.com/a.png"}}]}]  # fmt: skip
+    window = adapter.select(messages, 200, oversize="truncate")
+    last = window.messages[-1]
+    assert last is not messages[-1] and messages[-1]["content"][0]["text"] == "long " * 400
+    assert last["content"][0]["text"].endswith(
+        "characters cut by ctxwindow to fit the token budget]"
+    )
+    assert last["content"][1] is messages[-1]["content"][1]
+    check_valid(window.messages)
+
+
+def test_bad_input_names_the_message() -> None:
+    with pytest.raises(InvalidMessage, match="message 1: unknown role 'tool'"):
+        adapter.select([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}], 50)
+    with pytest.raises(InvalidMessage, match="message 0: expected a dict"):
+        adapter.select(["hello"], 50)  # type: ignore[list-item]
+    call = {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+    text_first = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "text", "text": "x"},
+                                     {"type": "tool_result", "tool_use_id": "t"}]},
+    ]  # fmt: skip
+    with pytest.raises(InvalidMessage, match="message 2: content block 1 is a tool_result after"):
+        adapter.select(text_first, 50)
+    orphan = [
+        {"role": "user", "content": "q"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz"}]},
+    ]
+    with pytest.raises(OrphanToolResult, match="message 1: tool result for call 'zz'"):
+        adapter.select(orphan, 50)
+    unanswered = [{"role": "user", "content": "q"}, text_first[1]]
+    with pytest.raises(OrphanToolResult, match="message 1: the assistant's tool call"):
+        adapter.select(unanswered, 50)
+    with pytest.raises(InvalidMessage, match="system must be a string or a list of text blocks"):
+        adapter.select([{"role": "user", "content": "q"}], 50, system=42)  # type: ignore[arg-type]
+
+
+def test_the_async_window_keeps_the_system() -> None:
+    messages = history()
+    window = asyncio.run(adapter.aselect(messages, 400, "sliding", system="Be brief."))
+    assert window.messages == adapter.select(messages, 400, "sliding", system="Be brief.").messages
+    assert window.system == "Be brief."
+
+
+def test_dropped_orphans_leave_a_valid_copy_and_a_note_in_the_callers_positions() -> None:
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz"},
+                                     {"type": "text", "text": "hi"}]},
+        {"role": "user", "content": "x"},
+    ]  # fmt: skip
+    window = adapter.select(messages, 50, system="s", orphans="drop")
+    assert window.messages == [
+        messages[0],
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        messages[2],
+    ]
+    assert window.record.notes[0].startswith("dropped message 1: tool result for call 'zz'")
+    check_valid(window.messages)
+
+
+def test_sdk_content_blocks_come_back_as_themselves(server) -> None:
+    base_url, bodies = server
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    reply = [TextBlock(type="text", text="Checking."),
+             ToolUseBlock(type="tool_use", id="t1", name="lookup", input={"q": 1})]  # fmt: skip
+    messages = [
+        {"role": "user", "content": "question " * 40},
+        {"role": "assistant", "content": reply},  # as a response's content is appended
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+        },
+        {"role": "user", "content": "next"},
+    ]
+    window = adapter.select(messages, 40, user_first=False)
+    assert window.messages == messages[1:] and window.messages[0] is messages[1]
+    send(base_url, window)
+    sent = bodies[-1][1]["messages"]
+    assert sent[0]["content"][1]["id"] == "t1" and sent[1]["content"][0]["tool_use_id"] == "t1"
+
+
+def test_user_first_removes_leading_assistant_turns() -> None:
+    messages = history(4)
+    counter = get_counter("approx")
+    free = adapter.select(messages, 260, user_first=False, counter=counter)
+    assert free.messages[0]["role"] == "assistant"  # what Anthropic's own API accepts
+    window = adapter.select(messages, 260, counter=counter)
+    first = window.messages[0]
+    assert first["role"] == "user" and isinstance(first["content"], str)
+    removed = len(free.messages) - len(window.messages)
+    assert removed > 0 and window.messages == free.messages[removed:]
+    check_valid(window.messages)
+    assert window.record.notes[-1].startswith(f"removed {removed} more message(s)")
+    assert window.record.tokens_after < free.record.tokens_after
+    reasons = [d.reason for d in window.record.decisions if "user_first" in d.reason]
+    assert reasons and all(d.startswith("among the most recent") for d in reasons)
+
+
+def results_of(message: Any) -> dict[str, Any]:
+    """The tool_result blocks of a message, by the call id they answer."""
+    blocks = message["content"] if isinstance(message["content"], list) else []
+    return {b["tool_use_id"]: b for b in blocks if b["type"] == "tool_result"}
+
+
+def test_cleared_results_come_back_as_tool_result_blocks(server, stand_in_run: Any) -> None:
+    base_url, bodies = server
+    messages = history(6, words=300)
+    strategy, _, budget = stand_in_run
+    stub = stand_in_run.stub
+    window = stand_in_run.select(adapter.select, messages, system=SYSTEM)
+    check_valid(window.messages)
+    given = {call: (p, b) for p, m in enumerate(messages) for call, b in results_of(m).items()}
+    newest = list(results_of(messages[-3]))[-1]  # keep_recent=1: the newest result stays
+    cleared: set[str] = set()
+    for message in window.messages:
+        if any(message is m for m in messages):
+            continue
+        (position, _), *_ = [given[call] for call in results_of(message)]
+        original = messages[position]  # a copy of it: only cleared blocks differ
+        assert {**message, "content": None} == {**original, "content": None}
+        assert len(message["content"]) == len(original["content"])
+        for block, was in zip(message["content"], original["content"], strict=True):
+            if block == was:
+                continue
+            assert block == {**was, "content": block["content"]}
+            assert stub.fullmatch(block["content"]).groups() == (
+                "lookup",
+                block["tool_use_id"],
+            )
+            cleared.add(block["tool_use_id"])
+    answered = {call for m in window.messages for call in results_of(m)}
+    assert cleared == answered - {newest} and len(cleared) >= 5
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    in_replaced = {call for d in replaced for p in d.positions for call in results_of(messages[p])}
+    assert cleared <= in_replaced and all(
+        d.reason.startswith(("tool output cleared", "stages[0]")) for d in replaced
+    )
+    assert window.record.count("dropped") > 0 if strategy == "pipeline" else answered == set(given)
+    assert (
+        window.record.tokens_after <= budget
+        and window.record.tokens_after < window.record.tokens_before / 2
+    )
+    counter = get_counter("approx")
+    read = adapter.read_messages(window.messages, SYSTEM).messages
+    assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
+    send(base_url, window)
+    assert bodies[-1][1]["messages"] == window.messages
+
+
+class TestConformance(AdapterConformance):
+    strategies = ("newest", "fixed", "sliding")
+    budgets = range(80, 1400, 40)
+
+    @pytest.fixture
+    def adapter(self) -> Any:
+        return adapter
+
+    @pytest.fixture
+    def history(self) -> list[Any]:
+        return history()
+
+    def read(self, items: Any) -> Any:
+        return adapter.read_messages(items, SYSTEM).messages
+
+    def check_valid(self, items: Any) -> None:
+        check_valid(items)
+
+    def options(self) -> dict[str, Any]:
+        return {"system": SYSTEM}

@@ -1,0 +1,340 @@
+"""LangChain adapter: BaseMessage windows and the trim_messages stand-in, run through
+langchain-core's own conversion and a real chat model class inside a chain."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+from typing import Any, ClassVar
+
+import pydantic
+import pytest
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("openai")
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import Runnable
+from openai.types.chat import ChatCompletionMessageParam
+
+from ctxwindow import InvalidMessage, InvalidOption, OrphanToolResult, get_counter
+from ctxwindow_adapters import langchain as adapter
+from ctxwindow_adapters.testing import AdapterConformance
+
+OPENAI_MESSAGES = pydantic.TypeAdapter(list[ChatCompletionMessageParam])
+
+
+def history(turns: int = 8, words: int = 30) -> list[BaseMessage]:
+    """5 messages a turn (a question, two parallel tool calls, their results in the other
+    order, an answer) after a system message, and a newest question: 42 messages."""
+    out: list[BaseMessage] = [SystemMessage("You are brief.", id="sys")]
+    for t in range(turns):
+        out.append(
+            HumanMessage(
+                f"question {t} " + "word " * 20, id=f"h{t}", additional_kwargs={"lang": "en"}
+            )
+        )
+        out.append(
+            AIMessage(
+                "",
+                id=f"ai{t}",
+                response_metadata={"model": "m", "turn": t},
+                tool_calls=[
+                    {"name": "lookup", "args": {"q": t}, "id": f"a{t}"},
+                    {"name": "lookup", "args": {"q": -t}, "id": f"b{t}"},
+                ],
+            )
+        )
+        out.append(ToolMessage("r " * words, tool_call_id=f"b{t}", id=f"tb{t}"))
+        out.append(ToolMessage("r " * words, tool_call_id=f"a{t}", id=f"ta{t}", artifact={"t": t}))
+        out.append(AIMessage("answer " * 15, id=f"ans{t}"))
+    out.append(HumanMessage("and now?", id="last"))
+    return out  # fmt: skip
+
+
+def check_valid(messages: list[BaseMessage]) -> None:
+    """Tool messages directly follow the AIMessage that called them, and every call is
+    answered; the OpenAI conversion of the window passes the openai SDK's types."""
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            assert message.tool_call_id in pending, f"orphan tool message at {index}"
+            pending.discard(message.tool_call_id)
+            continue
+        assert not pending, f"message {index} comes before the results of {pending}"
+        if isinstance(message, AIMessage):
+            pending = {call["id"] for call in message.tool_calls if call["id"]}
+    assert not pending
+    OPENAI_MESSAGES.validate_python(convert_to_openai_messages(messages))
+
+
+class Recorder(BaseCallbackHandler):
+    """What a chat model was called with, as LangChain reports it."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[BaseMessage]] = []
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.calls.extend(messages)
+
+
+def test_round_trip_same_objects_units_and_budget() -> None:
+    messages = history()
+    before = copy.deepcopy(messages)
+    counter = get_counter("approx")
+    window = adapter.select(messages, 400, counter=counter)
+    assert messages == before
+    assert len(messages) == 42
+    kept = window.messages
+    assert all(any(m is o for o in messages) for m in kept)
+    positions = [next(p for p, o in enumerate(messages) if o is m) for m in kept]
+    assert positions == sorted(positions)
+    assert kept[0] is messages[0] and kept[-1] is messages[-1]
+    check_valid(kept)
+    assert sum(counter.count_message(m) for m in adapter.read_messages(kept).messages) <= 400
+    ids = {d.ids for d in window.record.decisions}
+    assert ("ai0", "tb0", "ta0") in ids  # decisions name the caller's messages by id
+    assert window.record.messages_before == 42 and window.record.messages_after == len(kept)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "summarize"])
+def test_trim_messages_runnable_in_a_chain_with_a_real_chat_model(strategy: str) -> None:
+    messages = history(12)
+    trimmer = adapter.trim_messages(max_tokens=500, token_counter="approx", strategy=strategy)
+    assert isinstance(trimmer, Runnable)
+    model = GenericFakeChatModel(messages=iter(["fine"]))
+    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history")])
+    chain = prompt | trimmer | model  # the trimmer takes the prompt's PromptValue
+    recorder = Recorder()
+    reply = chain.invoke({"history": messages}, config={"callbacks": [recorder]})
+    assert reply.content == "fine"
+    (sent,) = recorder.calls
+    expected = adapter.trim_messages(messages, max_tokens=500, strategy=strategy)
+    assert sent == expected
+    check_valid(sent)
+    made = [m for m in sent if not any(m is o for o in messages)]
+    if strategy == "summarize":
+        assert made and isinstance(made[0], SystemMessage)  # right after the system message
+        assert sent.index(made[0]) == 1
+        assert made[0].response_metadata["ctxwindow"]["synthetic"] is True
+        assert made[0].response_metadata["ctxwindow"]["covers"]
+    else:
+        assert not made
+
+
+def test_trim_messages_accepts_langchain_token_counters() -> None:
+    messages = history()
+
+    def per_message(message: BaseMessage) -> int:
+        return len(str(message.content)) // 4 + 3
+
+    for token_counter in (count_tokens_approximately, "approximate", per_message):
+        kept = adapter.trim_messages(messages, max_tokens=300, token_counter=token_counter)
+        assert isinstance(kept, list) and kept[0] is messages[0] and kept[-1] is messages[-1]
+        check_valid(kept)
+        assert count_tokens_approximately(kept) <= 300 or token_counter is per_message
+    by_count = adapter.trim_messages(messages, max_tokens=12, token_counter=len)
+    assert len(by_count) <= 12
+    check_valid(by_count)
+
+
+class WordCountingModel(GenericFakeChatModel):
+    """A real chat model class whose token count is words (a real model asks its
+    tokenizer; this one needs no download)."""
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Any = None) -> int:
+        return sum(len(str(m.content).split()) + 2 for m in messages)
+
+
+def test_a_chat_model_counts_tokens() -> None:
+    messages = history()
+    model = WordCountingModel(messages=iter([]))
+    window = adapter.select(messages, 120, counter=model)
+    assert window.record.counter.startswith("langchain:")
+    assert model.get_num_tokens_from_messages(window.messages) <= 120
+    assert window.record.tokens_after == model.get_num_tokens_from_messages(window.messages)
+    check_valid(window.messages)
+    kept = adapter.trim_messages(messages, max_tokens=120, token_counter=model)
+    assert kept == window.messages
+
+
+def test_async_select_is_the_same_window() -> None:
+    messages = history()
+    window = asyncio.run(adapter.aselect(messages, 300, "sliding"))
+    assert window.messages == adapter.select(messages, 300, "sliding").messages
+
+
+def test_start_on_and_end_on() -> None:
+    messages = history()
+    kept = adapter.trim_messages(messages, max_tokens=300, start_on="human")
+    assert isinstance(kept[0], SystemMessage) and isinstance(kept[1], HumanMessage)
+    check_valid(kept)
+    plain = adapter.trim_messages(messages, max_tokens=300)
+    assert kept == [plain[0], *plain[plain.index(kept[1]) :]]
+    ended = adapter.trim_messages(messages[:-1], max_tokens=300, end_on=[AIMessage])
+    assert isinstance(ended[-1], AIMessage)
+    window_record = adapter.select(messages, 300).record
+    assert window_record.engaged
+
+
+def test_start_on_updates_the_record() -> None:
+    messages = history()
+    counter = get_counter("approx")
+    windower = adapter.windower_for(None, "fixed", 300, counter, {})
+    trimmed = adapter.Call(
+        windower,
+        adapter.read_messages(messages),
+        adapter.SHAPE,
+        trim=adapter.Trim(
+            lambda window: adapter._bounds(window, start_on=("human",), end_on=()), "start_on"
+        ),
+    ).select()
+    plain = adapter.select(messages, 300, counter=counter)
+    removed = len(plain) - len(trimmed)
+    assert removed > 0
+    assert trimmed.record.messages_after == len(trimmed)
+    assert trimmed.record.tokens_after == sum(
+        counter.count_message(m) for m in adapter.read_messages(trimmed.messages).messages
+    )
+    assert trimmed.record.notes[-1] == f"removed {removed} more message(s): start_on"
+    assert sum(d.action == "kept" for d in trimmed.record.decisions) < sum(
+        d.action == "kept" for d in plain.record.decisions
+    )
+
+
+def test_start_on_and_end_on_keep_tool_exchanges_whole() -> None:
+    messages = history(3)
+    # the newest message is a ToolMessage: end_on="ai" must not end on the calling AIMessage
+    messages = messages[:-2]
+    assert isinstance(messages[-1], ToolMessage)
+    ended = adapter.trim_messages(messages, max_tokens=1000, end_on="ai")
+    assert isinstance(ended, list) and isinstance(ended[-1], AIMessage)
+    assert not ended[-1].tool_calls  # the answer before, not the call without its results
+    check_valid(ended)
+    started = adapter.trim_messages(history(3), max_tokens=300, start_on="tool")
+    check_valid(started)
+
+
+def test_unsupported_trim_messages_arguments_say_so() -> None:
+    messages = history(2)
+    for kwargs, words in [
+        ({"strategy": "first"}, "strategy='first' is not supported"),
+        ({"include_system": False}, "include_system=False is not supported"),
+        ({"allow_partial": True}, "allow_partial and text_splitter are not supported"),
+        ({"text_splitter": str.split}, "allow_partial and text_splitter are not supported"),
+        ({"start_on": 3}, "start_on takes message type names"),
+        ({"token_counter": 3}, "token_counter must be"),
+    ]:
+        with pytest.raises(InvalidOption, match=words):
+            adapter.trim_messages(messages, max_tokens=100, **kwargs)
+
+
+def test_truncated_newest_message_is_a_copy() -> None:
+    messages = [SystemMessage("Be brief."), HumanMessage("long " * 500, id="q")]
+    window = adapter.select(messages, 100, oversize="truncate")
+    last = window.messages[-1]
+    assert last is not messages[-1] and isinstance(last, HumanMessage) and last.id == "q"
+    assert "cut by ctxwindow" in str(last.content)
+    assert messages[-1].content == "long " * 500
+
+
+def test_bad_input_names_the_message() -> None:
+    with pytest.raises(InvalidMessage, match="message 1: expected a LangChain BaseMessage"):
+        adapter.select([HumanMessage("x"), {"role": "user", "content": "y"}], 50)
+    with pytest.raises(OrphanToolResult, match="message 1: tool result for call 'zz'"):
+        adapter.select([HumanMessage("x"), ToolMessage("r", tool_call_id="zz")], 50)
+    no_id = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": None}])
+    with pytest.raises(InvalidMessage, match="message 0: tool call 0 has no 'id'"):
+        adapter.select([no_id], 50)
+
+
+def cleared_results(window: Any, messages: list[BaseMessage], stub: re.Pattern[str]) -> list[str]:
+    """The call ids whose ToolMessage came back as a copy holding the stub (in order),
+    checking that each copy differs from the original in its content only."""
+    cleared = []
+    for message in window.messages:
+        if any(message is m for m in messages):
+            continue
+        assert isinstance(message, ToolMessage), f"not a stand-in: {message!r}"
+        (original,) = [m for m in messages if m.id == message.id]
+        assert message == original.model_copy(update={"content": message.content})
+        assert stub.fullmatch(message.content).groups() == ("lookup", message.tool_call_id)
+        cleared.append(message.tool_call_id)
+    return cleared
+
+
+def test_cleared_results_come_back_as_tool_messages(stand_in_run: Any) -> None:
+    messages = history(6, words=300)
+    strategy, _, budget = stand_in_run
+    window = stand_in_run.select(adapter.select, messages)
+    check_valid(window.messages)
+    cleared = cleared_results(window, messages, stand_in_run.stub)
+    answered = [m.tool_call_id for m in window.messages if isinstance(m, ToolMessage)]
+    assert cleared == answered[:-1] and len(cleared) >= 5  # keep_recent=1
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    assert {f"t{call}" for call in cleared} <= {i for d in replaced for i in d.ids}
+    assert all(isinstance(messages[d.positions[0]], AIMessage) for d in replaced)
+    assert window.record.count("dropped") > 0 if strategy == "pipeline" else len(answered) == 12
+    assert window.record.tokens_after <= budget
+    assert window.record.tokens_after < window.record.tokens_before / 2
+    counter = get_counter("approx")
+    read = adapter.read_messages(window.messages).messages
+    assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
+    model = GenericFakeChatModel(messages=iter(["fine"]))
+    recorder = Recorder()
+    assert model.invoke(window.messages, config={"callbacks": [recorder]}).content == "fine"
+    assert recorder.calls == [window.messages]
+
+
+def test_a_stand_in_finds_its_result_when_call_ids_repeat(clearing_run: Any) -> None:
+    # some models number their calls afresh each turn ("call_0"): the stand-in still
+    # replaces the very result it stands for, not one answering another turn's call
+    messages: list[BaseMessage] = [SystemMessage("You are brief.", id="sys")]
+    for t in range(4):
+        messages += [
+            HumanMessage(f"question {t}", id=f"h{t}"),
+            AIMessage("", id=f"ai{t}", tool_calls=[{"name": "lookup", "args": {}, "id": "call_0"}]),
+            ToolMessage(f"rows of turn {t} " * 80, tool_call_id="call_0", id=f"tool{t}"),
+        ]
+    messages.append(HumanMessage("and now?", id="last"))
+    before = copy.deepcopy(messages)
+    window = adapter.select(messages, 10_000, "clear_tool_outputs", **clearing_run.options)
+    assert messages == before
+    check_valid(window.messages)
+    assert len(window.messages) == len(messages)
+    assert cleared_results(window, messages, clearing_run.stub) == ["call_0"] * 3
+    stubs = [m.id for m in window.messages if not any(m is o for o in messages)]
+    assert stubs == ["tool0", "tool1", "tool2"]
+
+
+class TestConformance(AdapterConformance):
+    strategies = ("newest", "fixed", "sliding")
+    budgets = range(60, 900, 20)
+    whole_items = True
+    not_an_item: ClassVar[dict[str, str]] = {"role": "user", "content": "not a BaseMessage"}
+
+    @pytest.fixture
+    def adapter(self) -> Any:
+        return adapter
+
+    @pytest.fixture
+    def history(self) -> list[Any]:
+        return history()
+
+    def read(self, items: Any) -> Any:
+        return adapter.read_messages(items).messages
+
+    def check_valid(self, items: Any) -> None:
+        check_valid(items)

@@ -1,0 +1,426 @@
+"""OpenAI adapters: chat-completions dicts and Responses API items, checked against the
+real openai client (its request goes to a local server that records the body)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pydantic
+import pytest
+
+openai = pytest.importorskip("openai")
+
+from openai.types.chat import ChatCompletionMessageParam  # noqa: E402
+from openai.types.responses import ResponseFunctionToolCall, ResponseInputParam  # noqa: E402
+
+import ctxwindow  # noqa: E402
+from ctxwindow import InvalidMessage, InvalidOption, OrphanToolResult, get_counter  # noqa: E402
+from ctxwindow_adapters import openai as chat  # noqa: E402
+from ctxwindow_adapters import openai_responses as responses  # noqa: E402
+from ctxwindow_adapters.testing import AdapterConformance  # noqa: E402
+
+OPENAI_CHAT = pydantic.TypeAdapter(list[ChatCompletionMessageParam])
+CHAT_REPLY = {
+    "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+    "choices": [{"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": "ok"}}],
+}  # fmt: skip
+RESPONSES_REPLY = {
+    "id": "resp_1", "object": "response", "created_at": 0, "model": "m", "status": "completed",
+    "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+    "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
+}  # fmt: skip
+
+
+@pytest.fixture
+def server(recording_server: Any) -> tuple[str, list[tuple[str, Any]]]:
+    """A local server answering like the API; the (path, body) of each request."""
+    return recording_server(
+        lambda path: RESPONSES_REPLY if path.endswith("/responses") else CHAT_REPLY, "/v1"
+    )
+
+
+def client(base_url: str) -> Any:
+    return openai.OpenAI(api_key="test", base_url=base_url, max_retries=0, timeout=10)
+
+
+# -- chat completions -------------------------------------------------------------------
+def chat_history(turns: int = 10) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "Be brief.", "id": "sys"}]
+    for t in range(turns):
+        out.append({"role": "user", "content": f"question {t} " + "word " * 20, "id": f"u{t}"})
+        out.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"a{t}",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    },
+                    {
+                        "id": f"b{t}",
+                        "type": "function",
+                        "function": {"name": "g", "arguments": "{}"},
+                    },
+                ],
+            }
+        )
+        out.append({"role": "tool", "tool_call_id": f"b{t}", "content": "result " * 15})
+        out.append({"role": "tool", "tool_call_id": f"a{t}", "content": "result " * 15})
+        out.append({"role": "assistant", "content": "answer " * 12, "metadata": {"x": t}})
+    out.append({"role": "user", "content": "and now?", "id": "last"})
+    return out  # fmt: skip
+
+
+def test_chat_window_is_the_same_dicts_and_goes_out_through_the_real_client(server) -> None:
+    base_url, bodies = server
+    history = chat_history()
+    before = copy.deepcopy(history)
+    window = chat.select(history, 400)
+    assert history == before
+    assert len(history) == 52
+    assert 4 < len(window) < len(history)
+    assert all(any(m is h for h in history) for m in window.messages)
+    assert window.messages[0] is history[0] and window.messages[-1] is history[-1]
+    assert window.record.tokens_after <= 400
+    request = chat.request_messages(window)
+    OPENAI_CHAT.validate_python(request)
+    reply = client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "ok"
+    assert bodies[-1][1]["messages"] == request
+    assert all("id" not in m and "metadata" not in m for m in request)
+
+
+def test_chat_adapter_takes_a_windower_and_is_ctxwindow_to_openai() -> None:
+    assert chat.to_openai is ctxwindow.to_openai
+    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 400})
+    history = chat_history()
+    assert [id(m) for m in chat.select(history, windower=windower).messages] == [
+        id(m) for m in ctxwindow.select(history, 400).messages
+    ]
+    with pytest.raises(InvalidOption, match="not both"):
+        chat.select(history, windower=windower, strategy="fixed")
+    with pytest.raises(InvalidOption, match="budget is required"):
+        chat.select(history)
+
+
+# -- Responses API ----------------------------------------------------------------------
+def responses_history(turns: int = 8, words: int = 30) -> list[Any]:
+    """40 items: per turn a user message, a reasoning item with two parallel function
+    calls, their outputs (in the other order), and an assistant message."""
+    items: list[Any] = [{"type": "message", "role": "developer", "content": "Be brief."}]
+    for t in range(turns):
+        items.append(
+            {
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"question {t} " + "word " * 20}],
+            }
+        )
+        items.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{t}",
+                "summary": [{"type": "summary_text", "text": "thinking " * 5}],
+                "encrypted_content": "xyz",
+            }
+        )
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_a{t}",
+                "call_id": f"a{t}",
+                "name": "lookup",
+                "arguments": json.dumps({"q": t}),
+            }
+        )
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_b{t}",
+                "call_id": f"b{t}",
+                "name": "lookup",
+                "arguments": json.dumps({"q": -t}),
+            }
+        )
+        items.append({"type": "function_call_output", "call_id": f"b{t}", "output": "r " * words})
+        items.append({"type": "function_call_output", "call_id": f"a{t}", "output": "r " * words})
+        items.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": f"msg_{t}",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "answer " * 10, "annotations": []}],
+            }
+        )
+    items.append({"role": "user", "content": "and now?"})
+    return items  # fmt: skip
+
+
+def field(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+
+
+def check_pairs(items: list[Any]) -> None:
+    """Every reasoning item is followed by its calls, every call's output follows, and
+    no output lacks its call: what the API requires."""
+    open_calls: set[str] = set()
+    for index, item in enumerate(items):
+        kind = field(item, "type")
+        if kind == "function_call":
+            open_calls.add(field(item, "call_id"))
+        elif kind == "function_call_output":
+            assert field(item, "call_id") in open_calls, f"orphan at {index}"
+            open_calls.discard(field(item, "call_id"))
+        elif kind == "reasoning":
+            assert field(items[index + 1], "type") == "function_call"
+        elif open_calls:
+            pytest.fail(f"item {index} comes before the outputs of {open_calls}")
+    assert not open_calls
+
+
+def test_responses_round_trip_keeps_pairs_and_reasoning_and_goes_out(server) -> None:
+    base_url, bodies = server
+    items = responses_history()
+    before = copy.deepcopy(items)
+    counter = get_counter("approx")
+    window = responses.select(items, 500, counter=counter)
+    assert items == before
+    assert len(items) == 58
+    kept = window.messages
+    assert all(any(m is i for i in items) for m in kept)  # the very objects
+    positions = [next(p for p, i in enumerate(items) if i is m) for m in kept]
+    assert positions == sorted(positions)
+    assert kept[0] is items[0] and kept[-1] is items[-1]  # developer and newest user
+    check_pairs(kept)
+    assert sum(counter.count_message(m) for m in responses.read_items(kept).messages) <= 500
+    assert window.record.messages_before == 58 and window.record.messages_after == len(kept)
+    dropped = [d for d in window.record.decisions if d.action == "dropped"]
+    assert dropped and all(max(d.positions) < 58 for d in dropped)
+    turn = next(d for d in window.record.decisions if 2 in d.positions)
+    assert turn.positions == (2, 3, 4, 5, 6) and turn.ids == ("rs_0", "fc_a0", "fc_b0", None, None)
+    pydantic.TypeAdapter(ResponseInputParam).validate_python(kept)
+    reply = client(base_url).responses.create(model="m", input=kept)
+    assert reply.output_text == "ok"
+    assert bodies[-1][0].endswith("/responses") and bodies[-1][1]["input"] == kept
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "summarize"])
+def test_responses_strategies_give_valid_input(server, strategy: str) -> None:
+    base_url, bodies = server
+    items = responses_history(12)
+    window = responses.select(items, 450, strategy)
+    check_pairs(window.messages)
+    made = [m for m in window.messages if not any(m is i for i in items)]
+    if strategy == "summarize":
+        assert made and made[0]["type"] == "message" and made[0]["role"] == "system"
+        assert window.record.count("summarized") > 0
+    else:
+        assert not made
+    pydantic.TypeAdapter(ResponseInputParam).validate_python(window.messages)
+    client(base_url).responses.create(model="m", input=window.messages)
+    assert bodies[-1][1]["input"] == window.messages
+
+
+def test_responses_sdk_objects_come_back_as_themselves() -> None:
+    items = responses_history(6)
+    for index, item in enumerate(items):
+        if item.get("type") == "function_call":
+            items[index] = ResponseFunctionToolCall(**item)
+    window = responses.select(items, 300)
+    objects = [m for m in window.messages if isinstance(m, ResponseFunctionToolCall)]
+    assert objects and all(any(o is i for i in items) for o in objects)
+    check_pairs(window.messages)
+
+
+def test_responses_other_items_are_kept_whole() -> None:
+    items = [
+        {"role": "user", "content": "search the web " * 20},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "x"}},
+        {"type": "message", "role": "assistant", "content": "found " * 20},
+        {"type": "item_reference", "id": "msg_0"},
+        {"role": "user", "content": "thanks"},
+    ]  # fmt: skip
+    window = responses.select(items, 40)
+    assert window.messages[-1] is items[-1]
+    assert window.messages == [items[3], items[4]] or window.messages == [items[4]]
+
+
+def test_responses_bad_input_names_the_item() -> None:
+    with pytest.raises(InvalidMessage, match="message 1: unknown message role 'robot'"):
+        responses.select([{"role": "user", "content": "x"}, {"role": "robot", "content": "y"}], 50)
+    with pytest.raises(InvalidMessage, match="message 0: expected a Responses API item"):
+        responses.select([42], 50)
+    with pytest.raises(InvalidMessage, match="needs the 'call_id'"):
+        responses.select([{"type": "function_call_output", "output": "x"}], 50)
+    orphan = [{"role": "user", "content": "x"},
+              {"type": "function_call_output", "call_id": "zz", "output": "x"}]  # fmt: skip
+    with pytest.raises(OrphanToolResult, match="message 1: tool result for call 'zz'"):
+        responses.select(orphan, 50)
+    window = responses.select(orphan, 50, orphans="drop")
+    assert window.messages == [orphan[0]]
+    assert any(d.positions == (1,) and d.action == "dropped" for d in window.record.decisions)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "summarize"])
+def test_chat_strategies_give_valid_requests(server, strategy: str) -> None:
+    base_url, bodies = server
+    history = chat_history(14)
+    window = chat.select(history, 450, strategy)
+    made = [m for m in window.messages if not any(m is h for h in history)]
+    assert bool(made) == (strategy == "summarize")
+    assert all(m["metadata"]["synthetic"] for m in made)  # a summary carries its metadata
+    request = chat.request_messages(window)
+    OPENAI_CHAT.validate_python(request)
+    client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
+    assert bodies[-1][1]["messages"] == request
+    assert all("metadata" not in m for m in bodies[-1][1]["messages"])
+
+
+def check_stand_in_run(window: Any, strategy: str, budget: int, answered: list[str]) -> None:
+    """What both OpenAI shapes share: the stand-ins are recorded as replaced, the window
+    is within the budget and much smaller."""
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    assert len(replaced) >= (3 if strategy == "pipeline" else 5)
+    assert all(d.reason.startswith(("tool output cleared", "stages[0]")) for d in replaced)
+    assert window.record.count("dropped") > 0 if strategy == "pipeline" else len(answered) == 12
+    assert window.record.tokens_after <= budget
+    assert window.record.tokens_after < window.record.tokens_before / 2
+
+
+def test_chat_cleared_results_are_tool_messages(server, stand_in_run: Any) -> None:
+    base_url, bodies = server
+    history = chat_history(6)
+    for message in history:
+        if message["role"] == "tool":
+            message["content"] = "result " * 150
+    strategy, _, budget = stand_in_run
+    stub = stand_in_run.stub
+    window = stand_in_run.select(chat.select, history)
+    cleared, stood_for = [], set()
+    for message in window.messages:
+        if any(message is h for h in history):
+            continue
+        position = message["metadata"]["stands_in_for"]  # a copy of that very dict
+        assert message == {**history[position], "content": message["content"],
+                           "metadata": message["metadata"]}  # fmt: skip
+        assert message["metadata"]["synthetic"] is True
+        call = message["tool_call_id"]
+        assert stub.fullmatch(message["content"]).groups() == (
+            {"a": "f", "b": "g"}[call[0]],
+            call,
+        )
+        cleared.append(call)
+        stood_for.add(position)
+    answered = [m["tool_call_id"] for m in window.messages if m["role"] == "tool"]
+    assert cleared == answered[:-1]  # keep_recent=1
+    check_stand_in_run(window, strategy, budget, answered)
+    replaced = {p for d in window.record.decisions if d.action == "replaced" for p in d.positions}
+    assert stood_for <= replaced  # in the caller's positions: the very results replaced
+    request = chat.request_messages(window)
+    OPENAI_CHAT.validate_python(request)
+    client(base_url).chat.completions.create(model="m", messages=request)  # type: ignore[arg-type]
+    assert bodies[-1][1]["messages"] == request
+    sent = [m["content"] for m in bodies[-1][1]["messages"] if m["role"] == "tool"]
+    assert sum(bool(stub.fullmatch(text)) for text in sent) == len(cleared)
+
+
+def test_responses_cleared_outputs_are_function_call_outputs(server, stand_in_run: Any) -> None:
+    base_url, bodies = server
+    items = responses_history(6, words=300)
+    strategy, _, budget = stand_in_run
+    stub = stand_in_run.stub
+    window = stand_in_run.select(responses.select, items)
+    check_pairs(window.messages)
+    outputs = {i["call_id"]: i for i in items if i.get("type") == "function_call_output"}
+    cleared = []
+    for item in window.messages:
+        if any(item is i for i in items):
+            continue
+        original = outputs[item["call_id"]]  # a copy of the output: a new output only
+        assert item == {**original, "output": item["output"]}
+        assert stub.fullmatch(item["output"]).groups() == ("lookup", item["call_id"])
+        cleared.append(item["call_id"])
+    answered = [i["call_id"] for i in window.messages if i.get("type") == "function_call_output"]
+    assert cleared == answered[:-1]  # keep_recent=1
+    check_stand_in_run(window, strategy, budget, answered)
+    replaced = [d for d in window.record.decisions if d.action == "replaced"]
+    in_replaced = {items[p]["call_id"] for d in replaced for p in d.positions
+                   if items[p].get("type") == "function_call_output"}  # fmt: skip
+    assert set(cleared) <= in_replaced
+    counter = get_counter("approx")
+    read = responses.read_items(window.messages).messages
+    assert sum(counter.count_message(m) for m in read) == window.record.tokens_after
+    pydantic.TypeAdapter(ResponseInputParam).validate_python(window.messages)
+    client(base_url).responses.create(model="m", input=window.messages)
+    assert bodies[-1][1]["input"] == window.messages
+
+
+class TestChatConformance(AdapterConformance):
+    strategies = ("newest", "fixed", "sliding")
+    whole_items = True
+
+    @pytest.fixture
+    def adapter(self) -> Any:
+        return chat
+
+    @pytest.fixture
+    def history(self) -> list[Any]:
+        return chat_history()
+
+    def read(self, items: Any) -> Any:
+        return [ctxwindow.Message.from_dict(item) for item in items]
+
+    def check_valid(self, items: Any) -> None:
+        OPENAI_CHAT.validate_python(chat.request_messages(ctxwindow.Window(items, None)))  # type: ignore[arg-type]
+
+
+class TestResponsesConformance(AdapterConformance):
+    strategies = ("newest", "fixed", "sliding")
+    budgets = range(60, 950, 30)
+    whole_items = True
+
+    @pytest.fixture
+    def adapter(self) -> Any:
+        return responses
+
+    @pytest.fixture
+    def history(self) -> list[Any]:
+        return responses_history()
+
+    def read(self, items: Any) -> Any:
+        return responses.read_items(items).messages
+
+    def check_valid(self, items: Any) -> None:
+        check_pairs(items)
+
+
+def test_the_openai_adapter_exports_the_same_function() -> None:
+    from ctxwindow_adapters import openai as adapter
+
+    assert adapter.to_openai is ctxwindow.to_openai
+    messages = [{"role": "user", "content": f"q{i}", "id": f"u{i}"} for i in range(50)]
+    window = adapter.select(messages, 60)
+    assert adapter.request_messages(window) == ctxwindow.to_openai(window.messages)
+
+
+def test_using_ctxwindow_loads_no_adapter_or_framework() -> None:
+    """Loading the plugins imports this distribution's package (it is listed by
+    ``ctxwindow plugins``), but no adapter module and no framework."""
+    code = (
+        "import sys, ctxwindow\n"
+        "ctxwindow.select([{'role': 'user', 'content': 'hi'}], 50, 'fixed')\n"
+        "assert 'ctxwindow_adapters' in sys.modules\n"
+        "heavy = ('ctxwindow_adapters.', 'langchain_core', 'pydantic_ai', 'openai', 'anthropic')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

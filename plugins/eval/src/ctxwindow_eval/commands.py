@@ -1,0 +1,174 @@
+"""The ``eval`` and ``bench`` commands, added to ``ctxwindow`` through the
+``register_commands`` hook."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxwindow import describe_strategies
+from ctxwindow.errors import ConfigError, CtxWindowError
+from ctxwindow_eval import bench, dataset, report, runner
+
+
+def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``eval`` and ``bench`` to the ``ctxwindow`` command."""
+    evaluation = cli.add_parser(
+        "eval",
+        help="evidence recall of strategies at token budgets on a benchmark",
+        description="DATA is LoCoMo's JSON, or with --questions a JSONL of your messages "
+        "(each with an 'id').",
+    )
+    evaluation.add_argument("data", help="LoCoMo JSON file, or your messages JSONL")
+    evaluation.add_argument("--questions", help="JSONL of {question, evidence: [ids]} for DATA")
+    evaluation.add_argument(
+        "--strategy",
+        "-s",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="NAME or NAME:key=value,... (repeatable; default: every installed strategy "
+        "that needs no LLM)",
+    )
+    evaluation.add_argument("--budgets", default="1000,2000,4000,8000", help="comma-separated")
+    evaluation.add_argument("--counter", "-c", default="approx")
+    evaluation.add_argument("--categories", default="1,2,3,4", help="question categories scored")
+    evaluation.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    evaluation.add_argument("--plot", metavar="FILE", help="write recall against budget as PNG")
+    evaluation.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    evaluation.set_defaults(run=_eval)
+
+    benchmark = cli.add_parser(
+        "bench",
+        help="speed and memory of strategies on synthetic histories (cold, warm, vs LangChain)",
+    )
+    benchmark.add_argument(
+        "--strategy",
+        "-s",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="NAME or NAME:key=value,... (repeatable; default: every strategy needing no LLM)",
+    )
+    benchmark.add_argument("--sizes", default="1000,10000,100000", help="history lengths")
+    benchmark.add_argument("--repeats", type=int, help="runs per figure (default: by size)")
+    benchmark.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    benchmark.set_defaults(run=_bench)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    progress_module = report.require("rich.progress")
+    console = _console(report)
+    budgets = _ints(args.budgets, "--budgets")  # before the data: a typo fails at once
+    categories = _ints(args.categories, "--categories")
+    conversations, loaded = _load_benchmark(dataset, args.data, args.questions)
+    console.print(f"[dim]{len(conversations)} conversations; {loaded.summary()}[/dim]")
+    specs = args.strategy or [s["name"] for s in describe_strategies() if not s["requires_llm"]]
+    per_round = sum(len(c.questions) for c in conversations)
+    with progress_module.Progress(console=console, transient=True) as bar:
+        task = bar.add_task("evaluating", total=per_round * len(specs) * len(budgets))
+
+        def advance(label: str, questions: int) -> None:
+            bar.update(task, advance=questions, description=label)
+
+        result = runner.evaluate(
+            specs,
+            conversations,
+            budgets=budgets,
+            counter=args.counter,
+            categories=categories,
+            load_report=loaded,
+            progress=advance,
+        )
+    console.print(report.table(result))
+    if args.json:
+        report.write_json(result, args.json)
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown(result) + "\n", encoding="utf-8")
+    if args.plot:
+        report.plot(result, args.plot)
+    return 0
+
+
+def _load_benchmark(dataset: Any, data: str, questions: str | None) -> tuple[Any, Any]:
+    """The benchmark's conversations; a file of another shape is one ConfigError."""
+    what = "your messages JSONL" if questions else "LoCoMo's JSON (a list of samples)"
+    try:
+        if questions:
+            return dataset.load_jsonl(data, questions)  # type: ignore[no-any-return]
+        return dataset.load_locomo(data)  # type: ignore[no-any-return]
+    except CtxWindowError:
+        raise
+    except IsADirectoryError:
+        raise ConfigError(f"benchmark file {data!r} is a directory; give {what}") from None
+    except OSError as error:
+        raise ConfigError(f"benchmark file cannot be read: {error}") from None
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RecursionError) as error:
+        raise ConfigError(
+            f"benchmark file {data!r} is not {what}: {type(error).__name__}: {error}"
+        ) from None
+
+
+def _bench(args: argparse.Namespace) -> int:
+    console = _console(report)
+    rich_table = report.require("rich.table")
+    with console.status("benchmarking") as status:
+        rows = bench.run(
+            args.strategy or None,
+            _ints(args.sizes, "--sizes"),
+            progress=lambda label: status.update(f"benchmarking {label}"),
+            repeats=args.repeats,
+        )
+    table = rich_table.Table(
+        title=f"Medians, budget {bench.BUDGET} tokens, approx counting", title_justify="left"
+    )
+    for column in (
+        "strategy",
+        "messages",
+        "count ms",
+        "cold ms",
+        "cold/count",
+        "warm ms",
+        "trim_messages ms",
+        "trim/warm",
+        "peak MiB",
+    ):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for row in rows:
+        trim = "-" if row.trim_ms is None else f"{row.trim_ms:.2f}"
+        ratio = row.trim_over_warm
+        table.add_row(
+            row.strategy,
+            f"{row.messages:,}",
+            f"{row.count_ms:.2f}",
+            f"{row.cold_ms:.2f}",
+            f"{row.cold_over_count:.2f}x",
+            f"{row.warm_ms:.3f}",
+            trim,
+            "-" if ratio is None else f"{ratio:,.0f}x",
+            f"{row.peak_mib:.1f}",
+        )
+    console.print(table)
+    if any(row.trim_ms is None for row in rows):
+        console.print("[dim]LangChain not installed: pip install langchain-core to compare[/dim]")
+    if args.json:
+        Path(args.json).write_text(bench.to_json(rows) + "\n", encoding="utf-8")
+    return 0
+
+
+def _console(report: Any) -> Any:
+    """A rich console as wide as a table needs, also when output goes to a file."""
+    console_module = report.require("rich.console")
+    return console_module.Console(width=None if sys.stdout.isatty() else 120)
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} wants comma-separated whole numbers, got {text!r}") from None
+    if not values:
+        raise ValueError(f"{flag} is empty")
+    return values

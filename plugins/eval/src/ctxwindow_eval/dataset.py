@@ -1,0 +1,217 @@
+"""Benchmark conversations: LoCoMo's JSON, or the user's own JSONL, as messages + questions.
+
+A conversation becomes OpenAI-format dicts with an ``id`` per message, so a window's
+messages can be matched back to a question's evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxwindow import read_messages_file
+from ctxwindow.errors import ConfigError
+
+_EVIDENCE_ID = re.compile(r"D:?(\d+):0*(\d+)")
+_SESSION_KEY = re.compile(r"session_(\d+)")
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    text: str
+    evidence: tuple[str, ...]
+    category: int | None = None
+    answer: str | None = None
+
+
+@dataclass
+class EvalConversation:
+    """One conversation: its messages (dicts with ``id``) and the questions asked at its end."""
+
+    id: str
+    messages: list[dict[str, Any]]
+    questions: list[Question]
+
+    def texts(self) -> dict[str, str]:
+        """Message id to text, for scoring summaries."""
+        return {str(m["id"]): str(m.get("content") or "") for m in self.messages if "id" in m}
+
+
+@dataclass
+class LoadReport:
+    """What the loader repaired, dropped and skipped, so nothing is lost silently."""
+
+    repaired: list[str] = field(default_factory=list)
+    dropped_evidence: list[str] = field(default_factory=list)
+    skipped_questions: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.repaired)} evidence ids repaired, {len(self.dropped_evidence)} dropped "
+            f"(naming no turn), {len(self.skipped_questions)} questions skipped (no evidence)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repaired": self.repaired,
+            "dropped_evidence": self.dropped_evidence,
+            "skipped_questions": self.skipped_questions,
+        }
+
+
+def load_locomo(path: str | Path) -> tuple[list[EvalConversation], LoadReport]:
+    """Read LoCoMo's JSON (a list of samples) as documented in its README.
+
+    One message per turn (speaker_a as "user", speaker_b as "assistant", the speaker in
+    ``name``, the dia_id as ``id``), image turns with their caption, and one short user
+    message per session giving its date, before the session's first turn.
+    """
+    samples = _read_json(Path(path))
+    if not isinstance(samples, list):
+        raise ConfigError(
+            f"benchmark file {str(path)!r} must hold LoCoMo's JSON: a list of samples"
+        )
+    report = LoadReport()
+    conversations = []
+    for index, sample in enumerate(samples):
+        try:
+            conversations.append(_locomo_conversation(sample, report))
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
+            raise ConfigError(
+                f"benchmark file {str(path)!r}: sample {index} is not a LoCoMo sample "
+                f"({type(error).__name__}: {error})"
+            ) from None
+    return conversations, report
+
+
+def _locomo_conversation(sample: dict[str, Any], report: LoadReport) -> EvalConversation:
+    """One sample as a conversation with its questions; evidence repaired as in ``report``."""
+    messages = _locomo_messages(sample)
+    known = {m["id"] for m in messages}
+    questions = []
+    for number, qa in enumerate(sample.get("qa", [])):
+        question_id = f"{sample['sample_id']}#q{number}"
+        evidence = _repair_evidence(qa.get("evidence") or [], known, question_id, report)
+        if not evidence:
+            report.skipped_questions.append(question_id)
+            continue
+        answer = qa.get("answer", qa.get("adversarial_answer"))
+        questions.append(
+            Question(
+                id=question_id,
+                text=str(qa["question"]),
+                evidence=evidence,
+                category=qa.get("category"),
+                answer=None if answer is None else str(answer),
+            )
+        )
+    return EvalConversation(str(sample["sample_id"]), messages, questions)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"benchmark file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"benchmark file {str(path)!r} is a directory; give LoCoMo's JSON file"
+        ) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise ConfigError(f"benchmark file {str(path)!r} is not JSON: {error}") from None
+
+
+def _locomo_messages(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    conversation = sample["conversation"]
+    speaker_a = conversation["speaker_a"]
+    sessions = sorted(
+        (int(match.group(1)), key)
+        for key in conversation
+        if (match := _SESSION_KEY.fullmatch(key)) and isinstance(conversation[key], list)
+    )
+    messages: list[dict[str, Any]] = []
+    for number, key in sessions:
+        date = conversation.get(f"{key}_date_time")
+        if date:
+            messages.append(
+                {"role": "user", "content": f"[Session {number}: {date}]", "id": f"S{number}"}
+            )
+        for turn in conversation[key]:
+            text = turn.get("text", "")
+            if turn.get("blip_caption"):
+                text = f"{text} [shares an image: {turn['blip_caption']}]"
+            messages.append(
+                {
+                    "role": "user" if turn["speaker"] == speaker_a else "assistant",
+                    "name": turn["speaker"],
+                    "content": text,
+                    "id": turn["dia_id"],
+                }
+            )
+    return messages
+
+
+def _repair_evidence(
+    raw: Iterable[str], known: set[str], question_id: str, report: LoadReport
+) -> tuple[str, ...]:
+    """Split joined ids, fix "D:11:26" and zero padding, drop ids naming no turn."""
+    kept: list[str] = []
+    for entry in raw:
+        pieces = [piece for piece in re.split(r"[;,\s]+", str(entry)) if piece]
+        for piece in pieces:
+            match = _EVIDENCE_ID.fullmatch(piece)
+            fixed = f"D{int(match.group(1))}:{int(match.group(2))}" if match else piece
+            if fixed != entry:
+                report.repaired.append(f"{question_id}: {entry!r} -> {fixed!r}")
+            if fixed not in known:
+                report.dropped_evidence.append(f"{question_id}: {piece!r}")
+            elif fixed not in kept:
+                kept.append(fixed)
+    return tuple(kept)
+
+
+def load_jsonl(
+    messages_path: str | Path, questions_path: str | Path, name: str | None = None
+) -> tuple[list[EvalConversation], LoadReport]:
+    """Your own conversation: JSONL of OpenAI-format messages, each with an ``id``, and
+    JSONL of questions ``{"question", "evidence": [message ids], "category"?, "answer"?}``.
+    """
+    messages = read_messages_file(str(messages_path))
+    report = LoadReport()
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict) or "id" not in message:
+            raise ConfigError(
+                f"{messages_path}: message {position} has no 'id'; evidence refers to message ids"
+            )
+    known = {str(m["id"]) for m in messages}
+    questions = []
+    for number, row in enumerate(read_messages_file(str(questions_path))):
+        if not isinstance(row, dict) or "question" not in row:
+            raise ConfigError(f"{questions_path}: entry {number} needs a 'question'")
+        question_id = str(row.get("id", f"q{number}"))
+        evidence = []
+        for item in row.get("evidence") or []:
+            if str(item) in known:
+                evidence.append(str(item))
+            else:
+                report.dropped_evidence.append(f"{question_id}: {item!r}")
+        if not evidence:
+            report.skipped_questions.append(question_id)
+            continue
+        answer = row.get("answer")
+        questions.append(
+            Question(
+                question_id,
+                str(row["question"]),
+                tuple(evidence),
+                row.get("category"),
+                None if answer is None else str(answer),
+            )
+        )
+    label = name or Path(messages_path).stem
+    return [EvalConversation(label, messages, questions)], report

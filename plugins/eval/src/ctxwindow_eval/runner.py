@@ -1,0 +1,182 @@
+"""Running strategies over benchmark conversations at several budgets."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwindow import Conversation, from_config
+from ctxwindow.errors import BudgetTooSmall, InvalidOption
+from ctxwindow_eval.dataset import EvalConversation, LoadReport
+from ctxwindow_eval.metrics import Score, score, window_contents
+
+DEFAULT_BUDGETS = (1000, 2000, 4000, 8000)
+HEADLINE_CATEGORIES = (1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """A strategy to evaluate: its name, options and the label results carry."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> StrategySpec:
+        """``name`` or ``name:key=value,key=value`` (values read as JSON when they can be)."""
+        name, _, rest = text.partition(":")
+        options: dict[str, Any] = {}
+        for pair in filter(None, rest.split(",")):
+            key, sep, raw = pair.partition("=")
+            if not sep:
+                raise InvalidOption(f"strategy spec {text!r}: {pair!r} is not key=value")
+            try:
+                options[key.strip()] = json.loads(raw)
+            except json.JSONDecodeError:
+                options[key.strip()] = raw
+        return cls(name.strip(), options, text)
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+
+@dataclass
+class Row:
+    """One strategy at one budget."""
+
+    strategy: str
+    budget: int
+    questions: int
+    recall: float
+    by_category: dict[int, float]
+    all_kept: float
+    recall_with_summaries: float | None
+    too_small: int
+    seconds: float
+    median_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "budget": self.budget,
+            "questions": self.questions,
+            "recall": round(self.recall, 4),
+            "by_category": {str(k): round(v, 4) for k, v in sorted(self.by_category.items())},
+            "all_kept": round(self.all_kept, 4),
+            "recall_with_summaries": None
+            if self.recall_with_summaries is None
+            else round(self.recall_with_summaries, 4),
+            "budget_too_small": self.too_small,
+            "seconds": round(self.seconds, 3),
+            "median_ms_per_window": round(self.median_ms, 3),
+        }
+
+
+@dataclass
+class EvalResult:
+    rows: list[Row]
+    counter: str
+    categories: tuple[int, ...]
+    load_report: LoadReport
+    conversations: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "counter": self.counter,
+            "categories": list(self.categories),
+            "conversations": self.conversations,
+            "load_report": self.load_report.to_dict(),
+            "rows": [row.to_dict() for row in self.rows],
+        }
+
+    def recall(self, strategy: str, budget: int) -> float:
+        return next(r.recall for r in self.rows if r.strategy == strategy and r.budget == budget)
+
+
+def evaluate(
+    strategies: Iterable[StrategySpec | str],
+    conversations: Sequence[EvalConversation],
+    *,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    counter: str = "approx",
+    categories: Sequence[int] = HEADLINE_CATEGORIES,
+    load_report: LoadReport | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> EvalResult:
+    """Evidence recall of each strategy at each budget, every question asked at the end
+    of its conversation with the question as the query.
+
+    Each conversation is read and counted once and shared by every strategy and
+    question, so only the windows themselves cost per question.
+    """
+    specs = [s if isinstance(s, StrategySpec) else StrategySpec.parse(s) for s in strategies]
+    prepared = [(c, Conversation(c.messages), c.texts()) for c in conversations]
+    wanted = set(categories)
+    rows = []
+    for spec in specs:
+        config = {"strategy": spec.name, "budget": max(budgets), "counter": counter}
+        windower = from_config({**config, **spec.options})
+        for budget in budgets:
+            started = time.perf_counter()
+            scores: list[tuple[int | None, Score]] = []
+            timings: list[float] = []
+            too_small = 0
+            for item, conversation, texts in prepared:
+                for question in item.questions:
+                    if question.category not in wanted:
+                        continue
+                    begun = time.perf_counter()
+                    try:
+                        window = windower.select(conversation, query=question.text, budget=budget)
+                    except BudgetTooSmall:
+                        too_small += 1
+                        scores.append((question.category, Score(0.0, 0.0, False)))
+                        continue
+                    timings.append(time.perf_counter() - begun)
+                    kept, summaries = window_contents(window.messages)
+                    scores.append((question.category, score(question, kept, summaries, texts)))
+                if progress:
+                    progress(spec.title, len(item.questions))
+            rows.append(_row(spec.title, budget, scores, too_small, started, timings))
+    return EvalResult(
+        rows,
+        counter,
+        tuple(categories),
+        load_report or LoadReport(),
+        [c.id for c in conversations],
+    )
+
+
+def _row(
+    label: str,
+    budget: int,
+    scores: list[tuple[int | None, Score]],
+    too_small: int,
+    started: float,
+    timings: list[float],
+) -> Row:
+    by_category: dict[int, list[float]] = defaultdict(list)
+    for category, result in scores:
+        by_category[category if category is not None else 0].append(result.verbatim)
+    count = len(scores) or 1
+    with_summaries = [result.with_summaries for _, result in scores]
+    summarized = any(r.with_summaries != r.verbatim for _, r in scores)
+    return Row(
+        strategy=label,
+        budget=budget,
+        questions=len(scores),
+        recall=sum(r.verbatim for _, r in scores) / count,
+        by_category={k: sum(v) / len(v) for k, v in by_category.items()},
+        all_kept=sum(r.all_kept for _, r in scores) / count,
+        recall_with_summaries=sum(with_summaries) / count if summarized else None,
+        too_small=too_small,
+        seconds=time.perf_counter() - started,
+        median_ms=statistics.median(timings) * 1000 if timings else 0.0,
+    )

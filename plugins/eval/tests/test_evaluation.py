@@ -1,0 +1,258 @@
+"""The eval kit on the real shipped benchmark and on a user's own data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwindow import BaseStrategy, History, Message, Selection
+from ctxwindow_eval import StrategySpec, evaluate, load_jsonl, load_locomo
+from ctxwindow_eval.bench import bench_strategy, synthetic_history
+from ctxwindow_eval.dataset import Question
+from ctxwindow_eval.metrics import key_terms, score, window_contents
+
+ROOT = Path(__file__).resolve().parents[3]
+LOCOMO = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason=f"benchmark not at {LOCOMO}")
+
+
+@pytest.fixture(scope="module")
+def locomo() -> Any:
+    return load_locomo(LOCOMO)
+
+
+@needs_locomo
+def test_loader_repairs_and_reports_the_known_evidence_defects(locomo: Any) -> None:
+    conversations, report = locomo
+    assert [c.id for c in conversations] == ["conv-26", "conv-41", "conv-42", "conv-44", "conv-47"]
+    assert sum(len(c.questions) for c in conversations) == 998  # 1000 less 2 without evidence
+    assert report.skipped_questions == ["conv-26#q30", "conv-26#q46"]
+    assert report.dropped_evidence == [
+        "conv-42#q58: 'D10:19'",
+        "conv-42#q88: 'D'",
+        "conv-47#q38: 'D4:36'",
+    ]
+    joined = next(q for q in conversations[0].questions if q.id == "conv-26#q37")
+    assert joined.evidence == ("D8:6", "D9:17")
+    ids = {m["id"] for c in conversations for m in c.messages}
+    assert all(e in ids for c in conversations for q in c.questions for e in q.evidence)
+    first = conversations[0].messages
+    assert first[0] == {
+        "role": "user",
+        "content": "[Session 1: 1:56 pm on 8 May, 2023]",
+        "id": "S1",
+    }
+    assert (
+        first[1]["name"] == "Caroline" and first[1]["role"] == "user" and first[1]["id"] == "D1:1"
+    )
+    captioned = next(m for m in first if m["id"] == "D1:5")
+    assert captioned["content"].endswith(
+        "[shares an image: a photo of a dog walking past a wall with a painting of a woman]"
+    )
+
+
+@needs_locomo
+def test_fixed_reproduces_the_reference_points(locomo: Any) -> None:
+    conversations, report = locomo
+    result = evaluate(["fixed"], conversations, load_report=report)
+    recalls = [round(row.recall, 3) for row in result.rows]
+    reference = [0.04, 0.10, 0.19, 0.36]  # the benchmark README's "most recent messages"
+    assert recalls == pytest.approx(reference, abs=0.015), recalls
+    assert all(row.questions == 774 for row in result.rows)  # categories 1-4
+    assert result.rows[0].by_category.keys() == {1, 2, 3, 4}
+    assert all(row.recall_with_summaries is None for row in result.rows)
+
+
+def test_recall_counts_verbatim_ids_and_summaries_by_the_rule() -> None:
+    texts = {
+        "a": "Caroline adopted a golden retriever named Biscuit",
+        "b": "We met in Lisbon in 2019",
+    }
+    question = Question("q", "What is the dog called?", ("a", "b"), 4, "Biscuit")
+    window = [
+        {"role": "user", "content": "We met in Lisbon in 2019", "id": "b"},
+        {
+            "role": "system",
+            "content": "Summary: Caroline's dog is Biscuit.",
+            "metadata": {"synthetic": True, "covers": ["a"]},
+        },
+    ]
+    kept, summaries = window_contents(window)
+    result = score(question, kept, summaries, texts)
+    assert result.verbatim == 0.5
+    assert result.with_summaries == 1.0  # the answer string is in the summary
+    assert result.all_kept is False
+    vague = [
+        {
+            "role": "system",
+            "content": "They talked about pets.",
+            "metadata": {"synthetic": True, "covers": ["a", "b"]},
+        }
+    ]
+    kept, summaries = window_contents(vague)
+    assert score(question, kept, summaries, texts).with_summaries == 0.0
+    terms = [
+        {
+            "role": "system",
+            "content": "Caroline adopted a golden retriever; lisbon 2019 trip",
+            "metadata": {"synthetic": True, "covers": ["a", "b"]},
+        }
+    ]
+    kept, summaries = window_contents(terms)
+    assert key_terms(texts["b"]) == {"lisbon", "2019"}
+    assert (
+        score(Question("q", "?", ("a", "b"), 1, None), kept, summaries, texts).with_summaries == 1.0
+    )
+
+
+class SummarizeOld(BaseStrategy):
+    """Test strategy: keeps the newest half of the budget and one summary of the rest."""
+
+    name = "test-summary"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        room = history.budget // 2 - history.must_keep_tokens
+        unit = len(history.units) - 1
+        while unit >= 0 and (unit in history.must_keep or history.unit_tokens(unit) <= room):
+            if unit not in history.must_keep:
+                selection.keep(unit, "recent")
+                room -= history.unit_tokens(unit)
+            unit -= 1
+        older = [u for u in range(unit + 1) if u not in history.must_keep]
+        covered = [history.message_id(p) for u in older for p in history.span(u)]
+        text = " ".join(history.unit_text(u)[:40] for u in older)[: history.budget]
+        for u in older:
+            selection.summarize(u, "in the summary")
+        summary = Message(
+            "system", f"Summary: {text}", metadata={"synthetic": True, "covers": covered}
+        )
+        if history.counter.count_message(summary) <= history.budget // 2:
+            selection.add_synthetic(summary, before_unit=0)
+        return selection
+
+
+@pytest.fixture
+def summary_plugin(ctxwindow_register: Any) -> None:
+    ctxwindow_register(SummarizeOld, name="test-summary")
+
+
+@pytest.mark.usefixtures("summary_plugin")
+def test_own_data_jsonl_and_summaries_scored_separately(tmp_path: Path) -> None:
+    messages = [{"role": "system", "content": "Be brief.", "id": "sys"}]
+    for turn in range(60):
+        fact = f"My locker code is {1000 + turn}" if turn == 3 else f"small talk number {turn} " * 4
+        messages.append({"role": "user", "content": fact, "id": f"u{turn}"})
+        messages.append({"role": "assistant", "content": "noted " * 6, "id": f"a{turn}"})
+    (tmp_path / "chat.jsonl").write_text("\n".join(json.dumps(m) for m in messages))
+    questions = [
+        {
+            "question": "What is my locker code?",
+            "evidence": ["u3"],
+            "answer": "1003",
+            "category": 4,
+        },
+        {"question": "What did I say last?", "evidence": ["u59", "missing-id"], "category": 4},
+        {"question": "No evidence at all", "evidence": []},
+    ]
+    (tmp_path / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in questions))
+    conversations, report = load_jsonl(tmp_path / "chat.jsonl", tmp_path / "questions.jsonl")
+    assert report.dropped_evidence == ["q1: 'missing-id'"]
+    assert report.skipped_questions == ["q2"]
+    result = evaluate(
+        [StrategySpec("fixed"), StrategySpec("test-summary", label="summary")],
+        conversations,
+        budgets=[300, 100_000],
+    )
+    by = {(r.strategy, r.budget): r for r in result.rows}
+    assert by["fixed", 300].recall == 0.5  # the newest turn, not the old locker code
+    assert by["fixed", 100_000].recall == 1.0
+    assert by["summary", 300].recall == 0.5
+    assert by["summary", 300].recall_with_summaries == 1.0  # "1003" survives in the summary
+    assert by["fixed", 300].recall_with_summaries is None
+
+
+@needs_locomo
+def test_cli_eval_writes_table_json_plot_and_markdown(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctxwindow",
+            "eval",
+            str(LOCOMO),
+            "-s",
+            "fixed",
+            "-s",
+            "fixed:max_messages=40",
+            "--budgets",
+            "1000,4000",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--plot",
+            str(tmp_path / "r.png"),
+            "--markdown",
+            str(tmp_path / "r.md"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Evidence recall" in result.stdout and "fixed:max_messages=40" in result.stdout
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [r["strategy"] for r in data["rows"]] == [
+        "fixed",
+        "fixed",
+        "fixed:max_messages=40",
+        "fixed:max_messages=40",
+    ]
+    assert data["load_report"]["skipped_questions"] == ["conv-26#q30", "conv-26#q46"]
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| fixed | 1000 |" in (tmp_path / "r.md").read_text()
+
+
+def test_bench_measures_every_figure_without_asserting_speed() -> None:
+    history = synthetic_history(1000)
+    assert len(history) == 1000 and history[0]["role"] == "system"
+    assert any(m.get("tool_calls") for m in history)
+    row = bench_strategy("fixed", 1000)
+    assert row.messages == 1000
+    assert min(row.count_ms, row.cold_ms, row.warm_ms, row.peak_mib) > 0
+    data = row.to_dict()
+    assert set(data) >= {
+        "count_ms",
+        "cold_ms",
+        "warm_ms",
+        "trim_ms",
+        "cold_over_count",
+        "trim_over_warm",
+    }
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ('{"conversation": {}}', "a list of samples"),
+        ("[1, 2]", "sample 0 is not a LoCoMo sample"),
+        ('[{"conversation": {"speaker_a": "A"}}]', "sample 0 is not a LoCoMo sample"),
+        ("[" * 100_000, "is not JSON"),
+    ],
+)
+def test_a_benchmark_of_the_wrong_shape_is_a_clear_error(
+    tmp_path: Path, payload: str, says: str
+) -> None:
+    from ctxwindow.errors import ConfigError
+
+    path = tmp_path / "bench.json"
+    path.write_text(payload, encoding="utf-8")
+    with pytest.raises(ConfigError, match=says):
+        load_locomo(path)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_locomo(tmp_path)

@@ -1,0 +1,112 @@
+"""``ctxwindow new-plugin NAME``: a new strategy plugin package, ready to test.
+
+The template ships inside this distribution (``ctxwindow_scaffold/templates/plugin``), so
+a pip-installed ctxwindow-scaffold can scaffold. Each ``*.tmpl`` file is copied without that
+suffix, with ``{{name}}``, ``{{distribution}}``, ``{{module}}`` and ``{{class_name}}``
+filled in (in paths too, where ``__module__`` also stands for the module). The package
+it makes passes its own tests, the conformance suite included, as generated.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
+
+NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+PREFIX = "ctxwindow-"
+SUFFIX = ".tmpl"
+
+
+@dataclass(frozen=True)
+class PluginNames:
+    """The names one plugin goes by, all derived from the strategy's name."""
+
+    name: str  # the strategy: "recent-first"
+    distribution: str  # on PyPI: "ctxwindow-recent-first"
+    module: str  # to import: "ctxwindow_recent_first"
+    class_name: str  # the strategy class: "RecentFirst"
+
+    def substitutions(self) -> dict[str, str]:
+        return {
+            "{{name}}": self.name,
+            "{{distribution}}": self.distribution,
+            "{{module}}": self.module,
+            "{{class_name}}": self.class_name,
+            "__module__": self.module,
+        }
+
+
+def plugin_names(name: str) -> PluginNames:
+    """The names for ``name`` (``ctxwindow-`` in front is allowed), or ValueError."""
+    strategy = name.removeprefix(PREFIX)
+    if not NAME.match(strategy):
+        raise ValueError(
+            f"plugin name {name!r} must be lowercase letters and digits in words joined "
+            f"by single hyphens, starting with a letter (for example 'recent-first')"
+        )
+    words = strategy.split("-")
+    return PluginNames(
+        name=strategy,
+        distribution=PREFIX + strategy,
+        module="ctxwindow_" + "_".join(words),
+        class_name="".join(word.capitalize() for word in words),
+    )
+
+
+def template() -> Traversable:
+    """The template directory inside the installed ctxwindow-scaffold."""
+    return resources.files("ctxwindow_scaffold").joinpath("templates").joinpath("plugin")
+
+
+def create_plugin(name: str, directory: str | Path = ".") -> Path:
+    """Write the package for strategy ``name`` into ``directory/ctxwindow-NAME``.
+
+    Raises ValueError for a bad name and FileExistsError when the target exists.
+    """
+    names = plugin_names(name)
+    target = Path(directory) / names.distribution
+    if target.exists():
+        raise FileExistsError(f"{target} already exists; not overwriting it")
+    files = dict(_files(template(), ()))
+    if not files:
+        raise FileNotFoundError(
+            "the plugin template is missing from this ctxwindow-scaffold install"
+        )
+    substitutions = names.substitutions()
+    target.mkdir(parents=True)
+    for parts, source in sorted(files.items()):
+        path = target.joinpath(*(_fill(part, substitutions) for part in parts))
+        path = path.with_name(path.name.removesuffix(SUFFIX))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_fill(source.read_text(encoding="utf-8"), substitutions), "utf-8")
+    return target
+
+
+def _files(
+    folder: Traversable, parts: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], Traversable]]:
+    found: list[tuple[tuple[str, ...], Traversable]] = []
+    for entry in folder.iterdir():
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_dir():
+            found.extend(_files(entry, (*parts, entry.name)))
+        elif entry.name.endswith(SUFFIX):
+            found.append(((*parts, entry.name), entry))
+    return found
+
+
+def _fill(text: str, substitutions: dict[str, str]) -> str:
+    for placeholder, value in substitutions.items():
+        text = text.replace(placeholder, value)
+    return text

@@ -1,0 +1,92 @@
+"""``ctxwindow new-plugin``: the package it makes passes its own tests as generated.
+
+The package is installed (editable, no dependencies) into a fresh virtual environment
+in ``tmp_path`` that sees this environment's packages (ctxwindow, pytest, hypothesis)
+through a ``.pth`` file, so nothing is installed into the environment running the tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwindow import _cli as cli
+from ctxwindow_scaffold.scaffold import create_plugin, plugin_names, template
+
+#: The fixture package_tests (tests/support, on pytest's pythonpath).
+pytest_plugins = ["package_tests"]
+
+
+def test_generated_package_passes_its_own_tests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], package_tests: Any
+) -> None:
+    assert cli.main(["new-plugin", "recent-first", "--dir", str(tmp_path)]) == 0
+    package = tmp_path / "ctxwindow-recent-first"
+    assert "created" in capsys.readouterr().out
+    files = sorted(str(p.relative_to(package)) for p in package.rglob("*") if p.is_file())
+    assert files == [
+        "README.md",
+        "pyproject.toml",
+        "src/ctxwindow_recent_first/__init__.py",
+        "src/ctxwindow_recent_first/py.typed",
+        "tests/test_conformance.py",
+        "tests/test_ctxwindow_recent_first.py",
+    ]
+    text = "\n".join((package / f).read_text(encoding="utf-8") for f in files)
+    assert "{{" not in text and "__module__" not in text
+    assert 'recent-first = "ctxwindow_recent_first"' in text  # the entry point
+
+    result = package_tests(package)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " passed" in result.stdout and "failed" not in result.stdout
+    assert "skipped" not in result.stdout  # the whole conformance suite ran
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "Recent", "recent_first", "recent-", "recent--first", "1st", "a b", "récent"]
+)
+def test_bad_names_are_a_clear_error(
+    bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["new-plugin", bad, "--dir", str(tmp_path)]) == cli.EXIT_ERROR
+    assert "lowercase letters and digits" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ctxwindow-mine").mkdir()
+    (tmp_path / "ctxwindow-mine" / "keep.txt").write_text("mine", encoding="utf-8")
+    assert cli.main(["new-plugin", "mine", "--dir", str(tmp_path)]) == cli.EXIT_ERROR
+    assert "already exists" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "ctxwindow-mine").iterdir()] == ["keep.txt"]
+
+
+def test_names_derive_from_the_strategy_name() -> None:
+    names = plugin_names("ctxwindow-recency-decay2")
+    assert (names.name, names.distribution, names.module, names.class_name) == (
+        "recency-decay2",
+        "ctxwindow-recency-decay2",
+        "ctxwindow_recency_decay2",
+        "RecencyDecay2",
+    )
+
+
+def test_template_ships_inside_the_package(tmp_path: Path) -> None:
+    """The template is package data of ctxwindow-scaffold (found through
+    importlib.resources), so a pip-installed ctxwindow-scaffold can scaffold too; every
+    file is a ``.tmpl``."""
+    assert template().joinpath("pyproject.toml.tmpl").is_file()
+    target = create_plugin("x", tmp_path / "deeper")
+    assert (target / "src" / "ctxwindow_x" / "__init__.py").is_file()
+
+
+def test_new_plugin_without_a_name_is_a_one_line_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["new-plugin"])
+    assert usage.value.code == cli.EXIT_USAGE
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("ctxwindow: error: ") and "--help" in line

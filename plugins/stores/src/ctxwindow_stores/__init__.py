@@ -1,0 +1,166 @@
+"""Key-value stores for caches: bytes in, bytes out, never pickle.
+
+Caches (embeddings, summaries) name an entry by a key built with :func:`cache_key`,
+``ctxwindow:v1:<kind>:<model or summarizer>:<content hash>``, so message text never
+appears in a key, and store values they encode themselves (raw float32, JSON).
+
+:func:`open_store` turns a cache option into a store:
+
+- ``None`` or ``"memory"``: a bounded in-memory LRU only;
+- ``"redis://host:port/db"`` (``rediss://``, ``unix://``): memory in front of Redis,
+  shared by every process that names the same server;
+- anything else: a SQLite file path, memory in front of it.
+
+Persistent stores never raise from ``get_many`` or ``put_many``: a cache must never be
+the reason a window fails. A problem (a corrupt, locked or read-only file, an
+unreachable server) is reported once with a ``RuntimeWarning`` naming the place and
+what to do, and the cache carries on with what still works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ctxwindow import Option
+from ctxwindow.errors import InvalidOption
+from ctxwindow_stores._layered import LayeredStore
+from ctxwindow_stores._memory import MemoryStore
+from ctxwindow_stores._redis import RedisStore
+from ctxwindow_stores._sqlite import SQLiteStore
+
+__all__ = [
+    "KEY_PREFIX",
+    "LayeredStore",
+    "MemoryStore",
+    "RedisStore",
+    "SQLiteStore",
+    "Store",
+    "as_store",
+    "cache_key",
+    "cache_options",
+    "content_hash",
+    "is_redis_url",
+    "open_store",
+    "spec_problem",
+]
+
+#: Every key starts with this; bump the version when a value format changes.
+KEY_PREFIX = "ctxwindow:v1"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What a cache needs from where it keeps entries."""
+
+    #: Where the entries live, for messages (a path, or a URL without its password).
+    where: str
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """The values held for ``keys``; keys not held are left out."""
+        ...
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Hold ``items``, replacing values already held under the same keys."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def content_hash(*parts: str) -> str:
+    """A hex digest standing for ``parts`` (message text never goes into a key)."""
+    if len(parts) == 1:  # the common case, one text: no framing needed
+        return hashlib.sha256(parts[0].encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    digest = hashlib.sha256()
+    for part in parts:
+        encoded = part.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(8, "little"))
+        digest.update(encoded)
+    return digest.hexdigest()[:40]
+
+
+def cache_key(kind: str, namespace: str, digest: str) -> str:
+    """``ctxwindow:v1:<kind>:<namespace>:<digest>``; ``namespace`` is the model or
+    summarizer the value came from, so entries of two models never meet."""
+    return f"{KEY_PREFIX}:{kind}:{namespace}:{digest}"
+
+
+def is_redis_url(spec: object) -> bool:
+    return isinstance(spec, str) and spec.startswith(REDIS_SCHEMES)
+
+
+def spec_problem(spec: object) -> str | None:
+    """Why ``spec`` cannot name a cache store, or None if it can (for option checks)."""
+    if spec is None or spec == "memory":
+        return None
+    if not isinstance(spec, (str, Path)) or not str(spec).strip():
+        return "must be 'memory', a SQLite file path or a redis:// URL"
+    text = str(spec)
+    if "://" in text and not is_redis_url(text):
+        scheme = text.split("://", maxsplit=1)[0]
+        return f"names an unknown kind of store ({scheme!r}); use a redis:// URL"
+    if not is_redis_url(text) and Path(text).expanduser().is_dir():
+        return f"names a folder ({text!r}); name a file in it, such as cache.sqlite3"
+    return None
+
+
+def cache_options(entry: str, default: str | None, where: str) -> tuple[Option, Option]:
+    """A caching strategy's ``cache`` option, described by ``where``, and its
+    ``cache_ttl`` for ``entry`` (one cached value: "an embedding"). The default always
+    passes the check: a strategy's own keyword (``'default'``: its file) included."""
+
+    def check(value: str) -> str | None:
+        return None if value == default else spec_problem(value)
+
+    return (
+        Option("cache", str, default, where, nullable=True, check=check),
+        Option(
+            "cache_ttl",
+            float,
+            None,
+            f"Seconds {entry} lives in a Redis cache (None: until Redis evicts it).",
+            nullable=True,
+            minimum=1.0,
+        ),
+    )
+
+
+def open_store(
+    spec: str | Path | None,
+    *,
+    memory_entries: int,
+    memory_bytes: int,
+    ttl: float | None = None,
+) -> Store:
+    """The store a cache option names: memory only, or memory in front of Redis or SQLite.
+
+    ``memory_entries`` and ``memory_bytes`` bound the in-memory layer in every case;
+    ``ttl`` (seconds) applies to Redis entries only. A spec that cannot name a store
+    raises InvalidOption.
+    """
+    problem = spec_problem(spec)
+    if problem:
+        raise InvalidOption(f"cache {str(spec)!r} {problem}")
+    memory = MemoryStore(max_entries=memory_entries, max_bytes=memory_bytes)
+    if spec is None or spec == "memory":
+        return memory
+    if is_redis_url(spec):
+        return LayeredStore(memory, RedisStore(str(spec), ttl=ttl))
+    return LayeredStore(memory, SQLiteStore(spec))
+
+
+def as_store(
+    where: str | Path | Store | None,
+    *,
+    memory_entries: int,
+    memory_bytes: int,
+    ttl: float | None = None,
+) -> Store:
+    """A cache's ``where``: a ready Store as it is, else the store :func:`open_store`
+    opens for that spec."""
+    if isinstance(where, (str, Path)) or where is None:
+        return open_store(where, memory_entries=memory_entries, memory_bytes=memory_bytes, ttl=ttl)
+    return where

@@ -1,0 +1,129 @@
+"""Redis: a store shared by every replica of an app (``pip install 'ctxwindow[redis]'``).
+
+Short connect and socket timeouts and no client-side retries: a cache lookup must cost
+milliseconds even when the server is gone. On an error the store warns once per outage,
+behaves as empty for ``retry_after`` seconds (the memory layer in front keeps serving),
+then tries the server again; the connection pool reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxwindow.errors import InvalidOption
+from ctxwindow.kit import redact
+
+#: Keys per round trip: a long history's first visit must not become one reply too big
+#: to arrive within the socket timeout.
+_CHUNK = 500
+
+
+class RedisStore:
+    """Entries in the Redis server at ``url``; ``ttl``: seconds each entry lives (None:
+    until Redis evicts it by its own ``maxmemory`` policy)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl: float | None = None,
+        timeout: float = 0.5,
+        retry_after: float = 5.0,
+    ) -> None:
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError:
+            raise InvalidOption(
+                "a Redis cache needs the redis client: pip install 'ctxwindow[redis]'"
+            ) from None
+        if ttl is not None and not ttl > 0:
+            raise InvalidOption(f"Redis cache: ttl must be a number of seconds > 0, got {ttl!r}")
+        self.where = redact(url)
+        self.ttl = None if ttl is None else max(1, int(ttl))
+        self.retry_after = retry_after
+        self.outages = 0  # times the server was found gone, for tests and the bench
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        try:
+            self._client: Any = redis.Redis.from_url(
+                url,
+                socket_connect_timeout=timeout,
+                socket_timeout=timeout,
+                retry=Retry(NoBackoff(), 0),
+                retry_on_timeout=False,
+            )
+        except ValueError as error:
+            raise InvalidOption(f"Redis cache URL {self.where!r} is not valid: {error}") from None
+        self._down_until = 0.0
+        self._down = False
+        self._lock = threading.Lock()
+
+    @property
+    def available(self) -> bool:
+        """False while the store is skipping a server it found gone."""
+        return not self._down
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        if not keys or self._skipping():
+            return {}
+        found: dict[str, bytes] = {}
+        try:
+            for start in range(0, len(keys), _CHUNK):
+                chunk = list(keys[start : start + _CHUNK])
+                values = self._client.mget(chunk)
+                for key, value in zip(chunk, values, strict=False):
+                    if isinstance(value, (bytes, bytearray)):
+                        found[key] = bytes(value)
+        except self._errors as error:
+            self._gone(error)
+            return {}
+        self._back()
+        return found
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        if not items or self._skipping():
+            return
+        pairs = list(items.items())
+        try:
+            for start in range(0, len(pairs), _CHUNK):
+                pipe = self._client.pipeline(transaction=False)
+                for key, value in pairs[start : start + _CHUNK]:
+                    pipe.set(key, bytes(value), ex=self.ttl)
+                pipe.execute()
+        except self._errors as error:
+            self._gone(error)
+            return
+        self._back()
+
+    def close(self) -> None:
+        with contextlib.suppress(*self._errors):
+            self._client.close()
+
+    def _skipping(self) -> bool:
+        return self._down and time.monotonic() < self._down_until
+
+    def _gone(self, error: BaseException) -> None:
+        with self._lock:
+            self._down_until = time.monotonic() + self.retry_after
+            if self._down:
+                return
+            self._down = True
+            self.outages += 1
+        warnings.warn(
+            f"ctxwindow: Redis cache {self.where!r} unreachable ({type(error).__name__}: "
+            f"{error}); using the local memory cache and trying the server again every "
+            f"{self.retry_after:g} s (check that Redis is running at that address)",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+
+    def _back(self) -> None:
+        if self._down:
+            with self._lock:
+                self._down = False

@@ -1,0 +1,58 @@
+"""The README's commands and its plugin example stay true."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow.testing import battery, check_window
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def bash_blocks(text: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_opens_with_the_demo_and_the_test_command_ci_runs() -> None:
+    first = bash_blocks(README)[0].strip().splitlines()
+    assert first == [
+        "python3 -m pip install nox && python3 -m nox -s demo",
+        "python3 -m pip install nox && python3 -m nox -s tests",
+    ]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "python3 -m pip install --quiet --disable-pip-version-check nox" in ci
+    assert "python3 -m nox -s tests" in ci
+    noxfile = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    assert '"examples/conversation.json"' in noxfile
+
+
+@pytest.fixture
+def readme_plugin(ctxwindow_register: Any) -> Any:
+    """Run the README's plugin example and register it as a plugin would be."""
+    source = re.findall(r"```python\n(# my_strategy/__init__.py.*?)```", README, flags=re.S)[0]
+    namespace: dict[str, object] = {"__name__": "my_strategy"}
+    exec(compile(source, "README.md", "exec"), namespace)
+    module = type(ctxwindow)("my_strategy")
+    module.__dict__.update(namespace)
+    ctxwindow_register(module, name="my-strategy")
+    return namespace["KeepQuestions"]
+
+
+def test_readme_plugin_example_works_and_keeps_the_contract(readme_plugin) -> None:  # type: ignore[no-untyped-def]
+    messages = [{"role": "system", "content": "Be brief."}]
+    for turn in range(30):
+        messages.append({"role": "user", "content": f"Is number {turn} prime?"})
+        messages.append({"role": "assistant", "content": "Let me think. " * 8})
+    window = ctxwindow.select(messages, budget=150, strategy="questions")
+    kept_questions = [m for m in window.messages if m["role"] == "user"]
+    assert len(kept_questions) > 5
+    assert all(m["role"] != "assistant" for m in window.messages)
+    for case, conversation in battery().items():
+        for budget in (30, 200, 5000):
+            check_window(readme_plugin(), conversation, budget), case
