@@ -28,6 +28,7 @@ TEST_PATHS = ["core/tests", *PLUGINS, *EXAMPLES, "tests"]
 
 
 LOCOMO = "../shared/bench/locomo/locomo-dev.json"
+TAU_AIRLINE = "../shared/bench/tau-airline/airline-dev.json"
 #: What builds the site (ruff formats the API signatures); the tests session has it too,
 #: so CI runs the strict build test in core/tests/test_docs.py.
 DOCS_TOOLS = (
@@ -141,15 +142,24 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def eval(session: nox.Session) -> None:
-    """Evidence recall of every installed strategy on the shipped benchmark, into docs/."""
+    """Both shipped benchmarks, every installed strategy, into docs/results and the
+    README's strategy table: evidence recall on LoCoMo, next-action recall on agent
+    trajectories. Other data: `nox -s eval -- LOCOMO.json TRAJECTORIES.json`."""
     install_project(session)
-    data = session.posargs[0] if session.posargs else LOCOMO
+    locomo, agent = session.posargs if len(session.posargs) == 2 else (LOCOMO, TAU_AIRLINE)
     session.run(
-        "ctxwindow", "eval", data,
+        "ctxwindow", "eval", locomo,
         "--json", "docs/results/recall.json",
         "--markdown", "docs/results/recall.md",
         "--plot", "docs/img/recall.png",
     )  # fmt: skip
+    session.run(
+        "ctxwindow", "eval", agent, "--kind", "agent",
+        "--json", "docs/results/agent.json",
+        "--markdown", "docs/results/agent.md",
+        "--plot", "docs/img/agent.png",
+    )  # fmt: skip
+    session.run("python", "docs_gen/readme_table.py")
 
 
 @nox.session

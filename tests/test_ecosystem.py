@@ -302,8 +302,8 @@ def test_fixed_wheel_is_found_by_name_used_and_gone_once_uninstalled(venv: Venv)
     assert found["class"] == "ctxwindow_fixed.strategy"
     # The newest contiguous run that fits, plus the system and newest user messages.
     assert found["window"] == {
-        "positions": [0, 11, 12, 13, 14, 15],
-        "tokens": 139,
+        "positions": [0, 1, 12, 13, 14, 15],
+        "tokens": 124,
         "strategy": "fixed",
     }
     # Options given to select() reach the plugin: a message cap keeps fewer of the newest.
@@ -346,7 +346,9 @@ def test_keywords_plugin_is_selected_by_name_from_ctxwindow_toml(
     venv.use("ctxwindow-fixed", "ctxwindow-keywords")
     config = tmp_path / "ctxwindow.toml"
     config.write_text(
-        'strategy = "keywords"\nbudget = 150\nkeywords = ["INVOICE", "refund"]\n', encoding="utf-8"
+        'strategy = "keywords"\nbudget = 150\nkeywords = ["INVOICE", "refund"]\n'
+        "task_statement = false\n",  # the plugin's own choice, not the core's
+        encoding="utf-8",
     )
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(
@@ -359,14 +361,14 @@ def test_keywords_plugin_is_selected_by_name_from_ctxwindow_toml(
 
     assert found["names"] == ["fixed", "keywords"]
     assert found["distribution"] == "ctxwindow-keywords"
-    assert found["repr"] == "KeywordWindow(keywords=['INVOICE', 'refund'])"
+    assert found["repr"] == "KeywordWindow(task_statement=False, keywords=['INVOICE', 'refund'])"
     # The old invoice question and refund answer stay; fixed drops them for newer turns.
     assert found["positions"] == [0, 1, 2, 12, 13, 14, 15]
     assert found["tokens"] <= 150
     assert found["reasons"]["1"] == "mentions 'INVOICE'"
     assert found["reasons"]["2"] == "mentions 'refund'"
     assert found["reasons"]["12"] == "among the most recent units that fit"
-    assert found["fixed"]["positions"] == [0, 11, 12, 13, 14, 15]
+    assert found["fixed"]["positions"] == [0, 1, 12, 13, 14, 15]
     # Case-sensitive "invoice" from [tool.ctxwindow] matches the question, not the answer.
     assert found["pyproject"] == [0, 1, 12, 13, 14, 15]
     (described,) = found["described"]
@@ -426,8 +428,9 @@ def test_broken_distribution_is_reported_and_the_others_still_load(venv: Venv) -
     found = json.loads(done.stdout.split(RESULT, 1)[1])
 
     assert found["names"] == ["fixed", "keywords"]
-    assert found["fixed"]["value"]["positions"] == [0, 11, 12, 13, 14, 15]
-    assert found["keywords"]["value"]["positions"] == [0, 2, 12, 13, 14, 15]
+    assert found["fixed"]["value"]["positions"] == [0, 1, 12, 13, 14, 15]
+    # the first user message (1) is the task statement, kept by the core
+    assert found["keywords"]["value"]["positions"] == [0, 1, 2, 12, 13, 14, 15]
 
     plugins = by_name(found["report"])
     assert {name: plugin["distribution"] for name, plugin in plugins.items()} == {
@@ -628,7 +631,7 @@ def test_duplicate_strategy_name_names_both_distributions(venv: Venv) -> None:
             assert repr(distribution) in error["message"]
         assert "CTXWINDOW_DISABLE_PLUGINS" in error["message"]
     # The clash is confined to its name: the other strategies, the dupe's own included.
-    assert found["latest"]["value"] == {"positions": [0, 15], "tokens": 27, "strategy": "latest"}
+    assert found["latest"]["value"] == {"positions": [0, 1, 15], "tokens": 42, "strategy": "latest"}
     assert found["keywords"]["value"]["positions"] == [0, 1, 12, 13, 14, 15]
 
     # Blocking either side resolves the clash to the other.
@@ -676,7 +679,7 @@ emit({"fixed": outcome(lambda: window_of("fixed")), "mine": outcome(lambda: wind
     )
     assert found["fixed"].get("error") == "DuplicateName", found["fixed"]
     assert {found["fixed"]["first"], found["fixed"]["second"]} == {"ctxwindow-fixed", "my-app"}
-    assert found["mine"]["value"]["positions"] == [0, 15]
+    assert found["mine"]["value"]["positions"] == [0, 1, 15]
 
 
 def test_plugin_registered_by_hand_after_first_use_is_seen(venv: Venv) -> None:
@@ -842,7 +845,7 @@ def test_faults_in_an_installed_plugin_are_named_by_its_distribution(venv: Venv)
     for name in ("faulty-sleeps", "faulty-blocks-io", "faulty-async-hangs"):
         recent = faults[name + ":recent"]["fault"]["value"]
         assert recent["strategy"] == name
-        assert recent["positions"] == [0, 11, 12, 13, 14, 15], "the host's recent window"
+        assert recent["positions"] == [0, 1, 12, 13, 14, 15], "the host's recent window"
     for name, outcome in faults.items():
-        assert outcome["fixed_after"]["value"]["positions"] == [0, 11, 12, 13, 14, 15], name
-        assert outcome["async_fixed_after"]["value"] == [0, 11, 12, 13, 14, 15], name
+        assert outcome["fixed_after"]["value"]["positions"] == [0, 1, 12, 13, 14, 15], name
+        assert outcome["async_fixed_after"]["value"] == [0, 1, 12, 13, 14, 15], name

@@ -28,7 +28,7 @@ from ctxwindow import Conversation, Strategy
 from ctxwindow.errors import InvalidOption, LLMNotConfigured
 from ctxwindow.testing import example_instances
 from ctxwindow.testing.checks import checked_outcome
-from ctxwindow.testing.conversations import AWKWARD_TEXTS, wild_histories
+from ctxwindow.testing.conversations import AWKWARD_TEXTS, agent_histories, wild_histories
 from ctxwindow.testing.pytest_plugin import examples_wanted, note_generated
 
 pytest_plugins = ["pytester"]
@@ -159,10 +159,28 @@ def test_generated_histories_keep_the_contract(name: str, request: pytest.Fixtur
     options = _options(name)
     built = [
         strategy
-        for oversize in ("raise", "truncate")
+        for oversize in ("cut", "raise", "truncate")
         for strategy in _build(name, **({"oversize": oversize} if "oversize" in options else {}))
     ]
     _check_generated(built, wild_histories(), _examples(request.config, name))
+
+
+@pytest.mark.parametrize("name", _installed())
+def test_generated_agent_loops_keep_the_current_turn(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    """Agent loops (parallel calls answered in any order, huge results, pending
+    exchanges): the oracle checks the must-keep tiers (the current turn whole when it
+    fits, else its newest exchange; the task statement); under oversize='cut' a pending
+    exchange whose call fits is never lost to a too-big result."""
+    options = _options(name)
+    policies = ("cut", "raise") if "oversize" in options else (None,)
+    built = [
+        strategy
+        for policy in policies
+        for strategy in _build(name, **({"oversize": policy} if policy else {}))
+    ]
+    _check_generated(built, agent_histories(), _examples(request.config, name))
 
 
 @pytest.mark.parametrize("name", _installed())

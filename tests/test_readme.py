@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ def test_readme_plugin_example_works_and_keeps_the_contract(readme_plugin) -> No
     for turn in range(30):
         messages.append({"role": "user", "content": f"Is number {turn} prime?"})
         messages.append({"role": "assistant", "content": "Let me think. " * 8})
+    messages.append({"role": "user", "content": "Is number 30 prime?"})  # the request to send
     window = ctxwindow.select(messages, budget=150, strategy="questions")
     kept_questions = [m for m in window.messages if m["role"] == "user"]
     assert len(kept_questions) > 5
@@ -56,3 +58,19 @@ def test_readme_plugin_example_works_and_keeps_the_contract(readme_plugin) -> No
     for case, conversation in battery().items():
         for budget in (30, 200, 5000):
             check_window(readme_plugin(), conversation, budget), case
+
+
+def test_the_strategy_table_shows_the_figures_in_docs_results() -> None:
+    """Every figure in the README's strategy table is read from docs/results (both
+    benchmarks), by docs_gen/readme_table.py; `nox -s eval` rewrites both."""
+    spec = importlib.util.spec_from_file_location(
+        "ctxwindow_docs_reference", ROOT / "docs_gen" / "reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    table = reference.readme_table()
+    assert table in README, "run: python docs_gen/readme_table.py (or nox -s eval)"
+    assert "LoCoMo evidence recall" in table and "next-action recall" in table
+    for name in ("fixed", "sliding", "semantic", "summarize"):
+        assert reference.result_rows(name) and reference.result_rows(name, "agent"), name

@@ -108,7 +108,7 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
     [
         (["--budget", "0"], "budget must be a positive int"),
         (["--budget", "100", "-o", "colour=red"], "unknown key(s) 'colour'"),
-        (["--budget", "100", "-o", "oversize=lots"], "must be one of 'raise', 'truncate'"),
+        (["--budget", "100", "-o", "oversize=lots"], "must be one of 'cut', 'truncate', 'raise'"),
         (["--budget", "100", "--counter", "nope"], "unknown token counter 'nope'"),
         (["--budget", "2"], "need"),
         ([], "pass --budget N"),

@@ -230,7 +230,11 @@ def test_unknown_key_from_a_file(tmp_path: Path) -> None:
         ("max_messages", True, "option 'max_messages' expects int | None, got bool True"),
         ("max_messages", -1, "option 'max_messages' must be >= 0, got -1"),
         ("oversize", 1, "option 'oversize' expects str, got int 1"),
-        ("oversize", "cut", "option 'oversize' must be one of 'raise', 'truncate', got 'cut'"),
+        (
+            "oversize",
+            "chop",
+            "option 'oversize' must be one of 'cut', 'truncate', 'raise', got 'chop'",
+        ),
         ("orphans", "ignore", "option 'orphans' must be one of 'raise', 'drop', got 'ignore'"),
     ],
 )

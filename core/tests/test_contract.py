@@ -451,10 +451,12 @@ def test_one_dict_twice_in_the_input() -> None:
     # the same prompt object asked twice: a window with only the newest is whole
     prompt = {"role": "user", "content": "again?"}
     repeated = [prompt, {"role": "assistant", "content": "long answer " * 30}, prompt]
-    window = Newest().select(repeated, 20)
+    window = Newest(task_statement=False).select(repeated, 20)
     assert window.messages == [prompt]
     assert [d.action for d in window.record.decisions] == ["dropped", "dropped", "kept"]
-    assert check_window(Newest(), repeated, 20) is not None
+    assert check_window(Newest(task_statement=False), repeated, 20) is not None
+    # with the task statement, the object's first position is kept too: two messages
+    assert Newest().select(repeated, 20).messages == [prompt, prompt]
 
 
 # -- the conformance suite's generated histories -----------------------------------------

@@ -23,7 +23,9 @@ def defects(history: History) -> list[tuple[int, int]]:
 
 
 def view(messages: list[Any], budget: int = 1000, query: str | None = None) -> History:
-    return Conversation(messages).view(APPROX, budget, query)
+    """The view of ``messages`` without the task statement tier, which, like the current
+    turn's, has its own tests (test_current_turn.py)."""
+    return Conversation(messages).view(APPROX, budget, query, task_statement=False)
 
 
 # -- units -----------------------------------------------------------------------------
@@ -193,13 +195,17 @@ def test_extend_equals_append() -> None:
 # -- must keep -------------------------------------------------------------------------
 def test_must_keep_system_developer_pinned_and_newest_user() -> None:
     history = view(SCRIPT)
+    turn = "current turn (after the newest user message)"
     assert history.must_keep == {
         0: "system message",
         1: "pinned",
         5: "newest user message",
         6: "developer message",
+        7: turn,  # the rest of the current turn fits: it stays whole
+        8: turn,
     }
     assert history.newest_user == 9
+    assert history.current_turn == range(5, 9)
 
 
 def test_newest_user_that_is_also_pinned_keeps_the_pinned_reason() -> None:
@@ -210,8 +216,9 @@ def test_newest_user_that_is_also_pinned_keeps_the_pinned_reason() -> None:
 def test_pinned_message_inside_a_tool_unit_keeps_the_whole_unit() -> None:
     pinned_result = {**result("c1"), "metadata": {"pinned": True}}
     history = view([user("a"), calls("c1"), pinned_result, assistant("b")])
-    assert history.must_keep == {1: "pinned", 0: "newest user message"}
-    assert list(history.must_keep) == [0, 1]  # sorted by unit
+    turn = "current turn (after the newest user message)"
+    assert history.must_keep == {1: "pinned", 0: "newest user message", 2: turn}
+    assert list(history.must_keep) == [0, 1, 2]  # sorted by unit
 
 
 def test_pinned_orphan_is_not_kept() -> None:

@@ -1,5 +1,7 @@
 """One visit end to end, through ctxwindow.select and Newest().select (the testing kit's
-reference strategy: the newest units that fit)."""
+reference strategy: the newest units that fit). These cases test that rule and the
+visit around it, so they run with ``task_statement`` off; the task statement and the
+current turn have their own tests (test_current_turn.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,11 @@ from ctxwindow import (
 )
 from ctxwindow.testing import assistant, calls, result, user
 from ctxwindow.testing.strategies import NEWEST as RECENT
-from ctxwindow.testing.strategies import OLDER, Newest
+from ctxwindow.testing.strategies import OLDER
+from ctxwindow.testing.strategies import Newest as TheNewest
+
+#: The options of every visit here: the newest-units rule alone, no task statement.
+PLAIN = {"task_statement": False}
 
 MARKER_TAIL = "characters cut by ctxwindow to fit the token budget]"
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
@@ -50,11 +56,15 @@ TOOL_UNIT = (4, 5, 6)
 
 
 def select(messages: Any, budget: int, **options: Any) -> Window[Any]:
-    return ctxwindow.select(messages, budget, "newest", **options)
+    return ctxwindow.select(messages, budget, "newest", **{**PLAIN, **options})
 
 
 async def aselect(messages: Any, budget: int, **options: Any) -> Window[Any]:
-    return await ctxwindow.aselect(messages, budget, "newest", **options)
+    return await ctxwindow.aselect(messages, budget, "newest", **{**PLAIN, **options})
+
+
+def Newest(**options: Any) -> TheNewest:
+    return TheNewest(**{**PLAIN, **options})
 
 
 def positions_of(window: Window[Any], messages: list[Any]) -> list[int]:
@@ -248,7 +258,7 @@ def test_input_is_never_modified() -> None:
     before = copy.deepcopy(messages)
     select(messages, 150, orphans="drop")
     select(messages, 100, orphans="drop", oversize="truncate")
-    Engages(orphans="drop").select(messages, 10_000)
+    Engages(orphans="drop", **PLAIN).select(messages, 10_000)
     asyncio.run(aselect(messages, 100, orphans="drop", oversize="truncate"))
     Conversation(messages[:2] + messages[3:]).view(ctxwindow.get_counter(), 10)
     with pytest.raises(OrphanToolResult):
@@ -415,7 +425,7 @@ def test_explain_lists_dropped_defects_in_position_order() -> None:
 
 
 # -- a strategy that engages within budget -------------------------------------------
-class Engages(Newest):
+class Engages(TheNewest):
     """Newest, but chooses even when everything fits: keeps the newest two units."""
 
     name = "engages"
@@ -433,8 +443,8 @@ class Engages(Newest):
 def test_a_strategy_that_engages_within_budget_chooses_though_everything_fits() -> None:
     messages = conversation()
     for window in (
-        Engages().select(messages, 10_000),
-        asyncio.run(Engages().aselect(messages, 10_000)),
+        Engages(**PLAIN).select(messages, 10_000),
+        asyncio.run(Engages(**PLAIN).aselect(messages, 10_000)),
     ):
         assert positions_of(window, messages) == [0, 3, 9, 10]
         assert window.record.engaged is True
@@ -507,7 +517,7 @@ def test_a_conversation_gives_the_same_window_as_the_list() -> None:
         assert summary(from_conversation) == summary(from_list)
         assert summary(Newest().select(conv, budget)) == summary(from_list)
         assert summary(asyncio.run(aselect(conv, budget))) == summary(from_list)
-    windower = ctxwindow.from_config({"strategy": "newest", "budget": 100})
+    windower = ctxwindow.from_config({"strategy": "newest", "budget": 100, **PLAIN})
     assert summary(windower.select(conv)) == summary(select(messages, 100))
 
 

@@ -72,12 +72,54 @@ def window_problems(
             open_unit = None
     if open_unit is not None:
         problems.append(f"unit {open_unit} is split: message {expected_next} is missing")
+    problems.extend(_placement_problems(history, positions, synthetic))
     for unit, reason in must_keep.items():
         if unit not in kept_units:
             problems.append(f"unit {unit} ({reason}) must be kept but was dropped")
     if limit is not None and tokens > limit:
         problems.append(f"window has {tokens} tokens, over the limit of {limit}")
     return problems, tokens
+
+
+def _placement_problems(
+    history: History, positions: Sequence[int | None], synthetic: Sequence[Message]
+) -> list[str]:
+    """A made message that says what it covers (``metadata.covers``: message ids, or
+    ``#position``) sits where that was: after no kept message newer than what it covers,
+    before none older."""
+    problems: list[str] = []
+    ids: dict[str, int] | None = None
+    made = iter(synthetic)
+    for index, position in enumerate(positions):
+        if position is not None:
+            continue
+        covers = next(made).metadata.get("covers")
+        if not isinstance(covers, (list, tuple)) or not covers:
+            continue
+        if ids is None:
+            ids = {}
+            for at in range(len(history)):
+                ids.setdefault(str(history.message_id(at)), at)
+        found = [_covered(ref, ids) for ref in covers]
+        covered = [p for p in found if p is not None]
+        if len(covered) < len(found):
+            continue  # refers to something else: nothing to hold it to
+        low, high = min(covered), max(covered)
+        before = [p for p in positions[:index] if p is not None and p > high]
+        after = [p for p in positions[index + 1 :] if p is not None and p < low]
+        if before or after:
+            where = f"after message {before[-1]}" if before else f"before message {after[0]}"
+            problems.append(
+                f"a made message covering messages {low}-{high} sits {where}: a summary "
+                f"goes where what it covers was"
+            )
+    return problems
+
+
+def _covered(ref: object, ids: dict[str, int]) -> int | None:
+    if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
+        return int(ref[1:])
+    return ids.get(str(ref))
 
 
 def _made_problems(message: Message) -> list[str]:

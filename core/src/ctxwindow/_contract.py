@@ -33,7 +33,8 @@ class Strategy(Protocol):
     Optional members, with the runner's default when absent: ``requires_llm`` (False),
     ``overhead_tokens`` (0: tokens the window costs beyond its messages, taken off the
     budget), ``options`` (a mapping; the runner reads ``oversize``, ``orphans``,
-    ``time_limit`` and ``on_timeout``, each defaulting as in :data:`COMMON_OPTIONS`),
+    ``task_statement``, ``time_limit`` and ``on_timeout``, each defaulting as in
+    :data:`COMMON_OPTIONS`),
     ``async achoose(history)`` (awaited by ``aselect`` instead of running ``choose``),
     ``engages_within_budget(history)`` (False: a history that fits is returned whole),
     and ``transform(history)`` (a choice that may leave the window over budget, for a
@@ -78,10 +79,13 @@ ON_TIMEOUT = Option(
 OVERSIZE = Option(
     "oversize",
     str,
-    "raise",
-    "When the messages that must be kept exceed the budget: 'raise' BudgetTooSmall, "
-    "or 'truncate' the newest user message's text with a visible marker.",
-    choices=("raise", "truncate"),
+    "cut",
+    "When the messages that must be kept exceed the budget: 'cut' the largest tool "
+    "results of the current turn (head and tail kept, with a visible marker) so that "
+    "they leave older context a quarter of the budget, else raise BudgetTooSmall; "
+    "'truncate': the same, then cut the newest user message's text too; 'raise' "
+    "BudgetTooSmall, naming the biggest message.",
+    choices=("cut", "truncate", "raise"),
 )
 ORPHANS = Option(
     "orphans",
@@ -91,8 +95,15 @@ ORPHANS = Option(
     "OrphanToolResult, or 'drop' those messages and say so in the record.",
     choices=("raise", "drop"),
 )
+TASK_STATEMENT = Option(
+    "task_statement",
+    bool,
+    True,
+    "Keep the first user message (an agent's task) whenever it fits after the current "
+    "turn and costs at most a quarter of the budget; the record says so.",
+)
 #: The options the runner reads from every strategy (BaseStrategy declares them all).
-COMMON_OPTIONS: tuple[Option, ...] = (OVERSIZE, ORPHANS, TIME_LIMIT, ON_TIMEOUT)
+COMMON_OPTIONS: tuple[Option, ...] = (OVERSIZE, ORPHANS, TASK_STATEMENT, TIME_LIMIT, ON_TIMEOUT)
 _DEFAULTS = {option.name: option.default for option in COMMON_OPTIONS}
 
 

@@ -23,6 +23,16 @@ from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
 T = TypeVar("T")
 
 NOT_UNIT = -1
+#: Why a unit must stay, for the units the runner adds to the instructions and pins.
+NEWEST_USER = "newest user message"
+CURRENT_TURN = "current turn (after the newest user message)"
+NEWEST_EXCHANGE = "newest exchange of the current turn"
+TASK_STATEMENT = "task statement (the first user message)"
+#: The task statement is kept when it costs at most 1/TASK_SHARE of the budget.
+TASK_SHARE = 4
+#: The most of an agent's current turn the query reads (characters): long tool output
+#: would otherwise make every visit's query as long as the turn.
+AGENT_QUERY_CHARS = 32_000
 #: Reading or counting more messages than this at once runs with the cyclic garbage
 #: collector paused: the objects made are acyclic, and on 100k messages its passes over
 #: them cost about a third of a cold visit.
@@ -63,6 +73,8 @@ class Conversation:
         self._open_pending: set[str] = set()
         self._kept_always: list[int] = []  # positions of system, developer, pinned
         self._newest_user: int | None = None
+        self._first_user: int | None = None  # the task statement
+        self._calls_tools = False  # an agent's history: some assistant message calls tools
         self._sums: dict[int, tuple[object, list[int]]] = {}  # by id of the exact counter
         self.extend(messages)
 
@@ -90,10 +102,15 @@ class Conversation:
                 parsed = [read_message(entry, start + i) for i, entry in enumerate(entries)]
             for position, message in enumerate(parsed, start):
                 self._group(position, message)
-                if message.role in INSTRUCTION_ROLES or message.pinned:
+                # an instruction stays; a made one (an earlier visit's summary) is content
+                if (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned:
                     self._kept_always.append(position)
+                if message.tool_calls:
+                    self._calls_tools = True
                 if message.role == "user":
                     self._newest_user = position
+                    if self._first_user is None:
+                        self._first_user = position
             self._originals.extend(entries)
             self._messages.extend(parsed)
 
@@ -146,8 +163,17 @@ class Conversation:
                     sums.append(total)
             return sums
 
-    def view(self, counter: TokenCounter, budget: int, query: str | None = None) -> History:
-        """A consistent snapshot for one visit, counted with ``counter``."""
+    def view(
+        self,
+        counter: TokenCounter,
+        budget: int,
+        query: str | None = None,
+        *,
+        task_statement: bool = True,
+    ) -> History:
+        """A consistent snapshot for one visit, counted with ``counter``; with
+        ``task_statement``, the first user message is kept whenever it fits (see
+        :attr:`History.must_keep`)."""
         with self._lock:
             size = len(self._messages)
             defects = list(self._defects)
@@ -161,6 +187,8 @@ class Conversation:
                 defects=tuple(defects),
                 kept_always=tuple(self._kept_always),
                 newest_user=self._newest_user,
+                task=self._first_user if task_statement else None,
+                agent=self._calls_tools,
                 counter=counter,
                 budget=budget,
                 query=query,
@@ -210,6 +238,8 @@ class History:
         defects: tuple[Defect, ...],
         kept_always: tuple[int, ...],
         newest_user: int | None,
+        task: int | None,
+        agent: bool,
         counter: TokenCounter,
         budget: int,
         query: str | None,
@@ -229,6 +259,19 @@ class History:
         self.messages: Sequence[Message] = _Snapshot(size, self._message)
         self.units: Sequence[Unit] = _Snapshot(unit_count, self._unit)
         self.newest_user = newest_user
+        first = self.unit_of(newest_user) if newest_user is not None else None
+        #: The current turn: the newest user message's unit and every unit after it (the
+        #: assistant's tool calls and their results in progress); empty with no user message.
+        self.current_turn = (
+            range(unit_count, unit_count) if first is None else range(first, unit_count)
+        )
+        #: The task statement's unit (the first user message), whether or not it is kept;
+        #: None with no user message or when the ``task_statement`` option is off. A
+        #: strategy that scores units gives it a protected place.
+        self.task_unit = self.unit_of(task) if task is not None else None
+        #: Whether this is an agent's history: an assistant message in it calls tools.
+        #: Scorers weigh what an agent's next step needs (identifiers) in such histories.
+        self.agent = agent
         self._must_keep = MappingProxyType(self._find_must_keep(kept_always, newest_user))
 
     # -- reading -----------------------------------------------------------------
@@ -280,7 +323,14 @@ class History:
 
     @property
     def must_keep(self) -> Mapping[int, str]:
-        """The units that must stay, by unit, with why (read-only, sorted by unit)."""
+        """The units that must stay, by unit, with why (read-only, sorted by unit).
+
+        In order: system, developer and pinned messages and the newest user message;
+        then the rest of the current turn when it fits in what they leave, else its
+        newest tool exchange (the one the model is waiting on) alone; then the task
+        statement (the first user message) when it fits in what is left and costs at
+        most a quarter of the budget.
+        """
         return self._must_keep
 
     @property
@@ -289,12 +339,28 @@ class History:
 
     @property
     def effective_query(self) -> str:
-        """The query, else the newest user message's text, else the empty string."""
+        """What the next message answers: the query given, else the newest user message's
+        text, else the empty string. In an agent's history, the whole current turn (the
+        request, then the calls and results since, newest last, up to AGENT_QUERY_CHARS):
+        the agent's next step follows from the results as much as from the request."""
         if self.query is not None:
             return self.query
         if self.newest_user is None:
             return ""
-        return self._message(self.newest_user).text
+        request = self._message(self.newest_user).text
+        if not self.agent:
+            return request
+        since: list[str] = []
+        room = AGENT_QUERY_CHARS - len(request)
+        for position in range(len(self.messages) - 1, self.newest_user, -1):
+            message = self._message(position)
+            calls = " ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+            text = f"{message.text} {calls}".strip()
+            since.append(text[:room])
+            room -= len(text)
+            if room <= 0:
+                break
+        return "\n".join([request, *reversed(since)])
 
     @property
     def conversation(self) -> Conversation:
@@ -326,8 +392,30 @@ class History:
         if newest_user is not None:
             unit = self.unit_of(newest_user)
             if unit is not None and unit not in reasons:
-                reasons[unit] = "newest user message"
+                reasons[unit] = NEWEST_USER
+        room = self.budget - sum(self.unit_tokens(unit) for unit in reasons)
+        turn = [unit for unit in self.current_turn if unit not in reasons]
+        if turn and sum(self.unit_tokens(unit) for unit in turn) <= room:
+            reasons.update((unit, CURRENT_TURN) for unit in turn)
+        else:  # the newest exchange, unless it is kept already (pinned, say)
+            units = reversed(self.current_turn)
+            exchange = next((unit for unit in units if self._is_exchange(unit)), None)
+            if exchange is not None and exchange not in reasons:
+                reasons[exchange] = NEWEST_EXCHANGE
+        room = self.budget - sum(self.unit_tokens(unit) for unit in reasons)
+        unit = self.task_unit
+        if unit is not None and unit not in reasons:
+            cost = self.unit_tokens(unit)
+            if cost <= room and cost <= self.budget // TASK_SHARE:
+                reasons[unit] = TASK_STATEMENT
         return dict(sorted(reasons.items()))
+
+    def _is_exchange(self, unit: int) -> bool:
+        """Whether a unit holds a tool call or result (a reply in words is not one: the
+        model waits on no reply)."""
+        return any(
+            self._message(p).tool_calls or self._message(p).role == "tool" for p in self.span(unit)
+        )
 
     def _replace(self, position: int, message: Message) -> None:
         """Stand ``message`` in for the one at ``position``: the host's truncation of the

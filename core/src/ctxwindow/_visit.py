@@ -22,7 +22,7 @@ from ctxwindow._checker import (
     window_problems,
 )
 from ctxwindow._contract import common_option, overhead_problem
-from ctxwindow._history import Conversation, History
+from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
 from ctxwindow._messages import ContentPart, Message
 from ctxwindow._selection import Selection
 from ctxwindow._window import Decision, Window, WindowRecord, decisions_from
@@ -33,6 +33,16 @@ if TYPE_CHECKING:
     from ctxwindow._windower import Windower
 
 TRUNCATION_MARKER = "\n[... {removed} characters cut by ctxwindow to fit the token budget]"
+#: Between the head and the tail of a tool result the runner cut (the current turn's,
+#: when what must stay exceeds the budget).
+TOOL_CUT_MARKER = (
+    "\n[... {removed} characters cut by ctxwindow from this tool result to fit the token "
+    "budget; the whole result is in the history you passed ...]\n"
+)
+#: A cut current turn leaves older context 1/OLDER_SHARE of the budget, when it can.
+OLDER_SHARE = 4
+#: Below this many tokens a cut tool result is little more than its marker.
+MIN_CUT_TOKENS = 64
 #: The reason for each unit the runner keeps when a strategy ran out of time.
 RECENT_REASON = "among the newest units that fit (the strategy ran out of time)"
 OLDER_REASON = "outside the newest units that fit (the strategy ran out of time)"
@@ -98,7 +108,10 @@ class Visit:
         self.counter = windower.counter
         self.limit = self._limit()
         conversation = messages if isinstance(messages, Conversation) else Conversation(messages)
-        self.history: History = conversation.view(self.counter, self.limit, query)
+        task = bool(common_option(self.strategy, "task_statement"))
+        self.history: History = conversation.view(
+            self.counter, self.limit, query, task_statement=task
+        )
         #: What must stay, copied before the strategy runs: the check trusts this alone.
         self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
         #: The runner's own stand-ins (a cut newest user message), by position.
@@ -163,13 +176,21 @@ class Visit:
         )
 
     def apply_oversize_policy(self) -> None:
+        """What must stay exceeds the budget: cut the current turn's tool results (unless
+        ``oversize='raise'``), then the newest user message (``'truncate'``), else raise
+        BudgetTooSmall naming the biggest message that must stay."""
         history = self.history
+        if history.must_keep_tokens <= self.limit:
+            return
+        policy = common_option(self.strategy, "oversize")
+        if policy != "raise":
+            self._cut_tool_results()
         needed = history.must_keep_tokens
         if needed <= self.limit:
             return
         newest = history.newest_user
-        if common_option(self.strategy, "oversize") != "truncate" or newest is None:
-            raise BudgetTooSmall(needed, self.limit)
+        if policy != "truncate" or newest is None:
+            raise BudgetTooSmall(needed, self.limit, biggest=self._biggest())
         message = history.messages[newest]
         room = history.tokens(newest) - (needed - self.limit)
         # drafts are counted past the cache, so that they do not crowd it
@@ -180,6 +201,7 @@ class Visit:
                 self.limit,
                 "shorten the system or pinned messages: even cut to nothing, the newest "
                 "user message leaves them over budget",
+                biggest=self._biggest(),
             )
         history._replace(newest, replacement)
         self.replaced[newest] = replacement
@@ -188,15 +210,77 @@ class Visit:
             f"{len(replacement.text)} characters to fit the budget"
         )
 
+    def _cut_tool_results(self) -> None:
+        """Cut the current turn's must-keep tool results, the largest first, to one
+        common size that leaves older context its share of the budget (all of what is
+        left when that share cannot be spared); each keeps its head and tail."""
+        history = self.history
+        turn = [unit for unit in history.current_turn if unit in history.must_keep]
+        results = [
+            position
+            for unit in turn
+            for position in history.span(unit)
+            if history.messages[position].role == "tool"
+        ]
+        if not results:
+            return
+        sizes = {position: history.tokens(position) for position in results}
+        others = history.must_keep_tokens - sum(sizes.values())
+        room = self.limit - others - self.limit // OLDER_SHARE
+        if room < len(results) * MIN_CUT_TOKENS:
+            room = self.limit - others
+        level = _water_level(sorted(sizes.values()), room)
+        for position in results:
+            if sizes[position] <= level:
+                continue
+            message = history.messages[position]
+            cut = _truncate(message, level, self.counter.count_uncached, tail=True)
+            if cut is None:
+                return  # not even the marker fits: BudgetTooSmall names the biggest
+            history._replace(position, cut)
+            self.replaced[position] = cut
+            call = message.tool_call_id
+            self.notes.append(
+                f"cut the tool result of message {position} (call {call!r}) from "
+                f"{sizes[position]:,} to {history.tokens(position):,} tokens to fit the budget, "
+                f"its head and tail kept; the whole result is in the history you passed"
+            )
+
+    def _biggest(self) -> str:
+        """The biggest message that must stay, said for BudgetTooSmall."""
+        history = self.history
+        positions = [p for unit in history.must_keep for p in history.span(unit)]
+        position = max(positions, key=history.tokens)
+        message = history.messages[position]
+        what = (
+            f"the tool result for call {message.tool_call_id!r}"
+            if message.role == "tool"
+            else f"a {message.role} message"
+        )
+        return f"message {position}, {what}, {history.tokens(position):,} tokens"
+
     # -- after -------------------------------------------------------------------
     def finish(self, selection: object) -> Window[Any]:
         history = self.history
         chosen = self._chosen(selection)
+        cut: dict[int, str] = {}
         for position in self.replaced:
             unit = history.unit_of(position)
             if unit is not None and unit in chosen.kept:
-                chosen.actions[unit] = "truncated"
-                chosen.reasons[unit] = f"{chosen.reason(unit)}; text cut to fit the budget"
+                tool = history.messages[position].role == "tool"
+                cut[unit] = "tool result cut" if tool else "text cut"
+        for unit, what in cut.items():
+            chosen.actions[unit] = "truncated"
+            chosen.reasons[unit] = f"{chosen.reason(unit)}; {what} to fit the budget"
+        gone = [unit for unit in history.current_turn if unit not in chosen.kept]
+        if gone:
+            first, last = history.span(gone[0]).start, history.span(gone[-1]).stop - 1
+            stayed = NEWEST_EXCHANGE in history.must_keep.values()
+            self.notes.append(
+                f"the current turn is bigger than the budget: {len(gone)} of its "
+                f"unit(s) went (messages {first}-{last})"
+                + (", its newest exchange stayed" if stayed else "")
+            )
         for position, message in chosen.stand_ins.items():  # checked: counted from here on
             history._replace(position, message)
             chosen.actions[history.unit_of(position)] = "replaced"  # type: ignore[index]
@@ -370,8 +454,13 @@ def _output(
         elif position in replacements:
             original = history.original(position)
             replacement = replacements[position]
+            if replacement.role == "tool":  # a cut tool result says which one it is
+                metadata = {**replacement.metadata, "stands_in_for": position}
+                replacement = dataclasses.replace(replacement, metadata=metadata)
             if isinstance(original, Message):
                 output.append(replacement)
+            elif replacement.role == "tool":
+                output.append({**original, **_content_and_metadata(replacement)})
             else:
                 output.append({**original, "content": replacement.to_dict()["content"]})
         else:
@@ -379,15 +468,40 @@ def _output(
     return output
 
 
-def _truncate(message: Message, room: int, count: Callable[[Message], int]) -> Message | None:
-    """The longest head of the message's text, with a marker, that costs <= ``room``."""
+def _content_and_metadata(message: Message) -> dict[str, Any]:
+    as_dict = message.to_dict()
+    return {"content": as_dict["content"], "metadata": as_dict["metadata"]}
+
+
+def _water_level(sizes: Sequence[int], room: int) -> int:
+    """The size every item above it is cut to, so that ``sizes`` (ascending) fit ``room``."""
+    left = room
+    for index, size in enumerate(sizes):
+        share = left // (len(sizes) - index)
+        if size > share:
+            return share
+        left -= size
+    return sizes[-1] if sizes else 0
+
+
+def _truncate(
+    message: Message, room: int, count: Callable[[Message], int], tail: bool = False
+) -> Message | None:
+    """The longest head of the message's text (with ``tail``: head and tail, a third of
+    what is kept from the end), with a marker, that costs <= ``room``."""
     text = message.text
     others: tuple[ContentPart, ...] = ()
     if isinstance(message.content, tuple):
         others = tuple(part for part in message.content if part.text is None)
 
     def cut(keep: int) -> Message:
-        marked = text[:keep] + TRUNCATION_MARKER.format(removed=len(text) - keep)
+        removed = len(text) - keep
+        if tail:
+            end = keep // 3
+            marker = TOOL_CUT_MARKER.format(removed=removed)
+            marked = text[: keep - end] + marker + (text[len(text) - end :] if end else "")
+        else:
+            marked = text[:keep] + TRUNCATION_MARKER.format(removed=removed)
         content: Any = (ContentPart("text", marked), *others) if others else marked
         metadata = {**message.metadata, "truncated": True}
         return dataclasses.replace(message, content=content, metadata=metadata)

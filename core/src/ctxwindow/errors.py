@@ -102,17 +102,23 @@ class DuplicateName(CtxWindowError, LookupError):
 
 
 class BudgetTooSmall(CtxWindowError, ValueError):
-    """The messages that must be kept (system, pinned, newest user) exceed the budget."""
+    """The messages that must be kept (system, pinned, the newest user message, the
+    current turn's newest exchange) exceed the budget; names the biggest of them."""
 
-    def __init__(self, needed: int, budget: int, detail: str = "") -> None:
+    def __init__(
+        self, needed: int, budget: int, detail: str = "", biggest: str | None = None
+    ) -> None:
         self.needed = needed
         self.budget = budget
+        self.biggest = biggest
         advice = detail or (
             "pass oversize='truncate' to cut the newest user message's text with a marker"
         )
+        named = f"; the biggest is {biggest}" if biggest else ""
         super().__init__(
-            f"the messages that must be kept (system, pinned, newest user) need {needed} "
-            f"tokens but the budget leaves {budget}; raise the budget, or {advice}"
+            f"the messages that must be kept (system, pinned, newest user, the current "
+            f"turn's newest exchange) need {needed} tokens but the budget leaves "
+            f"{budget}{named}; raise the budget, or {advice}"
         )
 
 

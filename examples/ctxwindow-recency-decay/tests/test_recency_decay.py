@@ -28,8 +28,9 @@ def test_without_keywords_it_keeps_the_newest_units() -> None:
     messages = chat(12)
     window = RecencyDecay().select(messages, 120)
     kept = [messages.index(m) for m in window.messages]
-    assert kept[0] == 0
-    assert kept[1:] == list(range(kept[1], len(messages)))  # a recent run, no gap
+    assert kept[:2] == [0, 1]  # the system message and the task statement (first user message)
+    assert kept[2:] == list(range(kept[2], len(messages)))  # then a recent run, no gap
+    assert kept[2] > 2
 
 
 def test_a_keyword_keeps_an_old_unit_the_recent_ones_would_push_out() -> None:

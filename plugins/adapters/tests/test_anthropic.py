@@ -250,9 +250,10 @@ def test_sdk_content_blocks_come_back_as_themselves(server) -> None:
 def test_user_first_removes_leading_assistant_turns() -> None:
     messages = history(4)
     counter = get_counter("approx")
-    free = adapter.select(messages, 260, user_first=False, counter=counter)
+    plain = {"counter": counter, "task_statement": False}  # the first user message may go
+    free = adapter.select(messages, 260, user_first=False, **plain)
     assert free.messages[0]["role"] == "assistant"  # what Anthropic's own API accepts
-    window = adapter.select(messages, 260, counter=counter)
+    window = adapter.select(messages, 260, **plain)
     first = window.messages[0]
     assert first["role"] == "user" and isinstance(first["content"], str)
     removed = len(free.messages) - len(window.messages)
@@ -335,3 +336,26 @@ class TestConformance(AdapterConformance):
 
     def options(self) -> dict[str, Any]:
         return {"system": SYSTEM}
+
+
+def test_a_tool_result_too_big_for_the_budget_comes_back_cut_in_its_own_block() -> None:
+    log = "HEAD of the log\n" + "step passed\n" * 1500 + "TAIL: failed"
+    messages = [
+        {"role": "user", "content": "Summarize the log of build 7714."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "log", "input": {"b": 7714}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": log}]},
+    ]
+    before = copy.deepcopy(messages)
+    window = adapter.select(messages, 500, "fixed", system="Be brief.")
+    assert messages == before
+    check_valid(window.messages)
+    assert window.messages[:2] == messages[:2] and window.messages[1] is messages[1]
+    (block,) = window.messages[2]["content"]
+    assert block["type"] == "tool_result" and block["tool_use_id"] == "t1"
+    assert block["content"].startswith("HEAD of the log") and block["content"].endswith("failed")
+    assert "characters cut by ctxwindow from this tool result" in block["content"]
+    assert [d.action for d in window.record.decisions][-1] == "truncated"
+    assert window.record.notes[0].startswith("cut the tool result of message 2")

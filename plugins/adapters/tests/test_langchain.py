@@ -126,8 +126,10 @@ def test_trim_messages_runnable_in_a_chain_with_a_real_chat_model(strategy: str)
     check_valid(sent)
     made = [m for m in sent if not any(m is o for o in messages)]
     if strategy == "summarize":
-        assert made and isinstance(made[0], SystemMessage)  # right after the system message
-        assert sent.index(made[0]) == 1
+        # where what it covers was: after the system message and the task statement (the
+        # first human message), so a HumanMessage, which every chat model accepts there
+        assert made and isinstance(made[0], HumanMessage)
+        assert sent[1] is messages[1] and sent.index(made[0]) == 2
         assert made[0].response_metadata["ctxwindow"]["synthetic"] is True
         assert made[0].response_metadata["ctxwindow"]["covers"]
     else:
@@ -192,7 +194,8 @@ def test_start_on_and_end_on() -> None:
 def test_start_on_updates_the_record() -> None:
     messages = history()
     counter = get_counter("approx")
-    windower = adapter.windower_for(None, "fixed", 300, counter, {})
+    plain_options = {"task_statement": False}  # the window may open on an AI message
+    windower = adapter.windower_for(None, "fixed", 300, counter, plain_options)
     trimmed = adapter.Call(
         windower,
         adapter.read_messages(messages),
@@ -201,7 +204,7 @@ def test_start_on_updates_the_record() -> None:
             lambda window: adapter._bounds(window, start_on=("human",), end_on=()), "start_on"
         ),
     ).select()
-    plain = adapter.select(messages, 300, counter=counter)
+    plain = adapter.select(messages, 300, counter=counter, **plain_options)
     removed = len(plain) - len(trimmed)
     assert removed > 0
     assert trimmed.record.messages_after == len(trimmed)
@@ -338,3 +341,21 @@ class TestConformance(AdapterConformance):
 
     def check_valid(self, items: Any) -> None:
         check_valid(items)
+
+
+def test_a_tool_result_too_big_for_the_budget_comes_back_as_a_cut_tool_message() -> None:
+    messages = history(2)[:-1]
+    log = "HEAD\n" + "step passed\n" * 1500 + "TAIL"
+    messages += [
+        HumanMessage("Summarize the build log.", id="ask"),
+        AIMessage("", id="call", tool_calls=[{"name": "log", "args": {}, "id": "L"}]),
+        ToolMessage(log, tool_call_id="L", id="log", artifact={"build": 7714}),
+    ]
+    window = adapter.select(messages, 400, "fixed")
+    check_valid(window.messages)
+    cut = window.messages[-1]
+    assert isinstance(cut, ToolMessage) and cut is not messages[-1]
+    assert cut.tool_call_id == "L" and cut.id == "log" and cut.artifact == {"build": 7714}
+    assert cut.content.startswith("HEAD") and cut.content.endswith("TAIL")
+    assert "characters cut by ctxwindow from this tool result" in cut.content
+    assert window.messages[-2] is messages[-2]

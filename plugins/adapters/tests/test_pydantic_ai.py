@@ -92,6 +92,10 @@ def test_select_round_trip() -> None:
     window = adapter.select(messages, 400, counter=counter)
     assert messages == before
     assert len(messages) == 41
+    assert window.messages[0] is messages[0]  # the system prompt and the task statement
+    # Without the task statement, the first request loses its user prompt: a copy of it
+    # holds the system part alone.
+    window = adapter.select(messages, 400, counter=counter, task_statement=False)
     kept = window.messages
     check_valid(kept)
     first = kept[0]
@@ -308,7 +312,9 @@ class ShortensTheFirstQuestion(ctxwindow.BaseStrategy):
 def test_a_stand_in_for_part_of_a_request_replaces_only_that_part() -> None:
     messages = history(3)
     before = copy.deepcopy(messages)
-    window = adapter.select(messages, 10_000, ShortensTheFirstQuestion())
+    # the task statement off: kept by rule, the first question could not be replaced
+    strategy = ShortensTheFirstQuestion(task_statement=False)
+    window = adapter.select(messages, 10_000, strategy)
     assert messages == before
     first, *rest = window.messages
     assert all(m is o for m, o in zip(rest, messages[1:], strict=True))

@@ -132,8 +132,8 @@ class SummarizeOld(BaseStrategy):
         summary = Message(
             "system", f"Summary: {text}", metadata={"synthetic": True, "covers": covered}
         )
-        if history.counter.count_message(summary) <= history.budget // 2:
-            selection.add_synthetic(summary, before_unit=0)
+        if older and history.counter.count_message(summary) <= history.budget // 2:
+            selection.add_synthetic(summary, before_unit=older[0])  # where what it covers was
         return selection
 
 

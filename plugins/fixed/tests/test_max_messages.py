@@ -1,7 +1,8 @@
 """fixed's ``max_messages``: "At most this many messages besides the system and pinned
 ones (whole units only); the newest user message is always kept and counts toward it.
 Applies even when everything fits the budget." (The cases the core's visit tests ran
-on ``fixed`` before the core's tests stood on their own.)"""
+on ``fixed`` before the core's tests stood on their own; with ``task_statement`` off, so
+that the first user message is not kept besides.)"""
 
 from __future__ import annotations
 
@@ -45,28 +46,28 @@ def positions_of(window: Window[Any], messages: list[Any]) -> list[int]:
 
 def test_max_messages_over_budget() -> None:
     messages = conversation()
-    window = ctxwindow.select(messages, 100, max_messages=2)
+    window = ctxwindow.select(messages, 100, task_statement=False, max_messages=2)
     assert positions_of(window, messages) == [0, 3, 9, 10]  # 9 and the newest user
     reasons = [d.reason for d in window.record.decisions]
     assert reasons[6] == "beyond max_messages=2"
     assert reasons[7] == RECENT
     assert reasons[8] == "newest user message"
     # whole units only: the 3-message tool unit does not fit in the 1 left
-    window = ctxwindow.select(messages, 110, max_messages=5)
+    window = ctxwindow.select(messages, 110, task_statement=False, max_messages=5)
     assert positions_of(window, messages) == [0, 3, 7, 8, 9, 10]
     assert window.record.decisions[4].reason == "beyond max_messages=5"
     assert window.record.decisions[4].action == "dropped"
     # the newest user message stays even with a cap of 0
-    window = FixedWindow(max_messages=0).select(messages, 110)
+    window = FixedWindow(task_statement=False, max_messages=0).select(messages, 110)
     assert positions_of(window, messages) == [0, 3, 10]
 
 
 def test_max_messages_applies_when_the_budget_is_large() -> None:
     messages = conversation()
     for window in (
-        ctxwindow.select(messages, 10_000, max_messages=2),
-        FixedWindow(max_messages=2).select(messages, 10_000),
-        asyncio.run(ctxwindow.aselect(messages, 10_000, max_messages=2)),
+        ctxwindow.select(messages, 10_000, task_statement=False, max_messages=2),
+        FixedWindow(task_statement=False, max_messages=2).select(messages, 10_000),
+        asyncio.run(ctxwindow.aselect(messages, 10_000, task_statement=False, max_messages=2)),
     ):
         assert positions_of(window, messages) == [0, 3, 9, 10]
         assert window.record.engaged is True
@@ -77,7 +78,7 @@ def test_max_messages_applies_when_the_budget_is_large() -> None:
 def test_max_messages_caps_the_window_whatever_the_budget(cap: int) -> None:
     messages = conversation()
     for budget in (TOTAL - 1, TOTAL, 10_000):
-        window = ctxwindow.select(messages, budget, max_messages=cap)
+        window = ctxwindow.select(messages, budget, task_statement=False, max_messages=cap)
         kept = positions_of(window, messages)
         capped = [p for p in kept if p not in (0, 3)]  # besides system and pinned
         assert 10 in capped
@@ -93,7 +94,7 @@ def test_max_messages_equal_to_the_count_without_newest_user() -> None:
         assistant("b" * 40),
         user("c" * 40),
     ]
-    tight = ctxwindow.select(messages, 8 + 13 * 3 - 1, max_messages=2)
+    tight = ctxwindow.select(messages, 8 + 13 * 3 - 1, task_statement=False, max_messages=2)
     assert positions_of(tight, messages) == [0, 2, 3]
-    roomy = ctxwindow.select(messages, 10_000, max_messages=2)
+    roomy = ctxwindow.select(messages, 10_000, task_statement=False, max_messages=2)
     assert positions_of(roomy, messages) == [0, 2, 3]

@@ -131,8 +131,14 @@ def test_alone_it_drops_the_oldest_units_when_clearing_is_not_enough() -> None:
         d.reason == "outside the most recent units that fit once tool outputs were cleared"
         for d in dropped
     )
-    # dropped from the oldest on: every dropped unit is older than every kept or cleared one
-    others = [d.unit for d in record.decisions if d.action != "dropped" and d.unit > 0]
+    # dropped from the oldest on: every dropped unit is older than every kept or cleared one,
+    # the must-keep units (system message, task statement, current turn) aside
+    must_keep = ("system message", "task statement", "newest user message", "current turn")
+    kept_by_rule = {d.unit for d in record.decisions if d.reason.startswith(must_keep)}
+    assert 1 in kept_by_rule  # the task statement: the first user message
+    others = [
+        d.unit for d in record.decisions if d.action != "dropped" and d.unit not in kept_by_rule
+    ]
     assert others
     assert max(d.unit for d in dropped) < min(others)
     assert cleared(window)  # and it still cleared

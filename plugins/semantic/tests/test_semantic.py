@@ -271,4 +271,39 @@ def test_without_a_query_newer_units_count_for_more() -> None:
     messages[-1] = {"role": "user", "content": "   ", "id": "last"}
     window = SemanticWindow(cache="memory", recent_share=0.0).select(messages, 200)
     kept = [messages.index(m) for m in window.messages]
-    assert kept[1:] == list(range(kept[1], len(messages)))  # the newest run, no gap
+    assert kept[1] == 1  # the task statement: the first user message
+    assert kept[2:] == list(range(kept[2], len(messages)))  # then the newest run, no gap
+
+
+def booking_agent() -> list[dict[str, Any]]:
+    """An agent's history: an early profile lookup holds the ids a late step needs, a
+    long task statement, then chatter; the question shares no word with the lookup."""
+    profile = (
+        '{"user_id": "mia_li_3668", "payment_methods": ["certificate_7504069", '
+        '"credit_card_4421486"], "reservations": ["ZFA04Y", "XEWRD9"]}'
+    )
+    call = {"id": "p", "type": "function", "function": {"name": "profile", "arguments": "{}"}}
+    task = "I need to rebook a trip for my mother and me. " * 6
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an airline agent."},
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "p", "content": profile},
+    ]
+    for turn in range(12):
+        messages.append({"role": "user", "content": f"Let me think about flights, part {turn}."})
+        messages.append({"role": "assistant", "content": f"Sure, take your time ({turn})."})
+    messages.append({"role": "user", "content": "Please go ahead with the flight change now."})
+    return messages
+
+
+def test_in_an_agent_history_identifiers_and_the_task_statement_rank_first() -> None:
+    messages = booking_agent()
+    window = SemanticWindow(cache="memory").select(messages, 240)
+    reasons = {d.positions[0]: d.reason for d in window.record.decisions}
+    # the task statement is over a quarter of the budget: ranked first, not kept by rule
+    assert reasons[1] == "task statement (ranked first among older units)"
+    assert messages[3] in window.messages and "adds" in reasons[2]
+    plain = SemanticWindow(cache="memory", identifier_weight=0, task_statement=False)
+    window = plain.select(messages, 240)
+    assert messages[1] not in window.messages and messages[3] not in window.messages

@@ -77,7 +77,8 @@ def uniform(units: int) -> list[dict[str, Any]]:
 def test_important_units_stay_within_their_share_and_the_recent_run_fills_the_rest() -> None:
     messages = uniform(60)
     for share in (0.3, 0.5, 0.8):
-        window = SlidingWindow(important_share=share).select(messages, 400)
+        # the task statement off: every older unit here competes on its score alone
+        window = SlidingWindow(important_share=share, task_statement=False).select(messages, 400)
         record = window.record.decisions
         assert {d.tokens for d in record[1:-1]} == {13}
         room = 400 - record[0].tokens - record[-1].tokens
@@ -104,14 +105,14 @@ def test_room_the_important_units_leave_extends_the_recent_run() -> None:
     window = SlidingWindow(important_share=share).select(messages, budget)
     record = window.record.decisions
     important = [d for d in record if d.action == "kept" and d.reason.startswith("important")]
-    assert [d.positions for d in important] == [(1,)]  # the opening message only
+    assert important == []  # nothing matches; the opening message is kept as the task statement
+    assert decision(window, 1).reason.startswith("task statement")
     recent = sorted(
         p for d in record if d.action == "kept" and d.reason == "recent" for p in d.positions
     )
     assert recent == list(range(recent[0], len(messages) - 1))
-    room = budget - sum(
-        d.tokens for d in record if d.reason in ("system message", "newest user message")
-    )
+    must_keep = ("system message", "newest user message", "task statement")
+    room = budget - sum(d.tokens for d in record if d.reason.startswith(must_keep))
     assert sum(d.tokens for d in record if d.reason == "recent") > room - int(room * share)
 
 
@@ -140,8 +141,18 @@ def test_the_opening_task_statement_is_boosted() -> None:
     messages.insert(1, {"role": "user", "content": task, "id": "task"})
     window = SlidingWindow().select(messages, 200)
     assert messages[1] in window.messages
+    kept = decision(window, 1)  # small enough for the core to keep it outright
+    assert kept.reason.startswith("task statement") and kept.score == pytest.approx(TASK_BOOST)
+    # Too big for that (over a quarter of the budget), the boost still ranks it first.
+    long_task = {"role": "user", "content": " ".join([task] * 5), "id": "task"}
+    messages[1] = long_task
+    window = SlidingWindow().select(messages, 200)
     kept = decision(window, 1)
     assert kept.reason.startswith("important") and kept.score == pytest.approx(TASK_BOOST)
+    # The option off: neither kept by rule nor boosted.
+    window = SlidingWindow(task_statement=False).select(messages, 200)
+    assert long_task not in window.messages
+    assert decision(window, 1).score == 0.0
     # The same words later in the chat have no boost, and nothing in common with the query.
     later = chat()
     later.insert(30, {"role": "user", "content": task, "id": "task"})
@@ -317,3 +328,39 @@ def test_importance_that_is_no_finite_number_is_ignored_with_a_note(value: objec
     messages[3] = {**messages[3], "metadata": {"importance": value}}
     window = ctxwindow.select(messages, budget=150, strategy="sliding")
     assert any("is not a number; ignored" in note for note in window.record.notes)
+
+
+def booking_agent() -> list[dict[str, Any]]:
+    """An agent's history: an early profile lookup holds the ids a late step needs; the
+    chatter after it has none; the question shares no word with the lookup."""
+    profile = (
+        '{"user_id": "mia_li_3668", "payment_methods": ["certificate_7504069", '
+        '"credit_card_4421486"], "reservations": ["ZFA04Y", "XEWRD9"]}'
+    )
+    call = {"id": "p", "type": "function", "function": {"name": "profile", "arguments": "{}"}}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an airline agent."},
+        {"role": "user", "content": "Hi, I need help with a trip."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "p", "content": profile},
+    ]
+    for turn in range(12):
+        messages.append({"role": "user", "content": f"Let me think about it, part {turn}."})
+        messages.append({"role": "assistant", "content": f"Sure, take your time ({turn})."})
+    messages.append({"role": "user", "content": "Please go ahead with the change now."})
+    return messages
+
+
+def test_in_an_agent_history_an_older_unit_counts_for_the_identifiers_it_adds() -> None:
+    messages = booking_agent()
+    window = SlidingWindow().select(messages, 150)
+    assert messages[3] in window.messages  # the profile: the ids the next step needs
+    kept = decision(window, 3)
+    assert kept.reason.startswith("important") and "adds" in kept.reason
+    plain = SlidingWindow(identifier_weight=0).select(messages, 150)
+    assert messages[3] not in plain.messages  # on keywords alone it matches nothing
+    # a chat (no tool calls) is scored as before: identifiers play no part
+    chat_only = [m for m in messages if m["role"] != "tool" and not m.get("tool_calls")]
+    assert SlidingWindow().select(chat_only, 150).messages == (
+        SlidingWindow(identifier_weight=0).select(chat_only, 150).messages
+    )

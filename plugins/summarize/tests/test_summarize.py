@@ -50,6 +50,49 @@ def test_extractive_keeps_names_dates_and_numbers_and_is_deterministic() -> None
     assert "Porto" in extended.text and "Lisbon" in extended.text  # previous facts stay
 
 
+def agent_texts() -> list[str]:
+    """An agent's older units, as the strategy hands them over (kit.unit_text, roles)."""
+    lookups = [
+        f'assistant called get_reservation_details({{"reservation_id": "{code}"}})\n'
+        f'get_reservation_details result: {{"reservation_id": "{code}", "status": "active", '
+        f'"origin": "JFK", "destination": "SEA", "flights": [{{"flight_number": "HAT136", '
+        f'"date": "2024-05-20"}}], "insurance": "no"}}'
+        for code in ("ZFA04Y", "XEWRD9", "M05KNL")
+    ]
+    return [
+        "user: Change my flight to the 22nd, economy only, and never add insurance. My user "
+        "id is mia_li_3668.",
+        'assistant called get_user_details({"user_id": "mia_li_3668"})\n'
+        'get_user_details result: {"name": {"first_name": "Mia", "last_name": "Li"}, '
+        '"payment_methods": {"certificate_7504069": {"source": "certificate", "amount": 250}},'
+        ' "membership": "gold"}',
+        *lookups,
+        "assistant: Sure, happy to help with that today, let me have a look for you.",
+    ]
+
+
+def test_extractive_summary_of_an_agent_keeps_what_later_steps_need() -> None:
+    counter = ctxwindow.get_counter("approx")
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, agent_texts(), 140, counter)).text
+    assert counter.count_text(text) <= 140
+    # the user's instructions and constraints, first and whole
+    assert "User: Change my flight to the 22nd, economy only, and never add insurance." in text
+    # repeated calls collapse into one line per function, with the values called with
+    assert "Called get_reservation_details x3: ZFA04Y, XEWRD9, M05KNL." in text
+    assert text.count("Called get_reservation_details") == 1
+    # identifiers later steps pass on survive; the near-identical lookups do not repeat
+    assert "certificate_7504069" in text and "mia_li_3668" in text
+    assert text.count("HAT136") == 1
+    assert "happy to help" not in text
+
+
+def test_a_chat_without_tool_calls_is_summarized_by_salience_alone() -> None:
+    counter = ctxwindow.get_counter("approx")
+    texts = ["user: hello there, how are you", f"user: {FACTS[9]}", "Alma: fine thanks"]
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 30, counter)).text
+    assert "18500" in text and "hello there" not in text  # no place of honour for small talk
+
+
 def test_window_is_a_summary_plus_the_recent_part() -> None:
     messages = history(40)
     window = SummarizeWindow().select(messages, 500)

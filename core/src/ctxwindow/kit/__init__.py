@@ -8,6 +8,9 @@
   in both;
 - :func:`unit_text`: a unit as text for matching or summarizing: who said what, and
   which tools were called with what;
+- :func:`identifiers`, :class:`Coverage` and :func:`best_first`: what an agent's next
+  step needs from older units (the ids, numbers and paths a unit adds to the window),
+  and the older units taken in that order;
 - :func:`redact`: a URL without its password, for messages, records and reprs.
 
 Stores for caches (memory, SQLite, Redis) need more than the core has, so they come in
@@ -24,7 +27,28 @@ from urllib.parse import urlsplit, urlunsplit
 if TYPE_CHECKING:
     from ctxwindow._history import History
 
-__all__ = ["STOPWORDS", "recent_units", "redact", "stem", "terms", "unit_text"]
+from ctxwindow.kit._coverage import (
+    NOVELTY_TOKENS,
+    Coverage,
+    best_first,
+    identifier_weight_option,
+    identifiers,
+)
+from ctxwindow.kit._text import unit_text
+
+__all__ = [
+    "NOVELTY_TOKENS",
+    "STOPWORDS",
+    "Coverage",
+    "best_first",
+    "identifier_weight_option",
+    "identifiers",
+    "recent_units",
+    "redact",
+    "stem",
+    "terms",
+    "unit_text",
+]
 
 _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset(
@@ -50,20 +74,6 @@ def stem(word: str) -> str:
 def terms(text: str) -> list[str]:
     """The words of ``text`` that carry meaning, lowercased and stemmed."""
     return [stem(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
-
-
-def unit_text(history: History, unit: int) -> str:
-    """What a unit says: each message's speaker (``name``) and text, and for tool calls
-    the function names and arguments, one message a line."""
-    parts = []
-    for position in history.span(unit):
-        message = history.messages[position]
-        text = message.text
-        if message.tool_calls:
-            calls = "; ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-            text = f"{text} {calls}".strip()
-        parts.append(f"{message.name}: {text}" if message.name else text)
-    return "\n".join(parts)
 
 
 def recent_units(

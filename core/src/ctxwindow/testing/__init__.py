@@ -9,6 +9,8 @@ from ctxwindow.testing.checks import check_window
 from ctxwindow.testing.commands import CommandResult, run_command
 from ctxwindow.testing.conversations import (
     BUDGETS,
+    agent_histories,
+    agent_loop,
     assistant,
     battery,
     calls,
@@ -27,6 +29,8 @@ __all__ = [
     "CommandResult",
     "Newest",
     "StrategyConformance",
+    "agent_histories",
+    "agent_loop",
     "assistant",
     "battery",
     "bounded",

@@ -17,6 +17,9 @@ from ctxwindow._messages import read_message
 from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
 
 CUT_MARK = "characters cut by ctxwindow"
+#: More than a cut tool result costs at its least (its marker): BudgetTooSmall under a
+#: cutting policy is right only when the tool results cut to this still do not fit.
+CUT_TOKENS = 80
 
 
 def _as_message(item: Any) -> Message:
@@ -30,6 +33,53 @@ def must_keep_positions(messages: Sequence[Message]) -> set[int]:
     if users:
         keep.add(users[-1])
     return keep
+
+
+def _whole_units(messages: Sequence[Message], broken: set[int]) -> list[set[int]]:
+    """Every message but the broken ones, as the units they are sent in, in order."""
+    grouped = {i: group for group in tool_groups(messages) for i in group}
+    units: list[set[int]] = []
+    for i in range(len(messages)):
+        if i in broken or (i in grouped and i != min(grouped[i])):
+            continue
+        units.append(grouped.get(i, {i}))
+    return units
+
+
+def _tiers(
+    messages: Sequence[Message], broken: set[int], limit: int, cost: Any, task: bool
+) -> tuple[set[int], set[int]]:
+    """What must stay, in the contract's tiers, and the current turn's positions: the
+    base (instructions, pins, the newest user message, whole units); the rest of the
+    current turn if it fits, else its newest tool exchange; the task statement (the first user
+    message) if it fits and costs at most a quarter of the limit."""
+    units = _whole_units(messages, broken)
+    keep: set[int] = set()
+    base = must_keep_positions(messages) - broken
+    for unit in units:
+        if unit & base:
+            keep |= unit
+    users = [i for i, m in enumerate(messages) if m.role == "user" and i not in broken]
+    newest = users[-1] if users else None
+    turn_units = [u for u in units if newest is not None and min(u) >= newest]
+    turn = set().union(*turn_units) if turn_units else set()
+    rest = [u for u in turn_units if not u <= keep]
+    if rest and cost(keep | set().union(*rest)) <= limit:
+        keep |= set().union(*rest)
+    else:  # the newest exchange, whether or not kept already (pinned, say)
+        exchanges = [
+            u
+            for u in turn_units
+            if any(messages[i].tool_calls or messages[i].role == "tool" for i in u)
+        ]
+        if exchanges:
+            keep |= exchanges[-1]
+    if task and users:
+        first = next(u for u in units if users[0] in u)
+        size = cost(first)
+        if not first <= keep and cost(keep) + size <= limit and size <= limit // 4:
+            keep |= first
+    return keep, turn
 
 
 def tool_groups(messages: Sequence[Message]) -> list[set[int]]:
@@ -100,13 +150,17 @@ def checked_outcome(
     parsed = [_as_message(m) for m in messages]
     total = sum(token_counter.count_message(m) for m in parsed)
     broken = broken_positions(parsed)
-    keep = must_keep_positions(parsed) - broken  # a broken exchange can only be dropped
     groups = tool_groups(parsed)
-    for group in groups:
-        if group & keep:
-            keep |= group
-    needed = sum(token_counter.count_message(parsed[i]) for i in keep)
     limit = budget - getattr(strategy, "overhead_tokens", 0)
+    options = getattr(strategy, "options", {})
+    policy = options.get("oversize", "cut")
+
+    def cost(positions: set[int]) -> int:
+        return sum(token_counter.count_message(parsed[i]) for i in positions)
+
+    keep, turn = _tiers(parsed, broken, limit, cost, options.get("task_statement", True))
+    needed = cost(keep)
+    cuttable = {i for i in keep & turn if parsed[i].role == "tool"}
     try:
         window = Windower(strategy, budget, counter).select(messages, query=query)
     except OrphanToolResult:
@@ -115,8 +169,11 @@ def checked_outcome(
         return None, "OrphanToolResult"
     except BudgetTooSmall as error:
         assert needed > limit, f"BudgetTooSmall raised though must-keep needs {needed} <= {limit}"
-        assert error.needed == needed, (
-            f"BudgetTooSmall says {error.needed}, must-keep needs {needed}"
+        if policy != "raise":  # cutting each tool result to a short head and tail was no help
+            least = cost(keep - cuttable) + CUT_TOKENS * len(cuttable)
+            assert least > limit, f"BudgetTooSmall raised though cutting tool results fits {limit}"
+        assert error.needed <= needed, (
+            f"BudgetTooSmall says {error.needed}, must-keep needs {needed} before any cut"
         )
         assert messages == before, "input changed"
         return None, "BudgetTooSmall"
@@ -131,7 +188,7 @@ def checked_outcome(
         message = _as_message(item)
         tokens += token_counter.count_message(message)
         if sequence[index] is None:  # made, or a stand-in for an input message
-            sequence[index] = _stood_in_for(message, parsed, keep)
+            sequence[index] = _stood_in_for(message, parsed, keep, cuttable)
         position = sequence[index]
         if position is not None:
             positions.append(position)
@@ -193,15 +250,23 @@ def checked_outcome(
     return window, "window"
 
 
-def _stood_in_for(message: Message, parsed: Sequence[Message], keep: set[int]) -> int | None:
-    """The input position a strategy's stand-in replaces (``metadata.stands_in_for``),
-    checked to keep what pairs a tool exchange; None for any other made message."""
+def _stood_in_for(
+    message: Message, parsed: Sequence[Message], keep: set[int], cuttable: set[int]
+) -> int | None:
+    """The input position a stand-in replaces (``metadata.stands_in_for``): a strategy's
+    (marked synthetic, never for a must-keep message) or the runner's cut of a current
+    turn's tool result (marked truncated, with the cut marker); checked to keep what
+    pairs a tool exchange. None for any other made message."""
     position = message.metadata.get("stands_in_for")
     if type(position) is not int or not 0 <= position < len(parsed):
         return None
     original = parsed[position]
-    assert message.synthetic, f"a stand-in must be marked synthetic: {message!r}"
-    assert position not in keep, f"must-keep message {position} was replaced"
+    if message.metadata.get("truncated"):
+        assert position in cuttable, f"message {position} is not a tool result the runner may cut"
+        assert CUT_MARK in message.text, f"a cut tool result must say so: {message!r}"
+    else:
+        assert message.synthetic, f"a stand-in must be marked synthetic: {message!r}"
+        assert position not in keep, f"must-keep message {position} was replaced"
     assert (message.role, message.tool_call_id) == (original.role, original.tool_call_id), (
         f"a stand-in must keep the role and tool_call_id of message {position}"
     )

@@ -48,6 +48,37 @@ def _chat(turns: int, words: int = 12) -> list[dict[str, Any]]:
     return out
 
 
+def agent_loop(
+    rounds: int, *, result_words: int = 40, instructions: int = 1, pending: bool = True
+) -> list[dict[str, Any]]:
+    """An agent's history: a task statement, then ``rounds`` rounds of parallel calls
+    whose results arrive out of order, with a fresh instruction every
+    ``rounds // instructions`` rounds; ending on results the model is waiting on (or,
+    without ``pending``, on the assistant's answer)."""
+    out: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent. Use the tools."},
+        {"role": "user", "content": "Task: reconcile invoices INV-1001 to INV-1040."},
+    ]
+    every = max(1, rounds // max(1, instructions))
+    for number in range(rounds):
+        if number and number % every == 0:
+            out.append({"role": "user", "content": f"Now check batch {number}, please."})
+        ids = [f"r{number}a", f"r{number}b"]
+        out.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_call(i, "fetch", invoice=f"INV-{1000 + number}") for i in ids],
+            }
+        )
+        for call_id in reversed(ids):  # out of order
+            text = f"INV-{1000 + number} line {call_id}: " + "amount 12.50 " * result_words
+            out.append(result(call_id, text))
+    if not pending:
+        out.append({"role": "assistant", "content": "All batches are reconciled."})
+    return out
+
+
 def battery() -> dict[str, list[dict[str, Any]]]:
     """Named conversations covering the shapes a strategy must survive (fresh copies)."""
     system = {"role": "system", "content": "You are a careful assistant."}
@@ -111,6 +142,14 @@ def battery() -> dict[str, list[dict[str, Any]]]:
             *_chat(2),
         ],
         "content-parts": parts,
+        "agent-loop": agent_loop(12, instructions=3),
+        "agent-long-turn": agent_loop(20),
+        "agent-answered": agent_loop(8, instructions=2, pending=False),
+        "agent-oversized-result": [
+            *agent_loop(4),
+            calls("big"),
+            result("big", "row 1,2,3,4 " * 2500),
+        ],
         "unicode": [
             system,
             *(
@@ -223,6 +262,52 @@ AWKWARD_TEXTS = (
     '{"role": "system", "content": "not a message"}',
     "\\u0000 \\n literal escapes",
 )
+
+
+def agent_histories(max_rounds: int = 30) -> Any:
+    """A hypothesis strategy of agent loops: a system prompt, a task statement, then
+    rounds of one to three parallel calls whose results arrive in any order (empty,
+    short or tens of KB), a new instruction now and then, an answer now and then;
+    ending on results the model waits on, on an answer, or on a new instruction."""
+    from hypothesis import strategies as st
+
+    result_text = st.one_of(
+        st.text(max_size=80),
+        st.text(alphabet="abc 0123456789,:{}", min_size=200, max_size=3000),
+        st.builds(lambda times: "row 1,2,3 " * times, st.integers(1_000, 6_000)),
+        st.just(""),
+    )
+
+    @st.composite
+    def loop(draw: Any) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if draw(st.booleans()):
+            out.append({"role": "system", "content": draw(st.text(max_size=400))})
+        out.append(user(draw(st.text(min_size=1, max_size=300))))
+        rounds = draw(st.integers(1, max_rounds))
+        for number in range(rounds):
+            if draw(st.integers(0, 6)) == 0:
+                out.append(user(draw(st.text(max_size=120))))
+            ids = [f"r{number}c{i}" for i in range(draw(st.integers(1, 3)))]
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": draw(st.sampled_from([None, "", "Checking."])),
+                    "tool_calls": [_call(i, "fetch", n=number) for i in ids],
+                }
+            )
+            for call_id in draw(st.permutations(ids)):
+                out.append(result(call_id, draw(result_text)))
+            if draw(st.integers(0, 4)) == 0:
+                out.append(assistant(draw(st.text(max_size=200))))
+        ending = draw(st.sampled_from(["pending", "answer", "instruction"]))
+        if ending == "answer":
+            out.append(assistant("Done."))
+        elif ending == "instruction":
+            out.append(user("Next, please."))
+        return out
+
+    return loop()
 
 
 def wild_histories(max_turns: int = 24, *, defects: bool = False) -> Any:

@@ -22,7 +22,7 @@ from ctxwindow._contract import NAME_PATTERN
 from ctxwindow._messages import read_message
 from ctxwindow.errors import InvalidBudget, InvalidMessage
 from ctxwindow.testing.checks import check_window, checked_outcome
-from ctxwindow.testing.conversations import BUDGETS, battery, histories
+from ctxwindow.testing.conversations import BUDGETS, agent_histories, battery, histories
 from ctxwindow.testing.pytest_plugin import note_generated
 
 CASES = sorted(battery())
@@ -81,16 +81,25 @@ class StrategyConformance:
         assert window is not None, "oversize='truncate' must cut, not raise"
 
     def test_generated_histories(self, strategy: Strategy, ctxwindow_examples: int) -> None:
+        self._holds_on(strategy, histories(), ctxwindow_examples)
+
+    def test_generated_agent_histories(self, strategy: Strategy, ctxwindow_examples: int) -> None:
+        """Agent loops: the current turn (the exchange the model waits on) stays whenever
+        it fits, a tool result too big for the budget is cut, the task statement stays."""
+        self._holds_on(strategy, agent_histories(), ctxwindow_examples)
+
+    def _holds_on(self, strategy: Strategy, generated: Any, examples: int) -> None:
+        """The contract holds on ``examples`` histories from a hypothesis strategy."""
         from hypothesis import HealthCheck, given, settings
         from hypothesis import strategies as st
 
         @settings(
-            max_examples=ctxwindow_examples,
+            max_examples=examples,
             deadline=None,
             derandomize=True,
             suppress_health_check=list(HealthCheck),
         )
-        @given(messages=histories(), budget=st.integers(1, 6000))
+        @given(messages=generated, budget=st.integers(1, 6000))
         def contract_holds(messages: list[Any], budget: int) -> None:
             _, outcome = checked_outcome(strategy, messages, budget, self.counter)
             note_generated(strategy.name, outcome)

@@ -7,9 +7,10 @@ prompt) and several items may stand for one Message (a Responses API reasoning i
 the function calls that follow it). Each Message remembers its items and, for a split
 item, which of the item's parts it holds. An item whose Messages are all in the window
 comes back as the very object passed in; one partly kept is rebuilt from its kept parts.
-A strategy's stand-in for one Message (``metadata.stands_in_for``: a cleared tool output)
-comes back as a copy of that Message's item with the stand-in's text in its place, so a
-tool result stays the framework's own result answering the same call.
+A stand-in for one Message (``metadata.stands_in_for``: a strategy's cleared tool output,
+or a tool result the host cut to fit) comes back as a copy of that Message's item with
+the stand-in's text in its place, so a tool result stays the framework's own result
+answering the same call.
 """
 
 from __future__ import annotations
@@ -214,13 +215,13 @@ def finish(
     by_item: dict[int, _Slot] = {}
     for message in window.messages:
         position = where.get(id(message))
-        cut = None
-        if position is None and message.metadata.get("truncated") and newest_user is not None:
-            position, cut = newest_user, (converted.parts[newest_user], message.text)
-        stand_in = None
+        cut = stand_in = None
+        # a stand-in: a strategy's (a cleared tool output) or the host's cut tool result
         stood = _stands_in_for(message, len(converted.messages)) if position is None else None
-        if stood is not None:  # a strategy's stand-in (a cleared tool output)
+        if stood is not None:
             position, stand_in = stood, (converted.parts[stood], message.text)
+        elif position is None and message.metadata.get("truncated") and newest_user is not None:
+            position, cut = newest_user, (converted.parts[newest_user], message.text)
         if position is None:
             slots.append(_Slot(None, made=message, kept=None, messages=[message]))
             continue

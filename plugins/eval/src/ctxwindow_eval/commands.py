@@ -8,21 +8,33 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctxwindow import describe_strategies
+from ctxwindow import describe_strategies, from_config
 from ctxwindow.errors import ConfigError, CtxWindowError
-from ctxwindow_eval import bench, dataset, report, runner
+from ctxwindow_eval import agent_runner, bench, dataset, report, runner, trajectories
+
+KINDS = ("auto", "locomo", "agent")
 
 
 def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``eval`` and ``bench`` to the ``ctxwindow`` command."""
     evaluation = cli.add_parser(
         "eval",
-        help="evidence recall of strategies at token budgets on a benchmark",
-        description="DATA is LoCoMo's JSON, or with --questions a JSONL of your messages "
-        "(each with an 'id').",
+        help="what strategies keep at token budgets: evidence recall on conversations, "
+        "next-action recall on agent trajectories",
+        description="DATA is LoCoMo's JSON; or with --questions a JSONL of your messages "
+        "(each with an 'id'); or agent trajectories (a JSON list, or JSONL with one "
+        "trajectory a line, of OpenAI messages with tool calls), found by their tool "
+        "calls or named with --kind agent.",
     )
-    evaluation.add_argument("data", help="LoCoMo JSON file, or your messages JSONL")
+    evaluation.add_argument("data", help="LoCoMo JSON, your messages JSONL, or trajectories")
     evaluation.add_argument("--questions", help="JSONL of {question, evidence: [ids]} for DATA")
+    evaluation.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="auto",
+        help="conversations with questions (locomo) or agent trajectories (agent); "
+        "auto: agent when DATA's first trajectory calls tools",
+    )
     evaluation.add_argument(
         "--strategy",
         "-s",
@@ -32,9 +44,15 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="NAME or NAME:key=value,... (repeatable; default: every installed strategy "
         "that needs no LLM)",
     )
-    evaluation.add_argument("--budgets", default="1000,2000,4000,8000", help="comma-separated")
+    evaluation.add_argument(
+        "--budgets",
+        help="comma-separated (default: 1000,2000,4000,8000; for agent trajectories "
+        "2000,3000,4000)",
+    )
     evaluation.add_argument("--counter", "-c", default="approx")
-    evaluation.add_argument("--categories", default="1,2,3,4", help="question categories scored")
+    evaluation.add_argument(
+        "--categories", default="1,2,3,4", help="question categories scored (locomo)"
+    )
     evaluation.add_argument("--json", metavar="FILE", help="write the results as JSON")
     evaluation.add_argument("--plot", metavar="FILE", help="write recall against budget as PNG")
     evaluation.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
@@ -61,27 +79,41 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _eval(args: argparse.Namespace) -> int:
     progress_module = report.require("rich.progress")
     console = _console(report)
-    budgets = _ints(args.budgets, "--budgets")  # before the data: a typo fails at once
-    categories = _ints(args.categories, "--categories")
-    conversations, loaded = _load_benchmark(dataset, args.data, args.questions)
-    console.print(f"[dim]{len(conversations)} conversations; {loaded.summary()}[/dim]")
-    specs = args.strategy or [s["name"] for s in describe_strategies() if not s["requires_llm"]]
-    per_round = sum(len(c.questions) for c in conversations)
+    agent = _is_agent(args)
+    default = agent_runner.AGENT_BUDGETS if agent else runner.DEFAULT_BUDGETS
+    budgets = _ints(args.budgets, "--budgets") if args.budgets else list(default)
+    categories = _ints(args.categories, "--categories")  # before the data: typos fail first
+    specs = args.strategy or _default_specs(console)
+    result: Any
     with progress_module.Progress(console=console, transient=True) as bar:
-        task = bar.add_task("evaluating", total=per_round * len(specs) * len(budgets))
+        if agent:
+            runs = trajectories.load_trajectories(args.data)
+            steps = sum(len(list(t.actions())) for t in runs)
+            console.print(f"[dim]{len(runs)} trajectories, {steps} actions[/dim]")
+            task = bar.add_task("evaluating", total=steps * len(specs) * len(budgets))
+        else:
+            conversations, loaded = _load_benchmark(dataset, args.data, args.questions)
+            console.print(f"[dim]{len(conversations)} conversations; {loaded.summary()}[/dim]")
+            per_round = sum(len(c.questions) for c in conversations)
+            task = bar.add_task("evaluating", total=per_round * len(specs) * len(budgets))
 
-        def advance(label: str, questions: int) -> None:
-            bar.update(task, advance=questions, description=label)
+        def advance(label: str, done: int) -> None:
+            bar.update(task, advance=done, description=label)
 
-        result = runner.evaluate(
-            specs,
-            conversations,
-            budgets=budgets,
-            counter=args.counter,
-            categories=categories,
-            load_report=loaded,
-            progress=advance,
-        )
+        if agent:
+            result = agent_runner.evaluate_agent(
+                specs, runs, budgets=budgets, counter=args.counter, progress=advance
+            )
+        else:
+            result = runner.evaluate(
+                specs,
+                conversations,
+                budgets=budgets,
+                counter=args.counter,
+                categories=categories,
+                load_report=loaded,
+                progress=advance,
+            )
     console.print(report.table(result))
     if args.json:
         report.write_json(result, args.json)
@@ -90,6 +122,31 @@ def _eval(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(result, args.plot)
     return 0
+
+
+def _default_specs(console: Any) -> list[str]:
+    """Every installed strategy that needs no LLM and works with its defaults (a
+    ``pipeline`` needs its stages: it is named, and skipped, saying why)."""
+    names = []
+    for described in describe_strategies():
+        if described["requires_llm"]:
+            continue
+        try:
+            from_config({"strategy": described["name"], "budget": 1000})
+        except CtxWindowError as error:
+            console.print(f"[dim]skipped {described['name']}: {error}[/dim]")
+            continue
+        names.append(described["name"])
+    return names
+
+
+def _is_agent(args: argparse.Namespace) -> bool:
+    """Agent trajectories when told so, or (auto) when DATA's first one calls tools."""
+    if args.kind != "auto":
+        if args.kind == "agent" and args.questions:
+            raise ConfigError("--questions go with conversations, not with --kind agent")
+        return bool(args.kind == "agent")
+    return not args.questions and trajectories.looks_like_trajectories(args.data)
 
 
 def _load_benchmark(dataset: Any, data: str, questions: str | None) -> tuple[Any, Any]:

@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxwindow.errors import ConfigError
+from ctxwindow_eval.agent_runner import AgentResult
 from ctxwindow_eval.runner import EvalResult
+
+Result = EvalResult | AgentResult
 
 CATEGORY_NAMES = {
     1: "multi-hop",
@@ -29,8 +32,10 @@ def require(module: str) -> Any:
         raise ConfigError(f"this needs {module.split('.', maxsplit=1)[0]}: {EXTRA_HINT}") from None
 
 
-def columns(result: EvalResult) -> tuple[list[str], list[list[str]]]:
+def columns(result: Result) -> tuple[list[str], list[list[str]]]:
     """Header and cells of the results table, shared by the terminal and Markdown."""
+    if isinstance(result, AgentResult):
+        return _agent_columns(result)
     shown = result.categories
     summaries = any(row.recall_with_summaries is not None for row in result.rows)
     head = ["strategy", "budget", "recall", *(CATEGORY_NAMES.get(c, str(c)) for c in shown)]
@@ -48,53 +53,104 @@ def columns(result: EvalResult) -> tuple[list[str], list[list[str]]]:
     return head, cells
 
 
-def table(result: EvalResult) -> Any:
+def _agent_columns(result: AgentResult) -> tuple[list[str], list[list[str]]]:
+    head = ["strategy", "budget", "steps", "next-action recall", "pending kept"]
+    head += ["pending cut", "task statement kept", "too small", "ms/window"]
+
+    def share(value: float | None, count: int) -> str:
+        return "-" if value is None else f"{value:.3f} ({count})"
+
+    cells = [
+        [
+            row.strategy,
+            str(row.budget),
+            str(row.steps),
+            share(row.recall, row.recall_steps),
+            share(row.pending_kept, row.pending_steps),
+            str(row.pending_cut),
+            "-" if row.task_kept is None else f"{row.task_kept:.3f}",
+            str(row.too_small),
+            f"{row.median_ms:.2f}",
+        ]
+        for row in result.rows
+    ]
+    return head, cells
+
+
+def _title(result: Result) -> str:
+    if isinstance(result, AgentResult):
+        return (
+            f"Agent steps (counter {result.counter}; steps: actions whose history is over "
+            "the budget; in brackets, the steps each share is over)"
+        )
+    categories = ", ".join(map(str, result.categories))
+    return f"Evidence recall (counter {result.counter}, categories {categories})"
+
+
+def table(result: Result) -> Any:
     """A rich Table: one row per strategy and budget."""
     rich_table = require("rich.table")
     head, cells = columns(result)
-    out = rich_table.Table(
-        title=f"Evidence recall (counter {result.counter}, categories "
-        f"{', '.join(map(str, result.categories))})",
-        title_justify="left",
-    )
+    out = rich_table.Table(title=_title(result), title_justify="left")
     out.add_column(head[0], overflow="fold", min_width=8, max_width=36)
     for name in head[1:]:
-        out.add_column(name, justify="right", style="bold" if name == "recall" else None)
+        bold = name in ("recall", "next-action recall")
+        out.add_column(name, justify="right", style="bold" if bold else None)
     for line in cells:
         out.add_row(*line)
     return out
 
 
-def markdown(result: EvalResult) -> str:
+def markdown(result: Result) -> str:
     """The same table as Markdown, for the docs (recall in bold)."""
     head, cells = columns(result)
+    bold = 3 if isinstance(result, AgentResult) else 2
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for line in cells:
-        line[2] = f"**{line[2]}**"
+        line[bold] = f"**{line[bold]}**"
         lines.append("| " + " | ".join(line) + " |")
     return "\n".join(lines)
 
 
-def write_json(result: EvalResult, path: str | Path) -> None:
+def write_json(result: Result, path: str | Path) -> None:
     Path(path).write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
 
 
-def plot(result: EvalResult, path: str | Path) -> None:
+def plot(result: Result, path: str | Path) -> None:
     """Recall against budget, one line per strategy, as a PNG."""
+    if isinstance(result, AgentResult):
+        points = {
+            s: [(r.budget, r.recall or 0.0) for r in result.rows if r.strategy == s]
+            for s in dict.fromkeys(row.strategy for row in result.rows)
+        }
+        _plot(points, path, "next-action recall", "Next-action recall on agent steps")
+        return
+    points = {
+        s: [(r.budget, r.recall) for r in result.rows if r.strategy == s]
+        for s in dict.fromkeys(row.strategy for row in result.rows)
+    }
+    categories = ", ".join(map(str, result.categories))
+    label = f"evidence recall (categories {categories})"
+    _plot(points, path, label, "Evidence recall at a token budget")
+
+
+def _plot(
+    points: dict[str, list[tuple[int, float]]], path: str | Path, label: str, title: str
+) -> None:
     matplotlib = require("matplotlib")
     matplotlib.use("Agg")
     pyplot = require("matplotlib.pyplot")
     figure, axes = pyplot.subplots(figsize=(7, 4.5), dpi=120)
-    for strategy in dict.fromkeys(row.strategy for row in result.rows):
-        rows = [row for row in result.rows if row.strategy == strategy]
-        axes.plot([r.budget for r in rows], [r.recall for r in rows], marker="o", label=strategy)
-    axes.set_xscale("log", base=2)
-    budgets = sorted({row.budget for row in result.rows})
+    for strategy, line in points.items():
+        axes.plot([b for b, _ in line], [r for _, r in line], marker="o", label=strategy)
+    budgets = sorted({budget for line in points.values() for budget, _ in line})
+    if budgets and budgets[-1] >= 4 * budgets[0]:
+        axes.set_xscale("log", base=2)
     axes.set_xticks(budgets, [str(b) for b in budgets])
     axes.set_ylim(0, 1)
     axes.set_xlabel("token budget")
-    axes.set_ylabel("evidence recall (categories " + ", ".join(map(str, result.categories)) + ")")
-    axes.set_title("Evidence recall at a token budget")
+    axes.set_ylabel(label)
+    axes.set_title(title)
     axes.grid(True, alpha=0.3)
     axes.legend()
     figure.tight_layout()

@@ -8,7 +8,8 @@ from ctxwindow import BaseStrategy, History, Option, Selection
 from ctxwindow.kit import recent_units
 
 OLDER = "outside the most recent units that fit the budget"
-NEWEST = "newest user message"
+#: The must-keep reasons of the messages max_messages does not count.
+UNCOUNTED = ("system message", "developer message", "pinned")
 
 
 class FixedWindow(BaseStrategy):
@@ -26,8 +27,9 @@ class FixedWindow(BaseStrategy):
             int,
             None,
             "At most this many messages besides the system and pinned ones (whole units "
-            "only); the newest user message is always kept and counts toward it. "
-            "Applies even when everything fits the budget. None: no cap.",
+            "only); the newest user message, the current turn and the task statement are "
+            "kept whatever the cap (when they fit) and count toward it. Applies even when "
+            "everything fits the budget. None: no cap.",
             minimum=0,
             nullable=True,
         ),
@@ -37,9 +39,8 @@ class FixedWindow(BaseStrategy):
         selection = history.selection()
         selection.default_reason = OLDER
         messages_left = self.options["max_messages"]
-        newest = _newest(history)
-        if messages_left is not None and newest is not None:
-            messages_left -= history.must_keep.get(newest) == NEWEST
+        if messages_left is not None:
+            messages_left -= _counted(history)
         for unit in recent_units(history, history.budget - history.must_keep_tokens):
             span = history.span(unit)
             if messages_left is not None:
@@ -55,11 +56,14 @@ class FixedWindow(BaseStrategy):
         cap: int | None = self.options["max_messages"]
         if cap is None:
             return False
-        always = sum(
-            len(history.span(unit)) for unit, why in history.must_keep.items() if why != NEWEST
+        uncounted = sum(
+            len(history.span(unit)) for unit, why in history.must_keep.items() if why in UNCOUNTED
         )
-        return len(history) - always > cap
+        return len(history) - uncounted > cap
 
 
-def _newest(history: History) -> int | None:
-    return None if history.newest_user is None else history.unit_of(history.newest_user)
+def _counted(history: History) -> int:
+    """The must-keep messages that count toward max_messages."""
+    return sum(
+        len(history.span(unit)) for unit, why in history.must_keep.items() if why not in UNCOUNTED
+    )

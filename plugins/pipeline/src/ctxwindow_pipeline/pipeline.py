@@ -90,7 +90,7 @@ class PipelineStrategy(BaseStrategy):
     def choose(self, history: History) -> Selection:
         try:
             return self._choose(history, shares=True)
-        except BudgetTooSmall:
+        except (BudgetTooSmall, _SharesFailed):
             if not self._has_shares:
                 raise
             return self._choose(history, shares=False)
@@ -98,7 +98,7 @@ class PipelineStrategy(BaseStrategy):
     async def achoose(self, history: History) -> Selection:
         try:
             return await self._achoose(history, shares=True)
-        except BudgetTooSmall:
+        except (BudgetTooSmall, _SharesFailed):
             if not self._has_shares:
                 raise
             return await self._achoose(history, shares=False)
@@ -137,16 +137,37 @@ class PipelineStrategy(BaseStrategy):
 #: Why a visit ran again without budget_share.
 SHARES_SET_ASIDE = (
     "budget_share set aside for this visit: with it, a stage could not keep what it must "
-    "(a stage's budget below its must-keep messages, or an earlier stage's summary too big "
-    "for the last); every stage ran on the pipeline's budget"
+    "(a stage's budget below its must-keep messages, or a stage let go of the current turn "
+    "or the task statement the pipeline's budget holds); every stage ran on the pipeline's "
+    "budget"
 )
 
 
+class _SharesFailed(Exception):
+    """A stage under its budget share let go of a unit the pipeline must keep (the rest
+    of the current turn, the task statement: what stays depends on the budget)."""
+
+
 def _set_aside(selection: Selection, shares: bool) -> Selection:
-    """Say so in the record when the stages' budget shares were set aside."""
+    """Say so in the record when the stages' budget shares were set aside; with them,
+    make sure no stage let go of what the pipeline's own budget must keep."""
     if not shares:
         selection.notes.append(SHARES_SET_ASIDE)
+    elif set(selection.history.must_keep) - {
+        unit for unit, action in enumerate(selection.actions) if action == "kept"
+    }:
+        raise _SharesFailed
     return selection
+
+
+def _pinned(item: Any) -> Any:
+    """A copy of ``item`` pinned, for the stages. What the pipeline's budget must keep
+    depends on sizes at some tiers (the task statement, the rest of the current turn),
+    and a stage changes sizes (a cleared output makes the turn fit, and then the task
+    statement would not): pinned, every stage keeps exactly what the pipeline must."""
+    if isinstance(item, Message):
+        return replace(item, metadata={**item.metadata, "pinned": True})
+    return {**item, "metadata": {**(item.get("metadata") or {}), "pinned": True}}
 
 
 def _stand_in_for(item: Any, position: int) -> Message | None:
@@ -186,13 +207,15 @@ class _Run:
         self.replaced_reason: dict[int, str] = {}
         self.records: list[WindowRecord] = []
         self.labels: list[str] = []
-        replaced = history.replacements  # the host's cut of the newest user message
+        replaced = history.replacements  # the host's cuts (tool results, newest user)
         for unit in range(len(history.units)):
             for position in history.span(unit):
                 item = history.original(position)
                 if position in replaced:
                     cut = replaced[position]
                     item = cut if isinstance(item, Message) else {**item, **_content(cut)}
+                if unit in history.must_keep:
+                    item = _pinned(item)
                 self.items.append(item)
                 self.origins.append(_Origin(position, frozenset((unit,))))
 
@@ -300,13 +323,26 @@ class _Run:
             )
             made = self.items[index]
             message = made if isinstance(made, Message) else Message.from_dict(made)
-            selection.add_synthetic(message, before_unit=after)
+            selection.add_synthetic(_in_callers_terms(message, origin, history), after)
         for label, record in zip(self.labels, self.records, strict=True):
             selection.notes.append(f"{label}: {_summary(record)}")
             selection.notes.extend(f"{label}: {note}" for note in record.notes)
         selection.llm = _usage(self.records)
         selection.stages.extend(self.records)
         return selection
+
+
+def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Message:
+    """A stage's made message whose ``covers`` names what it stands for in the caller's
+    messages (a stage names its own input's, which a cleared or dropped message shifts)."""
+    if "covers" not in message.metadata:
+        return message
+    covers = [
+        history.message_id(position) or f"#{position}"
+        for unit in sorted(origin.covers)
+        for position in history.span(unit)
+    ]
+    return replace(message, metadata={**message.metadata, "covers": covers})
 
 
 def _covers(

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
-from ctxwindow.kit import unit_text
+from ctxwindow.kit import Coverage, best_first, identifier_weight_option, unit_text
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
 from ctxwindow_semantic.index import IndexPool
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
@@ -71,6 +72,7 @@ class SemanticWindow(BaseStrategy):
             minimum=0,
             maximum=50,
         ),
+        identifier_weight_option("relevance"),
     )
 
     def __init__(self, **options: Any) -> None:
@@ -132,18 +134,28 @@ class SemanticWindow(BaseStrategy):
                 tail -= tokens
                 room -= tokens
             unit -= 1
-        scores = self.relevance(history)
-        order = np.argsort(-scores[: unit + 1], kind="stable")
-        smallest = min((history.unit_tokens(u) for u in range(unit + 1)), default=0)
-        for rank, candidate in enumerate(order.tolist()):
-            if room < smallest:
-                break  # nothing more can fit: the rest only need their scores recorded
-            tokens = history.unit_tokens(candidate)
-            if candidate not in history.must_keep and tokens <= room:
-                score = float(scores[candidate])
-                selection.keep(candidate, f"relevant to the query (rank {rank + 1})", score)
-                room -= tokens
-        for candidate, score in enumerate(scores.tolist()):
+        scores: list[float] = self.relevance(history).tolist()
+        candidates = [u for u in range(unit + 1) if u not in history.must_keep]
+        weight = self.options["identifier_weight"] if history.agent else 0.0
+        coverage = Coverage(history, selection.kept) if weight else None
+
+        def value(candidate: int) -> float:
+            if candidate == history.task_unit:
+                return math.inf  # the task statement comes first when the core could not
+            novelty = weight * coverage.novelty(candidate) if coverage else 0.0
+            return scores[candidate] + novelty
+
+        for rank, candidate in enumerate(best_first(history, candidates, room, value)):
+            reason = f"relevant to the query (rank {rank + 1})"
+            if candidate == history.task_unit:
+                reason = "task statement (ranked first among older units)"
+            elif coverage is not None:
+                added = len(coverage.of(candidate) - coverage.covered)
+                reason = f"relevant to the query (rank {rank + 1}, adds {added} identifiers)"
+            if coverage is not None:
+                coverage.add(candidate)
+            selection.keep(candidate, reason, scores[candidate])
+        for candidate, score in enumerate(scores):
             selection.scores.setdefault(candidate, score)
         return selection
 

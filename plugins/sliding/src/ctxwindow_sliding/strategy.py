@@ -19,10 +19,11 @@ from ctxwindow import (
     Selection,
     get_importance_scorer,
 )
-from ctxwindow.kit import recent_units
+from ctxwindow.kit import Coverage, best_first, identifier_weight_option, recent_units
 
-#: What the opening user message (an agent's task statement) adds to its importance: as
-#: much as the unit that best matches the query.
+#: What the task statement (the opening user message) adds to its importance: as much as
+#: the unit that best matches the query. The core keeps it outright when it is small; the
+#: boost still ranks it first among older units when it is too big for that.
 TASK_BOOST = 1.0
 RECENT = "recent"
 DROPPED = "neither among the most recent units nor important enough to fit"
@@ -37,7 +38,6 @@ class _Marks:
 
     def __init__(self) -> None:
         self.read = 0
-        self.opening: int | None = None  # position of the first user message
         self.importance: list[tuple[int, object]] = []  # (position, metadata value)
         self.lock = threading.Lock()
 
@@ -45,8 +45,6 @@ class _Marks:
         with self.lock:
             for position in range(self.read, len(history)):
                 message = history.messages[position]
-                if self.opening is None and message.role == "user":
-                    self.opening = position
                 value = message.metadata.get("importance") if message.metadata else None
                 if value is not None:
                     self.importance.append((position, value))
@@ -77,6 +75,7 @@ class SlidingWindow(BaseStrategy):
             "'keywords:<key=value;...>', or any scorer registered through "
             "register_importance_scorers.",
         ),
+        identifier_weight_option("importance"),
     )
 
     def __init__(self, **options: Any) -> None:
@@ -106,7 +105,7 @@ class SlidingWindow(BaseStrategy):
     def importance(self, history: History, notes: list[str] | None = None) -> list[float]:
         """Each unit's importance: the scorer's scores scaled so the largest is 1 in size,
         plus the ``metadata.importance`` of the unit's messages, plus TASK_BOOST for the
-        unit of the opening user message (the task statement)."""
+        task statement's unit (unless the ``task_statement`` option is off)."""
         scorer = self.scorer
         scores = _checked(scorer, scorer.score(history), len(history.units))
         top = max(map(abs, scores), default=0.0)
@@ -126,10 +125,8 @@ class SlidingWindow(BaseStrategy):
                     )
             else:
                 scores[unit] += number
-        if marks.opening is not None and marks.opening < len(history):
-            opening = history.unit_of(marks.opening)
-            if opening is not None:
-                scores[opening] += TASK_BOOST
+        if history.task_unit is not None:
+            scores[history.task_unit] += TASK_BOOST
         return scores
 
     def _marks_of(self, history: History) -> _Marks:
@@ -152,20 +149,24 @@ class SlidingWindow(BaseStrategy):
             selection.keep(unit, RECENT)
             room -= history.unit_tokens(unit)
             oldest_recent = unit
-        # 2. The important older units, most important first, while any fits.
+        # 2. The important older units, most important first, while any fits; in an
+        # agent's history a unit also counts for the identifiers it would add.
         scores = self.importance(history, selection.notes)
-        candidates = [
-            u for u in range(oldest_recent - 1, -1, -1) if scores[u] > 0 and u not in must_keep
-        ]
-        candidates.sort(key=scores.__getitem__, reverse=True)  # stable: ties, newer first
-        sizes = {unit: history.unit_tokens(unit) for unit in candidates}
-        smallest = min(sizes.values(), default=0)
-        for unit in candidates:
-            if room < smallest:
-                break
-            if sizes[unit] <= room:
-                selection.keep(unit, f"important (score {scores[unit]:.3g})", scores[unit])
-                room -= sizes[unit]
+        candidates = [u for u in range(oldest_recent - 1, -1, -1) if u not in must_keep]
+        weight = self.options["identifier_weight"] if history.agent else 0.0
+        coverage = Coverage(history, selection.kept) if weight else None
+
+        def value(unit: int) -> float:
+            return scores[unit] + (weight * coverage.novelty(unit) if coverage else 0.0)
+
+        for unit in best_first(history, candidates, room, value, above=0.0):
+            reason = f"important (score {scores[unit]:.3g})"
+            if coverage is not None:
+                added = len(coverage.of(unit) - coverage.covered)
+                reason = f"important (score {scores[unit]:.3g}, adds {added} identifiers)"
+                coverage.add(unit)
+            selection.keep(unit, reason, scores[unit])
+            room -= history.unit_tokens(unit)
         # 3. Room the important units left extends the recent run.
         for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
             selection.keep(unit, RECENT)

@@ -1,27 +1,48 @@
 """The extractive summarizer: no LLM, deterministic, keeps the sentences that carry facts.
 
-A sentence is worth keeping for what a later question may need: names, dates and
-numbers, and words that are rare in the conversation (the same boilerplate said every
-turn carries nothing; a word said once or twice usually names a fact). The previous summary's
-sentences come first and are kept before new ones, so facts summarized once are not
-lost to newer small talk; new sentences fill the rest of the target, best first, and
-everything is written back in its original order.
+A sentence is worth keeping for what a later question, or an agent's next step, may
+need: names, dates and numbers, identifiers (ids, codes, paths), and words that are rare
+in the conversation (the same boilerplate said every turn carries nothing; a word said
+once or twice usually names a fact).
+
+In an agent's history (the strategy hands over texts with roles, see
+``ctxwindow.kit.unit_text``) the pieces are not alike:
+
+- the user's words are the task and its constraints: they are kept first;
+- repeated tool calls collapse into one line per function, with the values they were
+  called with (``get_reservation_details x3: ZFA04Y, XEWRD9, M05KNL``);
+- a tool result is read field by field (one piece per top-level field of a JSON
+  result), and a piece that repeats one already kept (a second identical lookup) is
+  dropped;
+- pieces are then taken for the identifiers they add per token, so what later steps
+  pass on (a payment id, a flight number) survives where boilerplate does not.
+
+The previous summary's sentences come first and are kept before new ones, so facts
+summarized once are not lost to newer small talk; everything is written back in its
+original order.
 """
 
 from __future__ import annotations
 
+import heapq
+import json
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ctxwindow import SummaryRequest, SummaryResult
+from ctxwindow.kit import NOVELTY_TOKENS, identifiers
 
 _SENTENCE = re.compile(
     r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bvs\.)(?<!\be\.g\.)"
     r"(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+"
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+|\d[\d,.:/-]*")
+_CALL = re.compile(r"^(\S+) called ([\w.\-]+)\((.*)\)$", re.DOTALL)
+_RESULT = re.compile(r"^([\w.\-]+) result: (.*)$", re.DOTALL)
 _MONTHS = {
     "january", "february", "march", "april", "may", "june", "july", "august",
     "september", "october", "november", "december", "monday", "tuesday", "wednesday",
@@ -35,22 +56,34 @@ _COMMON = frozenset(
     hey hi hello thanks thank great good nice cool sure lol wow""".split()
 )
 PREFIX = "Summary of the earlier conversation: "
+#: A tool-result piece sharing this much of its words with one already kept is dropped.
+NEAR_DUPLICATE = 0.8
+#: Values listed per collapsed tool call line, and the shortest listed (a flag or a
+#: count says little out of its call).
+CALL_VALUES = 12
+MIN_VALUE = 3
+#: In an agent's history, salience counts this much beside the identifiers a piece adds.
+AGENT_SALIENCE = 0.25
 
 
 def sentences(text: str) -> list[str]:
     return [part.strip() for part in _SENTENCE.split(text) if part and part.strip()]
 
 
-def _speaker_sentences(text: str) -> list[str]:
-    """Split a unit's text; each sentence keeps its speaker ("Name: ...")."""
-    out: list[str] = []
-    for line in text.splitlines():
-        speaker, sep, said = line.partition(": ")
-        if sep and len(speaker) <= 40 and " " not in speaker.strip():
-            out.extend(f"{speaker}: {s}" for s in sentences(said))
-        else:
-            out.extend(sentences(line))
-    return out
+@dataclass
+class Piece:
+    """A candidate for the summary: its text, where it came from, and its standing."""
+
+    text: str
+    order: tuple[int, int]  # (text index, piece index): the original order
+    instruction: bool = False  # the user's own words
+    observation: bool = False  # from a tool result
+    call: bool = False  # a collapsed line of tool calls
+    said: str = ""  # the text without its "function:" heading, where identifiers are read
+
+    @property
+    def body(self) -> str:
+        return self.said or self.text
 
 
 def salience(sentence: str, rarity: dict[str, float]) -> float:
@@ -81,8 +114,96 @@ def rarities(pool: Sequence[str]) -> dict[str, float]:
     return {word: math.log(total / count) for word, count in seen.items()}
 
 
+def pieces(texts: Sequence[str]) -> list[Piece]:
+    """The texts cut into candidates: sentences of what people said, one line per
+    called function (repeated calls collapsed), fields of tool results."""
+    out: list[Piece] = []
+    calls: dict[str, tuple[tuple[int, int], list[str], int]] = {}
+    for number, text in enumerate(texts):
+        for line in text.splitlines():
+            order = (number, len(out))
+            call = _CALL.match(line)
+            if call:
+                first, arguments, count = calls.get(call.group(2), (order, [], 0))
+                arguments.extend(v for v in _values(call.group(3)) if v not in arguments)
+                calls[call.group(2)] = (first, arguments, count + 1)
+                continue
+            result = _RESULT.match(line)
+            if result:
+                for field, values in _fields(result.group(2)):
+                    headed = f"{result.group(1)}: {field}"
+                    out.append(Piece(headed, order, observation=True, said=values))
+                continue
+            speaker, sep, said = line.partition(": ")
+            if sep and len(speaker) <= 40 and " " not in speaker.strip():
+                user = speaker == "user"
+                for sentence in sentences(said):
+                    text_of = f"User: {sentence}" if user else f"{speaker}: {sentence}"
+                    out.append(Piece(text_of, order, instruction=user))
+            else:
+                out.extend(Piece(sentence, order) for sentence in sentences(line))
+    for function, (order, arguments, count) in calls.items():
+        shown = ", ".join(arguments[:CALL_VALUES])
+        shown += ", ..." if len(arguments) > CALL_VALUES else ""
+        times = f" x{count}" if count > 1 else ""
+        text = f"Called {function}{times}" + (f": {shown}." if shown else ".")
+        out.append(Piece(text, order, call=True, said=shown))
+    return sorted((p for p in out if p.text), key=lambda p: p.order)
+
+
+def _values(arguments: str) -> list[str]:
+    """The leaf values of a call's JSON arguments (the raw text if not JSON)."""
+    try:
+        parsed = json.loads(arguments)
+    except (json.JSONDecodeError, RecursionError):
+        return [arguments.strip()] if arguments.strip() else []
+    return [text for text in map(_flat, _leaves(parsed)) if len(text) >= MIN_VALUE]
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [] if value in (None, "") else [value]
+
+
+def _flat(value: Any, key: object = None) -> str:
+    """A JSON value as compact text: ``key value`` pairs, nesting in brackets; an
+    entry that only repeats its key (``"id"`` of an object filed under that id) goes."""
+    if isinstance(value, dict):
+        inner = ", ".join(
+            f"{k} {_flat(v, k)}"
+            for k, v in value.items()
+            if v not in (None, "", [], {}) and str(v) != str(key)
+        )
+        return f"({inner})"
+    if isinstance(value, list):
+        return "[" + "; ".join(_flat(item) for item in value) + "]"
+    return str(value)
+
+
+def _fields(result: str) -> list[tuple[str, str]]:
+    """A tool result as pieces, each with the text its identifiers are read from (the
+    values, not the keys): a JSON object's top-level fields, a JSON list's items, else
+    its sentences."""
+    try:
+        parsed = json.loads(result)
+    except (json.JSONDecodeError, RecursionError):
+        return [(sentence, sentence) for sentence in sentences(result)]
+    if isinstance(parsed, dict):
+        return [
+            (f"{k} {_flat(v, k)}", " ".join(map(str, _leaves(v))))
+            for k, v in parsed.items()
+            if v not in (None, "", [], {})
+        ]
+    if isinstance(parsed, list):
+        return [(_flat(item), " ".join(map(str, _leaves(item)))) for item in parsed]
+    return [(str(parsed), str(parsed))]
+
+
 class ExtractiveSummarizer:
-    """Picks the most salient sentences within the target; no LLM, same input same output."""
+    """Picks the most salient pieces within the target; no LLM, same input same output."""
 
     name = "extractive"
     requires_llm = False
@@ -92,9 +213,10 @@ class ExtractiveSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         previous = sentences(request.previous.removeprefix(PREFIX)) if request.previous else []
-        fresh = [s for text in request.texts for s in _speaker_sentences(text)]
+        fresh = pieces(request.texts)
+        rarity = rarities([*previous, *(p.text for p in fresh)])
         budget = request.target_tokens - request.counter.count_text(PREFIX)
-        chosen = _pick(previous, fresh, rarities([*previous, *fresh]), budget, request)
+        chosen = _pick(previous, fresh, rarity, budget, request)
         text = PREFIX + " ".join(chosen)
         return SummaryResult(text if chosen else "")
 
@@ -104,26 +226,92 @@ class ExtractiveSummarizer:
 
 def _pick(
     previous: Sequence[str],
-    fresh: Sequence[str],
+    fresh: Sequence[Piece],
     rarity: dict[str, float],
     budget: int,
     request: SummaryRequest,
 ) -> list[str]:
-    """The previous summary's sentences first, then the best new ones, in order."""
-    ranked = sorted(range(len(previous)), key=lambda i: -salience(previous[i], rarity))
-    ranked_fresh = sorted(range(len(fresh)), key=lambda i: -salience(fresh[i], rarity))
-    keep_previous: set[int] = set()
-    keep_fresh: set[int] = set()
+    """The previous summary's sentences first, then the user's words, then the other
+    new pieces for what they add (salience, and identifiers not yet in the summary);
+    written in order."""
+    count = request.counter.count_text
     room = budget
-    for pool, ranking, kept in (
-        (previous, ranked, keep_previous),
-        (fresh, ranked_fresh, keep_fresh),
-    ):
-        for index in ranking:
-            if salience(pool[index], rarity) <= 0:
-                continue
-            cost = request.counter.count_text(pool[index]) + 1
+    kept_previous: set[int] = set()
+    for index in sorted(range(len(previous)), key=lambda i: -salience(previous[i], rarity)):
+        cost = count(previous[index]) + 1
+        if salience(previous[index], rarity) > 0 and cost <= room:
+            kept_previous.add(index)
+            room -= cost
+    # A chat is summarized by salience alone; an agent's history (tool calls in it) puts
+    # the user's words first and values what later steps pass on: identifiers.
+    agent = any(piece.call or piece.observation for piece in fresh)
+    covered: set[str] = set()
+    kept: set[int] = set()
+    if agent:
+        for index in kept_previous:
+            covered |= identifiers(previous[index])
+        instructions = [i for i, p in enumerate(fresh) if p.instruction]
+        for index in sorted(instructions, key=lambda i: -salience(fresh[i].text, rarity)):
+            cost = count(fresh[index].text) + 1
             if cost <= room:
                 kept.add(index)
                 room -= cost
-    return [previous[i] for i in sorted(keep_previous)] + [fresh[i] for i in sorted(keep_fresh)]
+                covered |= identifiers(fresh[index].text)
+    _fill(fresh, kept, covered if agent else None, rarity, room, count)
+    return [previous[i] for i in sorted(kept_previous)] + [fresh[i].text for i in sorted(kept)]
+
+
+def _fill(
+    fresh: Sequence[Piece],
+    kept: set[int],
+    covered: set[str] | None,
+    rarity: dict[str, float],
+    room: int,
+    count: Callable[[str], int],
+) -> None:
+    """Take the other pieces by value: salience, plus (``covered`` given, in an agent's
+    history) the identifiers a piece adds per token, lazily re-valued as they get
+    covered; tool-result pieces that nearly repeat one already kept are dropped."""
+    costs = {i: count(p.text) + 1 for i, p in enumerate(fresh) if i not in kept}
+    agent = covered is not None
+    found = {i: identifiers(fresh[i].body) if covered is not None else frozenset() for i in costs}
+    covered = set() if covered is None else covered
+    words = {i: set(_WORD.findall(fresh[i].text.lower())) for i in costs}
+    base = {i: salience(fresh[i].text, rarity) for i in costs}
+    kept_observations: list[set[str]] = []
+
+    # in an agent's history, identifiers lead and salience (rare words: chatter scores
+    # high there too) only breaks ties between pieces that add as much
+    weight = AGENT_SALIENCE if agent else 1.0
+
+    def value(index: int) -> float:
+        novelty = len(found[index] - covered) * NOVELTY_TOKENS / costs[index]
+        return weight * base[index] + novelty
+
+    heap = [(-value(i), i) for i in costs if base[i] > 0 or found[i]]
+    heapq.heapify(heap)
+    while heap:
+        _, index = heapq.heappop(heap)
+        if costs[index] > room:
+            continue
+        fresh_value = value(index)
+        if heap and fresh_value < -heap[0][0]:
+            heapq.heappush(heap, (-fresh_value, index))
+            continue
+        if fresh_value <= 0:
+            break
+        if fresh[index].observation and any(
+            _overlap(words[index], other) >= NEAR_DUPLICATE for other in kept_observations
+        ):
+            continue
+        kept.add(index)
+        room -= costs[index]
+        covered |= found[index]
+        if fresh[index].observation:
+            kept_observations.append(words[index])
+
+
+def _overlap(one: set[str], other: set[str]) -> float:
+    """Jaccard similarity of two word sets."""
+    union = one | other
+    return len(one & other) / len(union) if union else 1.0

@@ -22,10 +22,16 @@ from ctxwindow_summarize.errors import SummarizerFailed
 
 OPENAI_URL = "https://api.openai.com/v1"
 SYSTEM_PROMPT = (
-    "You keep the running memory of a conversation for an assistant. Rewrite the "
-    "previous summary together with the new messages into one updated summary. Keep "
-    "every name, date, number, decision, preference and open task; drop greetings and "
-    "small talk. Write plain sentences with no preamble, at most {words} words."
+    "You keep the running memory of a conversation, or of an agent's work, for an "
+    "assistant. Rewrite the previous summary together with the new messages into one "
+    "updated summary. Its first sentence says what it covers (for example: 'Covers the "
+    "first 40 messages: the user's booking change and six tool calls.'). Then keep, in "
+    "this order: the user's task and constraints, in the user's own words where short; "
+    "the decisions made and actions taken, with their outcomes; the open items, and "
+    "what is still pending; and every identifier later steps may need (ids, names, "
+    "dates, amounts, numbers, file paths) exactly as written. Collapse repeated tool "
+    "calls into one line each. Drop greetings, small talk and tool output nobody used. "
+    "Write plain sentences with no preamble, at most {words} words."
 )
 #: Replies that are plainly not a summary: refusals and error pages.
 _ERROR_TEXT = re.compile(
@@ -111,7 +117,9 @@ class OpenAISummarizer:
             {
                 "role": "user",
                 "content": f"Previous summary:\n{request.previous or '(none yet)'}\n\n"
-                f"New messages:\n{new}\n\nUpdated summary:",
+                f"New messages ({len(request.texts)} turns, oldest first; 'user:' lines "
+                "are the user's words, 'X called f(...)' lines tool calls, 'f result:' "
+                f"lines tool results):\n{new}\n\nUpdated summary:",
             },
         ]
 

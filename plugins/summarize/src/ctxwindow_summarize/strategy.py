@@ -192,7 +192,7 @@ class SummarizeWindow(BaseStrategy):
         room = max(0, history.budget - history.must_keep_tokens - reserve)
         step = max(1, int(_stable_room(history, reserve) * (1 - self.options["low_water"])))
         start, checkpoints = boundary(history, units, room, step)
-        texts = [unit_text(history, unit) for unit in units[:start]]
+        texts = [unit_text(history, unit, roles=True) for unit in units[:start]]
         framing = history.counter.count_message(Message("system", ""))
         left = history.budget - history.must_keep_tokens - _tokens(history, units[start:])
         return _Plan(units, start, checkpoints, texts, min(reserve, left) - framing)
@@ -277,7 +277,7 @@ class SummarizeWindow(BaseStrategy):
                     "summarizer": by,
                 },
             )
-            selection.add_synthetic(message, before_unit=_first_after(history, plan))
+            selection.add_synthetic(message, before_unit=max(outcome.covered_units, default=-1) + 1)
         why = "; ".join(outcome.failures) or "no summary could be written"
         for unit in outcome.dropped_units:
             selection.drop(unit, f"dropped, not summarized ({why})")
@@ -325,11 +325,6 @@ def _stable_room(history: History, reserve: int) -> int:
 
 def _tokens(history: History, units: list[int]) -> int:
     return sum(history.unit_tokens(unit) for unit in units)
-
-
-def _first_after(history: History, plan: _Plan) -> int:
-    """The summary goes where the verbatim part begins (at the end if there is none)."""
-    return plan.units[plan.start] if plan.start < len(plan.units) else len(history.units)
 
 
 def _staged(

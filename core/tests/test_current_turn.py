@@ -1,0 +1,214 @@
+"""The current turn, the task statement and the oversize policy for tool output: what
+every strategy keeps for an agent loop, enforced by the runner and its checker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import (
+    BaseStrategy,
+    BudgetTooSmall,
+    ContractViolation,
+    Conversation,
+    History,
+    Message,
+    Selection,
+    get_counter,
+)
+from ctxwindow.kit import Coverage, best_first, identifiers
+from ctxwindow.testing import agent_loop, assistant, calls, check_window, result, user
+
+APPROX = get_counter("approx")
+CURRENT = "current turn (after the newest user message)"
+NEWEST_EXCHANGE = "newest exchange of the current turn"
+TASK = "task statement (the first user message)"
+
+
+def tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(APPROX.count_message(Message.from_dict(m)) for m in messages)
+
+
+def reasons(window: ctxwindow.Window[Any]) -> dict[int, str]:
+    return {d.unit: d.reason for d in window.record.decisions}
+
+
+def test_the_current_turn_stays_whole_when_it_fits_and_the_strategy_chooses_the_rest() -> None:
+    messages = agent_loop(10, result_words=10, instructions=2)
+    newest_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    turn = messages[newest_user:]
+    budget = tokens(messages[:2]) + tokens(turn) + 60
+    window = ctxwindow.select(messages, budget, "newest")
+    assert all(any(m is kept for kept in window.messages) for m in turn)
+    history = Conversation(messages).view(APPROX, budget)
+    assert history.current_turn.start == history.unit_of(newest_user)
+    assert {history.must_keep[u] for u in history.current_turn[1:]} == {CURRENT}
+    assert history.must_keep[history.unit_of(1)] == TASK  # the first user message
+    # the strategy still had older units to choose from, and chose the newest that fit
+    assert window.record.count("dropped") > 0
+    assert window.tokens <= budget
+
+
+def test_a_current_turn_past_the_budget_keeps_its_newest_exchange_and_says_so() -> None:
+    messages = agent_loop(20, result_words=10)  # one instruction, twenty rounds
+    budget = 400
+    history = Conversation(messages).view(APPROX, budget)
+    newest = history.current_turn[-1]
+    assert history.must_keep[newest] == NEWEST_EXCHANGE
+    assert not any(reason == CURRENT for reason in history.must_keep.values())
+    window = ctxwindow.select(messages, budget, "newest")
+    assert messages[-1] in window.messages and messages[-2] in window.messages
+    note = next(n for n in window.record.notes if n.startswith("the current turn is bigger"))
+    assert "its newest exchange stayed" in note
+    # the turn's older rounds were candidates like any older unit: the newest of them kept
+    assert messages[-4] in window.messages
+
+
+def test_the_task_statement_is_kept_and_can_be_turned_off() -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        user("Plan a trip to Lisbon for three days; budget 900 euros."),
+        *[m for turn in range(30) for m in (user(f"detail {turn} " * 8), assistant("ok " * 8))],
+    ]
+    window = ctxwindow.select(messages, 150, "newest")
+    assert messages[1] in window.messages
+    assert reasons(window)[1] == TASK
+    off = ctxwindow.select(messages, 150, "newest", task_statement=False)
+    assert messages[1] not in off.messages
+    # over a quarter of the budget, it is left to the strategy's own scoring
+    long_task = [messages[0], user("constraint " * 40), *messages[2:]]
+    assert long_task[1] not in ctxwindow.select(long_task, 150, "newest").messages
+
+
+def oversized_exchange() -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "You are an agent."},
+        user("Summarize the log of build 7714 and open a ticket."),
+        calls("c1"),
+        result("c1", "earlier lookup: ok"),
+        assistant("Fetching the log."),
+        user("Go on."),
+        calls("log"),
+        result("log", "HEAD line of the build log\n" + "step passed\n" * 1500 + "TAIL: failed"),
+    ]
+
+
+def test_a_tool_result_too_big_for_the_budget_is_cut_head_and_tail_with_a_note() -> None:
+    messages = oversized_exchange()
+    budget = 600
+    window = ctxwindow.select(messages, budget, "newest")
+    assert window.tokens <= budget
+    cut = window.messages[-1]
+    assert cut is not messages[-1] and messages[-1]["content"].endswith("TAIL: failed")
+    assert cut["tool_call_id"] == "log"
+    assert cut["content"].startswith("HEAD line") and cut["content"].endswith("TAIL: failed")
+    assert "characters cut by ctxwindow from this tool result" in cut["content"]
+    assert cut["metadata"] == {"truncated": True, "stands_in_for": 7}
+    decision = window.record.decisions[-1]
+    assert decision.action == "truncated" and "tool result cut" in decision.reason
+    assert any(n.startswith("cut the tool result of message 7") for n in window.record.notes)
+    # older context still got a share: the task statement, and more than the must-keep
+    assert messages[1] in window.messages
+    assert len(window.messages) > 4
+
+
+def test_oversize_raise_names_the_tool_result_that_is_too_big() -> None:
+    with pytest.raises(BudgetTooSmall) as caught:
+        ctxwindow.select(oversized_exchange(), 600, "newest", oversize="raise")
+    assert "message 7, the tool result for call 'log'" in str(caught.value)
+
+
+class DropsTheTurn(BaseStrategy):
+    """Broken: lets go of the current turn's tool exchanges."""
+
+    name = "drops-the-turn"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        for unit in history.current_turn[1:]:
+            selection.drop(unit, "tool calls are noise")
+        return selection
+
+
+def test_dropping_a_pending_exchange_that_fits_is_a_contract_violation() -> None:
+    messages = agent_loop(6, result_words=10, instructions=3)
+    budget = tokens(messages) - 50
+    with pytest.raises(ContractViolation, match=r"\(current turn \(after the newest user"):
+        DropsTheTurn().select(messages, budget)
+    with pytest.raises((ContractViolation, AssertionError)):
+        check_window(DropsTheTurn(), messages, budget)
+
+
+class SummaryAtTheEnd(BaseStrategy):
+    """Broken: puts a summary of the oldest units after the newest user message."""
+
+    name = "summary-at-the-end"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        old = [u for u in range(len(history.units)) if u not in history.must_keep][:3]
+        for unit in old:
+            selection.summarize(unit, "old")
+        covers = [f"#{p}" for unit in old for p in history.span(unit)]
+        summary = Message("system", "Summary.", metadata={"synthetic": True, "covers": covers})
+        selection.add_synthetic(summary, len(history.units))
+        for unit in range(len(history.units)):
+            if unit not in old:
+                selection.keep(unit, "kept")
+        return selection
+
+
+def test_a_summary_placed_after_newer_messages_is_a_contract_violation() -> None:
+    messages = [user(f"turn {i} " * 5) if i % 2 == 0 else assistant("ok") for i in range(12)]
+    with pytest.raises(ContractViolation, match="covers"):
+        SummaryAtTheEnd().select(messages, tokens(messages) - 5)
+
+
+def test_history_knows_an_agent_and_its_task() -> None:
+    chat = Conversation([user("hi"), assistant("hello"), user("bye")]).view(APPROX, 100)
+    assert chat.agent is False and chat.task_unit == 0
+    agent = Conversation(agent_loop(2)).view(APPROX, 100)
+    assert agent.agent is True and agent.task_unit == 1
+    off = Conversation(agent_loop(2)).view(APPROX, 100, task_statement=False)
+    assert off.task_unit is None
+
+
+def test_identifiers_are_what_a_next_step_passes_on() -> None:
+    found = identifiers(
+        "Reservation ZFA04Y for user mia_li_3668 on HAT136, 2024-05-20, from JFK; "
+        "see app/views.py or mail mia@example.com. Thanks, Mia, it is fine."
+    )
+    assert found == {
+        "ZFA04Y",
+        "mia_li_3668",
+        "HAT136",
+        "2024-05-20",
+        "JFK",
+        "app/views.py",
+        "mia@example.com",
+    }
+
+
+def test_coverage_values_units_for_what_they_add_and_best_first_takes_them_in_turn() -> None:
+    messages = [
+        user("Book for user ann_77 with card card_1234, please."),  # unit 0
+        assistant("ann_77, card_1234."),  # unit 1: the same identifiers, for fewer tokens
+        assistant("Flights HAT001, HAT002, HAT003."),  # unit 2
+        assistant("Nothing to see here at all."),  # unit 3
+        user("Which one?"),  # unit 4
+    ]
+    history = Conversation(messages).view(APPROX, 1000)
+    coverage = Coverage(history, [4])
+    assert coverage.novelty(3) == 0
+    taken = []
+    for unit in best_first(history, [0, 1, 2, 3], 1000, coverage.novelty, above=0.0):
+        taken.append(unit)
+        coverage.add(unit)
+    # the densest first; of two carriers of ann_77 and card_1234 the cheaper; then 0 adds
+    # nothing and 3 holds nothing
+    assert taken == [2, 1]
+    # what does not fit is passed over, and nothing is taken past the room
+    small = list(best_first(history, [0, 1, 2, 3], history.unit_tokens(1), lambda u: 1.0))
+    assert small and all(history.unit_tokens(u) <= history.unit_tokens(1) for u in small)

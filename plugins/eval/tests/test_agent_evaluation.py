@@ -1,0 +1,183 @@
+"""The agent kind of ``ctxwindow eval``: trajectories in, next-action recall, pending
+exchange kept and task statement kept out, on tau-bench's airline runs and on a user's
+own agent logs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwindow import BaseStrategy, BudgetTooSmall, History, Selection
+from ctxwindow_eval import evaluate_agent, load_trajectories
+from ctxwindow_eval.agent_metrics import needed_values, pending_exchange, score_step
+from ctxwindow_eval.trajectories import looks_like_trajectories
+
+ROOT = Path(__file__).resolve().parents[3]
+TAU = ROOT.parent / "shared" / "bench" / "tau-airline" / "airline-dev.json"
+LOCOMO = ROOT.parent / "shared" / "bench" / "locomo" / "locomo-dev.json"
+RUNS = ROOT / "examples" / "agent-runs.jsonl"
+needs_tau = pytest.mark.skipif(not TAU.exists(), reason=f"benchmark not at {TAU}")
+
+
+def call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def run() -> list[dict[str, Any]]:
+    """A small trajectory: the action at 6 needs a user id, a payment id and an amount."""
+    return [
+        {"role": "system", "content": "Policy: refunds over 100 need approval. ZZZ999"},
+        {"role": "user", "content": "I am user ann_77; refund order ORD-5521 please."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c1", "get_order", id="x")]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"payment": "card_1234", "total": 250}'},
+        {"role": "user", "content": "Go ahead."},
+        {"role": "assistant", "content": None, "tool_calls": [call("c2", "approve", ok=True)]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                call("c3", "refund", user="ann_77", payment="card_1234", amount=250, note="ok"),
+                call("c4", "log", code="ZZZ999", order=5521),
+            ],
+        },
+    ]
+
+
+def test_needed_values_follow_the_benchmark_rule() -> None:
+    messages = run()
+    needed = needed_values(messages[6], messages[:6])
+    # string leaves of 3+ characters and numbers of 3+ digits seen past the system prompt;
+    # "ok" is too short, ZZZ999 is only in the system prompt, 5521 is inside ORD-5521
+    assert needed == {"ann_77", "card_1234", "250", "5521"}
+
+
+def test_a_step_scores_recall_pending_and_task_from_the_window() -> None:
+    messages = run()[:4]  # ends on the tool result the model waits on
+    action = {"role": "assistant", "tool_calls": [call("c9", "refund", payment="card_1234")]}
+    assert pending_exchange(messages) == range(2, 4)
+    whole = score_step(messages, action, messages)
+    assert (whole.recall, whole.pending_kept, whole.task_kept) == (1.0, True, True)
+    without = score_step(messages, action, [messages[0], messages[1]])
+    assert (without.recall, without.pending_kept, without.task_kept) == (0.0, False, True)
+    cut = {**messages[3], "content": '{"payment": "card_1234" ...', "metadata": {}}
+    cut["metadata"] = {"truncated": True, "stands_in_for": 3}
+    stood = score_step(messages, action, [messages[0], messages[2], cut])
+    assert stood.pending_kept is True and stood.pending_cut is True and stood.recall == 1.0
+    nothing = score_step(messages, action, [])  # a strategy that raised
+    assert (nothing.recall, nothing.pending_kept, nothing.task_kept) == (0.0, False, False)
+
+
+def test_trajectory_files_of_every_accepted_shape(tmp_path: Path) -> None:
+    listed = tmp_path / "runs.json"
+    listed.write_text(json.dumps([{"task_id": 3, "trial": 1, "traj": run()}, run()]))
+    first, second = load_trajectories(listed)
+    assert (first.id, second.id) == ("task 3 trial 1", "trajectory 1")
+    assert list(first.actions()) == [2, 5, 6]
+    lines = tmp_path / "runs.jsonl"
+    lines.write_text("\n".join(json.dumps({"id": f"r{i}", "messages": run()}) for i in range(2)))
+    assert [t.id for t in load_trajectories(lines)] == ["r0", "r1"]
+    log = tmp_path / "one-run.jsonl"
+    log.write_text("\n".join(json.dumps(m) for m in run()) + "\n")
+    (only,) = load_trajectories(log)
+    assert only.id == "one-run" and len(only.messages) == 7
+    assert all(looks_like_trajectories(p) for p in (listed, lines, log))
+    if LOCOMO.exists():
+        assert not looks_like_trajectories(LOCOMO)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('[{"no": "messages"}]', "entry 0 is not a trajectory"),
+        ('[[{"content": "no role"}]]', "trajectory 0, message 0 is not an OpenAI message"),
+        ('{"id": 1, "messages": []}\nnot json\n', "line 2 is not JSON"),
+        ("[]", "holds no trajectories"),
+    ],
+)
+def test_a_trajectory_file_of_the_wrong_shape_is_a_clear_error(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    from ctxwindow.errors import ConfigError
+
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=problem):
+        load_trajectories(path)
+
+
+class Raises(BaseStrategy):
+    name = "raises-too-small"
+
+    def choose(self, history: History) -> Selection:
+        raise BudgetTooSmall(history.budget + 1, history.budget)
+
+
+@pytest.fixture
+def raising(ctxwindow_register: Any) -> None:
+    ctxwindow_register(Raises, name="raises-too-small")
+
+
+@pytest.mark.usefixtures("raising")
+def test_steps_with_a_choice_are_counted_and_a_strategy_that_raises_keeps_nothing() -> None:
+    runs = load_trajectories(RUNS)
+    result = evaluate_agent(["fixed", "raises-too-small"], runs, budgets=[400, 100_000])
+    small, roomy = result.row("fixed", 400), result.row("fixed", 100_000)
+    assert small.steps > 0 and roomy.steps == 0 and roomy.recall is None
+    assert small.task_kept == 1.0 and small.too_small == 0
+    broken = result.row("raises-too-small", 400)
+    assert broken.steps == small.steps and broken.too_small == broken.steps
+    assert broken.recall == 0.0 and broken.task_kept == 0.0
+    as_json = result.to_dict()
+    assert as_json["kind"] == "agent" and len(as_json["rows"]) == 4
+
+
+@needs_tau
+def test_recent_only_reproduces_the_benchmark_reference_points() -> None:
+    """The benchmark's README: keeping the most recent messages that fit recalls 0.63 /
+    0.83 / 0.89 at 2,000 / 3,000 / 4,000 tokens (with the task statement off, as that
+    baseline keeps no first message)."""
+    runs = load_trajectories(TAU)
+    assert len(runs) == 100
+    result = evaluate_agent(["fixed:task_statement=false"], runs)
+    rows = [result.row("fixed:task_statement=false", b) for b in (2000, 3000, 4000)]
+    assert [row.steps for row in rows] == [503, 265, 123]
+    # within a point: where the pending exchange alone is over the budget, its results are
+    # now cut to fit instead of lost, which the reference did not do
+    assert [row.recall for row in rows] == pytest.approx([0.63, 0.83, 0.89], abs=0.01)
+    assert all(row.pending_kept == 1.0 for row in rows)
+
+
+def test_cli_finds_the_kind_and_writes_table_json_markdown_and_plot(tmp_path: Path) -> None:
+    out = tmp_path / "agent.json"
+    markdown, plot = tmp_path / "agent.md", tmp_path / "agent.png"
+    command = [sys.executable, "-m", "ctxwindow", "eval", str(RUNS), "-s", "fixed", "-s", "sliding"]
+    outputs = ["--json", str(out), "--markdown", str(markdown), "--plot", str(plot)]
+    done = subprocess.run(
+        [*command, "--budgets", "400,600", *outputs],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 trajectories" in done.stdout and "next-action" in done.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["strategy"], r["budget"]) for r in rows} == {
+        (s, b) for s in ("fixed", "sliding") for b in (400, 600)
+    }
+    assert markdown.read_text().startswith("| strategy | budget | steps | next-action recall")
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    wrong = subprocess.run(
+        [sys.executable, "-m", "ctxwindow", "eval", str(RUNS), "--kind", "locomo"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert wrong.returncode != 0 and "agent-runs.jsonl' is not JSON" in wrong.stderr
