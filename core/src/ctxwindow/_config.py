@@ -20,11 +20,6 @@ from ctxwindow._window import Window
 from ctxwindow._windower import Windower
 from ctxwindow.errors import ConfigError, CtxWindowError, InvalidOption
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 HOST_KEYS = ("strategy", "budget", "counter")
 #: Visit bounds: a strategy built on BaseStrategy takes them as options; for any other
 #: strategy the host (the Windower) applies them itself.
@@ -65,6 +60,10 @@ def parse_config(raw: bytes, file: Path = Path(CONFIG_FILE)) -> dict[str, Any] |
             f"{where} is not UTF-8 text (byte {error.start}; is it a binary file?); "
             f"TOML files are UTF-8"
         ) from None
+    if sys.version_info >= (3, 11):  # imported here: only a config file needs it
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

@@ -27,8 +27,8 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pluggy
@@ -186,7 +186,7 @@ class Plugins:
         blocked = _names_from_env(DISABLE_ENV) or set()
         known = {normalize(CORE_DISTRIBUTION)}
         installed: set[str] = set()
-        for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for entry_point in _metadata().entry_points(group=ENTRY_POINT_GROUP):
             dist = entry_point.dist
             distribution = dist.metadata["Name"] if dist is not None else entry_point.name
             names = {normalize(distribution), normalize(entry_point.name)}
@@ -412,11 +412,21 @@ def _make(kind: str, spec: str, entry: Registered, argument: str | None) -> Any:
         ) from error
 
 
+def _metadata() -> ModuleType:
+    """importlib.metadata, imported on first use: it is a third of what ``import
+    ctxwindow`` would cost, and only loading plugins needs it."""
+    import importlib.metadata
+
+    return importlib.metadata
+
+
 def _version(distribution: str) -> str | None:
+    metadata = _metadata()
     try:
-        return metadata.version(distribution)
+        version: str = metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+    return version
 
 
 @functools.cache
@@ -494,7 +504,7 @@ def distribution_of(obj: object) -> str | None:
     for plugin in current.infos.values():
         if plugin.module and plugin.module.split(".")[0] == top:
             return plugin.distribution
-    found = metadata.packages_distributions().get(top)
+    found = _metadata().packages_distributions().get(top)
     return found[0] if found else None
 
 
