@@ -157,9 +157,10 @@ def _site_tools() -> bool:
 
 @pytest.mark.skipif(not _site_tools(), reason="mkdocs and its plugins are not installed")
 def test_site_builds_strict_with_every_hook_documented(tmp_path: Path) -> None:
+    # not -q: it hides warnings, and then --strict has none to fail on
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path)],
         cwd=ROOT,
         env=env,
         capture_output=True,
