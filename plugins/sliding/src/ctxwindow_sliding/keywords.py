@@ -207,7 +207,9 @@ class KeywordScorer:
         # read afresh rather than indexed, even when an earlier visit indexed it whole.
         stable = min(_stable_units(history), len(index), size)
         tail = {unit: UnitTerms.of(history, unit) for unit in range(stable, size)}
-        query = terms(history.effective_query)
+        # read once: in an agent's history it is built from the whole current turn
+        query_text = history.effective_query
+        query = terms(query_text)
         matched = self._overlap(index, tail, set(query), size)
         asking = history.newest_user if history.query is None else None
         own = None if asking is None else history.unit_of(asking)
@@ -221,7 +223,7 @@ class KeywordScorer:
         for unit, value in matched.items():
             out[unit] = value / top
         out = spread(out, settings.neighbours, settings.reach)
-        asked = asks_for(history.effective_query) if settings.salience else 0
+        asked = asks_for(query_text) if settings.salience else 0
         if asked:
             facts = index.facts[:stable] + [read.facts for read in tail.values()]
             raised = 1 + settings.salience
