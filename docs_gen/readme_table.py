@@ -11,20 +11,12 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "README.md"
 sys.path.insert(0, str(HERE))
 
 import reference  # noqa: E402  (docs_gen is a folder of scripts, not a package)
 
-
-def main() -> int:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(reference.README_TABLE_START)
-    end = text.index(reference.README_TABLE_END) + len(reference.README_TABLE_END)
-    README.write_text(text[:start] + reference.readme_table() + text[end:], encoding="utf-8")
-    print(f"wrote the strategy table of {README}")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    README = HERE.parent / "README.md"
+    table = reference.readme_table()
+    reference.write_between(README, reference.README_TABLE_START, reference.README_TABLE_END, table)
+    print(f"wrote the strategy table of {README}")

@@ -9,7 +9,7 @@ selected by name::
     window.record          # what was kept, dropped or summarized, and why
 """
 
-from ctxwindow._config import aselect, from_config, select
+from ctxwindow._config import aselect, cached_windower, from_config, select
 from ctxwindow._contract import Strategy
 from ctxwindow._files import read_messages_file
 from ctxwindow._history import Conversation, History
@@ -118,6 +118,7 @@ __all__ = [
     "WindowRecord",
     "Windower",
     "aselect",
+    "cached_windower",
     "describe_strategies",
     "from_config",
     "get_counter",

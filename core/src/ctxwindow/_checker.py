@@ -88,7 +88,6 @@ def _placement_problems(
     ``#position``) sits where that was: after no kept message newer than what it covers,
     before none older."""
     problems: list[str] = []
-    ids: dict[str, int] | None = None
     made = iter(synthetic)
     for index, position in enumerate(positions):
         if position is not None:
@@ -96,11 +95,7 @@ def _placement_problems(
         covers = next(made).metadata.get("covers")
         if not isinstance(covers, (list, tuple)) or not covers:
             continue
-        if ids is None:
-            ids = {}
-            for at in range(len(history)):
-                ids.setdefault(str(history.message_id(at)), at)
-        found = [_covered(ref, ids) for ref in covers]
+        found = [_covered(ref, history) for ref in covers]
         covered = [p for p in found if p is not None]
         if len(covered) < len(found):
             continue  # refers to something else: nothing to hold it to
@@ -116,10 +111,10 @@ def _placement_problems(
     return problems
 
 
-def _covered(ref: object, ids: dict[str, int]) -> int | None:
+def _covered(ref: object, history: History) -> int | None:
     if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
         return int(ref[1:])
-    return ids.get(str(ref))
+    return history.position_of_id(str(ref))
 
 
 def _made_problems(message: Message) -> list[str]:
@@ -178,9 +173,10 @@ def record_problems(actions: Sequence[str], kept: set[int], count: int) -> list[
                 f"unit {unit} is in the window but its record says {actions[unit]!r}; "
                 f"use keep(), drop() and summarize(), not the kept set"
             ]
-    # the common case in one fast pass: every other unit dropped (mostly the very
-    # "dropped" object a Selection starts with, so the count compares identities)
-    if list(actions).count("dropped") + len(kept) == count:
+    # the common case in one fast pass: every other unit dropped or summarized (mostly
+    # the very "dropped" object a Selection starts with, so the count compares identities)
+    listed = list(actions)
+    if listed.count("dropped") + listed.count("summarized") + len(kept) == count:
         return []
     for unit, action in enumerate(actions):
         if action == "kept" and unit not in kept:

@@ -7,8 +7,11 @@ both go through the strategy's own option validation.
 
 from __future__ import annotations
 
+import copy
 import sys
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -143,6 +146,78 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
     return Windower(strategy, budget, counter, entry.distribution, **visit)
 
 
+class _Windowers:
+    """The Windowers the one-call API has built, by configuration, so that calls with
+    the same strategy, options and counter share one (and its strategy's per-conversation
+    state) rather than build it again. At most WINDOWERS_KEPT, least recently used
+    forgotten first; a configuration that cannot be a key (an unhashable option
+    value) builds its Windower each call, as before."""
+
+    def __init__(self, kept: int) -> None:
+        self._lock = threading.Lock()
+        self._kept = kept
+        self._windowers: OrderedDict[Hashable, Windower] = OrderedDict()
+
+    def get(self, config: dict[str, Any]) -> Windower:
+        check_budget(config["budget"])  # first: a bad budget is named before anything else
+        key = self._key(config)
+        if key is None:
+            return windower_from(config)
+        with self._lock:
+            windower = self._windowers.get(key)
+            if windower is not None:
+                self._windowers.move_to_end(key)
+                return windower
+        windower = windower_from(config)  # outside the lock: it may load a model
+        with self._lock:
+            windower = self._windowers.setdefault(key, windower)
+            while len(self._windowers) > self._kept:
+                self._windowers.popitem(last=False)
+        return windower
+
+    @staticmethod
+    def _key(config: dict[str, Any]) -> Hashable | None:
+        """What identifies a configuration: the registered strategy itself (so a plugin
+        registered again under the name is a new key), the counter and the options; None
+        when a value is an object (a counter, an embedder), which the cache would keep
+        alive: such calls build their Windower each time."""
+        entry = strategy_entry(config["strategy"])
+        rest = sorted(
+            ((key, value) for key, value in config.items() if key not in ("strategy", "budget")),
+            key=lambda item: str(item[0]),
+        )
+        if not all(_plain(value) for _, value in rest):
+            return None
+        # typed: 1, 1.0 and True are equal keys, but an option may accept only one of them
+        typed = tuple((key, type(value).__name__, value) for key, value in rest)
+        return (entry.target, entry.distribution, typed)
+
+
+def _plain(value: object) -> bool:
+    """A config value that can be part of a key: a TOML-like scalar, or a tuple of them."""
+    if isinstance(value, tuple):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+WINDOWERS_KEPT = 16
+_WINDOWERS = _Windowers(WINDOWERS_KEPT)
+
+
+def cached_windower(
+    strategy: str, budget: int, *, counter: TokenCounter | str | None = None, **options: Any
+) -> Windower:
+    """A Windower for this configuration whose strategy (and its per-conversation
+    state) is the one :func:`select` shares across calls with the same strategy, options
+    and counter: built on first use, then reused (with an object among them, a new one
+    each call). The Windower itself is yours (its budget is ``budget``); for code that
+    wraps ``select``, an adapter say."""
+    shared = _WINDOWERS.get({"strategy": strategy, "budget": budget, "counter": counter, **options})
+    windower = copy.copy(shared)
+    windower.budget = check_budget(budget)
+    return windower
+
+
 def select(
     messages: Any,
     budget: int,
@@ -154,10 +229,12 @@ def select(
 ) -> Window[Any]:
     """Window ``messages`` to ``budget`` tokens with the strategy named ``strategy``.
 
-    Dicts in, the same dict objects out; Messages in, Messages out.
+    Dicts in, the same dict objects out; Messages in, Messages out. Calls with the same
+    configuration share one Windower, and a history that grew since an earlier call
+    costs its new messages (docs/concepts.md, "The one-call API remembers").
     """
     config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
-    return windower_from(config).select(messages, query=query)
+    return _WINDOWERS.get(config).select(messages, query=query, budget=budget)
 
 
 async def aselect(
@@ -171,4 +248,4 @@ async def aselect(
 ) -> Window[Any]:
     """Async :func:`select`: does not block the event loop on strategies that wait."""
     config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
-    return await windower_from(config).aselect(messages, query=query)
+    return await _WINDOWERS.get(config).aselect(messages, query=query, budget=budget)

@@ -76,6 +76,7 @@ class Conversation:
         self._first_user: int | None = None  # the task statement
         self._calls_tools = False  # an agent's history: some assistant message calls tools
         self._sums: dict[int, tuple[object, list[int]]] = {}  # by id of the exact counter
+        self._ids: dict[str, int] = {}  # each message id's first position
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -107,6 +108,8 @@ class Conversation:
                     self._kept_always.append(position)
                 if message.tool_calls:
                     self._calls_tools = True
+                if message.id is not None:
+                    self._ids.setdefault(message.id, position)
                 if message.role == "user":
                     self._newest_user = position
                     if self._first_user is None:
@@ -170,10 +173,12 @@ class Conversation:
         query: str | None = None,
         *,
         task_statement: bool = True,
+        originals: Sequence[Any] | None = None,
     ) -> History:
         """A consistent snapshot for one visit, counted with ``counter``; with
         ``task_statement``, the first user message is kept whenever it fits (see
-        :attr:`History.must_keep`)."""
+        :attr:`History.must_keep`). ``originals``: the objects the window gives back,
+        when they are not those appended (equal ones the caller passed this time)."""
         with self._lock:
             size = len(self._messages)
             defects = list(self._defects)
@@ -192,6 +197,7 @@ class Conversation:
                 counter=counter,
                 budget=budget,
                 query=query,
+                originals=self._originals if originals is None else originals,
             )
 
 
@@ -243,8 +249,10 @@ class History:
         counter: TokenCounter,
         budget: int,
         query: str | None,
+        originals: Sequence[Any],
     ) -> None:
         self._conversation = conversation
+        self._originals = originals
         self._size = size
         self._unit_count = unit_count
         self._sums = sums
@@ -369,10 +377,21 @@ class History:
         return self._conversation
 
     def original(self, position: int) -> Any:
-        return self._conversation._originals[position]
+        """The caller's object at ``position`` (what a window gives back)."""
+        return self._originals[position]
+
+    @property
+    def originals(self) -> list[Any]:
+        """The caller's objects, in order (a new list; the objects themselves)."""
+        return list(self._originals[: self._size])
 
     def message_id(self, position: int) -> str | None:
         return self._conversation._messages[position].id
+
+    def position_of_id(self, message_id: str) -> int | None:
+        """The first position of the message with this id, in this view (None if none)."""
+        position = self._conversation._ids.get(message_id)
+        return position if position is not None and position < self._size else None
 
     def __len__(self) -> int:
         return self._size

@@ -24,6 +24,7 @@ from ctxwindow._checker import (
 from ctxwindow._contract import common_option, overhead_problem
 from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
 from ctxwindow._messages import ContentPart, Message
+from ctxwindow._recent import RECENT
 from ctxwindow._selection import Selection
 from ctxwindow._window import Decision, Window, WindowRecord, decisions_from
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
@@ -107,10 +108,11 @@ class Visit:
         self.bounded = bounded
         self.counter = windower.counter
         self.limit = self._limit()
-        conversation = messages if isinstance(messages, Conversation) else Conversation(messages)
         task = bool(common_option(self.strategy, "task_statement"))
-        self.history: History = conversation.view(
-            self.counter, self.limit, query, task_statement=task
+        self.history: History = (
+            messages.view(self.counter, self.limit, query, task_statement=task)
+            if isinstance(messages, Conversation)
+            else RECENT.view(messages, self.counter, self.limit, query, task_statement=task)
         )
         #: What must stay, copied before the strategy runs: the check trusts this alone.
         self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
@@ -371,7 +373,7 @@ class Visit:
 
     def untouched(self) -> Window[Any]:
         history = self.history
-        output = history._conversation._originals[: len(history)]
+        output = history.originals
 
         def decide() -> tuple[Decision, ...]:
             count = len(history.units)

@@ -12,7 +12,7 @@ import pytest
 
 from ctxwindow import BaseStrategy, History, Message, Selection
 from ctxwindow_eval import StrategySpec, evaluate, load_jsonl, load_locomo
-from ctxwindow_eval.bench import bench_strategy, synthetic_history
+from ctxwindow_eval.bench import agent_history, bench_strategy, synthetic_history, to_json
 from ctxwindow_eval.dataset import Question
 from ctxwindow_eval.metrics import key_terms, score, window_contents
 
@@ -221,19 +221,31 @@ def test_cli_eval_writes_table_json_plot_and_markdown(tmp_path: Path) -> None:
 def test_bench_measures_every_figure_without_asserting_speed() -> None:
     history = synthetic_history(1000)
     assert len(history) == 1000 and history[0]["role"] == "system"
+    assert history[-1]["role"] == "user"  # the request the next window is for
     assert any(m.get("tool_calls") for m in history)
-    row = bench_strategy("fixed", 1000)
-    assert row.messages == 1000
-    assert min(row.count_ms, row.cold_ms, row.warm_ms, row.peak_mib) > 0
-    data = row.to_dict()
-    assert set(data) >= {
-        "count_ms",
-        "cold_ms",
-        "warm_ms",
-        "trim_ms",
-        "cold_over_count",
-        "trim_over_warm",
-    }
+    row = bench_strategy("fixed", 300, repeats=3)
+    assert row.messages == 300 and row.window_tokens <= 4000
+    timed = (row.count_ms, row.cold_ms, row.warm_ms, row.select_cold_ms, row.select_warm_ms)
+    timed += (row.adapter_cold_ms, row.adapter_warm_ms, row.trim_ms, row.trim_cached_ms)
+    assert all(value is not None and value > 0 for value in timed)
+    assert row.encode_new_ms is None  # fixed has no model
+    # the anchor's window is alike ours, or the row says it is not
+    assert row.trim_tokens_ratio is not None
+    alike = abs(row.trim_tokens_ratio - 1) <= 0.05
+    assert alike == (not any("like for like" in note for note in row.notes))
+    data = json.loads(to_json([row]))
+    assert data["counter"] == "approx" and data["budget"] == 4000
+    (got,) = data["rows"]
+    assert got["trim_cached_over_warm"] == round(row.trim_cached_ms / row.warm_ms, 2)
+    assert data["summary"]["fixed"]["warm_growth"] == 1.0  # one length: no growth
+
+
+def test_the_benchs_cold_histories_are_unseen_and_its_warm_ones_grow() -> None:
+    """Cold means nothing remembered: each cold run gets a history of its own seed."""
+    first, second = agent_history(200, 1), agent_history(200, 2)
+    assert first[1:] != second[1:]
+    assert agent_history(200, 1) == first  # reproducible
+    assert max(len(m["content"] or "") for m in first if m["role"] == "tool") > 600
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,10 @@
 - :func:`identifiers`, :class:`Coverage` and :func:`best_first`: what an agent's next
   step needs from older units (the ids, numbers and paths a unit adds to the window),
   and the older units taken in that order;
-- :func:`redact`: a URL without its password, for messages, records and reprs.
+- :func:`redact`: a URL without its password, for messages, records and reprs;
+- :class:`RecentLists` and :func:`starts_with`: lists read before, recognised by content
+  when a new list starts with one, so that reading a grown history costs what it adds
+  (the runner's remembered histories; an adapter's remembered conversions).
 
 Stores for caches (memory, SQLite, Redis) need more than the core has, so they come in
 a distribution of their own (see the caches page of the documentation).
@@ -34,17 +37,22 @@ from ctxwindow.kit._coverage import (
     identifier_weight_option,
     identifiers,
 )
+from ctxwindow.kit._prefixes import REMEMBER_FROM, RecentLists, Remembered, starts_with
 from ctxwindow.kit._text import unit_text
 
 __all__ = [
     "NOVELTY_TOKENS",
+    "REMEMBER_FROM",
     "STOPWORDS",
     "Coverage",
+    "RecentLists",
+    "Remembered",
     "best_first",
     "identifier_weight_option",
     "identifiers",
     "recent_units",
     "redact",
+    "starts_with",
     "stem",
     "terms",
     "unit_text",

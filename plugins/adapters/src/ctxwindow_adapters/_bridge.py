@@ -30,7 +30,7 @@ from ctxwindow import (
     Window,
     Windower,
     WindowRecord,
-    from_config,
+    cached_windower,
 )
 from ctxwindow.errors import InvalidMessage, InvalidOption
 
@@ -53,6 +53,18 @@ class Converted(Generic[T]):
     parts: list[frozenset[int] | None] = field(default_factory=list)
     #: Per split item: how many of its parts its Messages hold (an item not here is whole).
     split: dict[int, int] = field(default_factory=dict)
+    #: Each Message's position by ``id``, when the reader kept one (a remembered
+    #: conversion's, which may also hold later Messages); else made when needed.
+    where: dict[int, int] | None = None
+
+    def position_of(self, message: Message) -> int | None:
+        """The position of one of these Messages (None for any other message)."""
+        if self.where is None:
+            self.where = {id(m): position for position, m in enumerate(self.messages)}
+        position = self.where.get(id(message))
+        if position is None or position >= len(self.messages):
+            return None
+        return position if self.messages[position] is message else None
 
     def add(
         self, message: Message, items: tuple[int, ...], parts: frozenset[int] | None = None
@@ -111,8 +123,8 @@ def windower_for(
         raise InvalidOption("budget is required (tokens) unless a configured windower is given")
     if strategy is None:
         strategy = "fixed"
-    if isinstance(strategy, str):
-        return from_config({"strategy": strategy, "budget": budget, "counter": counter, **options})
+    if isinstance(strategy, str):  # shared with ctxwindow.select: built once per configuration
+        return cached_windower(strategy, budget, counter=counter, **options)
     if options:
         raise InvalidOption(
             f"options {', '.join(map(repr, options))} go to the strategy's constructor "
@@ -172,7 +184,7 @@ def prepare(
     """An adapter's ``select``/``aselect`` arguments as a Call: the Windower first (a bad
     option is named before the items are read), then the items, read by ``read()``."""
     chosen = windower_for(windower, strategy, budget, counter, options)
-    return Call(chosen, read(), shape, query, budget if windower else None, trim)
+    return Call(chosen, read(), shape, query, budget, trim)
 
 
 def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessage:
@@ -205,7 +217,6 @@ def finish(
     trim: Trim | None,
 ) -> Window[Any]:
     """The window as the framework's items, with the record in the caller's positions."""
-    where = {id(message): position for position, message in enumerate(converted.messages)}
     newest_user = next(
         (p for p in range(len(converted.messages) - 1, -1, -1)
          if converted.messages[p].role == "user"),
@@ -214,7 +225,7 @@ def finish(
     slots: list[_Slot] = []
     by_item: dict[int, _Slot] = {}
     for message in window.messages:
-        position = where.get(id(message))
+        position = converted.position_of(message)
         cut = stand_in = None
         # a stand-in: a strategy's (a cleared tool output) or the host's cut tool result
         stood = _stands_in_for(message, len(converted.messages)) if position is None else None

@@ -39,6 +39,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage, InvalidOption
 from ctxwindow_adapters._bridge import Call, Converted, Shape, Trim, prepare, text_of, windower_for
+from ctxwindow_adapters._reads import RecentReads
 
 __all__ = ["LangChainCounter", "aselect", "read_messages", "select", "trim_messages"]
 
@@ -215,10 +216,7 @@ def read_messages(messages: Sequence[Any]) -> Converted[BaseMessage]:
     """The messages as ctxwindow Messages, one each."""
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise InvalidMessage(None, f"expected a list of messages, got {type(messages).__name__}")
-    converted: Converted[BaseMessage] = Converted(messages)
-    for index, message in enumerate(messages):
-        converted.add(_read(message, index), (index,))
-    return converted
+    return _READS.read(messages)
 
 
 def _read(message: Any, index: int) -> Message:
@@ -258,6 +256,16 @@ def _read(message: Any, index: int) -> Message:
         )
     except InvalidMessage as error:
         raise InvalidMessage(index, error.problem) from None
+
+
+def _fields(message: Any) -> tuple[Any, ...]:
+    """What an app may change in place on a message it keeps: read again if it differs."""
+    calls = message.tool_calls if isinstance(message, AIMessage) else None
+    return (message.content, calls, message.name, message.id)
+
+
+#: The conversions made before: a history that grew costs converting what it added.
+_READS: RecentReads[BaseMessage] = RecentReads(_read, _fields)
 
 
 def _content(content: Any) -> str | tuple[ContentPart, ...]:

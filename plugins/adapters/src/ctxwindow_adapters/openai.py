@@ -27,7 +27,7 @@ def select(
 ) -> Window[Any]:
     """The window of chat-completions ``messages``: the same dicts, those that fit."""
     chosen = windower_for(windower, strategy, budget, counter, options)
-    return chosen.select(messages, query=query, budget=budget if windower else None)
+    return chosen.select(messages, query=query, budget=budget)
 
 
 async def aselect(
@@ -42,7 +42,7 @@ async def aselect(
 ) -> Window[Any]:
     """Async :func:`select`."""
     chosen = windower_for(windower, strategy, budget, counter, options)
-    return await chosen.aselect(messages, query=query, budget=budget if windower else None)
+    return await chosen.aselect(messages, query=query, budget=budget)
 
 
 def request_messages(window: Window[Any]) -> list[dict[str, Any]]:

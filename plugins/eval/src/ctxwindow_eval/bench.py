@@ -1,47 +1,63 @@
-"""Speed and memory of every installed strategy on synthetic histories.
+"""Speed and memory of strategies on agent-shaped histories, like for like.
 
-Cold: nothing counted yet, a plain list in. Warm: a Conversation already read and
-counted, one message appended, re-selected: a chat loop. Beside them, the token
-counter's own cost and LangChain's ``trim_messages`` (strategy "last", the same
-characters/4 + 3 per message counting) on the same history, as ratios. Medians of
-repeated runs: the machine is shared, single timings mean little.
+For each strategy and history length, through every entry point a user has:
+
+- **cold**: a history this process has never seen (a new seed: nothing of it is
+  remembered or cached), through a ``Windower``, the one-call ``ctxwindow.select`` and
+  the LangChain adapter (on ``BaseMessage`` objects, what a LangChain app holds);
+- **warm**: the same history grown by one message, a chat or agent loop's next turn:
+  through ``Windower`` + ``Conversation``, through ``ctxwindow.select`` on the grown
+  list, and through the adapter on the grown list.
+
+Anchors, measured in the same run on the same history and counted the same way
+(characters / 4 plus 3 per message): a tight loop that only counts each dict's text
+(the least a cold visit can cost); LangChain's ``trim_messages`` on ``BaseMessage``
+objects, cold (a per-message counter) and warm (the counter cached per message, as an
+app would); and, for a strategy with an embedder, the model encoding the history's
+texts (the cold limit) and the new message alone (the per-turn limit). Each
+``trim_messages`` window is checked to hold the same number of tokens as ours within
+5%; a row says when it does not. Medians of repeated runs: the machine is shared.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import platform
 import random
 import statistics
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxwindow import (
-    ApproxCounter,
-    CachedCounter,
-    Conversation,
-    Message,
-    describe_strategies,
-    get_strategy,
-)
+import ctxwindow
+from ctxwindow import ApproxCounter, Conversation, describe_strategies, from_config
 from ctxwindow_eval.runner import StrategySpec
 
 SIZES = (1_000, 10_000, 100_000)
 BUDGET = 4_000
+#: The anchors' windows must hold this close to our window's tokens to compare.
+LIKE_FOR_LIKE = 0.05
+#: The words the synthetic messages are made of.
+WORDS = "the of plan trip hotel flight price city morning budget call result data".split()
 
 
-def synthetic_history(size: int, seed: int = 7) -> list[dict[str, Any]]:
-    """A chat of ``size`` messages: a system prompt, user and assistant turns of varied
-    length, a parallel tool call every tenth turn, and an occasional pinned message."""
+def synthetic_history(
+    size: int, seed: int = 7, tool_words: tuple[int, int] = (8, 120)
+) -> list[dict[str, Any]]:
+    """An agent's history of ``size`` messages: a system prompt, user and assistant
+    turns of varied length, a parallel tool call every tenth turn whose results run to
+    ``tool_words`` words, and one pinned message (the task statement). It ends on a
+    user message: the request the next window is for."""
     rng = random.Random(seed)
-    words = "the of plan trip hotel flight price city morning budget call result data".split()
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful agent."}]
     call = 0
     while len(history) < size:
         turn = len(history)
-        text = " ".join(rng.choice(words) for _ in range(rng.randint(8, 120)))
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 120)))
         if turn % 10 == 5 and size - len(history) >= 3:
             ids = [f"call_{call}", f"call_{call + 1}"]
             call += 2
@@ -59,110 +75,330 @@ def synthetic_history(size: int, seed: int = 7) -> list[dict[str, Any]]:
                     ],
                 }
             )
-            history.extend({"role": "tool", "tool_call_id": i, "content": text} for i in ids)
+            for i in ids:
+                words = rng.randint(*tool_words)
+                output = " ".join(rng.choice(WORDS) for _ in range(words))
+                history.append({"role": "tool", "tool_call_id": i, "content": output})
             continue
-        message: dict[str, Any] = {"role": "user" if turn % 2 else "assistant", "content": text}
+        role = "user" if turn % 2 or len(history) == size - 1 else "assistant"
+        message: dict[str, Any] = {"role": role, "content": text}
         if turn == 3:  # one pinned message: the task statement
             message["metadata"] = {"pinned": True}
         history.append(message)
     return history
 
 
+def agent_history(size: int, seed: int = 7) -> list[dict[str, Any]]:
+    """The bench's history: :func:`synthetic_history` with large tool outputs (60 to
+    600 words, as search results and file reads are)."""
+    return synthetic_history(size, seed, tool_words=(60, 600))
+
+
 @dataclass
 class BenchRow:
+    """One strategy at one history length: medians in milliseconds (None: not measured,
+    see ``notes``)."""
+
     strategy: str
     messages: int
+    history_tokens: int
     count_ms: float
-    cold_ms: float
+    cold_ms: float | None
     warm_ms: float
-    trim_ms: float | None
-    peak_mib: float
+    select_cold_ms: float | None
+    select_warm_ms: float
+    adapter_cold_ms: float | None = None
+    adapter_warm_ms: float | None = None
+    trim_ms: float | None = None
+    trim_cached_ms: float | None = None
+    trim_tokens_ratio: float | None = None
+    encode_all_ms: float | None = None
+    encode_new_ms: float | None = None
+    peak_mib: float | None = None
+    window_tokens: int = 0
+    notes: list[str] = field(default_factory=list)
 
-    @property
-    def cold_over_count(self) -> float:
-        return self.cold_ms / self.count_ms
+    def ratios(self) -> dict[str, float | None]:
+        """The comparisons the bars are stated in (None when a side is missing)."""
 
-    @property
-    def trim_over_warm(self) -> float | None:
-        return None if self.trim_ms is None else self.trim_ms / self.warm_ms
+        def over(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None or b == 0 else round(a / b, 2)
+
+        return {
+            "cold_over_count": over(self.cold_ms, self.count_ms),
+            "cold_over_trim": over(self.cold_ms, self.trim_ms),
+            "trim_cached_over_warm": over(self.trim_cached_ms, self.warm_ms),
+            "select_cold_over_warm": over(self.select_cold_ms, self.select_warm_ms),
+            "select_warm_over_conversation": over(self.select_warm_ms, self.warm_ms),
+            "adapter_cold_over_warm": over(self.adapter_cold_ms, self.adapter_warm_ms),
+            "adapter_warm_over_conversation": over(self.adapter_warm_ms, self.warm_ms),
+            "warm_over_encode_new": over(self.warm_ms, self.encode_new_ms),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["cold_over_count"] = round(self.cold_over_count, 3)
-        ratio = self.trim_over_warm
-        out["trim_over_warm"] = None if ratio is None else round(ratio, 1)
+        for key, value in out.items():
+            if isinstance(value, float):
+                out[key] = round(value, 4)
+        out.update(self.ratios())
         return out
 
 
-def median_ms(
-    work: Callable[..., Any], repeats: int, setup: Callable[[], Any] | None = None
-) -> float:
-    """Median wall time of ``work()``, or of ``work(setup())`` with setup left untimed."""
+def median_ms(work: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of ``work()``, the collector run between (not during) runs."""
     times = []
     for _ in range(repeats):
-        arguments = (setup(),) if setup else ()
+        gc.collect()
         started = time.perf_counter()
-        work(*arguments)
+        work()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def median_each_ms(work: Callable[[Any], Any], inputs: Sequence[Any]) -> float:
+    """Median wall time of ``work(x)`` for each prepared input (made untimed)."""
+    times = []
+    for item in inputs:
+        gc.collect()
+        started = time.perf_counter()
+        work(item)
         times.append(time.perf_counter() - started)
     return statistics.median(times) * 1000
 
 
 def _repeats(size: int) -> int:
-    return max(3, min(25, 200_000 // size // 8))
+    return max(3, min(15, 150_000 // size))
 
 
-def _trim(history: list[dict[str, Any]], budget: int) -> Callable[[], Any] | None:
-    try:
-        from langchain_core.messages import trim_messages
-        from langchain_core.messages.utils import count_tokens_approximately
-    except ImportError:
-        return None
-    return lambda: trim_messages(
-        history, max_tokens=budget, strategy="last", token_counter=count_tokens_approximately
-    )
+def _turns() -> Iterator[dict[str, Any]]:
+    """New user messages for warm runs, each unlike any before."""
+    number = 0
+    while True:
+        number += 1
+        yield {"role": "user", "content": f"and one more question, number {number}?"}
 
 
+# -- anchors ---------------------------------------------------------------------
+def tight_count(history: Sequence[dict[str, Any]], counter: ApproxCounter) -> int:
+    """The least a cold visit can do: count each dict's text once, nothing else."""
+    overhead = counter.message_overhead
+    total = 0
+    for message in history:
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            text += function["name"] + function["arguments"]
+        total += overhead + counter.count_text(text)
+    return total
+
+
+class _LangChain:
+    """LangChain's side: the same histories as BaseMessages, ``trim_messages`` with the
+    same counting, and our adapter. None of it when langchain-core is missing."""
+
+    def __init__(self) -> None:
+        from langchain_core.messages import convert_to_messages, trim_messages
+
+        from ctxwindow_adapters import langchain as adapter  # the adapter under test
+
+        self.convert = convert_to_messages
+        self.trim = trim_messages
+        self.adapter = adapter
+        self.counter = ApproxCounter()
+
+    @classmethod
+    def load(cls) -> _LangChain | None:
+        try:
+            return cls()
+        except ImportError:
+            return None
+
+    def messages(self, history: Sequence[dict[str, Any]]) -> list[Any]:
+        plain = [{k: v for k, v in m.items() if k != "metadata"} for m in history]
+        return list(self.convert(plain))
+
+    def count(self, message: Any) -> int:
+        """Characters / 4 plus 3, as ctxwindow's approx counter counts the same message."""
+        text = message.content if isinstance(message.content, str) else ""
+        for call in getattr(message, "tool_calls", None) or ():
+            text += call["name"] + json.dumps(call["args"])
+        return self.counter.message_overhead + self.counter.count_text(text)
+
+    def trim_window(
+        self, messages: list[Any], budget: int, count: Callable[[Any], int]
+    ) -> list[Any]:
+        """``trim_messages`` keeping the newest messages that fit, from a human message
+        on, the system message kept (as LangChain's docs advise for chat models)."""
+        return list(
+            self.trim(
+                messages,
+                max_tokens=budget,
+                strategy="last",
+                token_counter=lambda batch: sum(map(count, batch)),
+                include_system=True,
+                start_on="human",
+            )
+        )
+
+
+# -- one row ---------------------------------------------------------------------
 def bench_strategy(
-    name: str, size: int, budget: int = BUDGET, repeats: int | None = None
+    name: str,
+    size: int,
+    budget: int = BUDGET,
+    repeats: int | None = None,
+    history: Callable[[int, int], list[dict[str, Any]]] = agent_history,
 ) -> BenchRow:
-    """``name`` is a strategy spec: ``NAME`` or ``NAME:key=value,...``."""
+    """One row; ``name`` is a strategy spec (``NAME`` or ``NAME:key=value,...``)."""
     spec = StrategySpec.parse(name)
-    strategy = get_strategy(spec.name, **spec.options)
-    history = synthetic_history(size)
+    options = {**_no_shared_cache(spec.name), **spec.options}
     repeats = repeats or _repeats(size)
+    counter = ApproxCounter()
+    config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
+    windower = from_config(config)
+    embedder = getattr(windower.strategy, "embedder", None)
+    # a cold run with a model embeds the whole history: once per entry point is plenty
+    cold_runs = 1 if embedder is not None else repeats
+    base = history(size, 7)
 
-    def fresh() -> CachedCounter:
-        return CachedCounter(ApproxCounter())  # a new, empty cache for each run
+    def unseen(entry_point: int) -> list[list[dict[str, Any]]]:
+        """Histories this process has not seen: one per cold run of one entry point."""
+        return [history(size, 1_000 * entry_point + run) for run in range(cold_runs)]
 
-    def count(counter: CachedCounter) -> None:
-        for position, message in enumerate(history):
-            counter.count_message(Message.from_dict(message, position))
+    notes: list[str] = []
+    count_ms = median_ms(lambda: tight_count(base, counter), repeats)
+    cold_ms = median_each_ms(windower.select, unseen(1))
 
-    count_ms = median_ms(count, repeats, fresh)
+    conversation = Conversation(base)
+    window = windower.select(conversation)
+    turns = _turns()
 
-    def cold(counter: CachedCounter) -> None:
-        strategy.select(history, budget, counter)
+    def grow_conversation() -> None:
+        conversation.append(next(turns))
+        windower.select(conversation)
 
-    cold_ms = median_ms(cold, repeats, fresh)
+    warm_ms = median_ms(grow_conversation, repeats * 3)
 
-    counter = fresh()
-    conversation = Conversation(history)
-    strategy.select(conversation, budget, counter)
-    extra = iter(range(10**9))
+    def one_call(messages: list[dict[str, Any]]) -> None:
+        ctxwindow.select(messages, budget, spec.name, counter="approx", **options)
 
-    def warm() -> None:
-        conversation.append({"role": "user", "content": f"and one more question {next(extra)}"})
-        strategy.select(conversation, budget, counter)
+    select_cold_ms = median_each_ms(one_call, unseen(2))
+    grown = list(base)
+    one_call(grown)
 
-    warm_ms = median_ms(warm, repeats * 4)
-    trim = _trim(history, budget)
-    trim_ms = median_ms(trim, max(3, repeats // 2)) if trim else None
+    def grow_list() -> None:
+        grown.append(next(turns))
+        one_call(grown)
 
+    select_warm_ms = median_ms(grow_list, repeats * 3)
+
+    row = BenchRow(
+        name,
+        size,
+        window.record.tokens_before,
+        count_ms,
+        cold_ms,
+        warm_ms,
+        select_cold_ms,
+        select_warm_ms,
+        window_tokens=window.tokens,
+        notes=notes,
+    )
+    _langchain_rows(row, spec.name, options, base, unseen(3), budget, repeats)
+    if embedder is not None:
+        _encode_rows(row, embedder, conversation, repeats)
     tracemalloc.start()
-    strategy.select(history, budget, fresh())
-    _, peak = tracemalloc.get_traced_memory()
+    windower.select(history(size, 99))
+    row.peak_mib = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
-    return BenchRow(name, size, count_ms, cold_ms, warm_ms, trim_ms, peak / 2**20)
+    return row
+
+
+def _langchain_rows(
+    row: BenchRow,
+    name: str,
+    options: dict[str, Any],
+    base: list[dict[str, Any]],
+    unseen: list[list[dict[str, Any]]],
+    budget: int,
+    repeats: int,
+) -> None:
+    """The adapter's cold and warm figures and the trim_messages anchors, on the row."""
+    langchain = _LangChain.load()
+    if langchain is None:
+        row.notes.append("langchain-core not installed: no adapter or trim_messages figures")
+        return
+    turns = _turns()
+
+    def adapter(messages: list[Any]) -> Any:
+        return langchain.adapter.select(messages, budget, name, counter="approx", **options)
+
+    row.adapter_cold_ms = median_each_ms(adapter, [langchain.messages(h) for h in unseen])
+    grown = langchain.messages(base)
+    adapter(grown)
+
+    def grow_adapter() -> None:
+        grown.append(langchain.messages([next(turns)])[0])
+        adapter(grown)
+
+    row.adapter_warm_ms = median_ms(grow_adapter, repeats * 3)
+
+    messages = langchain.messages(base)
+    row.trim_ms = median_ms(
+        lambda: langchain.trim_window(messages, budget, langchain.count), max(3, repeats // 2)
+    )
+    cache: dict[int, int] = {}
+
+    def cached(message: Any) -> int:
+        tokens = cache.get(id(message))
+        if tokens is None:
+            tokens = cache[id(message)] = langchain.count(message)
+        return tokens
+
+    growing = list(messages)
+    langchain.trim_window(growing, budget, cached)
+
+    def grow_trim() -> None:
+        growing.append(langchain.messages([next(turns)])[0])
+        langchain.trim_window(growing, budget, cached)
+
+    row.trim_cached_ms = median_ms(grow_trim, repeats * 3)
+    trimmed = langchain.trim_window(messages, budget, langchain.count)
+    where = {id(m): i for i, m in enumerate(messages)}
+    ours = Conversation(base).view(ApproxCounter(), budget)
+    tokens = sum(ours.tokens(where[id(m)]) for m in trimmed)
+    row.trim_tokens_ratio = tokens / row.window_tokens if row.window_tokens else None
+    if row.trim_tokens_ratio is not None and abs(row.trim_tokens_ratio - 1) > LIKE_FOR_LIKE:
+        row.notes.append(
+            f"trim_messages' window holds {row.trim_tokens_ratio:.2f}x our window's tokens: "
+            f"not within {LIKE_FOR_LIKE:.0%}, so its times compare less than like for like"
+        )
+
+
+def _encode_rows(row: BenchRow, embedder: Any, conversation: Conversation, repeats: int) -> None:
+    """The model's own cost: encoding every text of the history once (the cold limit),
+    and one new message (the per-turn limit)."""
+    texts = [m.text for m in conversation.view(ApproxCounter(), BUDGET).messages]
+    started = time.perf_counter()
+    embedder.embed([f"{text} (once more)" for text in texts])  # unseen by any cache
+    row.encode_all_ms = (time.perf_counter() - started) * 1000
+    turns = _turns()
+    row.encode_new_ms = median_ms(lambda: embedder.embed([next(turns)["content"]]), repeats * 3)
+
+
+def _no_shared_cache(name: str) -> dict[str, Any]:
+    """``cache="memory"`` for a strategy with a ``cache`` option: the bench's made-up
+    texts stay out of the caches a user's strategies share on disk."""
+    described = next((s for s in describe_strategies() if s["name"] == name), None)
+    if described and any(option["name"] == "cache" for option in described["options"]):
+        return {"cache": "memory"}
+    return {}
+
+
+def default_strategies() -> list[str]:
+    """Every installed strategy that needs no LLM."""
+    return [s["name"] for s in describe_strategies() if not s["requires_llm"]]
 
 
 def run(
@@ -170,16 +406,57 @@ def run(
     sizes: Sequence[int] = SIZES,
     progress: Callable[[str], None] | None = None,
     repeats: int | None = None,
+    budget: int = BUDGET,
 ) -> list[BenchRow]:
-    names = strategies or [s["name"] for s in describe_strategies() if not s["requires_llm"]]
     rows = []
-    for name in names:
+    for name in strategies or default_strategies():
         for size in sizes:
             if progress:
                 progress(f"{name} at {size:,} messages")
-            rows.append(bench_strategy(name, size, repeats=repeats))
+            rows.append(bench_strategy(name, size, budget, repeats))
     return rows
 
 
-def to_json(rows: Sequence[BenchRow]) -> str:
-    return json.dumps([row.to_dict() for row in rows], indent=2)
+def summary(rows: Sequence[BenchRow]) -> dict[str, dict[str, float | None]]:
+    """Per strategy, how warm cost grows with the history: warm at the largest length
+    over warm at the smallest (1.0 is flat), for each entry point."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name in dict.fromkeys(row.strategy for row in rows):
+        mine = sorted((r for r in rows if r.strategy == name), key=lambda r: r.messages)
+        small, large = mine[0], mine[-1]
+        out[name] = {
+            "smallest": small.messages,
+            "largest": large.messages,
+            "warm_growth": _growth(large.warm_ms, small.warm_ms),
+            "select_warm_growth": _growth(large.select_warm_ms, small.select_warm_ms),
+            "adapter_warm_growth": _growth(large.adapter_warm_ms, small.adapter_warm_ms),
+        }
+    return out
+
+
+def _growth(large: float | None, small: float | None) -> float | None:
+    return None if large is None or not small else round(large / small, 2)
+
+
+def to_json(rows: Sequence[BenchRow], budget: int = BUDGET) -> str:
+    return json.dumps(
+        {
+            "budget": budget,
+            "counter": "approx",
+            "machine": {
+                "python": platform.python_version(),
+                "processor": platform.machine(),
+                "cpus": _cpus(),
+            },
+            "rows": [row.to_dict() for row in rows],
+            "summary": summary(rows),
+        },
+        indent=2,
+    )
+
+
+def _cpus() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count()

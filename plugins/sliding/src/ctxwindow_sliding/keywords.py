@@ -28,6 +28,7 @@ import re
 import threading
 import weakref
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -192,7 +193,7 @@ class KeywordScorer:
             if index is None:
                 index = self._indexes[history.conversation] = TermIndex()
         with index.lock:
-            start, stop = len(index), _stable_units(history)
+            start, stop = len(index), stable_units(history)
             for unit in range(start, stop):
                 index.add(UnitTerms.of(history, unit))
             self.indexed += max(stop - start, 0)
@@ -201,11 +202,19 @@ class KeywordScorer:
     def score(self, history: History) -> list[float]:
         """One score per unit: 0 for a unit that shares nothing with the query, nor sits
         near one that does; the best direct match scores at least 1."""
+        out = [0.0] * len(history.units)
+        for unit, value in self.nonzero_scores(history).items():
+            out[unit] = value
+        return out
+
+    def nonzero_scores(self, history: History) -> dict[int, float]:
+        """The scores of :meth:`score` that are not 0, by unit: a visit costs the units
+        that match the query and their neighbours, not a pass over every unit."""
         size = len(history.units)
         index = self.index(history)
         # A unit the host changed on this visit (the newest user message, truncated) is
         # read afresh rather than indexed, even when an earlier visit indexed it whole.
-        stable = min(_stable_units(history), len(index), size)
+        stable = min(stable_units(history), len(index), size)
         tail = {unit: UnitTerms.of(history, unit) for unit in range(stable, size)}
         # read once: in an agent's history it is built from the whole current turn
         query_text = history.effective_query
@@ -216,28 +225,29 @@ class KeywordScorer:
         if own is not None:
             matched.pop(own, None)  # the query does not match itself
         if not matched:
-            return [0.0] * size
+            return {}
         settings = self.settings
         top = max(matched.values())
-        out = [0.0] * size
-        for unit, value in matched.items():
-            out[unit] = value / top
-        out = spread(out, settings.neighbours, settings.reach)
+        out = spread(
+            {unit: value / top for unit, value in matched.items()},
+            size,
+            settings.neighbours,
+            settings.reach,
+        )
         asked = asks_for(query_text) if settings.salience else 0
         if asked:
-            facts = index.facts[:stable] + [read.facts for read in tail.values()]
             raised = 1 + settings.salience
-            out = [
-                v * raised if v and kind & asked else v for v, kind in zip(out, facts, strict=True)
-            ]
+            for unit, value in out.items():
+                read = tail.get(unit)
+                if (index.facts[unit] if read is None else read.facts) & asked:
+                    out[unit] = value * raised
         named = set(query) if settings.speaker else set()
         if named:
-            speakers = index.speakers[:stable] + [read.speakers for read in tail.values()]
             raised = 1 + settings.speaker
-            out = [
-                v * raised if v and not named.isdisjoint(who) else v
-                for v, who in zip(out, speakers, strict=True)
-            ]
+            for unit, value in out.items():
+                read = tail.get(unit)
+                if not named.isdisjoint(index.speakers[unit] if read is None else read.speakers):
+                    out[unit] = value * raised
         return out
 
     @staticmethod
@@ -268,22 +278,54 @@ class KeywordScorer:
         return scores
 
 
-def spread(scores: list[float], strength: float, reach: int) -> list[float]:
-    """Add to each unit ``strength * DECAY**(k-1)`` of the score of the unit ``k`` away,
-    on both sides, for ``k`` up to ``reach``."""
+def spread(scores: dict[int, float], size: int, strength: float, reach: int) -> dict[int, float]:
+    """Add to each of ``size`` units ``strength * DECAY**(k-1)`` of the score of the unit
+    ``k`` away, on both sides, for ``k`` up to ``reach``; ``scores`` holds the units that
+    score (the others score 0), and so does the result. Only the stretches of units
+    within ``reach`` of one that scores are summed, each as a pass over the full list
+    would sum it, so the floats are that pass's to the last bit."""
     if not strength or not reach:
         return scores
-    size = len(scores)
-    out = list(scores)
+    weights = []
     weight = strength
-    for step in range(1, min(reach, size - 1) + 1):
-        out[step:] = [o + weight * s for o, s in zip(out[step:], scores, strict=False)]
-        out[: size - step] = [o + weight * s for o, s in zip(out, scores[step:], strict=False)]
+    for _ in range(min(reach, size - 1)):
+        weights.append(weight)
         weight *= DECAY
+    span = len(weights)
+    out: dict[int, float] = {}
+    for start, stop in _stretches(sorted(scores), span, size):
+        local = [scores.get(unit, 0.0) for unit in range(start, stop)]
+        summed = _spread_list(local, weights)
+        out.update((u, v) for u, v in zip(range(start, stop), summed, strict=True) if v)
     return out
 
 
-def _stable_units(history: History) -> int:
+def _stretches(units: list[int], span: int, size: int) -> Iterator[tuple[int, int]]:
+    """The stretches ``[start, stop)`` of the ``size`` units that lie within ``span`` of
+    one of ``units`` (sorted); no unit of one stretch is within ``span`` of another's."""
+    start = stop = -1
+    for unit in units:
+        if stop < 0 or unit - span >= stop:
+            if stop >= 0:
+                yield start, stop
+            start = max(unit - span, 0)
+        stop = min(unit + span + 1, size)
+    if stop >= 0:
+        yield start, stop
+
+
+def _spread_list(scores: list[float], weights: list[float]) -> list[float]:
+    """:func:`spread` over a full list: each score gets ``weights[k-1]`` of the scores
+    ``k`` away on both sides (the left one first, then the right, step by step)."""
+    size = len(scores)
+    out = list(scores)
+    for step, weight in enumerate(weights[: max(size - 1, 0)], 1):
+        out[step:] = [o + weight * s for o, s in zip(out[step:], scores, strict=False)]
+        out[: size - step] = [o + weight * s for o, s in zip(out, scores[step:], strict=False)]
+    return out
+
+
+def stable_units(history: History) -> int:
     """How many leading units read the same on every visit: all of them, unless the host
     stood a truncated copy in for the newest user message on this one."""
     replaced = history.replacements

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ctxwindow import (
@@ -20,6 +21,7 @@ from ctxwindow import (
     get_importance_scorer,
 )
 from ctxwindow.kit import Coverage, best_first, identifier_weight_option, recent_units
+from ctxwindow_sliding.keywords import stable_units
 
 #: What the task statement (the opening user message) adds to its importance: as much as
 #: the unit that best matches the query. The core keeps it outright when it is small; the
@@ -33,12 +35,16 @@ def _share(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
 
-class _Marks:
-    """What a conversation's messages say about importance, read once per message."""
+class _ConversationState:
+    """What a conversation says about importance, read once per message or unit: the
+    ``metadata.importance`` marks, and (in an agent's history) which units hold
+    identifiers: with those that score, the only units that can be worth keeping."""
 
     def __init__(self) -> None:
         self.read = 0
         self.importance: list[tuple[int, object]] = []  # (position, metadata value)
+        self.units_read = 0
+        self.identified: list[int] = []  # units holding identifiers, in order
         self.lock = threading.Lock()
 
     def update(self, history: History) -> None:
@@ -49,6 +55,18 @@ class _Marks:
                 if value is not None:
                     self.importance.append((position, value))
             self.read = max(self.read, len(history))
+
+    def identified_before(self, history: History, coverage: Coverage, before: int) -> list[int]:
+        """The units before ``before`` that hold identifiers. A unit the host stood a cut
+        message in for on this visit is read as it is now, and never remembered."""
+        stable = stable_units(history)
+        with self.lock:
+            for unit in range(self.units_read, stable):
+                if coverage.of(unit):
+                    self.identified.append(unit)
+            self.units_read = max(self.units_read, stable)
+            found = self.identified[: bisect.bisect_left(self.identified, min(before, stable))]
+        return found + [unit for unit in range(stable, before) if coverage.of(unit)]
 
 
 class SlidingWindow(BaseStrategy):
@@ -80,7 +98,9 @@ class SlidingWindow(BaseStrategy):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self._marks: weakref.WeakKeyDictionary[Conversation, _Marks] = weakref.WeakKeyDictionary()
+        self._states: weakref.WeakKeyDictionary[Conversation, _ConversationState] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
 
     def check_ready(self) -> None:
@@ -102,17 +122,16 @@ class SlidingWindow(BaseStrategy):
         checked: ImportanceScorer = scorer
         return checked
 
-    def importance(self, history: History, notes: list[str] | None = None) -> list[float]:
-        """Each unit's importance: the scorer's scores scaled so the largest is 1 in size,
-        plus the ``metadata.importance`` of the unit's messages, plus TASK_BOOST for the
-        task statement's unit (unless the ``task_statement`` option is off)."""
-        scorer = self.scorer
-        scores = _checked(scorer, scorer.score(history), len(history.units))
-        top = max(map(abs, scores), default=0.0)
+    def importance(self, history: History, notes: list[str] | None = None) -> dict[int, float]:
+        """Each unit's importance, by unit, for the units whose importance is not 0 (the
+        others': so a visit need not touch every unit): the scorer's scores scaled so the
+        largest is 1 in size, plus the ``metadata.importance`` of the unit's messages, plus
+        TASK_BOOST for the task statement's unit (unless ``task_statement`` is off)."""
+        scores = self._nonzero_scores(history)
+        top = max(map(abs, scores.values()), default=0.0)
         if top > 0 and top != 1:
-            scores = [value / top for value in scores]
-        marks = self._marks_of(history)
-        for position, value in marks.importance:
+            scores = {unit: value / top for unit, value in scores.items()}
+        for position, value in self._state_of(history).importance:
             unit = history.unit_of(position) if position < len(history) else None
             if unit is None:
                 continue
@@ -124,23 +143,35 @@ class SlidingWindow(BaseStrategy):
                         "ignored (it must be a finite real number)"
                     )
             else:
-                scores[unit] += number
-        if history.task_unit is not None:
-            scores[history.task_unit] += TASK_BOOST
+                scores[unit] = scores.get(unit, 0.0) + number
+        task = history.task_unit
+        if task is not None:
+            scores[task] = scores.get(task, 0.0) + TASK_BOOST
         return scores
 
-    def _marks_of(self, history: History) -> _Marks:
+    def _nonzero_scores(self, history: History) -> dict[int, float]:
+        """The scorer's scores that are not 0, by unit. A scorer that can name them
+        without a pass over every unit does so through ``nonzero_scores(history)``, as
+        ``keywords`` does; any other scorer's full list is read."""
+        scorer = self.scorer
+        size = len(history.units)
+        nonzero = getattr(scorer, "nonzero_scores", None)
+        if callable(nonzero):
+            return _checked_nonzero(scorer, nonzero(history), size)
+        values = _checked(scorer, scorer.score(history), size)
+        return {unit: value for unit, value in enumerate(values) if value}
+
+    def _state_of(self, history: History) -> _ConversationState:
         with self._lock:
-            marks = self._marks.get(history.conversation)
-            if marks is None:
-                marks = self._marks[history.conversation] = _Marks()
-        marks.update(history)
-        return marks
+            state = self._states.get(history.conversation)
+            if state is None:
+                state = self._states[history.conversation] = _ConversationState()
+        state.update(history)
+        return state
 
     def choose(self, history: History) -> Selection:
         selection = history.selection()
         selection.default_reason = DROPPED
-        must_keep = history.must_keep
         room = history.budget - history.must_keep_tokens
         reserved = int(room * self.options["important_share"])
         # 1. The recent run: contiguous from the newest unit, in what is not reserved.
@@ -152,28 +183,61 @@ class SlidingWindow(BaseStrategy):
         # 2. The important older units, most important first, while any fits; in an
         # agent's history a unit also counts for the identifiers it would add.
         scores = self.importance(history, selection.notes)
-        candidates = [u for u in range(oldest_recent - 1, -1, -1) if u not in must_keep]
-        weight = self.options["identifier_weight"] if history.agent else 0.0
-        coverage = Coverage(history, selection.kept) if weight else None
-
-        def value(unit: int) -> float:
-            return scores[unit] + (weight * coverage.novelty(unit) if coverage else 0.0)
-
-        for unit in best_first(history, candidates, room, value, above=0.0):
-            reason = f"important (score {scores[unit]:.3g})"
-            if coverage is not None:
-                added = len(coverage.of(unit) - coverage.covered)
-                reason = f"important (score {scores[unit]:.3g}, adds {added} identifiers)"
-                coverage.add(unit)
-            selection.keep(unit, reason, scores[unit])
-            room -= history.unit_tokens(unit)
+        room = self._take_important(history, selection, scores, oldest_recent, room)
         # 3. Room the important units left extends the recent run.
         for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
             selection.keep(unit, RECENT)
             room -= history.unit_tokens(unit)
-        for unit, score in enumerate(scores):
+        for unit, score in scores.items():
             selection.scores.setdefault(unit, score)
         return selection
+
+    def _take_important(
+        self,
+        history: History,
+        selection: Selection,
+        scores: Mapping[int, float],
+        before: int,
+        room: int,
+    ) -> int:
+        """Keep the older units (before ``before``) most important first while any fits
+        ``room``; the room left. In an agent's history a unit also counts for the
+        identifiers it would add (:class:`Coverage`)."""
+        weight = self.options["identifier_weight"] if history.agent else 0.0
+        coverage = Coverage(history, selection.kept) if weight else None
+
+        def value(unit: int) -> float:
+            novelty = weight * coverage.novelty(unit) if coverage else 0.0
+            return scores.get(unit, 0.0) + novelty
+
+        candidates = self._candidates(history, scores, before, coverage)
+        for unit in best_first(history, candidates, room, value, above=0.0):
+            score = scores.get(unit, 0.0)
+            reason = f"important (score {score:.3g})"
+            if coverage is not None:
+                added = len(coverage.of(unit) - coverage.covered)
+                reason = f"important (score {score:.3g}, adds {added} identifiers)"
+                coverage.add(unit)
+            selection.keep(unit, reason, score)
+            room -= history.unit_tokens(unit)
+        return room
+
+    def _candidates(
+        self,
+        history: History,
+        scores: Mapping[int, float],
+        before: int,
+        coverage: Coverage | None,
+    ) -> list[int]:
+        """The older units (before ``before``, not must-keep) that can be worth keeping,
+        newest first: those whose importance is above 0 and, where identifiers count,
+        those that hold any. Any other unit is worth 0 or less, which best_first never
+        takes, so leaving it out changes nothing but the cost of a visit."""
+        worth = {unit for unit, score in scores.items() if score > 0 and unit < before}
+        if coverage is not None:
+            worth.update(self._state_of(history).identified_before(history, coverage, before))
+        must_keep = history.must_keep
+        return sorted((unit for unit in worth if unit not in must_keep), reverse=True)
 
 
 def _checked(scorer: ImportanceScorer, scores: Sequence[float], size: int) -> list[float]:
@@ -189,6 +253,27 @@ def _checked(scorer: ImportanceScorer, scores: Sequence[float], size: int) -> li
             f"importance scorer {scorer.name!r} returned {len(values)} scores for {size} units"
         )
     if not all(map(math.isfinite, values)):
+        raise PluginError(f"importance scorer {scorer.name!r} returned a score that is not finite")
+    return values
+
+
+def _checked_nonzero(
+    scorer: ImportanceScorer, scores: Mapping[int, float], size: int
+) -> dict[int, float]:
+    """A scorer's nonzero scores as floats by unit, or PluginError saying what is wrong."""
+    try:
+        values = {unit: float(value) for unit, value in scores.items()}
+    except (AttributeError, TypeError, ValueError) as error:
+        raise PluginError(
+            f"importance scorer {scorer.name!r} returned nonzero scores that are not "
+            f"numbers by unit: {error}"
+        ) from None
+    if not all(type(unit) is int and 0 <= unit < size for unit in values):
+        raise PluginError(
+            f"importance scorer {scorer.name!r} returned a score for a unit that is not "
+            f"one of the {size} units"
+        )
+    if not all(map(math.isfinite, values.values())):
         raise PluginError(f"importance scorer {scorer.name!r} returned a score that is not finite")
     return values
 

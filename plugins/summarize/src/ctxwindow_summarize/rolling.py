@@ -10,14 +10,13 @@ history, so re-selecting the same history finds the same boundary and its cached
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxwindow import History
 from ctxwindow_stores import Store, as_store, cache_key
+from ctxwindow_summarize.ledger import Candidates
 
 
 @dataclass(frozen=True)
@@ -30,39 +29,28 @@ class Summary:
     summarizer: str
 
 
-def message_ref(history: History, position: int) -> str:
-    """A message's id, or its position when it has none."""
-    return history.message_id(position) or f"#{position}"
-
-
-def candidates(history: History) -> list[int]:
-    """Units that may be summarized: everything but the must-keep units."""
-    return [unit for unit in range(len(history.units)) if unit not in history.must_keep]
-
-
-def boundary(history: History, units: Sequence[int], room: int, step: int) -> tuple[int, list[int]]:
-    """Index into ``units`` where the verbatim part starts, and the checkpoints before it.
-
-    The verbatim part ``units[b:]`` fits ``room``; ``b`` is the first checkpoint that
-    allows that (or, if a single newest unit is too big, the first index that does).
-    """
-    tokens = [history.unit_tokens(unit) for unit in units]
-    before = [0]
-    for cost in tokens:
-        before.append(before[-1] + cost)
-    total = before[-1]
+def boundary(candidates: Candidates, room: int, step: int) -> int:
+    """How many of the candidates the summary covers. The verbatim part (the rest) must
+    fit ``room``: it starts at the first checkpoint that allows that, and is empty when
+    none does. A checkpoint is where the candidates' running token count first reaches
+    a multiple of ``step``; found by bisection, never by a pass over the history."""
+    total = candidates.tokens(len(candidates))
     if total <= room:
-        return 0, []
-    checkpoints = []
-    next_mark = step
-    for index in range(1, len(units) + 1):
-        if before[index] >= next_mark:
-            checkpoints.append(index)
-            next_mark = (before[index] // step + 1) * step
-    chosen = next((c for c in checkpoints if total - before[c] <= room), len(units))
-    while chosen < len(units) and total - before[chosen] > room:
-        chosen += 1
-    return chosen, [c for c in checkpoints if c < chosen]
+        return 0
+    reach = candidates.first_reaching(total - room)  # the first start the rest fits from
+    mark = (candidates.tokens(reach - 1) // step + 1) * step  # the next multiple after
+    return candidates.first_reaching(mark) if mark <= total else len(candidates)
+
+
+def checkpoints(candidates: Candidates, start: int, step: int) -> Iterator[int]:
+    """The checkpoints before ``start``, newest first (a visit reads only the few it
+    needs: the newest that has a summary)."""
+    last = start
+    for multiple in range(candidates.tokens(start - 1) // step, 0, -1) if start else ():
+        index = candidates.first_reaching(multiple * step)
+        if index < last:
+            last = index
+            yield index
 
 
 #: The in-memory layer's bounds: 4,096 summaries or 16 MiB, whichever comes first.
@@ -89,16 +77,6 @@ class SummaryCache:
         )
         self.entries = entries
         self.where = self.store.where
-
-    @staticmethod
-    def prefix_keys(texts: Sequence[str]) -> list[str]:
-        """Key of every prefix: entry i stands for the first i texts."""
-        keys = [""]
-        running = hashlib.sha256()
-        for text in texts:
-            running.update(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
-            keys.append(running.copy().hexdigest())
-        return keys
 
     @staticmethod
     def store_key(summarizer: str, target: int, key: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from typing import Any, ClassVar
 
 from ctxwindow import (
@@ -17,22 +18,20 @@ from ctxwindow import (
     SummaryRequest,
     get_summarizer,
 )
-from ctxwindow.kit import unit_text
 from ctxwindow_stores import cache_options
 from ctxwindow_summarize.errors import SummarizerFailed
 from ctxwindow_summarize.extractive import ExtractiveSummarizer
+from ctxwindow_summarize.ledger import Candidates, Ledgers
 from ctxwindow_summarize.llm import OpenAISummarizer
-from ctxwindow_summarize.rolling import (
-    Summary,
-    SummaryCache,
-    boundary,
-    candidates,
-    message_ref,
-)
+from ctxwindow_summarize.rolling import Summary, SummaryCache, boundary, checkpoints
 
 DROP = "drop"
 #: A summary shorter than this says nothing; below it the older units are dropped instead.
 MIN_SUMMARY_TOKENS = 12
+#: Prefixes whose summaries are asked for at once: the boundary's and the newest
+#: checkpoints' (the previous summary is nearly always the newest checkpoint's); the
+#: older ones only when none of these has one.
+FIRST_LOOKUPS = 8
 
 
 def _share(value: float) -> str | None:
@@ -47,11 +46,12 @@ def _chain(value: list[Any]) -> str | None:
 
 @dataclass
 class Outcome:
-    """What summarizing produced on one visit."""
+    """What summarizing produced on one visit, in indexes into the visit's candidates:
+    the summary covers the first ``covered``; those in ``dropped`` are dropped."""
 
     summary: Summary | None
-    covered_units: list[int]
-    dropped_units: list[int] = field(default_factory=list)
+    covered: int
+    dropped: range = range(0)
     failures: list[str] = field(default_factory=list)
     usage: LLMUsage | None = None
 
@@ -142,6 +142,7 @@ class SummarizeWindow(BaseStrategy):
         #: Summarizers that failed at a boundary are not called again for it: a failing
         #: LLM is tried once per checkpoint, not once per turn.
         self._failed: dict[tuple[str, int, str], str] = {}
+        self._ledgers = Ledgers()
 
     def check_ready(self) -> None:
         """Build the summarizers now: a missing model or key fails at configuration."""
@@ -187,39 +188,35 @@ class SummarizeWindow(BaseStrategy):
     def _plan(self, history: History) -> _Plan:
         """Where the verbatim part starts. Checkpoints are spaced by the budget alone, not
         by the newest message's size, so they stay put as the chat grows."""
-        units = candidates(history)
+        candidates = self._ledgers.candidates(history)
         reserve = int(history.budget * self.options["summary_share"])
         room = max(0, history.budget - history.must_keep_tokens - reserve)
         step = max(1, int(_stable_room(history, reserve) * (1 - self.options["low_water"])))
-        start, checkpoints = boundary(history, units, room, step)
-        texts = [unit_text(history, unit, roles=True) for unit in units[:start]]
+        start = boundary(candidates, room, step)
         framing = history.counter.count_message(Message("system", ""))
-        left = history.budget - history.must_keep_tokens - _tokens(history, units[start:])
-        return _Plan(units, start, checkpoints, texts, min(reserve, left) - framing)
+        recent = candidates.tokens(len(candidates)) - candidates.tokens(start)
+        left = history.budget - history.must_keep_tokens - recent
+        return _Plan(candidates, start, step, min(reserve, left) - framing)
 
     def _summarize(self, history: History, plan: _Plan) -> Outcome:
-        if plan.start == 0:
-            return Outcome(None, [])
+        start, candidates = plan.start, plan.candidates
+        if start == 0:
+            return Outcome(None, 0)
         if plan.summary_room < MIN_SUMMARY_TOKENS:
             why = f"no room for a summary: the must-keep messages leave {plan.summary_room} tokens"
-            return Outcome(None, [], plan.units[: plan.start], [why])
-        covered = plan.units[: plan.start]
-        keys = SummaryCache.prefix_keys(plan.texts)
+            return Outcome(None, 0, range(start), [why])
         primary = self._summarizers[0].name if self._summarizers else DROP
         target = plan.summary_room
-        held = self.cache.get_many(
-            primary, target, [keys[plan.start], *(keys[c] for c in plan.checkpoints)]
-        )
-        cached = held.get(keys[plan.start])
-        if cached is not None:
-            return Outcome(cached, covered)
-        previous_at = next((c for c in reversed(plan.checkpoints) if keys[c] in held), 0)
-        previous = held.get(keys[previous_at]) if previous_at else None
-        request_texts = plan.texts[previous_at : plan.start]
+        found = self._newest_held(primary, target, plan)
+        if found is not None and found[0] == start:
+            return Outcome(found[1], start)
+        previous_at, previous = found if found is not None else (0, None)
+        request_texts = [candidates.text(index) for index in range(previous_at, start)]
+        key = candidates.key(start)
         failures: list[str] = []
         usage = _Usage()
         for summarizer in self._summarizers:
-            attempt = (summarizer.name, target, keys[plan.start])
+            attempt = (summarizer.name, target, key)
             if attempt in self._failed:
                 failures.append(f"{self._failed[attempt]} (not retried at this boundary)")
                 continue
@@ -241,12 +238,26 @@ class SummarizeWindow(BaseStrategy):
                     usage.add(error.usage)
                 continue
             summary = Summary(text, summarizer.name)
-            self.cache.put(primary, target, keys[plan.start], summary)
-            return Outcome(summary, covered, failures=failures, usage=usage.total())
+            self.cache.put(primary, target, key, summary)
+            return Outcome(summary, start, failures=failures, usage=usage.total())
         # Every summarizer failed: keep the previous summary, drop what it does not cover.
-        kept = plan.units[:previous_at] if previous else []
-        lost = plan.units[previous_at : plan.start] if previous else covered
-        return Outcome(previous, kept, lost, failures, usage.total())
+        return Outcome(previous, previous_at, range(previous_at, start), failures, usage.total())
+
+    def _newest_held(self, primary: str, target: int, plan: _Plan) -> tuple[int, Summary] | None:
+        """The longest prefix the cache holds a summary of, with the summary: the
+        boundary's, else the newest checkpoint's before it. The newest few are asked for
+        first, and the rest only if none of those is held: one round trip a turn."""
+        candidates = plan.candidates
+        indexes = chain([plan.start], checkpoints(candidates, plan.start, plan.step))
+        batch = list(islice(indexes, FIRST_LOOKUPS))
+        while batch:
+            keys = [candidates.key(index) for index in batch]
+            held = self.cache.get_many(primary, target, keys)
+            for index, key in zip(batch, keys, strict=True):
+                if key in held:
+                    return index, held[key]
+            batch = list(indexes)
+        return None
 
     def _remember_failure(self, attempt: tuple[str, int, str], why: str) -> None:
         if len(self._failed) >= 1_024:
@@ -255,41 +266,38 @@ class SummarizeWindow(BaseStrategy):
 
     def _finish(self, history: History, plan: _Plan, outcome: Outcome) -> Selection:
         selection = history.selection()
-        for unit in plan.units[plan.start :]:
+        candidates = plan.candidates
+        for unit in candidates.units(plan.start, len(candidates)):
             selection.keep(unit, "recent, verbatim")
         for note in outcome.failures:
             selection.notes.append(note)
         selection.llm = outcome.usage
         if outcome.summary is not None:
             by = outcome.summary.summarizer
-            for unit in outcome.covered_units:
-                selection.summarize(unit, f"older than the recent part; in the summary ({by})")
+            why = f"older than the recent part; in the summary ({by})"
+            _decide_all(selection, candidates, range(outcome.covered), "summarized", why)
             message = Message(
                 role="system",
                 content=outcome.summary.text,
                 metadata={
                     "synthetic": True,
-                    "covers": [
-                        message_ref(history, position)
-                        for unit in outcome.covered_units
-                        for position in history.span(unit)
-                    ],
+                    "covers": candidates.refs(outcome.covered),
                     "summarizer": by,
                 },
             )
-            selection.add_synthetic(message, before_unit=max(outcome.covered_units, default=-1) + 1)
+            last = candidates.unit(outcome.covered - 1) if outcome.covered else -1
+            selection.add_synthetic(message, before_unit=last + 1)
         why = "; ".join(outcome.failures) or "no summary could be written"
-        for unit in outcome.dropped_units:
-            selection.drop(unit, f"dropped, not summarized ({why})")
+        why = f"dropped, not summarized ({why})"
+        _decide_all(selection, candidates, outcome.dropped, "dropped", why)
         return selection
 
 
 @dataclass
 class _Plan:
-    units: list[int]
+    candidates: Candidates
     start: int
-    checkpoints: list[int]
-    texts: list[str]
+    step: int
     summary_room: int
 
 
@@ -323,8 +331,21 @@ def _stable_room(history: History, reserve: int) -> int:
     return max(1, history.budget - reserve - always)
 
 
-def _tokens(history: History, units: list[int]) -> int:
-    return sum(history.unit_tokens(unit) for unit in units)
+def _decide_all(
+    selection: Selection, candidates: Candidates, run: range, action: str, reason: str
+) -> None:
+    """What ``selection.summarize`` (or ``drop``) would record for each candidate in
+    ``run``, written a stretch of units at a time: a summary stands for nearly the whole
+    history, and a call per unit would cost a turn a pass over it. The candidates of a
+    run are every unit between its first and last but the must-keep ones (never in the
+    kept set), so the stretches are the gaps between those."""
+    if not run:
+        return
+    first, stop = candidates.unit(run.start), candidates.unit(run.stop - 1) + 1
+    kept = [unit for unit in selection.history.must_keep if first <= unit < stop]
+    for start, end in zip([first, *(unit + 1 for unit in kept)], [*kept, stop], strict=True):
+        selection.actions[start:end] = [action] * (end - start)
+        selection.reasons[start:end] = [reason] * (end - start)
 
 
 def _staged(

@@ -1,0 +1,115 @@
+"""Histories read by earlier visits, recognised by content, so that a visit on a plain
+list (``ctxwindow.select`` again and again as a chat grows, or a Windower given the
+list each turn) pays for the new messages only, as a :class:`~ctxwindow.Conversation`
+does.
+
+A list that starts with a remembered history (see :mod:`ctxwindow.kit._prefixes`: equal
+messages, and for dicts the same ``content`` in the newest messages and the system,
+developer and pinned ones) grows that history's Conversation by what it adds; anything
+else (a shorter list, an edited one, a branch) is read whole, as before, and remembered
+in turn. An older message's dict edited in place is not seen: replace it with a new
+dict instead, as with a Conversation. Bounded and thread-safe as RecentLists is; the
+growth and the view hold the Conversation's own lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import repeat
+from typing import Any
+
+from ctxwindow._history import Conversation, History
+from ctxwindow._messages import check_message_list
+from ctxwindow._tokens import TokenCounter
+from ctxwindow.kit._prefixes import REMEMBER_FROM, RecentLists, starts_with
+
+
+class _Entry:
+    """A remembered history: its Conversation and, per message, its ``content`` as read
+    (for dict messages; None when the history holds anything else)."""
+
+    __slots__ = ("contents", "conversation")
+
+    def __init__(self, conversation: Conversation, contents: list[Any] | None) -> None:
+        self.conversation = conversation
+        self.contents = contents
+
+    @property
+    def originals(self) -> Sequence[Any]:
+        return self.conversation._originals
+
+
+def _contents(messages: Sequence[Any]) -> list[Any] | None:
+    """Each dict message's ``content`` value; None unless all are dicts."""
+    try:
+        return list(map(dict.get, messages, repeat("content")))
+    except TypeError:  # not all dicts: Messages (frozen) or a framework's objects
+        return None
+
+
+def _content(message: Any) -> Any:
+    return message.get("content")
+
+
+class RecentHistories:
+    """The histories visits on plain lists have read (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.remembered: RecentLists[_Entry] = RecentLists()
+
+    def view(
+        self,
+        messages: object,
+        counter: TokenCounter,
+        budget: int,
+        query: str | None,
+        *,
+        task_statement: bool,
+    ) -> History:
+        """The visit's view of ``messages``: of a remembered history grown by what is new,
+        else of the whole list read now. The view's originals are the objects passed."""
+        entries = check_message_list(messages)
+        given: list[Any] = entries if isinstance(entries, list) else list(entries)
+        remember = len(given) >= REMEMBER_FROM
+        for entry in self.remembered.candidates(given) if remember else ():
+            conversation = entry.conversation
+            with conversation._lock:  # held until the view: no other visit grows it past
+                if not starts_with(given, entry, _content, conversation._kept_always):
+                    continue
+                self._grow(entry, given[len(conversation) :])
+                history = conversation.view(
+                    counter, budget, query, task_statement=task_statement, originals=given
+                )
+            self.remembered.remember(entry)
+            return history
+        entry = _Entry(Conversation(given), _contents(given))
+        if remember:
+            self.remembered.remember(entry)
+        return entry.conversation.view(
+            counter, budget, query, task_statement=task_statement, originals=given
+        )
+
+    @staticmethod
+    def _grow(entry: _Entry, new: list[Any]) -> None:
+        """Read what the caller's list adds to the entry's history (all of it, or none if
+        a message is invalid, which raises InvalidMessage naming its position)."""
+        if not new:
+            return
+        entry.conversation.extend(new)
+        contents = entry.contents
+        added = _contents(new) if contents is not None else None
+        if contents is None or added is None:
+            entry.contents = None  # from here on, compared by value alone
+        else:
+            contents.extend(added)
+
+    def clear(self) -> None:
+        """Forget every remembered history."""
+        self.remembered.clear()
+
+    def __len__(self) -> int:
+        return len(self.remembered)
+
+
+#: The process's remembered histories, used by every visit on a plain list.
+RECENT = RecentHistories()

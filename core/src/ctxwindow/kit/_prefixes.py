@@ -1,0 +1,129 @@
+"""Lists read before, recognised by content when a new list starts with one, so that
+reading a history that grew costs what it adds: the one-call API's remembered
+Conversations and the adapters' remembered conversions both stand on this.
+
+A list is recognised when it starts with a remembered one: the same items in the same
+order, compared by value (rebuilt dicts, say from JSON, count as the same), and, for the
+items apps edit in place (the newest :data:`CHECKED` and any the owner names: system,
+developer and pinned messages), the same *contents* as when they were read: an item
+changed in place is the same object and so equal to itself, but its content is not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
+from typing import Any, Generic, Protocol, TypeVar
+
+#: Items whose content is compared with what was read: the newest this many.
+CHECKED = 256
+#: How many lists are remembered, and how many items across them at most.
+LISTS_KEPT = 32
+ITEMS_KEPT = 250_000
+#: Shorter lists are read whole each time: recognising them would save nothing.
+REMEMBER_FROM = 32
+
+
+class Remembered(Protocol):
+    """What a remembered list keeps: its items as read and, per item, its content as
+    read (None: items that cannot be edited in place, compared by value alone)."""
+
+    @property
+    def originals(self) -> Sequence[Any]: ...
+
+    @property
+    def contents(self) -> list[Any] | None: ...
+
+
+S = TypeVar("S", bound=Remembered)
+
+
+def same(a: object, b: object) -> bool:
+    """Equal by value; a comparison that fails (an odd object's ``__eq__``) is no match."""
+    try:
+        return a is b or bool(a == b)
+    except Exception:
+        return False
+
+
+def starts_with(
+    given: Sequence[Any],
+    remembered: Remembered,
+    content: Callable[[Any], Any],
+    also_checked: Iterable[int] = (),
+) -> bool:
+    """Whether ``given`` starts with the remembered list, unchanged: equal items, and
+    for the newest CHECKED items and ``also_checked`` positions, equal ``content(item)``.
+    The caller holds whatever lock keeps the remembered list from growing meanwhile."""
+    originals = remembered.originals
+    size = len(originals)
+    try:
+        if size > len(given) or _as_list(given[:size]) != _as_list(originals):
+            return False
+        contents = remembered.contents
+        if contents is None:
+            return True
+        checked = chain(also_checked, range(max(0, size - CHECKED), size))
+        return all(content(given[p]) == contents[p] for p in checked)
+    except Exception:  # an odd object's __eq__ or content failed: read whole
+        return False
+
+
+def _as_list(items: Sequence[Any]) -> list[Any]:
+    return items if isinstance(items, list) else list(items)
+
+
+class RecentLists(Generic[S]):
+    """Remembered lists, least recently used first out, bounded by count and by items.
+
+    :meth:`candidates` is a cheap first look (length, first and last item): confirm
+    each with :func:`starts_with` under the lock that guards it. Thread-safe.
+    """
+
+    def __init__(self, lists: int = LISTS_KEPT, items: int = ITEMS_KEPT) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[int, S] = OrderedDict()  # by id(entry), LRU last
+        self._lists = lists
+        self._items = items
+
+    def candidates(self, given: Sequence[Any]) -> list[S]:
+        """Remembered lists ``given`` may start with, longest first."""
+        size = len(given)
+        with self._lock:
+            found = [
+                entry
+                for entry in self._entries.values()
+                if 0 < len(entry.originals) <= size
+                and same(given[0], entry.originals[0])
+                and same(given[len(entry.originals) - 1], entry.originals[-1])
+            ]
+        return sorted(found, key=lambda entry: len(entry.originals), reverse=True)
+
+    def remember(self, entry: S) -> None:
+        """Remember ``entry``, or note that it grew: it becomes the most recent."""
+        with self._lock:
+            self._entries[id(entry)] = entry
+            self._entries.move_to_end(id(entry))
+            self._forget_beyond_bounds(keep=entry)
+
+    def _forget_beyond_bounds(self, keep: S) -> None:
+        total = sum(len(entry.originals) for entry in self._entries.values())
+        for key in list(self._entries):
+            if len(self._entries) <= self._lists and total <= self._items:
+                break
+            entry = self._entries[key]
+            if entry is not keep:
+                total -= len(entry.originals)
+                del self._entries[key]
+        if total > self._items:  # one list alone past the bound: not kept
+            self._entries.pop(id(keep), None)
+
+    def clear(self) -> None:
+        """Forget every remembered list."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

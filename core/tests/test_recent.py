@@ -1,0 +1,250 @@
+"""The one-call API remembers: windowers by configuration, histories by content.
+
+Every test compares what a remembered visit gives with what a fresh read of the same
+list gives (a new Conversation), so that remembering can save work but never change a
+window; and counts the messages read, to show that the saving is real.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ctxwindow
+from ctxwindow import Conversation, Windower
+from ctxwindow._recent import RECENT, RecentHistories
+from ctxwindow.errors import InvalidMessage
+from ctxwindow.kit._prefixes import CHECKED, REMEMBER_FROM, RecentLists
+from ctxwindow.testing.conversations import agent_loop
+from ctxwindow.testing.strategies import Newest
+
+
+@pytest.fixture(autouse=True)
+def _forget() -> None:
+    RECENT.clear()
+
+
+def chat(turns: int, words: int = 10) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for turn in range(turns):
+        out.append({"role": "user", "content": f"question {turn} " + "word " * words})
+        out.append({"role": "assistant", "content": f"answer {turn} " + "reply " * words})
+    return out
+
+
+def fresh(messages: list[Any], budget: int, counter: Any = None) -> ctxwindow.Window[Any]:
+    """The window a first read of ``messages`` gives (nothing remembered)."""
+    return Windower(Newest(), budget, counter).select(Conversation(list(messages)))
+
+
+def same_window(got: ctxwindow.Window[Any], want: ctxwindow.Window[Any]) -> None:
+    assert got.messages == want.messages
+    assert got.tokens == want.tokens
+    assert [(d.action, d.reason, d.positions) for d in got.record.decisions] == [
+        (d.action, d.reason, d.positions) for d in want.record.decisions
+    ]
+
+
+def test_a_grown_history_costs_its_new_messages(counting: Any) -> None:
+    history = chat(40)
+    ctxwindow.select(history, 300, "newest", counter=counting)
+    read = counting.calls
+    assert read >= len(history)
+    history.append({"role": "user", "content": "and one more"})
+    window = ctxwindow.select(history, 300, "newest", counter=counting)
+    assert counting.calls - read == 1  # the new message, not the history
+    same_window(window, fresh(history, 300))
+    assert all(any(kept is m for m in history) for kept in window.messages)
+
+
+def test_rebuilt_dicts_are_recognised_and_come_back_as_the_callers_objects(
+    counting: Any,
+) -> None:
+    history = chat(40)
+    ctxwindow.select(history, 300, "newest", counter=counting)
+    read = counting.calls
+    rebuilt = copy.deepcopy(history)  # say, read again from JSON
+    rebuilt.append({"role": "user", "content": "next"})
+    window = ctxwindow.select(rebuilt, 300, "newest", counter=counting)
+    assert counting.calls - read == 1
+    ids = {id(m) for m in rebuilt}
+    assert all(id(m) in ids for m in window.messages)  # this call's objects, not the first's
+    same_window(window, fresh(rebuilt, 300))
+
+
+@pytest.mark.parametrize("where", ["system", "newest", "pinned"])
+def test_content_edited_in_place_where_apps_edit_is_read_again(where: str) -> None:
+    history = chat(40)
+    history[5]["metadata"] = {"pinned": True}
+    ctxwindow.select(history, 400, "newest")
+    position = {"system": 0, "newest": len(history) - 1, "pinned": 5}[where]
+    history[position]["content"] = "much longer now " * 40  # the same dict, changed
+    window = ctxwindow.select(history, 400, "newest")
+    same_window(window, fresh(history, 400))
+    assert window.tokens <= 400
+
+
+def test_a_replaced_message_anywhere_is_seen() -> None:
+    history = chat(40)
+    ctxwindow.select(history, 300, "newest")
+    history[3] = {"role": "user", "content": "a different question " * 30}
+    same_window(ctxwindow.select(history, 300, "newest"), fresh(history, 300))
+
+
+def test_an_old_message_replaced_beyond_the_checked_tail_is_seen() -> None:
+    history = chat(CHECKED)  # longer than the tail whose contents are checked
+    ctxwindow.select(history, 300, "newest")
+    history[10] = {**history[10], "metadata": {"pinned": True}}  # same content, now pinned
+    window = ctxwindow.select(history, 300, "newest")
+    same_window(window, fresh(history, 300))
+    assert any(m is history[10] for m in window.messages)
+
+
+def test_shorter_and_branched_histories_are_read_whole() -> None:
+    history = chat(40)
+    ctxwindow.select(history, 300, "newest")
+    shorter = history[:-3]
+    same_window(ctxwindow.select(shorter, 300, "newest"), fresh(shorter, 300))
+    branch = [*history[:-1], {"role": "assistant", "content": "another answer"}]
+    same_window(ctxwindow.select(branch, 300, "newest"), fresh(branch, 300))
+    same_window(ctxwindow.select(history, 300, "newest"), fresh(history, 300))
+
+
+def test_an_agent_history_whose_results_arrive_later() -> None:
+    history = agent_loop(20, pending=False)
+    history.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "late", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        }
+    )
+    first = ctxwindow.select(history, 600, "newest", orphans="drop")
+    assert first.record.messages_before == len(history)
+    history.append({"role": "tool", "tool_call_id": "late", "content": "arrived"})
+    same_window(ctxwindow.select(history, 600, "newest"), fresh(history, 600))
+
+
+def test_an_invalid_new_message_names_its_position_and_changes_nothing() -> None:
+    history = chat(40)
+    ctxwindow.select(history, 300, "newest")
+    bad = [*history, {"role": "user"}]
+    with pytest.raises(InvalidMessage) as raised:
+        ctxwindow.select(bad, 300, "newest")
+    assert raised.value.index == len(history)
+    same_window(ctxwindow.select(history, 300, "newest"), fresh(history, 300))
+
+
+def test_short_histories_are_not_remembered() -> None:
+    ctxwindow.select(chat(3), 300, "newest")
+    assert len(RECENT) == 0
+    assert REMEMBER_FROM > 7
+
+
+def test_the_memory_is_bounded_by_histories_and_by_messages() -> None:
+    recent = RecentHistories()
+    recent.remembered = RecentLists(lists=2, items=300)
+    counter = ctxwindow.ApproxCounter()
+    for turns in (20, 21, 22):  # three histories, none extending another
+        recent.view([{"role": "user", "content": f"start {turns}"}, *chat(turns)], counter, 100,
+                    None, task_statement=False)  # fmt: skip
+    assert len(recent) == 2
+    grown = [{"role": "user", "content": "start 22"}, *chat(22), *chat(1)]
+    recent.view(grown, counter, 100, None, task_statement=False)
+    assert len(recent) == 2  # recognised: grown, not added
+    recent.view(chat(200), counter, 100, None, task_statement=False)  # alone past the bound
+    assert len(recent) <= 1
+
+
+def test_a_windower_is_built_once_per_configuration(ctxwindow_register: Any) -> None:
+    built: list[object] = []
+
+    class Counted(Newest):
+        name = "counted"
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            built.append(self)
+
+    ctxwindow_register(Counted, name="counted-plugin")
+    history = chat(10)
+    for budget in (100, 200, 100):
+        window = ctxwindow.select(history, budget, "counted")
+        assert window.record.budget == budget and window.tokens <= budget
+    assert len(built) == 1
+    ctxwindow.select(history, 100, "counted", counter=ctxwindow.ApproxCounter())
+    assert len(built) == 2  # an object in the configuration: built for the call
+    ctxwindow.select(history, 100, "counted", time_limit=1)
+    ctxwindow.select(history, 100, "counted", time_limit=1.0)
+    assert len(built) == 4  # equal values of other types are other configurations
+    with pytest.raises(ctxwindow.InvalidOption):
+        ctxwindow.select(history, 100, "counted", time_limit=True)
+
+
+def test_concurrent_callers_growing_shared_and_separate_histories() -> None:
+    base = chat(40)
+    failures: list[str] = []
+
+    def worker(number: int) -> None:
+        history = copy.deepcopy(base)  # equal to every other worker's at first
+        for turn in range(15):
+            history.append({"role": "user", "content": f"worker {number} turn {turn}"})
+            window = ctxwindow.select(history, 300, "newest")
+            want = fresh(history, 300)
+            if window.messages != want.messages:
+                failures.append(f"worker {number} turn {turn}")
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+EDITS = st.lists(
+    st.sampled_from(["append", "append_many", "rebuild", "truncate", "edit_newest", "replace"]),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits=EDITS, budget=st.integers(60, 600), seed=st.integers(0, 10_000))
+def test_any_sequence_of_edits_gives_what_a_fresh_read_gives(
+    edits: list[str], budget: int, seed: int
+) -> None:
+    RECENT.clear()
+    history = chat(20)
+    for step, edit in enumerate(edits):
+        text = f"step {step} seed {seed} " + "x " * (seed % 37)
+        if edit == "append":
+            history.append({"role": "user", "content": text})
+        elif edit == "append_many":
+            history.extend(agent_loop(2, result_words=seed % 20)[1:])
+        elif edit == "rebuild":
+            history = copy.deepcopy(history)
+        elif edit == "truncate":
+            history = history[: max(REMEMBER_FROM, len(history) - 1 - seed % 5)]
+        elif edit == "edit_newest":
+            history[-1]["content"] = text * 3
+        else:
+            history[seed % len(history)] = {"role": "assistant", "content": text}
+        try:
+            want = fresh(history, budget)
+        except ctxwindow.CtxWindowError as error:
+            with pytest.raises(type(error)):
+                ctxwindow.select(history, budget, "newest")
+            continue
+        same_window(ctxwindow.select(history, budget, "newest"), want)
+
+
+def test_checked_covers_the_newest_messages() -> None:
+    assert CHECKED >= 64

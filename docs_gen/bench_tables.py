@@ -1,0 +1,23 @@
+"""Write the speed tables of docs/evaluation.md from docs/results (run by ``nox -s bench``).
+
+The figures are read from ``docs/results/bench.json`` and ``bench-semantic.json``, never
+typed by hand; ``tests/test_readme.py`` fails when the page and the results disagree.
+Usage: ``python docs_gen/bench_tables.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import reference  # noqa: E402  (docs_gen is a folder of scripts, not a package)
+
+if __name__ == "__main__":
+    PAGE = HERE.parent / "docs" / "evaluation.md"
+    reference.write_between(
+        PAGE, reference.BENCH_START, reference.BENCH_END, reference.bench_tables()
+    )
+    print(f"wrote the speed tables of {PAGE}")

@@ -1,0 +1,102 @@
+"""An adapter remembers what it converted: a framework history that grew by one item
+costs converting that item, and gives exactly the window a first read gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+import ctxwindow
+from ctxwindow_adapters import langchain as adapter
+from ctxwindow_adapters._reads import RecentReads
+
+
+def chat(turns: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = [SystemMessage("Be brief.")]
+    for turn in range(turns):
+        out.append(HumanMessage(f"question {turn} " + "word " * 12))
+        out.append(AIMessage(f"answer {turn} " + "reply " * 12))
+    return out
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The positions the LangChain adapter converts, with a fresh memory of reads."""
+    converted: list[int] = []
+    fresh = RecentReads(adapter._read, adapter._fields)
+
+    def counting(message: Any, index: int) -> ctxwindow.Message:
+        converted.append(index)
+        return adapter._read(message, index)
+
+    fresh._read_one = counting
+    monkeypatch.setattr(adapter, "_READS", fresh)
+    return converted
+
+
+def first_read(messages: list[BaseMessage], budget: int) -> list[BaseMessage]:
+    """The window with nothing remembered (a new adapter memory and core state)."""
+    saved = adapter._READS
+    adapter._READS = RecentReads(adapter._read, adapter._fields)
+    try:
+        return adapter.select([*messages], budget, "fixed").messages
+    finally:
+        adapter._READS = saved
+
+
+def test_a_grown_history_converts_its_new_item_only(reads: list[int]) -> None:
+    messages = chat(30)
+    adapter.select(messages, 200, "fixed")
+    assert len(reads) == len(messages)
+    messages.append(HumanMessage("and one more"))
+    window = adapter.select(messages, 200, "fixed")
+    assert reads[len(messages) - 1 :] == [len(messages) - 1]
+    assert [id(m) for m in window.messages] == [id(m) for m in first_read(messages, 200)]
+    assert window.messages[-1] is messages[-1]
+
+
+def test_copies_are_recognised_and_the_window_holds_this_calls_objects(
+    reads: list[int],
+) -> None:
+    messages = chat(30)
+    adapter.select(messages, 200, "fixed")
+    copies = [m.model_copy() for m in messages]
+    window = adapter.select(copies, 200, "fixed")
+    assert len(reads) == len(messages)  # nothing converted again
+    ids = {id(m) for m in copies}
+    assert all(id(m) in ids for m in window.messages)
+
+
+def test_a_message_changed_in_place_is_read_again(reads: list[int]) -> None:
+    messages = chat(30)
+    adapter.select(messages, 200, "fixed")
+    messages[-1].content = "a much longer answer now " * 30  # the same object, changed
+    window = adapter.select(messages, 200, "fixed")
+    assert len(reads) == 2 * len(messages)  # read whole again
+    assert window.tokens <= 200
+    assert [id(m) for m in window.messages] == [id(m) for m in first_read(messages, 200)]
+
+
+def test_a_bad_new_item_names_its_position_and_changes_nothing(reads: list[int]) -> None:
+    messages = chat(30)
+    adapter.select(messages, 200, "fixed")
+    with pytest.raises(ctxwindow.InvalidMessage) as raised:
+        adapter.select([*messages, "not a message"], 200, "fixed")
+    assert raised.value.index == len(messages)
+    window = adapter.select([*messages, HumanMessage("fine")], 200, "fixed")
+    assert window.messages[-1].content == "fine"
+
+
+def test_a_named_strategy_is_built_once_and_each_call_has_its_budget() -> None:
+    messages = chat(30)
+    small = adapter.select(messages, 120, "sliding")
+    large = adapter.select(messages, 600, "sliding")
+    assert small.tokens <= 120 < large.tokens <= 600
+    one = ctxwindow.cached_windower("sliding", 100)
+    other = ctxwindow.cached_windower("sliding", 900)
+    assert one.strategy is other.strategy and (one.budget, other.budget) == (100, 900)

@@ -1,0 +1,191 @@
+"""The units a summary may cover, kept per conversation so that a turn costs its new
+messages.
+
+A visit needs, for every unit it may summarize (every unit that need not stay): its
+tokens summed from the first, the cache key of the prefix ending at it, and the
+messages a summary of that prefix covers. A :class:`Ledger` keeps these for a
+conversation's units up to the current turn, which read the same on every later visit
+(a Conversation is append-only), and each visit adds the units new since the last.
+The current turn's units, and any holding a stand-in the host made for this visit, are
+read afresh on each visit: whether they must stay changes as the chat goes on.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import threading
+import weakref
+from array import array
+from collections.abc import Mapping
+
+from ctxwindow import Conversation, History
+from ctxwindow.kit import unit_text
+
+#: Bounds of the state kept: ledgers per conversation (one per counter, and per set of
+#: must-keep units among the older ones, which a budget change can alter), and
+#: conversations per strategy (the least recently used are forgotten first).
+LEDGERS_KEPT = 4
+CONVERSATIONS_KEPT = 1_024
+DIGEST = hashlib.sha256().digest_size
+
+
+def text_digest(text: str) -> bytes:
+    """What the key of a prefix hashes for each unit's text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def message_ref(history: History, position: int) -> str:
+    """A message's id, or its position when it has none."""
+    return history.message_id(position) or f"#{position}"
+
+
+class Ledger:
+    """A conversation's summarizable units before ``frontier``, with their running
+    token sums (by one counter), prefix keys and covered messages."""
+
+    def __init__(self, counter: object) -> None:
+        self.counter = counter
+        self.frontier = 0
+        self.excluded: list[int] = []  # the must-keep units before the frontier
+        self.units = array("q")  # the others: the summarizable ones, in order
+        self.sums = array("q", [0])  # tokens of the first i summarizable units
+        self.digests = bytearray()  # the prefix key of the first i, for i from 1
+        self.running = hashlib.sha256()
+        self.refs: list[str] = []  # the messages of the summarizable units, in order
+        self.ref_counts = array("q", [0])  # how many refs the first i hold
+        self.lock = threading.Lock()
+
+    def serves(self, history: History, must_keep: Mapping[int, str], frontier: int) -> bool:
+        """Whether this ledger's units are this visit's: the same counter, and the same
+        must-keep units before its frontier (which this visit reaches)."""
+        if self.counter is not exact_counter(history) or self.frontier > frontier:
+            return False
+        return [unit for unit in must_keep if unit < self.frontier] == self.excluded
+
+    def extend(
+        self, history: History, must_keep: Mapping[int, str], frontier: int
+    ) -> tuple[int, hashlib._Hash]:
+        """Read the units up to ``frontier``; the number of summarizable units before
+        it, and the running hash after them (a copy: another visit may read on)."""
+        with self.lock:
+            for unit in range(self.frontier, frontier):
+                if unit in must_keep:
+                    self.excluded.append(unit)
+                    continue
+                self.units.append(unit)
+                self.sums.append(self.sums[-1] + history.unit_tokens(unit))
+                self.running.update(text_digest(unit_text(history, unit, roles=True)))
+                self.digests += self.running.digest()
+                self.refs.extend(message_ref(history, p) for p in history.span(unit))
+                self.ref_counts.append(len(self.refs))
+            self.frontier = max(self.frontier, frontier)
+            return len(self.units), self.running.copy()
+
+
+class Candidates:
+    """One visit's summarizable units, oldest first: the ledger's, then the rest (the
+    current turn's, and any unit holding a stand-in), read afresh. Index ``i`` below
+    stands for the first ``i`` of them."""
+
+    def __init__(
+        self, history: History, ledger: Ledger, must_keep: Mapping[int, str], frontier: int
+    ) -> None:
+        self.history = history
+        self.ledger = ledger
+        self.settled, running = ledger.extend(history, must_keep, frontier)
+        self.tail = [u for u in range(frontier, len(history.units)) if u not in must_keep]
+        self.tail_sums = [ledger.sums[self.settled]]
+        self.tail_keys: list[str] = []
+        for unit in self.tail:
+            self.tail_sums.append(self.tail_sums[-1] + history.unit_tokens(unit))
+            running.update(text_digest(self.text_of(unit)))
+            self.tail_keys.append(running.hexdigest())
+
+    def __len__(self) -> int:
+        return self.settled + len(self.tail)
+
+    def unit(self, index: int) -> int:
+        settled = self.settled
+        return self.ledger.units[index] if index < settled else self.tail[index - settled]
+
+    def units(self, start: int, stop: int) -> list[int]:
+        return [self.unit(index) for index in range(start, stop)]
+
+    def tokens(self, index: int) -> int:
+        """What the first ``index`` units cost."""
+        settled = self.settled
+        return self.ledger.sums[index] if index <= settled else self.tail_sums[index - settled]
+
+    def first_reaching(self, tokens: int) -> int:
+        """The least ``index`` whose first units cost ``tokens`` or more (at most all)."""
+        if tokens <= self.ledger.sums[self.settled]:
+            return bisect.bisect_left(self.ledger.sums, tokens, 0, self.settled + 1)
+        return self.settled + bisect.bisect_left(self.tail_sums, tokens)
+
+    def key(self, index: int) -> str:
+        """The cache key of the first ``index`` units' texts: the same on every visit
+        that reads the same texts, however it got there."""
+        if index > self.settled:
+            return self.tail_keys[index - self.settled - 1]
+        return self.ledger.digests[(index - 1) * DIGEST : index * DIGEST].hex() if index else ""
+
+    def text(self, index: int) -> str:
+        return self.text_of(self.unit(index))
+
+    def text_of(self, unit: int) -> str:
+        """A unit as the summarizer reads it: who said what, with roles."""
+        return unit_text(self.history, unit, roles=True)
+
+    def refs(self, count: int) -> list[str]:
+        """The messages of the first ``count`` units, as ids (``#position`` without)."""
+        ledger = self.ledger
+        refs = ledger.refs[: ledger.ref_counts[min(count, self.settled)]]
+        for unit in self.tail[: max(count - self.settled, 0)]:
+            refs.extend(message_ref(self.history, p) for p in self.history.span(unit))
+        return refs
+
+
+class Ledgers:
+    """The ledgers of each live conversation: held by weak reference, so they go with
+    their conversation, and bounded (LEDGERS_KEPT, CONVERSATIONS_KEPT)."""
+
+    def __init__(self) -> None:
+        self._ledgers: weakref.WeakKeyDictionary[Conversation, list[Ledger]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._ledgers)
+
+    def candidates(self, history: History) -> Candidates:
+        """This visit's summarizable units, from a ledger that serves it (a new one for
+        a conversation, counter or set of older must-keep units not seen before)."""
+        must_keep = history.must_keep
+        frontier = settled_frontier(history)
+        conversation = history.conversation
+        with self._lock:
+            ledgers = self._ledgers.pop(conversation, [])
+            self._ledgers[conversation] = ledgers  # last: the most recently used
+            while len(self._ledgers) > CONVERSATIONS_KEPT:
+                del self._ledgers[next(iter(self._ledgers))]
+            serving = [x for x in ledgers if x.serves(history, must_keep, frontier)]
+            ledger = max(serving, key=lambda x: x.frontier, default=None)  # least to read
+            if ledger is None:
+                ledger = Ledger(exact_counter(history))
+                ledgers.insert(0, ledger)
+                del ledgers[LEDGERS_KEPT:]
+        return Candidates(history, ledger, must_keep, frontier)
+
+
+def settled_frontier(history: History) -> int:
+    """The first unit whose must-keep status may change on a later visit, or that holds
+    a stand-in the host made for this visit: the current turn's first, or earlier."""
+    replaced = (history.unit_of(position) for position in history.replacements)
+    return min([history.current_turn.start, *(unit for unit in replaced if unit is not None)])
+
+
+def exact_counter(history: History) -> object:
+    """The counter whose counts a history's tokens are (a cache's are its inner one's)."""
+    return getattr(history.counter, "inner", history.counter)

@@ -1,0 +1,194 @@
+"""What summarize keeps per conversation: a chat loop gets the windows a fresh strategy
+gives, a turn reads its new units only, and the state is weak and bounded."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import random
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import Conversation, get_counter
+from ctxwindow_summarize import SummarizeWindow, ledger
+from ctxwindow_summarize.rolling import boundary, checkpoints
+from ctxwindow_summarize.strategy import FIRST_LOOKUPS
+
+TOPICS = ["the lease", "a trip to Porto", "the kitchen budget", "Alma's move", "the car"]
+
+
+def message(index: int) -> dict[str, Any]:
+    text = f"About {TOPICS[index % 5]}: point {index}, worth {index * 37} euros."
+    out: dict[str, Any] = {"role": ("user", "assistant")[index % 2], "content": text}
+    if index % 3:
+        out["id"] = f"m{index}"
+    if index == 7:
+        out["metadata"] = {"pinned": True}
+    return out
+
+
+def chat(size: int) -> list[dict[str, Any]]:
+    task = {"role": "user", "content": "Plan the move to Porto for under 9000 euros. " * 6}
+    return [{"role": "system", "content": "You are a planner."}, task] + [
+        message(index) for index in range(size)
+    ]
+
+
+def outcome(window: ctxwindow.Window[Any], messages: list[Any]) -> Any:
+    where = {id(m): i for i, m in enumerate(messages)}
+    kept = [where.get(id(m), m) for m in window.messages]
+    return kept, [d.to_dict() for d in window.record.decisions], window.record.notes
+
+
+def fresh(strategy: SummarizeWindow) -> SummarizeWindow:
+    """A strategy that has seen no conversation, reading the summaries ``strategy``
+    wrote (a rolling summary depends on the summaries before it, by design)."""
+    new = SummarizeWindow()
+    new.cache = strategy.cache
+    return new
+
+
+def test_a_chat_loop_gets_the_windows_a_fresh_strategy_gives(counted: Any) -> None:
+    """Several summaries written along the way, a budget that changes which older units
+    must stay (the task statement fits a quarter of 1,200 tokens, not of 300), and
+    a view taken before the conversation grew."""
+    messages = chat(240)
+    strategy = SummarizeWindow()
+    conversation = Conversation(messages[:60])
+    for size in range(60, len(messages), 9):
+        conversation.extend(messages[len(conversation) : size])
+        for budget in (300, 1_200):
+            window = strategy.select(conversation, budget)
+            again = fresh(strategy)
+            calls = counted(again)
+            other = again.select(Conversation(conversation.originals), budget)
+            assert outcome(window, conversation.originals) == outcome(other, conversation.originals)
+            assert calls[0] == 0  # it found the same boundary, under the same key
+    assert any(d.action == "summarized" for d in window.record.decisions)
+    old = Conversation(messages[:100])
+    view = old.view(get_counter("approx"), 300)
+    old.extend(messages[100:])
+    strategy.select(old, 300)  # its ledger now reaches past the view
+    chosen = strategy.choose(view)  # type: ignore[attr-defined]
+    history = Conversation(messages[:100]).view(get_counter("approx"), 300)
+    again = fresh(strategy).choose(history)  # type: ignore[attr-defined]
+    assert (chosen.actions, chosen.reasons) == (again.actions, again.reasons)
+    assert [m.to_dict() for _, m in chosen.synthetic] == [m.to_dict() for _, m in again.synthetic]
+
+
+def test_a_turn_reads_its_new_units_and_asks_for_few_summaries(
+    monkeypatch: pytest.MonkeyPatch, counted: Any
+) -> None:
+    strategy = SummarizeWindow()
+    calls = counted(strategy)
+    conversation = Conversation(chat(1_500))
+    strategy.select(conversation, 600)
+    read: list[int] = []
+    unit_text = ledger.unit_text
+
+    def reading(history: Any, unit: int, **options: Any) -> str:
+        read.append(unit)
+        return unit_text(history, unit, **options)
+
+    asked: list[int] = []
+    get_many = strategy.cache.get_many
+
+    def lookups(summarizer: str, target: int, keys: Any) -> Any:
+        asked.append(len(keys))
+        return get_many(summarizer, target, keys)
+
+    monkeypatch.setattr(ledger, "unit_text", reading)
+    monkeypatch.setattr(strategy.cache, "get_many", lookups)
+    quiet = 0
+    for index in range(1_500, 1_520):
+        conversation.append(message(index))
+        read.clear()
+        asked.clear()
+        before = calls[0]
+        window = strategy.select(conversation, 600)
+        assert any(d.action == "summarized" for d in window.record.decisions)
+        if calls[0] == before:  # no summary written: what the turn itself costs
+            quiet += 1
+            assert len(read) <= 3, read  # the new units; all 1,500 before
+            assert len(asked) == 1 and asked[0] <= FIRST_LOOKUPS  # all checkpoints before
+    assert quiet >= 10
+
+
+def test_prefix_keys_are_those_caches_already_hold() -> None:
+    """The key of a prefix hashes each unit's text, then the chain of those hashes: the
+    same key a cache (a SQLite file, Redis) was written under by earlier versions."""
+    history = Conversation(chat(30)).view(get_counter("approx"), 200)
+    candidates = ledger.Ledgers().candidates(history)
+    running = hashlib.sha256()
+    for index in range(len(candidates)):
+        text = candidates.text(index).encode("utf-8", "surrogatepass")
+        running.update(hashlib.sha256(text).digest())
+        assert candidates.key(index + 1) == running.hexdigest()
+    assert candidates.key(0) == ""
+
+
+def test_the_ledgers_are_weak_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    strategy = SummarizeWindow()
+    conversations = [Conversation(chat(40)) for _ in range(3)]
+    for conversation in conversations:
+        strategy.select(conversation, 300)
+    assert len(strategy._ledgers) == 3
+    for _ in range(ledger.LEDGERS_KEPT + 3):  # a new counter each time
+        strategy.select(conversations[0], 300, counter=ctxwindow.ApproxCounter())
+    assert len(strategy._ledgers._ledgers[conversations[0]]) == ledger.LEDGERS_KEPT
+    monkeypatch.setattr(ledger, "CONVERSATIONS_KEPT", 2)
+    strategy.select(Conversation(chat(40)), 300)
+    assert len(strategy._ledgers) == 2
+    del conversations
+    gc.collect()
+    assert len(strategy._ledgers) == 0
+
+
+class Tokens:
+    """Stands in for a visit's candidates where only their sizes matter."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sums = [0]
+        for size in sizes:
+            self.sums.append(self.sums[-1] + size)
+
+    def __len__(self) -> int:
+        return len(self.sums) - 1
+
+    def tokens(self, index: int) -> int:
+        return self.sums[index]
+
+    def first_reaching(self, tokens: int) -> int:
+        return next(index for index, total in enumerate(self.sums) if total >= tokens)
+
+
+def scanned(sizes: list[int], room: int, step: int) -> tuple[int, list[int]]:
+    """The boundary and its checkpoints by a pass over every unit, as summarize found
+    them before it kept a ledger."""
+    before = [0]
+    for size in sizes:
+        before.append(before[-1] + size)
+    total = before[-1]
+    if total <= room:
+        return 0, []
+    marks, next_mark = [], step
+    for index in range(1, len(sizes) + 1):
+        if before[index] >= next_mark:
+            marks.append(index)
+            next_mark = (before[index] // step + 1) * step
+    chosen = next((c for c in marks if total - before[c] <= room), len(sizes))
+    return chosen, [c for c in marks if c < chosen]
+
+
+def test_the_boundary_and_checkpoints_are_those_a_full_pass_finds() -> None:
+    rng = random.Random(3)
+    for _ in range(3_000):
+        sizes = [rng.choice([0, 1, 5, 13, 40, 400]) for _ in range(rng.randint(0, 40))]
+        room, step = rng.randint(0, 300), rng.randint(1, 200)
+        candidates: Any = Tokens(sizes)
+        start = boundary(candidates, room, step)
+        assert (start, list(checkpoints(candidates, start, step))[::-1]) == scanned(
+            sizes, room, step
+        )
