@@ -67,7 +67,7 @@ def test_the_speed_tables_show_the_figures_in_docs_results() -> None:
     tables = reference.bench_tables()
     page = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
     assert tables in page, "run: python docs_gen/bench_tables.py (or nox -s bench)"
-    for name in ("fixed", "sliding", "summarize", "semantic"):
+    for name in ("fixed", "sliding", "summarize"):
         assert f"| {name} | 10,000 |" in tables, name
 
 

@@ -214,7 +214,6 @@ BENCH_COLUMNS = (
     ("trim cached", "trim_cached_ms"),
     ("trim cached / warm", "trim_cached_over_warm"),
     ("encode new", "encode_new_ms"),
-    ("peak MiB", "peak_mib"),
 )
 
 

@@ -6,8 +6,8 @@ history first (and, for a strategy with a model, warms it on one text); only the
 the visit measured: ``rss_growth_mib`` is how much the process's peak resident size
 grew during the visit (``ru_maxrss``), which sees everything the visit held at its worst,
 Python objects, NumPy arrays and native memory (a model's activations, tokenizers)
-alike. (``ctxwindow bench`` reports the Python-level ``tracemalloc`` peak; tracing
-itself costs memory, so it is not switched on here.)
+alike. (Tracing with ``tracemalloc`` would cost memory and time itself, so it is not
+switched on.)
 
 Run: ``python -m ctxwindow_eval.memory --json docs/results/memory.json``.
 """
