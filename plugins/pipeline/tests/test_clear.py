@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from agent import agent, call, output
 
 import ctxwindow
-from ctxwindow import Message, get_counter
-from ctxwindow_pipeline import ClearToolOutputs
+from ctxwindow import History, Message, get_counter
+from ctxwindow_pipeline import ClearToolOutputs, clear
 
 COUNTER = get_counter("approx")
 
@@ -151,3 +152,44 @@ def test_a_stub_that_would_not_save_tokens_is_not_made() -> None:
     window = ClearToolOutputs(keep_recent=0, min_tokens=0).select(messages, budget)
     assert cleared(window) == [] and made(window) == []
     assert window.tokens <= budget
+
+
+def decisions(window: ctxwindow.Window) -> list[tuple[str, tuple[int, ...], str]]:
+    return [(d.action, tuple(d.positions), d.reason) for d in window.record.decisions]
+
+
+def test_an_agent_loop_gets_what_a_fresh_strategy_gives_every_turn() -> None:
+    messages = agent(60, words=150)
+    looping = ClearToolOutputs(keep_recent=2)
+    conversation = ctxwindow.Conversation(messages[:9])
+    for end in range(10, len(messages) + 1):
+        conversation.append(messages[end - 1])
+        if messages[end - 1].get("tool_calls"):
+            continue  # the call's result is next
+        for budget in (400, 2_000):
+            got = looping.select(conversation, budget)
+            want = ClearToolOutputs(keep_recent=2).select(messages[:end], budget)
+            assert got.messages == want.messages, (end, budget)
+            assert decisions(got) == decisions(want), (end, budget)
+            assert got.record.notes == want.record.notes, (end, budget)
+
+
+def test_a_turn_clears_only_what_is_new_in_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = agent(2_000, words=120)  # 8,001 messages
+    strategy = ClearToolOutputs()
+    conversation = ctxwindow.Conversation(messages[:-4])
+    first = strategy.select(conversation, 3_000)
+    made: list[int] = []
+    clearing = clear._clearing
+
+    def counted(history: History, unit: int, cleared: list[int]) -> object:
+        made.append(unit)
+        return clearing(history, unit, cleared)
+
+    monkeypatch.setattr(clear, "_clearing", counted)
+    conversation.extend(messages[-4:])
+    window = strategy.select(conversation, 3_000)
+    assert window.record.count("dropped") > 5_000
+    assert len(cleared(window)) == len(cleared(first)) > 3
+    # the exchange that now has 3 newer results is cleared; the rest was made last turn
+    assert len(made) == 1

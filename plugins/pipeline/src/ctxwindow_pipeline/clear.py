@@ -7,10 +7,14 @@ tool ran) at a fraction of the tokens, before anything has to be dropped or summ
 
 from __future__ import annotations
 
+import operator
+import threading
+import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from ctxwindow import BaseStrategy, History, Message, Option, Selection
+from ctxwindow import BaseStrategy, Conversation, History, Message, Option, Selection
 
 STUB = "[tool output of {tool} ({call_id}) cleared by ctxwindow: {tokens:,} tokens]"
 KEPT = "not an old, large tool output"
@@ -67,30 +71,18 @@ class ClearToolOutputs(BaseStrategy):
         ),
     )
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._memos: weakref.WeakKeyDictionary[Conversation, _Memo] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
     def plan(self, history: History) -> list[Clearing]:
         """The exchanges to clear, oldest first: only those the stubs make cheaper."""
-        keep_recent: int = self.options["keep_recent"]
-        min_tokens: int = self.options["min_tokens"]
-        seen = 0
-        chosen: dict[int, list[int]] = {}
-        for unit in range(len(history.units) - 1, -1, -1):
-            span = history.span(unit)
-            results = [p for p in span if history.messages[p].role == "tool"]
-            for position in reversed(results):
-                seen += 1
-                if seen <= keep_recent or unit in history.must_keep:
-                    continue
-                if history.tokens(position) >= min_tokens:
-                    chosen.setdefault(unit, []).append(position)
-        return [
-            clearing
-            for unit in sorted(chosen)
-            if (clearing := _clearing(history, unit, set(chosen[unit]))) is not None
-        ]
+        return [clearing for _, clearing in reversed(list(self._units(history))) if clearing]
 
     def engages_within_budget(self, history: History) -> bool:
         """With ``when='always'``, clear even though everything fits."""
-        return self.options["when"] == "always" and bool(self.plan(history))
+        return self.options["when"] == "always" and any(c for _, c in self._units(history))
 
     def transform(self, history: History) -> Selection:
         """Clear, and keep everything else, even if the window is still over budget.
@@ -98,49 +90,104 @@ class ClearToolOutputs(BaseStrategy):
         What a ``pipeline`` calls when this is not its last stage: the stages after it
         fit the budget, with the cleared history as their input.
         """
-        return self._select(history, self.plan(history), fit=False)
-
-    def choose(self, history: History) -> Selection:
-        return self._select(history, self.plan(history), fit=True)
-
-    def _select(self, history: History, plan: list[Clearing], fit: bool) -> Selection:
         selection = history.selection()
-        by_unit = {clearing.unit: clearing for clearing in plan}
-        dropped: set[int] = set()
-        if fit:
-            total = history.usable_tokens - sum(c.tokens_before - c.tokens_after for c in plan)
-            for unit in range(len(history.units)):
-                if total <= history.budget:
-                    break
-                if unit in history.must_keep:
-                    continue
-                cleared = by_unit.get(unit)
-                total -= cleared.tokens_after if cleared else history.unit_tokens(unit)
-                dropped.add(unit)
-        kept_reason = FITS_AFTER if dropped else KEPT
-        for unit in range(len(history.units)):
-            if unit in history.must_keep:
-                continue
-            if unit in dropped:
-                selection.drop(unit, DROPPED)
-            elif unit in by_unit:
-                clearing = by_unit[unit]
-                for position, stub in clearing.stubs.items():
-                    selection.replace(position, stub, clearing.reason)
-            else:
-                selection.keep(unit, kept_reason)
-        done = [c for c in plan if c.unit not in dropped]
-        if done:
-            before = sum(c.tokens_before for c in done)
-            after = sum(c.tokens_after for c in done)
-            selection.notes.append(
-                f"cleared the tool output of {len(done)} exchange(s): "
-                f"{before:,} -> {after:,} tokens"
-            )
+        units = [(u, c) for u, c in self._units(history) if u not in history.must_keep]
+        _apply(selection, units, KEPT)
         return selection
 
+    def choose(self, history: History) -> Selection:
+        """The newest units that fit once cleared; the older ones are dropped. Only the
+        units that make the window are read, so a turn of an agent loop costs the window,
+        not the history."""
+        selection = history.selection()
+        room = history.budget - history.must_keep_tokens
+        units: list[tuple[int, Clearing | None]] = []
+        for unit, clearing in self._units(history):
+            if unit in history.must_keep:
+                continue
+            cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
+            if cost > room:
+                selection.default_reason = DROPPED
+                break
+            room -= cost
+            units.append((unit, clearing))
+        _apply(selection, units, FITS_AFTER if selection.default_reason == DROPPED else KEPT)
+        return selection
 
-def _clearing(history: History, unit: int, cleared: set[int]) -> Clearing | None:
+    def _units(self, history: History) -> Iterator[tuple[int, Clearing | None]]:
+        """Each unit, newest first, with how to clear it (None: as it is). A result is
+        cleared when it is older than the newest ``keep_recent`` results (must-keep
+        units' included), costs at least ``min_tokens``, and is not must-keep."""
+        keep_recent: int = self.options["keep_recent"]
+        min_tokens: int = self.options["min_tokens"]
+        memo = self._memo_of(history)
+        seen = 0
+        for unit in range(len(history.units) - 1, -1, -1):
+            span = history.span(unit)
+            chosen = []
+            for position in reversed(span):
+                if history.messages[position].role != "tool":
+                    continue
+                seen += 1
+                if seen <= keep_recent or unit in history.must_keep:
+                    continue
+                if history.tokens(position) >= min_tokens:
+                    chosen.append(position)
+            yield unit, memo.clearing(history, unit, sorted(chosen)) if chosen else None
+
+    def _memo_of(self, history: History) -> _Memo:
+        with self._lock:
+            memo = self._memos.get(history.conversation)
+            if memo is None or memo.counter is not history.counter:
+                memo = self._memos[history.conversation] = _Memo(history.counter)
+            return memo
+
+
+class _Memo:
+    """A conversation's clearings, made once per exchange: a chat loop clears the same
+    old results on every turn. An entry holds the messages it was made from, and is made
+    again if they are not the messages of the view (a stand-in, a message read again)."""
+
+    def __init__(self, counter: object) -> None:
+        self.counter = counter
+        self.made: dict[tuple[int, ...], tuple[tuple[Message, ...], Clearing | None]] = {}
+        self.lock = threading.Lock()
+
+    def clearing(self, history: History, unit: int, cleared: list[int]) -> Clearing | None:
+        span = history.span(unit)
+        key = (span.start, span.stop, *cleared)
+        messages = tuple(history.messages[position] for position in span)
+        with self.lock:
+            found = self.made.get(key)
+        if found is not None and all(map(operator.is_, found[0], messages)):
+            return found[1]
+        clearing = _clearing(history, unit, cleared)
+        with self.lock:
+            self.made[key] = (messages, clearing)
+        return clearing
+
+
+def _apply(
+    selection: Selection, units: list[tuple[int, Clearing | None]], kept_reason: str
+) -> None:
+    """Keep ``units``, each cleared as planned, and note what clearing saved."""
+    done = []
+    for unit, clearing in units:
+        if clearing is None:
+            selection.keep(unit, kept_reason)
+            continue
+        done.append(clearing)
+        for position, stub in clearing.stubs.items():
+            selection.replace(position, stub, clearing.reason)
+    if done:
+        before = sum(c.tokens_before for c in done)
+        after = sum(c.tokens_after for c in done)
+        selection.notes.append(
+            f"cleared the tool output of {len(done)} exchange(s): {before:,} -> {after:,} tokens"
+        )
+
+
+def _clearing(history: History, unit: int, cleared: list[int]) -> Clearing | None:
     """How to clear ``cleared`` (results of ``unit``), or None if it saves nothing."""
     span = history.span(unit)
     call = history.messages[span.start]
@@ -148,7 +195,7 @@ def _clearing(history: History, unit: int, cleared: set[int]) -> Clearing | None
     before = history.unit_tokens(unit)
     stubs: dict[int, Message] = {}
     details: dict[int, dict[str, Any]] = {}
-    for position in sorted(cleared):
+    for position in cleared:
         result = history.messages[position]
         call_id = result.tool_call_id or ""
         tool = tools.get(call_id) or result.name or "a tool"
