@@ -14,6 +14,7 @@ anthropic = pytest.importorskip("anthropic")
 
 from ctxwindow import InvalidMessage, OrphanToolResult, get_counter  # noqa: E402
 from ctxwindow_adapters import anthropic as adapter  # noqa: E402
+from ctxwindow_adapters._reads import RecentReads  # noqa: E402
 from ctxwindow_adapters.testing import AdapterConformance  # noqa: E402
 
 REPLY = {
@@ -359,3 +360,63 @@ def test_a_tool_result_too_big_for_the_budget_comes_back_cut_in_its_own_block() 
     assert "characters cut by ctxwindow from this tool result" in block["content"]
     assert [d.action for d in window.record.decisions][-1] == "truncated"
     assert window.record.notes[0].startswith("cut the tool result of message 2")
+
+
+@pytest.fixture
+def pieces_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The positions the adapter reads (the system counts as 0), with fresh memories."""
+    read: list[int] = []
+
+    def counting(item: Any, position: int) -> Any:
+        read.append(position)
+        return adapter._pieces_after_system(item, position)
+
+    monkeypatch.setattr(adapter, "_READS_WITH_SYSTEM", RecentReads(counting, adapter._content_of))
+    monkeypatch.setattr(adapter, "_READS", RecentReads(adapter._pieces, adapter._content_of))
+    return read
+
+
+def as_first_read(messages: list[dict[str, Any]], budget: int, strategy: str) -> Any:
+    """The window with nothing of these messages remembered (deep copies)."""
+    return adapter.select(copy.deepcopy(messages), budget, strategy, system=SYSTEM)
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_a_grown_history_reads_only_what_it_added(pieces_read: list[int], strategy: str) -> None:
+    messages = history(12)
+    adapter.select(messages, 600, strategy, system=SYSTEM)
+    assert sorted(pieces_read) == list(range(len(messages) + 1))
+    for turn in range(3):  # a call, its results with text (a split message), an answer
+        grown = history(13 + turn)[len(messages) - 1 : -1]
+        messages[-1:] = [messages[-1], *grown[1:], {"role": "user", "content": "next?"}]
+        del pieces_read[:]
+        window = adapter.select(messages, 600, strategy, system=SYSTEM)
+        assert pieces_read and min(pieces_read) > len(messages) - 6  # the new messages only
+        again = as_first_read(messages, 600, strategy)
+        assert window.messages == again.messages
+        assert [d.positions for d in window.record.decisions] == [
+            d.positions for d in again.record.decisions
+        ]
+        check_valid(window.messages)
+        assert window.messages[-1] is messages[-1]
+
+
+def test_a_remembered_history_with_content_replaced_is_read_again(pieces_read: list[int]) -> None:
+    messages = history(12)
+    adapter.select(messages, 600, "fixed", system=SYSTEM)
+    messages[-2]["content"] = "a much longer answer " * 60  # the same dict, changed
+    del pieces_read[:]
+    window = adapter.select(messages, 600, "fixed", system=SYSTEM)
+    assert len(pieces_read) == len(messages) + 1
+    assert window.tokens <= 600
+    assert window.messages == as_first_read(messages, 600, "fixed").messages
+
+
+def test_without_a_system_the_positions_are_the_callers() -> None:
+    messages = history(12)
+    adapter.select(messages, 400, "fixed")
+    messages.append({"role": "assistant", "content": "sure"})
+    messages.append({"role": "user", "content": [{"type": "text", "text": "ok"}, 3]})
+    with pytest.raises(InvalidMessage) as raised:
+        adapter.select(messages, 400, "fixed")
+    assert raised.value.index == len(messages) - 1

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 import ctxwindow
 from ctxwindow_adapters import langchain as adapter
-from ctxwindow_adapters._reads import RecentReads
+from ctxwindow_adapters._reads import RecentReads, one_each
 
 
 def chat(turns: int) -> list[BaseMessage]:
@@ -28,13 +28,12 @@ def chat(turns: int) -> list[BaseMessage]:
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The positions the LangChain adapter converts, with a fresh memory of reads."""
     converted: list[int] = []
-    fresh = RecentReads(adapter._read, adapter._fields)
 
     def counting(message: Any, index: int) -> ctxwindow.Message:
         converted.append(index)
         return adapter._read(message, index)
 
-    fresh._read_one = counting
+    fresh = RecentReads(one_each(counting), adapter._fields)
     monkeypatch.setattr(adapter, "_READS", fresh)
     return converted
 
@@ -42,7 +41,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def first_read(messages: list[BaseMessage], budget: int) -> list[BaseMessage]:
     """The window with nothing remembered (a new adapter memory and core state)."""
     saved = adapter._READS
-    adapter._READS = RecentReads(adapter._read, adapter._fields)
+    adapter._READS = RecentReads(one_each(adapter._read), adapter._fields)
     try:
         return adapter.select([*messages], budget, "fixed").messages
     finally:

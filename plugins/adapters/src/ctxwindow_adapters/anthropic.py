@@ -24,6 +24,7 @@ from typing import Any
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage
 from ctxwindow_adapters._bridge import Converted, Shape, Trim, get, prepare, text_of
+from ctxwindow_adapters._reads import Piece, RecentReads
 
 __all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
 
@@ -92,35 +93,61 @@ async def aselect(
 
 
 def read_messages(messages: Sequence[Any], system: Any = None) -> Converted[Any]:
-    """The messages as ctxwindow Messages (``system`` first, standing for no item)."""
+    """The messages as ctxwindow Messages (``system`` first, standing for no item). A
+    list that grew since a call before costs reading what it added."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidMessage(None, f"expected a list of messages, got {type(messages).__name__}")
-    converted: Converted[Any] = Converted(messages)
-    if system is not None:
-        converted.add(Message("system", _system_content(system)), ())
-    for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            raise InvalidMessage(
-                index, f"expected a dict with 'role' and 'content', got {type(message).__name__}"
-            )
-        role = message.get("role")
-        if role not in _ROLES:
-            raise InvalidMessage(index, f"unknown role {role!r}; expected user or assistant")
-        content = message.get("content")
-        if isinstance(content, str):
-            converted.add(Message(role, content), (index,))
-        elif not isinstance(content, (list, tuple)):
-            raise InvalidMessage(
-                index, f"'content' must be a string or a list of blocks, got "
-                f"{type(content).__name__}"
-            )  # fmt: skip
-        elif role == "assistant":
-            converted.add(_assistant(content, index), (index,))
-        elif role == "user":
-            _user(converted, content, index)
-        else:
-            converted.add(Message("system", _parts(content, index)), (index,))
-    return converted
+    if system is None:
+        return _READS.read(messages)
+    return _READS_WITH_SYSTEM.read([_System(system), *messages], messages)
+
+
+@dataclass(frozen=True)
+class _System:
+    """The ``system`` parameter, read as if it opened the list (it stands for no item)."""
+
+    value: Any
+
+
+def _pieces(message: Any, index: int) -> list[Piece]:
+    """One message's Messages: most make one; a user message with tool results, one per
+    result and one for the rest."""
+    if not isinstance(message, Mapping):
+        raise InvalidMessage(
+            index, f"expected a dict with 'role' and 'content', got {type(message).__name__}"
+        )
+    role = message.get("role")
+    if role not in _ROLES:
+        raise InvalidMessage(index, f"unknown role {role!r}; expected user or assistant")
+    content = message.get("content")
+    if isinstance(content, str):
+        return [(Message(role, content), (index,), None)]
+    if not isinstance(content, (list, tuple)):
+        raise InvalidMessage(
+            index, f"'content' must be a string or a list of blocks, got "
+            f"{type(content).__name__}"
+        )  # fmt: skip
+    if role == "assistant":
+        return [(_assistant(content, index), (index,), None)]
+    if role == "user":
+        return _user(content, index)
+    return [(Message("system", _parts(content, index)), (index,), None)]
+
+
+def _pieces_after_system(item: Any, position: int) -> list[Piece]:
+    if position == 0:
+        return [(Message("system", _system_content(item.value)), (), None)]
+    return _pieces(item, position - 1)
+
+
+def _content_of(item: Any) -> Any:
+    """What an app may change in place: a message's ``content`` (the system's value)."""
+    return item.value if isinstance(item, _System) else item.get("content")
+
+
+#: The conversions made before, without and with a ``system`` parameter.
+_READS: RecentReads[Any] = RecentReads(_pieces, _content_of)
+_READS_WITH_SYSTEM: RecentReads[Any] = RecentReads(_pieces_after_system, _content_of)
 
 
 def _system_content(system: Any) -> str | tuple[ContentPart, ...]:
@@ -163,7 +190,7 @@ def _assistant(blocks: Sequence[Any], index: int) -> Message:
         raise InvalidMessage(index, error.problem) from None
 
 
-def _user(converted: Converted[Any], blocks: Sequence[Any], index: int) -> None:
+def _user(blocks: Sequence[Any], index: int) -> list[Piece]:
     """Tool results as tool Messages first (each one part), then the rest as one user
     Message; a message without tool results stays whole."""
     results: list[int] = []
@@ -180,18 +207,19 @@ def _user(converted: Converted[Any], blocks: Sequence[Any], index: int) -> None:
         else:
             others.append(number)
     if not results:
-        converted.add(Message("user", _parts(blocks, index)), (index,))
-        return
+        return [(Message("user", _parts(blocks, index)), (index,), None)]
+    pieces: list[Piece] = []
     for number in results:
         block = blocks[number]
         call_id = get(block, "tool_use_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessage(index, f"tool_result block {number} needs a 'tool_use_id'")
         result = Message("tool", _block_text(get(block, "content")), tool_call_id=call_id)
-        converted.add(result, (index,), frozenset({number}))
+        pieces.append((result, (index,), frozenset({number})))
     if others:
         rest = _parts([blocks[n] for n in others], index)
-        converted.add(Message("user", rest), (index,), frozenset(others))
+        pieces.append((Message("user", rest), (index,), frozenset(others)))
+    return pieces
 
 
 def _parts(blocks: Sequence[Any], index: int | None) -> tuple[ContentPart, ...]:

@@ -39,7 +39,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage, InvalidOption
 from ctxwindow_adapters._bridge import Call, Converted, Shape, Trim, prepare, text_of, windower_for
-from ctxwindow_adapters._reads import RecentReads
+from ctxwindow_adapters._reads import RecentReads, one_each
 
 __all__ = ["LangChainCounter", "aselect", "read_messages", "select", "trim_messages"]
 
@@ -265,7 +265,7 @@ def _fields(message: Any) -> tuple[Any, ...]:
 
 
 #: The conversions made before: a history that grew costs converting what it added.
-_READS: RecentReads[BaseMessage] = RecentReads(_read, _fields)
+_READS: RecentReads[BaseMessage] = RecentReads(one_each(_read), _fields)
 
 
 def _content(content: Any) -> str | tuple[ContentPart, ...]:
