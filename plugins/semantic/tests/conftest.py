@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import types
+from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import pytest
+
+import ctxwindow
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # prove nothing is fetched at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -16,3 +23,33 @@ def shared_strategy():  # type: ignore[no-untyped-def]
     from ctxwindow_semantic import SemanticWindow
 
     return SemanticWindow(cache="memory")
+
+
+class HashEmbedder:
+    """A third party's embedder with no model: unit vectors from word hashes (similar
+    texts, similar vectors), the same in every process."""
+
+    name = "test-hash-64"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                digest = hashlib.sha256(word.strip(".,?!").encode()).digest()
+                out[row, digest[0] % 64] += 1.0 + digest[1] / 255
+            out[row, 0] += 0.01
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def hashing(ctxwindow_register: Any) -> str:
+    """The embedder spec of :class:`HashEmbedder`, registered by hook for the test."""
+    module = types.ModuleType("hash_embedder_plugin")
+
+    @ctxwindow.hookimpl
+    def register_embedders(register: Any) -> None:
+        register("test-hash", lambda argument: HashEmbedder())
+
+    module.register_embedders = register_embedders  # type: ignore[attr-defined]
+    ctxwindow_register(module, name="hash-embedder", distribution="hash-embedder")
+    return "test-hash"

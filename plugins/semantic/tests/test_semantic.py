@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -179,41 +178,18 @@ def test_model_that_cannot_be_found_says_how_to_install_it() -> None:
         SemanticWindow(embedder="no-such-embedder")
 
 
-class HashingEmbedder:
-    """A third party's embedder: word feature hashing, no model at all."""
-
-    name = "hashing-256"
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 256), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().split():
-                out[row, hash(word.strip(".,?!")) % 256] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out[norms[:, 0] == 0, 0] = 1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
-
 def test_a_third_party_embedder_registered_by_hook_is_selected_by_name(
-    tmp_path: Path, ctxwindow_register: Any
+    tmp_path: Path, hashing: str
 ) -> None:
-    module = types.ModuleType("hashing_plugin")
-
-    @ctxwindow.hookimpl
-    def register_embedders(register: Any) -> None:
-        register("hashing", lambda argument: HashingEmbedder())
-
-    module.register_embedders = register_embedders  # type: ignore[attr-defined]
-    ctxwindow_register(module, name="hashing-plugin", distribution="ctxwindow-hashing")
     config = tmp_path / "ctxwindow.toml"
     config.write_text(
-        'strategy = "semantic"\nbudget = 300\nembedder = "hashing"\ncache = "memory"\n'
+        f'strategy = "semantic"\nbudget = 300\nembedder = "{hashing}"\ncache = "memory"\n'
     )
     windower = ctxwindow.from_config(config)
     messages = chat()
     window = windower.select(messages)
     assert messages[11] in window.messages
-    assert windower.strategy.embedder.name == "hashing-256"
+    assert windower.strategy.embedder.name == "test-hash-64"
 
 
 def test_cache_rejects_a_bad_row_and_embeds_again(tmp_path: Path) -> None:

@@ -10,16 +10,25 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ctxwindow import History
-from ctxwindow.kit import unit_text
+from ctxwindow.kit import identifiers, unit_text
 from ctxwindow_semantic.lexical import BM25Index
+from ctxwindow_semantic.rows import Rows
 
 
 class UnitIndex:
-    """Vectors and BM25 statistics of a conversation's units, in unit order."""
+    """Vectors and BM25 statistics of a conversation's units, in unit order, and the
+    per-unit figures a visit ranks by (tokens, identifiers), each read once per unit.
+
+    Only units whose messages are final are stored: those before a view's first
+    stand-in (see :meth:`update`).
+    """
 
     def __init__(self) -> None:
-        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.vectors = Rows(np.float32)
         self.lexical = BM25Index()
+        self.identifiers = Rows(np.int64)  # how many identifiers each unit holds
+        self.tokens = Rows(np.int64)  # each unit's tokens, under the counter of _sums
+        self._sums: list[int] | None = None
         self.lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -36,10 +45,36 @@ class UnitIndex:
             if start >= stop:
                 return
             texts = [unit_text(history, unit) for unit in range(start, stop)]
-            fresh = embed(texts)
-            self.vectors = fresh if start == 0 else np.concatenate([self.vectors, fresh])
-            for text in texts:
-                self.lexical.add(text)
+            self.vectors.extend(embed(texts))
+            self.lexical.extend(texts)
+
+    def similarity(self, query: np.ndarray, stop: int) -> np.ndarray:
+        """Dense similarity of each of the first ``stop`` units to ``query``: one
+        matrix-vector product over the stored vectors, which are not copied."""
+        if stop == 0:
+            return np.zeros(0, dtype=np.float32)
+        similarity: np.ndarray = self.vectors.view[:stop] @ query
+        return similarity
+
+    def unit_tokens(self, history: History, stop: int) -> np.ndarray:
+        """The tokens of each of the first ``stop`` units (stand-in free) under the
+        view's counter. Kept for the counter whose running sums the conversation keeps,
+        so a chat loop reads its new units only; another counter starts them again."""
+        with self.lock:
+            sums = history.conversation.cumulative_tokens(history.counter, len(history))
+            if sums is not self._sums:
+                self.tokens, self._sums = Rows(np.int64), sums
+            spans = [history.span(unit) for unit in range(len(self.tokens), stop)]
+            self.tokens.extend([sums[span.stop] - sums[span.start] for span in spans])
+            return self.tokens.view[:stop]
+
+    def identifier_counts(self, history: History, stop: int) -> np.ndarray:
+        """How many identifiers each of the first ``stop`` units (stand-in free) holds,
+        read on first need: only an agent's history ranks by them."""
+        with self.lock:
+            units = range(len(self.identifiers), stop)
+            self.identifiers.extend([len(identifiers(unit_text(history, u))) for u in units])
+            return self.identifiers.view[:stop]
 
 
 #: The per-conversation indexes' bounds: at most this many conversations, and this many

@@ -1,7 +1,9 @@
 """BM25 over units, built incrementally: appending a unit updates the statistics.
 
 Ready-made BM25 libraries index a fixed corpus; a chat grows by one message a turn, so
-the index here grows with it and scores the whole history against a query in numpy.
+the index here grows with it. Each term keeps its postings (the units holding it, in
+order, and how often) in numpy arrays, so a query scores only the units that hold one
+of its terms, without a Python loop over them.
 """
 
 from __future__ import annotations
@@ -13,28 +15,56 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxwindow.kit import terms
+from ctxwindow_semantic.rows import Rows
 
 K1 = 1.2
 B = 0.75
+
+
+class Posting:
+    """The units that hold a term, ascending, and how many times each holds it."""
+
+    def __init__(self) -> None:
+        self.units = Rows(np.int64)
+        self.counts = Rows(np.float32)
+
+    def before(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Units and counts among the first ``size`` units (a binary search, no copy)."""
+        units = self.units.view
+        cut = int(np.searchsorted(units, size))
+        return units[:cut], self.counts.view[:cut]
 
 
 class BM25Index:
     """Term statistics of the units appended so far, and BM25 scores for a query."""
 
     def __init__(self) -> None:
-        self.postings: dict[str, list[tuple[int, int]]] = {}
-        self.lengths: list[int] = []
+        self.postings: dict[str, Posting] = {}
+        self.lengths = Rows(np.float32)
+        self._ends = Rows(np.int64)  # running sums of the lengths, for any prefix's average
 
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def add(self, text: str) -> None:
-        unit = len(self.lengths)
-        counts = Counter(terms(text))
-        for term, count in counts.items():
-            self.postings.setdefault(term, []).append((unit, count))
-        length = sum(counts.values())
-        self.lengths.append(length)
+    def extend(self, texts: Sequence[str]) -> None:
+        """Append units: each term's postings grow once per batch, not once per unit."""
+        first = len(self)
+        batch: dict[str, tuple[list[int], list[int]]] = {}
+        lengths = []
+        for unit, text in enumerate(texts, first):
+            counts = Counter(terms(text))
+            for term, count in counts.items():
+                units, found = batch.setdefault(term, ([], []))
+                units.append(unit)
+                found.append(count)
+            lengths.append(sum(counts.values()))
+        for term, (units, found) in batch.items():
+            posting = self.postings.get(term) or self.postings.setdefault(term, Posting())
+            posting.units.extend(units)
+            posting.counts.extend(found)
+        before = int(self._ends.view[-1]) if first else 0
+        self._ends.extend(np.cumsum(lengths, dtype=np.int64) + before)
+        self.lengths.extend(lengths)
 
     def scores(self, query: str, size: int | None = None, extra: Sequence[str] = ()) -> np.ndarray:
         """BM25 score of each of the first ``size`` units, then of each ``extra`` text (a
@@ -42,23 +72,41 @@ class BM25Index:
         document frequencies) are those of exactly that corpus, so a view is scored the same
         however long the conversation has grown since, and whatever an earlier visit indexed.
         """
-        size = len(self.lengths) if size is None else size
+        size = len(self) if size is None else size
         extra_counts = [Counter(terms(text)) for text in extra]
-        lengths_list = self.lengths[:size] + [sum(c.values()) for c in extra_counts]
-        total = len(lengths_list)
+        extra_lengths = [sum(counts.values()) for counts in extra_counts]
+        total = size + len(extra_counts)
         out = np.zeros(total, dtype=np.float32)
         if total == 0:
             return out
-        lengths = np.asarray(lengths_list, dtype=np.float32)
-        average = max(sum(lengths_list) / total, 1.0)
-        norm = K1 * (1 - B + B * lengths / average)
-        for term in set(terms(query)):
-            posting = [(u, c) for u, c in self.postings.get(term, ()) if u < size]
-            posting += [(size + row, c[term]) for row, c in enumerate(extra_counts) if term in c]
-            if not posting:
+        stored = int(self._ends.view[size - 1]) if size else 0
+        average = max((stored + sum(extra_lengths)) / total, 1.0)
+        for term in dict.fromkeys(terms(query)):  # in the query's order: float32 sums
+            # added in a set's order (which varies between processes) vary in the last bit
+            units, counts, lengths = self._holding(term, size, extra_counts, extra_lengths)
+            if not len(units):
                 continue
-            idf = math.log(1 + (total - len(posting) + 0.5) / (len(posting) + 0.5))
-            units = np.fromiter((u for u, _ in posting), dtype=np.int64, count=len(posting))
-            counts = np.fromiter((c for _, c in posting), dtype=np.float32, count=len(posting))
-            out[units] += idf * counts * (K1 + 1) / (counts + norm[units])
+            idf = math.log(1 + (total - len(units) + 0.5) / (len(units) + 0.5))
+            norm = K1 * (1 - B + B * lengths / average)
+            out[units] += idf * counts * (K1 + 1) / (counts + norm)
         return out
+
+    def _holding(
+        self, term: str, size: int, extra_counts: list[Counter[str]], extra_lengths: list[int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The units (of the first ``size``, then the extra texts) holding ``term``: their
+        indexes, how often they hold it, and their lengths."""
+        posting = self.postings.get(term)
+        units, counts = posting.before(size) if posting else (_NO_UNITS, _NO_COUNTS)
+        lengths = self.lengths.view[units]
+        rows = [row for row, found in enumerate(extra_counts) if term in found]
+        if rows:
+            units = np.concatenate([units, np.asarray(rows, dtype=np.int64) + size])
+            more = [(extra_counts[row][term], extra_lengths[row]) for row in rows]
+            counts = np.concatenate([counts, np.asarray([c for c, _ in more], np.float32)])
+            lengths = np.concatenate([lengths, np.asarray([n for _, n in more], np.float32)])
+        return units, counts, lengths
+
+
+_NO_UNITS = np.zeros(0, dtype=np.int64)
+_NO_COUNTS = np.zeros(0, dtype=np.float32)

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
-from ctxwindow.kit import Coverage, best_first, identifier_weight_option, unit_text
+from ctxwindow.kit import (
+    NOVELTY_TOKENS,
+    Coverage,
+    identifier_weight_option,
+    identifiers,
+    unit_text,
+)
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
-from ctxwindow_semantic.index import IndexPool
+from ctxwindow_semantic.index import IndexPool, UnitIndex
+from ctxwindow_semantic.ranking import best_first
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
 from ctxwindow_stores import cache_options
 
@@ -102,20 +109,22 @@ class SemanticWindow(BaseStrategy):
         """A relevance score for every unit of ``history`` (higher is more relevant).
 
         With no query to match (an empty newest message), newer units score higher."""
+        return self._relevance(history, self.indexes.get(history.conversation))
+
+    def _relevance(self, history: History, index: UnitIndex) -> np.ndarray:
         size = len(history.units)
         query = history.effective_query
         if size == 0 or not query.strip():
             return np.arange(size, dtype=np.float32) / max(size, 1)
-        index = self.indexes.get(history.conversation)
         stable = _stable_units(history)
         index.update(history, self.embed, stable)
         self.indexes.trim(keep=history.conversation)
-        vectors = index.vectors[:stable]
         extra = [unit_text(history, unit) for unit in range(stable, size)]
         lexical = index.lexical.scores(query, stable, extra)
+        wanted = self.embed([query])[0]
+        dense = index.similarity(wanted, stable)
         if extra:  # the stand-in units: scored, never stored
-            vectors = np.concatenate([vectors, self.embed(extra)]) if stable else self.embed(extra)
-        dense = vectors @ self.embed([query])[0]
+            dense = np.concatenate([dense, self.embed(extra) @ wanted])
         fused = fuse(dense, lexical, self.options["lexical_weight"])
         return spread_to_neighbours(fused, self.options["neighbours"], self.options["reach"])
 
@@ -134,18 +143,29 @@ class SemanticWindow(BaseStrategy):
                 tail -= tokens
                 room -= tokens
             unit -= 1
-        scores: list[float] = self.relevance(history).tolist()
-        candidates = [u for u in range(unit + 1) if u not in history.must_keep]
+        index = self.indexes.get(history.conversation)
+        relevance = self._relevance(history, index)
+        scores: list[float] = relevance.tolist()
+        selection.scores = dict(enumerate(scores))  # every unit's, for the record
         weight = self.options["identifier_weight"] if history.agent else 0.0
         coverage = Coverage(history, selection.kept) if weight else None
+        at_start = Coverage(history, selection.kept) if weight else None
+        holds = _identifier_counts(history, index, unit + 1) if weight else None
 
-        def value(candidate: int) -> float:
+        def value(candidate: int, coverage: Coverage | None = coverage) -> float:
             if candidate == history.task_unit:
                 return math.inf  # the task statement comes first when the core could not
-            novelty = weight * coverage.novelty(candidate) if coverage else 0.0
-            return scores[candidate] + novelty
+            if coverage is None or holds is None or not holds[candidate]:
+                return scores[candidate]  # no identifiers: no novelty, whatever is covered
+            return scores[candidate] + weight * coverage.novelty(candidate)
 
-        for rank, candidate in enumerate(best_first(history, candidates, room, value)):
+        candidates, sizes, bounds, exact = _older_units(
+            history, index, relevance, unit + 1, weight, holds
+        )
+        chosen = best_first(
+            candidates, sizes, bounds, exact, room, value, lambda u: value(u, at_start)
+        )
+        for rank, candidate in enumerate(chosen):
             reason = f"relevant to the query (rank {rank + 1})"
             if candidate == history.task_unit:
                 reason = "task statement (ranked first among older units)"
@@ -155,13 +175,61 @@ class SemanticWindow(BaseStrategy):
             if coverage is not None:
                 coverage.add(candidate)
             selection.keep(candidate, reason, scores[candidate])
-        for candidate, score in enumerate(scores):
-            selection.scores.setdefault(candidate, score)
         return selection
 
     async def achoose(self, history: History) -> Selection:
         """Embedding runs in a worker thread, so the event loop keeps serving."""
         return await asyncio.to_thread(self.choose, history)
+
+
+def _older_units(
+    history: History,
+    index: UnitIndex,
+    relevance: np.ndarray,
+    stop: int,
+    weight: float,
+    holds: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The units before ``stop`` not kept by rule, ascending; their tokens; a bound of
+    each one's value (its relevance, plus the novelty of all its identifiers, ``holds``,
+    when they count); and where that bound is the value itself (no identifiers)."""
+    free = np.ones(stop, dtype=bool)
+    free[[unit for unit in history.must_keep if unit < stop]] = False
+    candidates = np.flatnonzero(free)
+    sizes = _per_unit(history, stop, index.unit_tokens, history.unit_tokens)[candidates]
+    bounds = relevance[candidates].astype(np.float64)
+    exact = np.ones(len(candidates), dtype=bool)
+    if holds is not None:
+        found = holds[candidates]
+        bounds += weight * (found * NOVELTY_TOKENS / np.maximum(sizes, 1))
+        exact = found == 0
+    if history.task_unit is not None:
+        bounds[candidates == history.task_unit] = math.inf
+    return candidates, sizes, bounds, exact
+
+
+def _identifier_counts(history: History, index: UnitIndex, stop: int) -> np.ndarray:
+    """How many identifiers each unit before ``stop`` holds, as :class:`Coverage` reads
+    them (a unit holding a stand-in, as it is now)."""
+
+    def read(unit: int) -> int:
+        return len(identifiers(unit_text(history, unit)))
+
+    return _per_unit(history, stop, index.identifier_counts, read)
+
+
+def _per_unit(
+    history: History,
+    stop: int,
+    stored: Callable[[History, int], np.ndarray],
+    read: Callable[[int], int],
+) -> np.ndarray:
+    """A figure of each unit before ``stop``: ``stored`` (the index's) for the units
+    without a stand-in, ``read`` from the view for those with one."""
+    stable = min(_stable_units(history), stop)
+    rest = [read(unit) for unit in range(stable, stop)]
+    known = stored(history, stable)
+    return np.concatenate([known, np.asarray(rest, dtype=np.int64)]) if rest else known
 
 
 def _stable_units(history: History) -> int:
