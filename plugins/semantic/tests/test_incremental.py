@@ -223,7 +223,9 @@ def calls_to(monkeypatch: pytest.MonkeyPatch, owner: type, method: str) -> list[
 def test_a_warm_turn_values_only_the_units_that_can_make_the_window(
     hashing: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    strategy = SemanticWindow(embedder=hashing, cache="memory")
+    # excerpts off: with them, the kit's keep_best values every older unit of an agent's
+    # history on each visit (whole or as an excerpt)
+    strategy = SemanticWindow(embedder=hashing, cache="memory", excerpts=False)
     conversation = Conversation(agent_chat(1_500))
     strategy.select(conversation, 1_000)
     valued = calls_to(monkeypatch, Coverage, "novelty")

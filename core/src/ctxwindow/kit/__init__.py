@@ -11,6 +11,10 @@
 - :func:`identifiers`, :class:`Coverage` and :func:`best_first`: what an agent's next
   step needs from older units (the ids, numbers and paths a unit adds to the window),
   and the older units taken in that order;
+- :func:`excerpt_text`, :func:`excerpt_unit` and :func:`keep_best`: an older tool
+  result as an excerpt of its identifiers (marked as such), and the older units taken
+  best first, each whole or as that excerpt (``sliding``'s and ``semantic``'s choice in
+  an agent's history, with the options of :func:`excerpt_options`);
 - :func:`redact`: a URL without its password, for messages, records and reprs;
 - :class:`RecentLists` and :func:`starts_with`: lists read before, recognised by content
   when a new list starts with one, so that reading a grown history costs what it adds
@@ -37,6 +41,13 @@ from ctxwindow.kit._coverage import (
     identifier_weight_option,
     identifiers,
 )
+from ctxwindow.kit._excerpt import (
+    Excerpt,
+    excerpt_options,
+    excerpt_text,
+    excerpt_unit,
+    keep_best,
+)
 from ctxwindow.kit._prefixes import REMEMBER_FROM, RecentLists, Remembered, starts_with
 from ctxwindow.kit._text import unit_text
 
@@ -45,11 +56,16 @@ __all__ = [
     "REMEMBER_FROM",
     "STOPWORDS",
     "Coverage",
+    "Excerpt",
     "RecentLists",
     "Remembered",
     "best_first",
+    "excerpt_options",
+    "excerpt_text",
+    "excerpt_unit",
     "identifier_weight_option",
     "identifiers",
+    "keep_best",
     "recent_units",
     "redact",
     "starts_with",

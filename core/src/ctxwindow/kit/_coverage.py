@@ -10,11 +10,12 @@ window already carries, so the value of an older unit falls as others are kept:
 from __future__ import annotations
 
 import heapq
+import math
 import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxwindow._options import Option
 from ctxwindow.kit._text import unit_text
@@ -60,6 +61,10 @@ class _UnitIdentifiers:
 
     def __init__(self) -> None:
         self.by_unit: dict[tuple[int, int], frozenset[str]] = {}
+        #: Where each identifier a user or assistant wrote was first written, for the
+        #: messages read so far (``spoken_read``): a turn reads its new messages only.
+        self.spoken_first: dict[str, int] = {}
+        self.spoken_read = 0
         self.lock = threading.Lock()
 
 
@@ -75,9 +80,18 @@ class Coverage:
     stand-in (the host's cut of the newest message) is read as it is now.
     """
 
-    def __init__(self, history: History, kept: Iterable[int] = ()) -> None:
+    def __init__(
+        self,
+        history: History,
+        kept: Iterable[int] = (),
+        *,
+        spoken_weight: float = 0.0,
+        weight: float = 1.0,
+    ) -> None:
         self.history = history
         self.covered: set[str] = set()
+        self.spoken_weight = spoken_weight
+        self.weight = weight
         with _MEMO_LOCK:
             memo = _MEMO.get(history.conversation)
             if memo is None:
@@ -85,6 +99,11 @@ class Coverage:
         self._memo = memo
         replaced = {history.unit_of(position) for position in history.replacements}
         self._fresh = {unit for unit in replaced if unit is not None}
+        #: Messages before this one are as the conversation holds them (no stand-in).
+        self._stable = min(history.replacements, default=len(history))
+        self._spoken_later: frozenset[str] = frozenset()
+        if spoken_weight:
+            self._spoken_later = _read_spoken(history, memo, self._stable)
         for unit in kept:
             self.add(unit)
 
@@ -104,26 +123,72 @@ class Coverage:
     def add(self, unit: int) -> None:
         self.covered.update(self.of(unit))
 
+    def add_text(self, text: str) -> None:
+        self.covered.update(identifiers(text))
+
+    def worth(self, new: Iterable[str]) -> float:
+        """What identifiers not yet covered are worth: 1 each, and ``spoken_weight``
+        more for one that a user or assistant wrote (text or call arguments): the ids
+        in play, which an agent's next step passes on far more often than one that only
+        a tool's output holds."""
+        new = set(new)
+        if not self.spoken_weight:
+            return float(len(new))
+        return len(new) + self.spoken_weight * sum(map(self.spoken, new))
+
+    def spoken(self, identifier: str) -> bool:
+        """Whether a user or assistant message of the history wrote ``identifier``."""
+        first = self._memo.spoken_first.get(identifier)
+        return (first is not None and first < self._stable) or identifier in self._spoken_later
+
+    def novelty_of(self, found: frozenset[str], tokens: int) -> float:
+        """The novelty of a text holding ``found`` at ``tokens`` (an excerpt's)."""
+        return self.weight * self.worth(found - self.covered) * NOVELTY_TOKENS / max(tokens, 1)
+
     def novelty(self, unit: int) -> float:
-        new = len(self.of(unit) - self.covered)
+        new = self.weight * self.worth(self.of(unit) - self.covered)
         return new * NOVELTY_TOKENS / max(self.history.unit_tokens(unit), 1)
+
+
+def _read_spoken(history: History, memo: _UnitIdentifiers, stable: int) -> frozenset[str]:
+    """Record where the messages before ``stable`` not read yet first write each
+    identifier (messages other than tool results and system ones); the identifiers the
+    messages from ``stable`` on write, read as they are now (a stand-in's)."""
+    with memo.lock:
+        for position in range(memo.spoken_read, stable):
+            for found in _written(history, position):
+                memo.spoken_first.setdefault(found, position)
+        memo.spoken_read = max(memo.spoken_read, stable)
+    return frozenset().union(*(_written(history, p) for p in range(stable, len(history))))
+
+
+def _written(history: History, position: int) -> frozenset[str]:
+    """The identifiers a user or assistant wrote in message ``position`` (none for a
+    tool result or a system message)."""
+    message = history.messages[position]
+    if message.role in ("tool", "system"):
+        return frozenset()
+    return identifiers(" ".join([message.text, *(call.arguments for call in message.tool_calls)]))
 
 
 def best_first(
     history: History,
     candidates: Iterable[int],
     room: int,
-    value: Callable[[int], float],
+    value: Callable[[Any], float],
     *,
     above: float | None = None,
-) -> Iterator[int]:
+    size: Callable[[Any], int] | None = None,
+) -> Iterator[Any]:
     """The candidates that fit in ``room`` tokens, highest ``value`` first; ties in
     the order given. ``value`` may fall as units are taken (coverage), never rise:
     each unit is valued again before it is yielded (lazy greedy). With ``above``,
-    units valued at or below it are not taken. The caller keeps what it takes, and
-    updates whatever ``value`` reads, before asking for the next."""
+    units valued at or below it are not taken; a unit valued -inf never is. The
+    caller keeps what it takes, and updates whatever ``value`` reads, before asking for
+    the next. With ``size``, the candidates may be other keys than units (a unit's
+    excerpt), sized by it."""
     order = list(candidates)
-    sizes = {unit: history.unit_tokens(unit) for unit in order}
+    sizes = {unit: (size or history.unit_tokens)(unit) for unit in order}
     heap = [(-value(unit), rank, unit) for rank, unit in enumerate(order)]
     heapq.heapify(heap)
     smallest = min(sizes.values(), default=0)
@@ -132,6 +197,8 @@ def best_first(
         if sizes[unit] > room:
             continue
         fresh = value(unit)
+        if fresh == -math.inf:  # worth nothing now, and never again (values never rise)
+            continue
         if heap and fresh < -heap[0][0] and fresh < -stale:
             heapq.heappush(heap, (-fresh, rank, unit))
             continue

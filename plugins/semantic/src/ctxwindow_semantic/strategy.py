@@ -13,8 +13,10 @@ from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
 from ctxwindow.kit import (
     NOVELTY_TOKENS,
     Coverage,
+    excerpt_options,
     identifier_weight_option,
     identifiers,
+    keep_best,
     unit_text,
 )
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
@@ -80,6 +82,7 @@ class SemanticWindow(BaseStrategy):
             maximum=50,
         ),
         identifier_weight_option("relevance"),
+        *excerpt_options(),
     )
 
     def __init__(self, **options: Any) -> None:
@@ -148,8 +151,16 @@ class SemanticWindow(BaseStrategy):
         scores: list[float] = relevance.tolist()
         selection.scores = dict(enumerate(scores))  # every unit's, for the record
         weight = self.options["identifier_weight"] if history.agent else 0.0
-        coverage = Coverage(history, selection.kept) if weight else None
-        at_start = Coverage(history, selection.kept) if weight else None
+        spoken = self.options["spoken_weight"]
+
+        def covered() -> Coverage:
+            return Coverage(history, selection.kept, spoken_weight=spoken, weight=weight)
+
+        coverage = covered() if weight else None
+        if coverage is not None and self.options["excerpts"]:
+            _keep_with_excerpts(history, selection, unit + 1, room, scores, coverage)
+            return selection
+        at_start = covered() if weight else None
         holds = _identifier_counts(history, index, unit + 1) if weight else None
 
         def value(candidate: int, coverage: Coverage | None = coverage) -> float:
@@ -157,21 +168,16 @@ class SemanticWindow(BaseStrategy):
                 return math.inf  # the task statement comes first when the core could not
             if coverage is None or holds is None or not holds[candidate]:
                 return scores[candidate]  # no identifiers: no novelty, whatever is covered
-            return scores[candidate] + weight * coverage.novelty(candidate)
+            return scores[candidate] + coverage.novelty(candidate)
 
         candidates, sizes, bounds, exact = _older_units(
-            history, index, relevance, unit + 1, weight, holds
+            history, index, relevance, unit + 1, weight * (1 + spoken), holds
         )
         chosen = best_first(
             candidates, sizes, bounds, exact, room, value, lambda u: value(u, at_start)
         )
         for rank, candidate in enumerate(chosen):
-            reason = f"relevant to the query (rank {rank + 1})"
-            if candidate == history.task_unit:
-                reason = "task statement (ranked first among older units)"
-            elif coverage is not None:
-                added = len(coverage.of(candidate) - coverage.covered)
-                reason = f"relevant to the query (rank {rank + 1}, adds {added} identifiers)"
+            reason = _reason(history, rank, candidate, coverage)
             if coverage is not None:
                 coverage.add(candidate)
             selection.keep(candidate, reason, scores[candidate])
@@ -180,6 +186,49 @@ class SemanticWindow(BaseStrategy):
     async def achoose(self, history: History) -> Selection:
         """Embedding runs in a worker thread, so the event loop keeps serving."""
         return await asyncio.to_thread(self.choose, history)
+
+
+def _keep_with_excerpts(
+    history: History,
+    selection: Selection,
+    stop: int,
+    room: int,
+    scores: list[float],
+    coverage: Coverage,
+) -> None:
+    """In an agent's history: the older units (before ``stop``) best first, each whole
+    or as the excerpt of its tool results (:func:`ctxwindow.kit.keep_best`), which
+    values every candidate on each visit."""
+    candidates = [unit for unit in range(stop) if unit not in history.must_keep]
+
+    def score(candidate: int) -> float:
+        if candidate == history.task_unit:
+            return math.inf  # the task statement comes first when the core could not
+        return scores[candidate]
+
+    def reason(rank: int, candidate: int, added: int) -> str:
+        return _reason(history, rank, candidate, coverage, added)
+
+    keep_best(history, selection, candidates, room, score, coverage, reason)
+
+
+def _reason(
+    history: History,
+    rank: int,
+    unit: int,
+    coverage: Coverage | None,
+    added: int | None = None,
+) -> str:
+    """Why an older unit was kept: its rank (negative: restored whole in room left over)
+    and, in an agent's history, the identifiers it adds."""
+    if unit == history.task_unit:
+        return "task statement (ranked first among older units)"
+    where = f"rank {rank + 1}" if rank >= 0 else "kept"
+    if coverage is None:
+        return f"relevant to the query ({where})"
+    if added is None:
+        added = len(coverage.of(unit) - coverage.covered)
+    return f"relevant to the query ({where}, adds {added} identifiers)"
 
 
 def _older_units(
@@ -192,7 +241,8 @@ def _older_units(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The units before ``stop`` not kept by rule, ascending; their tokens; a bound of
     each one's value (its relevance, plus the novelty of all its identifiers, ``holds``,
-    when they count); and where that bound is the value itself (no identifiers)."""
+    each worth at most ``weight``, when they count); and where that bound is the value
+    itself (no identifiers)."""
     free = np.ones(stop, dtype=bool)
     free[[unit for unit in history.must_keep if unit < stop]] = False
     candidates = np.flatnonzero(free)

@@ -20,7 +20,13 @@ from ctxwindow import (
     Selection,
     get_importance_scorer,
 )
-from ctxwindow.kit import Coverage, best_first, identifier_weight_option, recent_units
+from ctxwindow.kit import (
+    Coverage,
+    excerpt_options,
+    identifier_weight_option,
+    keep_best,
+    recent_units,
+)
 from ctxwindow_sliding.keywords import stable_units
 
 #: What the task statement (the opening user message) adds to its importance: as much as
@@ -94,6 +100,7 @@ class SlidingWindow(BaseStrategy):
             "register_importance_scorers.",
         ),
         identifier_weight_option("importance"),
+        *excerpt_options(),
     )
 
     def __init__(self, **options: Any) -> None:
@@ -204,23 +211,35 @@ class SlidingWindow(BaseStrategy):
         ``room``; the room left. In an agent's history a unit also counts for the
         identifiers it would add (:class:`Coverage`)."""
         weight = self.options["identifier_weight"] if history.agent else 0.0
-        coverage = Coverage(history, selection.kept) if weight else None
-
-        def value(unit: int) -> float:
-            novelty = weight * coverage.novelty(unit) if coverage else 0.0
-            return scores.get(unit, 0.0) + novelty
-
+        coverage = (
+            Coverage(
+                history,
+                selection.kept,
+                spoken_weight=self.options["spoken_weight"],
+                weight=weight,
+            )
+            if weight
+            else None
+        )
         candidates = self._candidates(history, scores, before, coverage)
-        for unit in best_first(history, candidates, room, value, above=0.0):
+
+        def reason(rank: int, unit: int, added: int) -> str:
             score = scores.get(unit, 0.0)
-            reason = f"important (score {score:.3g})"
-            if coverage is not None:
-                added = len(coverage.of(unit) - coverage.covered)
-                reason = f"important (score {score:.3g}, adds {added} identifiers)"
-                coverage.add(unit)
-            selection.keep(unit, reason, score)
-            room -= history.unit_tokens(unit)
-        return room
+            if coverage is None:
+                return f"important (score {score:.3g})"
+            return f"important (score {score:.3g}, adds {added} identifiers)"
+
+        return keep_best(
+            history,
+            selection,
+            candidates,
+            room,
+            lambda unit: scores.get(unit, 0.0),
+            coverage,
+            reason,
+            excerpts=self.options["excerpts"],
+            above=0.0,
+        )
 
     def _candidates(
         self,

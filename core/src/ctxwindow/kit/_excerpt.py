@@ -1,0 +1,452 @@
+"""Excerpts: an older tool result cut to the parts an agent may pass on.
+
+An agent re-passes ids, codes, dates and amounts it read in a tool result (a payment id
+from a profile, a flight number from a search), rarely its prose. When a whole result
+is too dear to keep, an excerpt of it may still be worth its tokens: for JSON, the
+leaves that hold identifiers, with their keys (lists of records as tables); for text,
+the lines that hold identifiers. It stands in for the result (``Selection.replace``),
+headed by a marker that says it is an excerpt and what it kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ctxwindow._options import Option
+from ctxwindow.kit._coverage import Coverage, best_first, identifiers
+
+if TYPE_CHECKING:
+    from ctxwindow._history import Conversation, History
+    from ctxwindow._messages import Message
+    from ctxwindow._selection import Selection
+    from ctxwindow._tokens import TokenCounter
+
+#: Results smaller than this are not excerpted: the marker would eat the saving.
+MIN_TOKENS = 60
+#: An excerpt is made only when it keeps at most this share of the result's tokens.
+MAX_SHARE = 0.75
+#: A string leaf longer than this is prose, not a value an agent passes on.
+MAX_LEAF_CHARS = 40
+HEADER = "[excerpt of {tool} result: {kept} of {tokens} tokens kept; identifiers only]"
+#: The head of a table's first column when its rows are keyed by ids (a map's keys).
+ID_COLUMN = "id"
+#: A table's cell for a column its row has no kept value in.
+NO_CELL = "-"
+#: The tokens :func:`~ctxwindow.kit.identifiers` reads, so that a leaf holding an
+#: identifier is always kept.
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./@:]*[A-Za-z0-9]")
+#: Counters whose excerpts a conversation remembers (the most recently used).
+COUNTERS_KEPT = 4
+
+
+# -- what a leaf is worth ----------------------------------------------------------
+
+
+def _coded(token: str) -> bool:
+    """Whether a token is an identifier that is not a bare number: letters with digits,
+    ``_ / . @ - :``, or capitals (an id, a code, a date, an email)."""
+    if len(token) < 3 or token.isdigit():
+        return False
+    return token.isupper() or any(c.isdigit() or c in "_/.@-:" for c in token)
+
+
+def _coded_number(value: float) -> bool:
+    """Numbers of three or more digits (amounts, ids), not counts and flags."""
+    return sum(c.isdigit() for c in str(value)) >= 3
+
+
+def _coded_string(value: str) -> bool:
+    """A short string holding a coded token; a longer one is prose."""
+    return len(value) <= MAX_LEAF_CHARS and any(map(_coded, _TOKEN.findall(value)))
+
+
+def _keep_leaf(value: Any, ids: frozenset[str]) -> bool:
+    """Whether a JSON leaf is worth keeping: a coded number or string, other than one of
+    the ``ids`` it is filed under (``{"card_1": {"id": "card_1"}}`` says it once)."""
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, (int, float)):
+        return _coded_number(value)
+    return isinstance(value, str) and value not in ids and _coded_string(value)
+
+
+def _is_id_key(name: str) -> bool:
+    """A map key that is an id (``card_1``, ``HAT001``), not a field name."""
+    return name.isupper() or any(c.isdigit() for c in name)
+
+
+def _is_id_map(value: dict[str, Any]) -> bool:
+    """A map of records keyed by their ids: a table with the keys as first column."""
+    return bool(value) and all(
+        _is_id_key(key) and isinstance(item, dict) for key, item in value.items()
+    )
+
+
+# -- rendering -----------------------------------------------------------------------
+
+
+def _render(value: Any, ids: frozenset[str]) -> str | None:
+    """The kept parts of a JSON value as compact text, or None when none is kept:
+    ``key: value; key: {..}; key: [..]``, a list of records or a map keyed by ids as a
+    table ``(key key) v v | v v``."""
+    if isinstance(value, dict):
+        return _render_map(value, ids)
+    if isinstance(value, list):
+        return _render_list(value, ids)
+    return str(value) if _keep_leaf(value, ids) else None
+
+
+def _render_map(value: dict[str, Any], ids: frozenset[str]) -> str | None:
+    if _is_id_map(value):
+        return _table(list(value.values()), ids | set(value), list(value))
+    parts = [
+        f"{key}: {text}" for key, item in value.items() if (text := _field(item, ids)) is not None
+    ]
+    return "; ".join(parts) or None
+
+
+def _render_list(value: list[Any], ids: frozenset[str]) -> str | None:
+    if value and all(isinstance(item, dict) for item in value):
+        return _table(value, ids)
+    items = [text for item in value if (text := _field(item, ids)) is not None]
+    return "[" + ", ".join(items) + "]" if items else None
+
+
+def _field(value: Any, ids: frozenset[str]) -> str | None:
+    """A value as it reads inside another: a record (not a table) in braces."""
+    text = _render(value, ids)
+    if text is not None and isinstance(value, dict) and not _is_id_map(value):
+        return "{" + text + "}"
+    return text
+
+
+def _table(
+    records: list[dict[str, Any]], ids: frozenset[str], keys: list[str] | None = None
+) -> str | None:
+    """Records as ``(column column) v v | v v``: one column per field kept in any
+    record, in the order the records first name them (after the records' ``keys``, when
+    they are a map's), ``-`` where a record has none; None when no field is kept."""
+    rows = [_row(record, ids) for record in records]
+    named = {key: None for record in records for key in record}  # first-seen order
+    columns = [key for key in named if any(key in row for row in rows)]
+    if keys is not None:
+        head = " ".join([ID_COLUMN, *columns])
+        pairs = zip(keys, rows, strict=True)
+        lines = [[key, *(row.get(c, NO_CELL) for c in columns)] for key, row in pairs]
+    elif columns:
+        head = " ".join(columns)
+        lines = [[row.get(c, NO_CELL) for c in columns] for row in rows if row]
+    else:
+        return None
+    return f"({head}) " + " | ".join(" ".join(line) for line in lines)
+
+
+def _row(record: dict[str, Any], ids: frozenset[str]) -> dict[str, str]:
+    """A record's kept fields, as text by key."""
+    fields = ((key, _field(item, ids)) for key, item in record.items())
+    return {key: text for key, text in fields if text is not None}
+
+
+def _lines_with_identifiers(text: str) -> str | None:
+    lines = (line.strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line and identifiers(line)) or None
+
+
+def excerpt_text(text: str) -> str | None:
+    """The identifier-bearing parts of a tool result's text (see :func:`_render` for
+    JSON; the lines holding identifiers for any other text), or None when it has none."""
+    stripped = text.strip()
+    if stripped[:1] in ("[", "{"):
+        try:
+            parsed = json.loads(stripped)
+            if isinstance(parsed, (dict, list)):
+                return _render(parsed, frozenset())
+        except (ValueError, RecursionError):  # not JSON, or nested past reading: as text
+            pass
+    return _lines_with_identifiers(text)
+
+
+# -- a unit's excerpt ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """A unit with its larger tool results cut to excerpts."""
+
+    unit: int
+    #: The excerpts, by position, each a stand-in for the tool result there.
+    stand_ins: dict[int, Message]
+    #: The unit's tokens with the stand-ins.
+    tokens: int
+    #: What the unit says with them (text, call arguments, excerpts), for identifiers.
+    text: str
+    reason: str
+
+
+class _Memo:
+    """A conversation's excerpts by unit span, for each of the counters last used:
+    units never change once made, so each is cut once per counter."""
+
+    def __init__(self) -> None:
+        self.by_counter: dict[int, tuple[object, dict[tuple[int, int], Excerpt | None]]] = {}
+        self.lock = threading.Lock()
+
+    def spans(self, counter: TokenCounter) -> dict[tuple[int, int], Excerpt | None]:
+        exact = getattr(counter, "inner", counter)  # a cache's counts are its counter's
+        with self.lock:
+            entry = self.by_counter.pop(id(exact), None)
+            if entry is None or entry[0] is not exact:
+                entry = (exact, {})
+            self.by_counter[id(exact)] = entry  # last: the most recently used
+            while len(self.by_counter) > COUNTERS_KEPT:
+                del self.by_counter[next(iter(self.by_counter))]
+            return entry[1]
+
+
+_MEMO: weakref.WeakKeyDictionary[Conversation, _Memo] = weakref.WeakKeyDictionary()
+_MEMO_LOCK = threading.Lock()
+
+
+def excerpt_unit(history: History, unit: int) -> Excerpt | None:
+    """``unit`` with each tool result of :data:`MIN_TOKENS` or more that cuts to at most
+    :data:`MAX_SHARE` of its tokens replaced by its excerpt; None when none does, or
+    when the unit holds a stand-in of the host's (it is not what the conversation
+    holds). Cut once per unit of a conversation and counter."""
+    span = history.span(unit)
+    if any(position in history.replacements for position in span):
+        return None
+    with _MEMO_LOCK:
+        memo = _MEMO.get(history.conversation)
+        if memo is None:
+            memo = _MEMO[history.conversation] = _Memo()
+    spans = memo.spans(history.counter)
+    key = (span.start, span.stop)
+    if key in spans:
+        found = spans[key]
+        if found is None or found.unit == unit:
+            return found
+        return replace(found, unit=unit)
+    found = _cut(history, unit)
+    with memo.lock:
+        spans[key] = found
+    return found
+
+
+def _cut(history: History, unit: int) -> Excerpt | None:
+    """:func:`excerpt_unit`, without the memo."""
+    tools: dict[str | None, str] = {}  # tool names by call id, for the header
+    stand_ins: dict[int, Message] = {}
+    parts: list[str] = []
+    named: list[str] = []
+    tokens = 0
+    for position in history.span(unit):
+        message = history.messages[position]
+        tools.update((call.id, call.name) for call in message.tool_calls)
+        original = history.tokens(position)
+        tool = message.name or tools.get(message.tool_call_id) or "a tool"
+        stand_in = _excerpt_of(message, tool, original, history.counter)
+        if stand_in is not None:
+            kept = history.counter.count_message(stand_in)
+            stand_ins[position] = stand_in
+            parts.append(stand_in.text)
+            named.append(f"{tool} result {original:,} -> {kept:,} tokens")
+            tokens += kept
+            continue
+        parts.append(message.text)
+        parts.extend(call.arguments for call in message.tool_calls)
+        tokens += original
+    if not stand_ins:
+        return None
+    return Excerpt(unit, stand_ins, tokens, "\n".join(parts), "excerpt: " + "; ".join(named))
+
+
+def _excerpt_of(message: Message, tool: str, tokens: int, counter: TokenCounter) -> Message | None:
+    """The stand-in for a tool result of ``tokens`` tokens, or None when it is too small
+    to cut, has no identifiers, or would not save enough."""
+    if message.role != "tool" or tokens < MIN_TOKENS:
+        return None
+    body = excerpt_text(message.text)
+    if body is None:
+        return None
+    stand_in = _stand_in(message, tool, body, tokens, counter)
+    return stand_in if counter.count_message(stand_in) <= tokens * MAX_SHARE else None
+
+
+def _stand_in(
+    message: Message, tool: str, body: str, tokens: int, counter: TokenCounter
+) -> Message:
+    """``message`` with ``body`` as its content under the :data:`HEADER` marker, marked
+    synthetic; its role, call id and name stay, so the tool exchange stays valid."""
+
+    def made(kept: int) -> Message:
+        header = HEADER.format(tool=tool, kept=kept, tokens=tokens)
+        return replace(
+            message,
+            content=f"{header}\n{body}",
+            metadata={
+                **message.metadata,
+                "synthetic": True,
+                "excerpt": {"tool": tool, "tokens": tokens, "kept_tokens": kept},
+            },
+        )
+
+    guess = made(0)
+    for _ in range(3):  # the header names its own size: settle it
+        kept = counter.count_message(guess)
+        again = made(kept)
+        if counter.count_message(again) == kept:
+            return again
+        guess = again
+    return guess
+
+
+# -- choosing between whole units and excerpts -----------------------------------------
+
+
+def _excerpt_key(unit: int) -> int:
+    """The key :func:`keep_best` offers a unit's excerpt under (a whole unit's is the
+    unit): negative, so that both forms go through one :func:`best_first`."""
+    return ~unit
+
+
+def _form(key: int) -> tuple[int, bool]:
+    """The unit a :func:`keep_best` key stands for, and whether it is its excerpt."""
+    return (~key, True) if key < 0 else (key, False)
+
+
+def keep_best(
+    history: History,
+    selection: Selection,
+    candidates: list[int],
+    room: int,
+    score: Callable[[int], float],
+    coverage: Coverage | None,
+    reason: Callable[[int, int, int], str],
+    *,
+    excerpts: bool = True,
+    above: float | None = None,
+) -> int:
+    """Keep the candidates best first while any fits ``room`` (see :func:`best_first`),
+    each whole or, where it holds a tool result worth more per token cut
+    (:func:`excerpt_unit`), as its excerpt; the room left. A unit's value is
+    ``score(unit)`` plus its identifier novelty (``coverage``); an excerpt's, the score
+    scaled by the share of tokens it keeps plus its own novelty. Room left over at the
+    end restores excerpted units whole, newest first. ``reason(rank, unit, added)``
+    says why a unit was kept (``added``: the identifiers it brought). Excerpts are
+    offered only with ``coverage`` (an agent's history, where identifiers count)."""
+    cut: dict[int, tuple[Excerpt, frozenset[str]]] = {}
+    if coverage is not None and excerpts:
+        for unit in candidates:
+            found = excerpt_unit(history, unit)
+            if found is not None:
+                cut[unit] = (found, identifiers(found.text))
+    taken: set[int] = set()
+
+    def size(key: int) -> int:
+        unit, excerpt = _form(key)
+        return cut[unit][0].tokens if excerpt else history.unit_tokens(unit)
+
+    def value(key: int) -> float:
+        unit, excerpt = _form(key)
+        if unit in taken:  # the other form of it was taken
+            return -math.inf
+        if not excerpt:
+            return score(unit) + (coverage.novelty(unit) if coverage else 0.0)
+        assert coverage is not None
+        found, ids = cut[unit]
+        share = found.tokens / max(history.unit_tokens(unit), 1)
+        return score(unit) * share + coverage.novelty_of(ids, found.tokens)
+
+    keys = [*candidates, *map(_excerpt_key, cut)]
+    for rank, key in enumerate(best_first(history, keys, room, value, above=above, size=size)):
+        unit, excerpt = _form(key)
+        if unit in taken:  # its other form, valued -inf: offered only without ``above``
+            continue
+        taken.add(unit)
+        if excerpt:
+            found, ids = cut[unit]
+            added = len(ids - coverage.covered) if coverage else 0
+            room -= _keep_excerpt(selection, found, ids, coverage, score, reason(rank, unit, added))
+            continue
+        added = len(coverage.of(unit) - coverage.covered) if coverage else 0
+        if coverage is not None:
+            coverage.add(unit)
+        selection.keep(unit, reason(rank, unit, added), _finite(score(unit)))
+        room -= history.unit_tokens(unit)
+    return _restore_whole(history, selection, sorted(taken & cut.keys()), cut, room, score, reason)
+
+
+def _keep_excerpt(
+    selection: Selection,
+    found: Excerpt,
+    ids: frozenset[str],
+    coverage: Coverage | None,
+    score: Callable[[int], float],
+    why: str,
+) -> int:
+    """Keep a unit as its excerpt (``ids``: the identifiers it holds); its tokens."""
+    if coverage is not None:
+        coverage.covered.update(ids)
+    for position, stand_in in found.stand_ins.items():
+        selection.replace(position, stand_in, f"{why}; {found.reason}")
+    if _finite(score(found.unit)) is not None:
+        selection.scores[found.unit] = score(found.unit)
+    return found.tokens
+
+
+def _restore_whole(
+    history: History,
+    selection: Selection,
+    excerpted: list[int],
+    cut: dict[int, tuple[Excerpt, frozenset[str]]],
+    room: int,
+    score: Callable[[int], float],
+    reason: Callable[[int, int, int], str],
+) -> int:
+    """Keep excerpted units whole instead, newest first, while the room left allows;
+    the room left then."""
+    for unit in reversed(excerpted):
+        found = cut[unit][0]
+        extra = history.unit_tokens(unit) - found.tokens
+        if extra > room or any(p not in selection.stand_ins for p in found.stand_ins):
+            continue
+        for position in found.stand_ins:
+            del selection.stand_ins[position]
+        why = reason(-1, unit, 0) + "; whole, in room left over"
+        selection.keep(unit, why, _finite(score(unit)))
+        room -= extra
+    return room
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def excerpt_options() -> tuple[Option, ...]:
+    """The ``spoken_weight`` and ``excerpts`` options of a strategy that keeps older
+    units with :func:`keep_best`."""
+    return (
+        Option(
+            "spoken_weight",
+            float,
+            2.0,
+            "In an agent's history: what an identifier that a user or assistant wrote "
+            "(text or call arguments, not only a tool result) is worth over 1.",
+            minimum=0.0,
+        ),
+        Option(
+            "excerpts",
+            bool,
+            True,
+            "In an agent's history: an older tool result may be kept as an excerpt (its "
+            "ids, codes, dates and amounts, marked as an excerpt) where that is worth "
+            "more per token than the whole result.",
+        ),
+    )
