@@ -329,7 +329,7 @@ def test_get_strategy() -> None:
 
 
 # -- budgets ---------------------------------------------------------------------------
-BAD_BUDGETS = [0, -1, 1.5, True, False, "100", None, 100.0]
+BAD_BUDGETS = [0, -1, 1.5, True, False, "100", None, 100.5, float("nan")]
 
 
 @pytest.mark.parametrize("budget", BAD_BUDGETS)

@@ -11,8 +11,8 @@ from types import MappingProxyType
 import pytest
 
 import ctxwindow
-from ctxwindow import ContentPart, Conversation, Message, ToolCall
-from ctxwindow._messages import read_message, read_messages
+from ctxwindow import ApproxCounter, CachedCounter, ContentPart, Conversation, Message, ToolCall
+from ctxwindow._messages import FunctionCall, read_message, read_messages
 from ctxwindow.errors import CtxWindowError, InvalidMessage
 
 IMAGE_PART = {
@@ -173,12 +173,18 @@ def test_unknown_keys_are_ignored() -> None:
         "role": "assistant",
         "content": "hi",
         "refusal": None,
-        "audio": {"id": "a"},
+        "annotations": [],
         "x-custom": [1, 2, 3],
     }
     message = Message.from_dict(data)
     assert message == Message(role="assistant", content="hi")
     assert "refusal" not in message.to_dict()
+
+
+def test_audio_reference_is_read() -> None:
+    message = Message.from_dict({"role": "assistant", "content": "hi", "audio": {"id": "a"}})
+    assert message == Message(role="assistant", content="hi", audio="a")
+    assert message.to_dict()["audio"] == {"id": "a"}
 
 
 def test_read_message_passes_a_message_through() -> None:
@@ -369,14 +375,15 @@ OK = {"role": "user", "content": "fine"}
 MALFORMED = [
     pytest.param(
         "just text",
-        "expected a dict with 'role' and 'content' or a ctxwindow.Message, got str",
+        "expected a dict with 'role' and 'content', a ctxwindow.Message or a message "
+        "object with model_dump() (the openai SDK's), got str",
         id="str-entry",
     ),
     pytest.param(None, "got NoneType", id="none-entry"),
     pytest.param(["role", "user"], "got list", id="list-entry"),
     pytest.param(
         {"role": "robot", "content": "x"},
-        "unknown role 'robot'; expected one of assistant, developer, system, tool, user",
+        "unknown role 'robot'; expected one of assistant, developer, function, system, tool, user",
         id="unknown-role",
     ),
     pytest.param({"content": "x"}, "unknown role None", id="missing-role"),
@@ -412,7 +419,8 @@ MALFORMED = [
     ),
     pytest.param(
         {"role": "user"},
-        "'content' is missing; only an assistant message with tool_calls may omit it",
+        "'content' is missing (or None); only an assistant message with tool_calls, "
+        "function_call, refusal or audio, or a function message, may go without it",
         id="missing-content",
     ),
     pytest.param(
@@ -613,3 +621,49 @@ def test_a_call_without_a_type_is_a_function_call() -> None:
         0,
     )
     assert message.tool_calls[0].type == "function"
+
+
+# -- an assistant's refusal, legacy function call and audio reference ------------------
+def test_refusal_function_call_and_audio_build_and_round_trip() -> None:
+    message = Message(
+        role="assistant",
+        function_call={"name": "f", "arguments": {"x": 1}},  # type: ignore[arg-type]
+        audio={"id": "audio_1"},  # type: ignore[arg-type]
+        refusal="no",
+    )
+    assert message.function_call == FunctionCall("f", '{"x": 1}')
+    assert message.audio == "audio_1"
+    assert message.to_dict() == {
+        "role": "assistant",
+        "content": None,
+        "refusal": "no",
+        "function_call": {"name": "f", "arguments": '{"x": 1}'},
+        "audio": {"id": "audio_1"},
+    }
+    assert Message.from_dict(message.to_dict()) == message
+    assert pickle.loads(pickle.dumps(message)) == message
+    assert copy.deepcopy(message) == message
+    assert dataclasses.replace(message, refusal="still no").refusal == "still no"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"function_call": {"arguments": "{}"}}, "'function_call' must be a dict with"),
+        ({"function_call": "f"}, "'function_call' must be a dict with"),
+        ({"refusal": 3}, "'refusal' must be a string, got int"),
+        ({"audio": 3}, "'audio' must be a string, got int"),
+    ],
+)
+def test_bad_assistant_extras_are_named(fields: dict[str, object], problem: str) -> None:
+    with pytest.raises(InvalidMessage, match=problem):
+        Message(role="assistant", **fields)  # type: ignore[arg-type]
+
+
+def test_counts_are_cached_by_refusal_and_function_call_too() -> None:
+    counter = CachedCounter(ApproxCounter())
+    short = Message(role="assistant", refusal="no")
+    long = Message(role="assistant", refusal="no, and here is why " * 20)
+    assert counter.count_message(short) < counter.count_message(long)
+    called = [Message(role="assistant", function_call=FunctionCall("f", a)) for a in ("", "x" * 80)]
+    assert counter.count_message(called[0]) < counter.count_message(called[1])

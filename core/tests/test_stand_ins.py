@@ -9,7 +9,16 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ctxwindow import BaseStrategy, History, Message, Option, Selection, WindowRecord
+from ctxwindow import (
+    BaseStrategy,
+    Conversation,
+    History,
+    Message,
+    Option,
+    Selection,
+    WindowRecord,
+    get_counter,
+)
 from ctxwindow.errors import ContractViolation, InvalidSelection
 from ctxwindow.testing import check_window
 from ctxwindow.testing.conversations import assistant, calls, result, user
@@ -164,3 +173,23 @@ def test_stage_records_reach_the_record() -> None:
     window = Composed().select(chat(), 10_000)
     assert [stage.strategy for stage in window.record.stages] == ["inner"]
     assert window.record.to_dict()["stages"][0]["strategy"] == "inner"
+
+
+def test_a_units_tokens_count_its_stand_ins_however_many_there_are() -> None:
+    messages = [
+        user("Look them up."),
+        calls("a", "b", "c"),
+        *(result(c, "x " * 300) for c in "abc"),
+    ]
+    messages += [assistant("Done."), user("And?")]
+    history = Conversation(messages).view(get_counter("approx"), 10_000)
+    unit = history.unit_of(2)
+    assert unit is not None and history.span(unit) == range(1, 5)
+    for position in (2, 4, 2):  # the same position replaced twice: the last one counts
+        text = f"[stand-in for {position}]" * (1 if position == 4 else 2)
+        history._replace(position, dataclasses.replace(history.messages[position], content=text))
+    assert history.unit_tokens(unit) == sum(history.tokens(p) for p in history.span(unit))
+    assert history.unit_tokens(unit) < 400
+    other = history.unit_of(6)
+    assert other is not None
+    assert history.unit_tokens(other) == history.tokens(6)

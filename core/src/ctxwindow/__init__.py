@@ -13,7 +13,14 @@ from ctxwindow._config import aselect, cached_windower, from_config, select
 from ctxwindow._contract import Strategy
 from ctxwindow._files import read_messages_file
 from ctxwindow._history import Conversation, History
-from ctxwindow._messages import OPENAI_FIELDS, ContentPart, Message, ToolCall, to_openai
+from ctxwindow._messages import (
+    OPENAI_FIELDS,
+    ContentPart,
+    FunctionCall,
+    Message,
+    ToolCall,
+    to_openai,
+)
 from ctxwindow._options import Option
 from ctxwindow._plugins import (
     PluginInfo,
@@ -85,6 +92,7 @@ __all__ = [
     "DuplicateName",
     "Embedder",
     "EmbedderUnavailable",
+    "FunctionCall",
     "History",
     "ImportanceScorer",
     "InvalidBudget",

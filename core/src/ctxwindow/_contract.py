@@ -10,6 +10,7 @@ when absent, let a strategy say more.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -159,13 +160,36 @@ def overhead_problem(overhead: object) -> str | None:
 
 
 def check_budget(budget: object) -> int:
-    if isinstance(budget, bool) or not isinstance(budget, int):
+    """The budget as an int: any whole number is taken (``numpy.int64(4000)``, or
+    ``4000.0`` from arithmetic or a JSON file), since a count of tokens is all it means."""
+    tokens = _whole_number(budget)
+    if tokens is None:
         raise InvalidBudget(
-            f"budget must be a positive int (tokens), got {type(budget).__name__} {budget!r}"
+            f"budget must be a positive int (tokens), or a whole number such as 4000.0; "
+            f"got {type(budget).__name__} {budget!r}"
         )
-    if budget <= 0:
-        raise InvalidBudget(f"budget must be a positive int (tokens), got {budget}")
-    return budget
+    if tokens <= 0:
+        raise InvalidBudget(f"budget must be a positive int (tokens), got {budget!r}")
+    return tokens
+
+
+#: Past this, a float cannot tell neighbouring integers apart: not an exact count.
+EXACT_FLOAT = 2**53
+
+
+def _whole_number(value: object) -> int | None:
+    """``value`` as an int when it is an integral number (an int, a numpy integer, a
+    float such as 4000.0 up to 2**53); None for a fraction, NaN, infinity, a bool or
+    anything that is not a number."""
+    if isinstance(value, bool):  # an Integral, but never meant as a count
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if number.is_integer() and abs(number) <= EXACT_FLOAT:  # not NaN, not infinite
+            return int(number)
+    return None
 
 
 def check_query(query: object) -> str | None:

@@ -14,8 +14,9 @@ from typing import Any, Literal
 
 from ctxwindow.errors import InvalidMessage
 
-Role = Literal["system", "developer", "user", "assistant", "tool"]
-ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+#: ``function`` is the legacy role of a ``function_call``'s result (it names the function).
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 #: Roles whose messages are always kept: instructions to the model.
 INSTRUCTION_ROLES: frozenset[str] = frozenset({"system", "developer"})
 
@@ -44,8 +45,14 @@ class ContentPart:
         out: dict[str, Any] = json.loads(self.data_json) if self.data_json else {}
         out["type"] = self.type
         if self.text is not None:
-            out["text"] = self.text
+            out[_text_key(self.type)] = self.text
         return out
+
+
+def _text_key(part_type: str) -> str:
+    """Where a part holds its words: ``text``, or ``refusal`` for an assistant's refusal
+    part (read as text so that it is counted and scored like any words)."""
+    return "refusal" if part_type == "refusal" else "text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +78,34 @@ class ToolCall:
                 )
 
     def to_dict(self) -> dict[str, Any]:
+        if self.type == "custom":  # a custom tool's call: free-form input, not JSON arguments
+            custom = {"name": self.name, "input": self.arguments}
+            return {"id": self.id, "type": "custom", "custom": custom}
         return {
             "id": self.id,
             "type": self.type,
             "function": {"name": self.name, "arguments": self.arguments},
         }
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """The legacy ``function_call`` of an assistant message: one call, no id; the
+    ``function`` message after it answers it by name."""
+
+    name: str
+    arguments: str = ""
+
+    def __post_init__(self) -> None:
+        for key in ("name", "arguments"):
+            value = getattr(self, key)
+            if not isinstance(value, str):
+                raise InvalidMessage(
+                    None, f"function_call: {key} must be a string, got {type(value).__name__}"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments}
 
 
 Content = str | tuple[ContentPart, ...] | None
@@ -86,7 +116,10 @@ class Message:
     """A chat message: the OpenAI chat format's fields plus an id and metadata.
 
     ``metadata`` is free-form; ctxwindow reads ``pinned`` (always keep this message),
-    ``synthetic`` (made by a strategy, such as a summary) and ``importance``.
+    ``synthetic`` (made by a strategy, such as a summary) and ``importance``. An
+    assistant message may also carry a ``refusal`` (the model declined), a legacy
+    ``function_call``, or ``audio`` (the id of an earlier audio reply); each lets it go
+    without ``content``.
     """
 
     role: Role
@@ -96,6 +129,9 @@ class Message:
     tool_call_id: str | None = None
     id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
+    refusal: str | None = None
+    function_call: FunctionCall | None = None
+    audio: str | None = None
 
     def __post_init__(self) -> None:
         """Validate and normalize the fields as :func:`read_message` does for a dict."""
@@ -104,7 +140,8 @@ class Message:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle and deep-copy support (the metadata proxy cannot be pickled itself)."""
         fields = (self.role, self.content, self.name, self.tool_calls, self.tool_call_id, self.id)
-        return (_rebuild, (*fields, dict(self.metadata)))
+        extras = (self.refusal, self.function_call, self.audio)
+        return (_rebuild, (*fields, dict(self.metadata), *extras))
 
     @property
     def pinned(self) -> bool:
@@ -116,9 +153,10 @@ class Message:
 
     @property
     def text(self) -> str:
-        """The message's text: its string content, or its text parts joined."""
+        """The message's text: its string content, or its text parts joined; without
+        content, its refusal (what the model said instead)."""
         if self.content is None:
-            return ""
+            return self.refusal or ""
         if isinstance(self.content, str):
             return self.content
         return "\n".join(part.text for part in self.content if part.text is not None)
@@ -136,6 +174,12 @@ class Message:
             out["tool_calls"] = [call.to_dict() for call in self.tool_calls]
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
+        if self.refusal is not None:
+            out["refusal"] = self.refusal
+        if self.function_call is not None:
+            out["function_call"] = self.function_call.to_dict()
+        if self.audio is not None:
+            out["audio"] = {"id": self.audio}
         if self.id is not None:
             out["id"] = self.id
         if self.metadata:
@@ -166,7 +210,8 @@ def _check_fields(message: Message) -> None:
         put(message, "tool_calls", ())
     elif type(calls) is not tuple or not all(type(c) is ToolCall for c in calls):
         put(message, "tool_calls", _read_tool_calls(None, calls))
-    for key in ("name", "tool_call_id"):
+    _read_extras_given(message)
+    for key in ("name", "tool_call_id", "refusal", "audio"):
         value = getattr(message, key)
         if value is not None and not isinstance(value, str):
             raise InvalidMessage(None, f"{key!r} must be a string, got {type(value).__name__}")
@@ -184,9 +229,23 @@ def _check_fields(message: Message) -> None:
     pinned = metadata.get("pinned", False)
     if not isinstance(pinned, bool):
         raise InvalidMessage(None, f"metadata 'pinned' must be true or false, got {pinned!r}")
-    problem = _role_problem(message.role, message.tool_calls, message.tool_call_id, message.content)
+    extras = (message.refusal, message.function_call, message.audio)
+    problem = _role_problem(
+        message.role, message.tool_calls, message.tool_call_id, message.content, message.name
+    ) or _reply_problem(message.role, message.content, message.tool_calls, extras)
     if problem:
         raise InvalidMessage(None, problem)
+
+
+def _read_extras_given(message: Message) -> None:
+    """A directly built Message's audio and function_call as the API spells them
+    (``{"id": ...}``, ``{"name": ..., "arguments": ...}``) become an id and a FunctionCall."""
+    audio = message.audio
+    if isinstance(audio, Mapping):
+        object.__setattr__(message, "audio", audio.get("id"))
+    call = message.function_call
+    if call is not None and not isinstance(call, FunctionCall):
+        object.__setattr__(message, "function_call", _read_function_call(None, call))
 
 
 def _rebuild(*fields: Any) -> Message:
@@ -198,11 +257,7 @@ def read_message(data: object, index: int | None) -> Message:
     if isinstance(data, Message):
         return data
     if not isinstance(data, Mapping):
-        raise InvalidMessage(
-            index,
-            f"expected a dict with 'role' and 'content' or a ctxwindow.Message, "
-            f"got {type(data).__name__}",
-        )
+        data = _dumped(data, index)
     role = data.get("role")
     if not isinstance(role, str) or role not in ROLES:  # a list role is unhashable
         raise InvalidMessage(
@@ -226,7 +281,10 @@ def read_message(data: object, index: int | None) -> Message:
     if not isinstance(pinned, bool):
         raise InvalidMessage(index, f"metadata 'pinned' must be true or false, got {pinned!r}")
     tool_calls = _read_tool_calls(index, data.get("tool_calls"))
-    problem = _role_problem(role, tool_calls, tool_call_id, content)
+    extras = _read_extras(index, data) if role == "assistant" else _NO_EXTRAS
+    problem = _role_problem(role, tool_calls, tool_call_id, content, name) or _reply_problem(
+        role, content, tool_calls, extras
+    )
     if problem:
         raise InvalidMessage(index, problem)
     return _validated(
@@ -237,7 +295,75 @@ def read_message(data: object, index: int | None) -> Message:
         tool_call_id,
         None if message_id is None else str(message_id),
         MappingProxyType(dict(metadata)) if metadata else _EMPTY,
+        extras,
     )
+
+
+def _dumped(data: object, index: int | None) -> Mapping[str, Any]:
+    """A message object's fields, read through its ``model_dump`` (the openai SDK's
+    ``ChatCompletionMessage``, or any pydantic model of the chat format): duck-typed, so
+    the core never imports the SDK."""
+    dump = getattr(data, "model_dump", None)
+    fields = None
+    if callable(dump):
+        try:
+            fields = dump(exclude_none=True)
+        except Exception as error:  # a model_dump that is not pydantic's
+            raise InvalidMessage(
+                index, f"{type(data).__name__}.model_dump() failed: {error}"
+            ) from None
+    if not isinstance(fields, Mapping) or "role" not in fields:
+        raise InvalidMessage(
+            index,
+            f"expected a dict with 'role' and 'content', a ctxwindow.Message or a message "
+            f"object with model_dump() (the openai SDK's), got {type(data).__name__}; "
+            f"for a framework's messages (LangChain, pydantic-ai) use its adapter",
+        )
+    return fields
+
+
+#: An assistant message's refusal, legacy function_call and audio id: none.
+_NO_EXTRAS: tuple[None, None, None] = (None, None, None)
+
+
+def _read_extras(
+    index: int | None, data: Mapping[str, Any]
+) -> tuple[str | None, FunctionCall | None, str | None]:
+    """An assistant message's refusal, legacy function_call and audio id (from
+    ``audio: {"id": ...}``), each None when absent."""
+    refusal = _optional_str(index, data, "refusal")
+    call = data.get("function_call")
+    audio = data.get("audio")
+    if refusal is None and call is None and audio is None:
+        return _NO_EXTRAS
+    audio_id = None
+    if audio is not None:
+        audio_id = audio.get("id") if isinstance(audio, Mapping) else None
+        if not isinstance(audio_id, str) or not audio_id:
+            raise InvalidMessage(index, "'audio' must be a dict with the 'id' of an audio reply")
+    return refusal, None if call is None else _read_function_call(index, call), audio_id
+
+
+def _read_function_call(index: int | None, call: object) -> FunctionCall:
+    if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+        raise InvalidMessage(index, "'function_call' must be a dict with a function 'name'")
+    return FunctionCall(call["name"], _arguments(index, call.get("arguments", ""), "function_call"))
+
+
+def _reply_problem(
+    role: str,
+    content: Content,
+    tool_calls: tuple[ToolCall, ...],
+    extras: tuple[str | None, FunctionCall | None, str | None],
+) -> str | None:
+    """What is wrong with an assistant message's way of replying, or None: it says
+    something (content), calls, refuses or refers to audio."""
+    said = extras != _NO_EXTRAS
+    if said and role != "assistant":
+        return f"refusal, function_call and audio belong on assistant messages, not on {role!r}"
+    if content is None and role == "assistant" and not (tool_calls or said):
+        return _MISSING_CONTENT
+    return None
 
 
 def _slot_setter(name: str) -> Any:
@@ -247,6 +373,9 @@ def _slot_setter(name: str) -> Any:
 _new = object.__new__
 _set_role, _set_content, _set_name, _set_calls, _set_call_id, _set_id, _set_meta = map(
     _slot_setter, ("role", "content", "name", "tool_calls", "tool_call_id", "id", "metadata")
+)
+_set_refusal, _set_function_call, _set_audio = map(
+    _slot_setter, ("refusal", "function_call", "audio")
 )
 
 
@@ -258,6 +387,7 @@ def _validated(
     tool_call_id: str | None,
     message_id: str | None,
     metadata: Mapping[str, Any],
+    extras: tuple[str | None, FunctionCall | None, str | None],
 ) -> Message:
     """A Message from fields read_message has already checked, without checking again.
 
@@ -272,6 +402,9 @@ def _validated(
     _set_call_id(message, tool_call_id)
     _set_id(message, message_id)
     _set_meta(message, metadata)
+    _set_refusal(message, extras[0])
+    _set_function_call(message, extras[1])
+    _set_audio(message, extras[2])
     return message
 
 
@@ -291,19 +424,43 @@ def read_messages(messages: object) -> list[Message]:
 
 
 def _role_problem(
-    role: str, tool_calls: tuple[ToolCall, ...], tool_call_id: str | None, content: Content
+    role: str,
+    tool_calls: tuple[ToolCall, ...],
+    tool_call_id: str | None,
+    content: Content,
+    name: str | None = None,
 ) -> str | None:
     if not isinstance(role, str) or role not in ROLES:
         return f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}"
+    problem = _tool_problem(role, tool_calls, tool_call_id)
+    if problem:
+        return problem
+    if role == "function" and not name:
+        return "a function message needs the 'name' of the function whose result it holds"
+    if content is None and role not in _MAY_OMIT_CONTENT:
+        return _MISSING_CONTENT
+    return _duplicate_call(tool_calls) if len(tool_calls) > 1 else None
+
+
+def _tool_problem(
+    role: str, tool_calls: tuple[ToolCall, ...], tool_call_id: str | None
+) -> str | None:
     if tool_calls and role != "assistant":
         return f"only assistant messages may carry tool_calls, not {role!r}"
     if role == "tool" and not tool_call_id:
         return "a tool message needs the 'tool_call_id' of the call it answers"
     if role != "tool" and tool_call_id is not None:
         return f"'tool_call_id' belongs on tool messages, not on {role!r}"
-    if content is None and not (role == "assistant" and tool_calls):
-        return "'content' is missing; only an assistant message with tool_calls may omit it"
-    return _duplicate_call(tool_calls) if len(tool_calls) > 1 else None
+    return None
+
+
+#: Roles whose messages the API takes without content: an assistant's (when it calls,
+#: refuses or refers to audio: checked by :func:`_reply_problem`) and a function result.
+_MAY_OMIT_CONTENT = frozenset({"assistant", "function"})
+_MISSING_CONTENT = (
+    "'content' is missing (or None); only an assistant message with tool_calls, "
+    "function_call, refusal or audio, or a function message, may go without it"
+)
 
 
 def _duplicate_call(tool_calls: tuple[ToolCall, ...]) -> str | None:
@@ -343,10 +500,13 @@ def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]
             continue
         if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
             raise InvalidMessage(index, f"content part {number} must be a dict with a 'type'")
-        text = part.get("text")
-        if part["type"] == "text" and not isinstance(text, str):
-            raise InvalidMessage(index, f"content part {number} is a text part without 'text'")
-        rest = {k: v for k, v in part.items() if k not in ("type", "text")}
+        key = _text_key(part["type"])
+        text = part.get(key)
+        if (key != "text" or part["type"] == "text") and not isinstance(text, str):
+            raise InvalidMessage(
+                index, f"content part {number} is a {part['type']} part without {key!r}"
+            )
+        rest = {k: v for k, v in part.items() if k not in ("type", key)}
         try:
             data_json = json.dumps(rest, sort_keys=True) if rest else None
         except (TypeError, ValueError, RecursionError) as error:
@@ -362,50 +522,72 @@ def _read_tool_calls(index: int | None, calls: object) -> tuple[ToolCall, ...]:
         return ()
     if not isinstance(calls, (list, tuple)):
         raise InvalidMessage(index, f"'tool_calls' must be a list, got {type(calls).__name__}")
-    read: list[ToolCall] = []
-    for number, call in enumerate(calls):
-        if isinstance(call, ToolCall):
-            read.append(call)
-            continue
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if not isinstance(call, Mapping) or not isinstance(function, Mapping):
-            raise InvalidMessage(index, f"tool call {number} must be a dict with a 'function'")
-        call_id, name = call.get("id"), function.get("name")
-        arguments = function.get("arguments", "")
-        if not isinstance(call_id, str) or not call_id:
-            raise InvalidMessage(index, f"tool call {number} has no 'id'")
-        if not isinstance(name, str):
-            raise InvalidMessage(index, f"tool call {number} has no function 'name'")
-        if not isinstance(arguments, str):
-            try:
-                arguments = json.dumps(arguments, sort_keys=True)
-            except (TypeError, ValueError, RecursionError) as error:
-                raise InvalidMessage(
-                    index, f"tool call {number}'s arguments are not JSON data: {error}"
-                ) from None
-        kind = call.get("type")
-        if kind is not None and not isinstance(kind, str):
-            raise InvalidMessage(
-                index, f"tool call {number}'s 'type' must be a string, got {type(kind).__name__}"
-            )
-        read.append(ToolCall(call_id, name, arguments, kind or "function"))
-    return tuple(read)
+    return tuple(_read_tool_call(index, number, call) for number, call in enumerate(calls))
+
+
+def _read_tool_call(index: int | None, number: int, call: object) -> ToolCall:
+    """One tool call: a function's (``function: {name, arguments}``) or a custom
+    tool's (``type: "custom"``, ``custom: {name, input}``)."""
+    if isinstance(call, ToolCall):
+        return call
+    kind = call.get("type") if isinstance(call, Mapping) else None
+    body_key = "custom" if kind == "custom" else "function"
+    body = call.get(body_key) if isinstance(call, Mapping) else None
+    if not isinstance(call, Mapping) or not isinstance(body, Mapping):
+        raise InvalidMessage(index, f"tool call {number} must be a dict with a {body_key!r}")
+    call_id, name = call.get("id"), body.get("name")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidMessage(index, f"tool call {number} has no 'id'")
+    if not isinstance(name, str):
+        raise InvalidMessage(index, f"tool call {number} has no {body_key} 'name'")
+    if kind is not None and not isinstance(kind, str):
+        raise InvalidMessage(
+            index, f"tool call {number}'s 'type' must be a string, got {type(kind).__name__}"
+        )
+    given = body.get("input" if body_key == "custom" else "arguments", "")
+    arguments = _arguments(index, given, f"tool call {number}'s")
+    return ToolCall(call_id, name, arguments, kind or "function")
+
+
+def _arguments(index: int | None, arguments: object, owner: str) -> str:
+    """A call's arguments as the string the model reads (JSON text for a structure)."""
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments, sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise InvalidMessage(index, f"{owner} arguments are not JSON data: {error}") from None
 
 
 #: The message fields of OpenAI's chat-completions API.
 OPENAI_FIELDS = frozenset(
-    {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio"}
+    {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", "function_call"}
 )
 
 
 def to_openai(messages: Iterable[Any]) -> list[dict[str, Any]]:
-    """New dicts with only the API's fields; the caller's objects are left as they are."""
+    """New dicts with only the API's fields; the caller's objects are left as they are.
+    A message object (the openai SDK's) gives its fields as the API takes them back:
+    ``content`` present (None when it has none) and ``audio`` as ``{"id": ...}``."""
     out = []
     for index, message in enumerate(messages):
         if isinstance(message, Message):
             data: Mapping[str, Any] = message.to_dict()
-        else:
+        elif isinstance(message, Mapping):
             read_message(message, index)  # the same clear error for a malformed entry
             data = message
+        else:
+            read_message(message, index)
+            data = _as_request(_dumped(message, index))
         out.append({key: value for key, value in data.items() if key in OPENAI_FIELDS})
     return out
+
+
+def _as_request(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A response message's fields as a request's: the API refers to an audio reply by
+    its id alone, and wants an assistant's ``content`` key even when it is None."""
+    request = {"content": None, **fields}
+    audio = request.get("audio")
+    if isinstance(audio, Mapping):
+        request["audio"] = {"id": audio["id"]}
+    return request

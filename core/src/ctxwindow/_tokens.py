@@ -39,7 +39,8 @@ class TokenCounter(Protocol):
 
 
 def text_pieces(message: Message) -> Iterator[str]:
-    """Every piece of a message's text that a model reads: content, name, tool calls."""
+    """Every piece of a message's text that a model reads: content (refusal parts
+    included), name, tool calls, a refusal, a legacy function call."""
     if isinstance(message.content, str):
         yield message.content
     elif message.content:
@@ -53,12 +54,32 @@ def text_pieces(message: Message) -> Iterator[str]:
         yield call.arguments
     if message.tool_call_id:
         yield message.tool_call_id
+    if message.refusal:
+        yield message.refusal
+    if message.function_call is not None:
+        yield message.function_call.name
+        yield message.function_call.arguments
 
 
 def non_text_parts(message: Message) -> int:
+    """Parts a model reads that are not text: images, files, and an earlier audio reply
+    an assistant message refers to."""
+    referred = 1 if message.audio else 0
     if isinstance(message.content, tuple):
-        return sum(1 for part in message.content if part.text is None)
-    return 0
+        return referred + sum(1 for part in message.content if part.text is None)
+    return referred
+
+
+def _plain(message: Message) -> bool:
+    """Whether a message is its string content alone (the common, fast case)."""
+    return type(message.content) is str and not (
+        message.name
+        or message.tool_calls
+        or message.tool_call_id
+        or message.refusal
+        or message.function_call
+        or message.audio
+    )
 
 
 class ApproxCounter:
@@ -86,11 +107,8 @@ class ApproxCounter:
         return math.ceil(len(text) / self.chars_per_token)
 
     def count_message(self, message: Message) -> int:
-        content = message.content
-        if type(content) is str and not (
-            message.name or message.tool_calls or message.tool_call_id
-        ):
-            return self.message_overhead + math.ceil(len(content) / self.chars_per_token)
+        if _plain(message):
+            return self.message_overhead + math.ceil(len(message.text) / self.chars_per_token)
         chars = sum(len(piece) for piece in text_pieces(message))
         return (
             self.message_overhead
@@ -260,6 +278,9 @@ class CachedCounter:
             message.name,
             message.tool_calls,
             message.tool_call_id,
+            message.refusal,
+            message.function_call,
+            message.audio,
         )
         entry = self._counts.get(key)  # a read needs no lock: writes only add or remove
         if entry is not None:
