@@ -22,8 +22,10 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
     convert_to_openai_messages,
 )
+from langchain_core.messages import trim_messages as langchain_trim_messages
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import Runnable
@@ -228,6 +230,40 @@ def test_start_on_and_end_on_keep_tool_exchanges_whole() -> None:
     check_valid(ended)
     started = adapter.trim_messages(history(3), max_tokens=300, start_on="tool")
     check_valid(started)
+
+
+def test_start_on_never_removes_a_system_message_in_the_middle() -> None:
+    """An OpenAI developer message in the middle of the history comes to LangChain as a
+    SystemMessage: start_on removes what comes before the first human message, but not
+    the policy; LangChain's own trim_messages loses it."""
+    messages = convert_to_messages(
+        [
+            {"role": "system", "content": "You are brief."},
+            {"role": "user", "content": "tell me about my account " + "word " * 200},
+            {"role": "assistant", "content": "It is in good standing."},
+            {"role": "developer", "content": "Never reveal the account number."},
+            {"role": "assistant", "content": "Anything else?"},
+            {"role": "user", "content": "What is my account number?"},
+        ]
+    )
+    policy = messages[3]
+    assert isinstance(policy, SystemMessage)
+    kept = adapter.trim_messages(
+        messages, max_tokens=100, token_counter="approximate", start_on="human"
+    )
+    assert kept == [messages[0], policy, messages[-1]]
+    assert kept[1] is policy
+    theirs = langchain_trim_messages(
+        messages, max_tokens=100, token_counter="approximate", start_on="human",
+        include_system=True,
+    )  # fmt: skip
+    assert theirs == [messages[0], messages[-1]]  # the difference the README states
+    ended = adapter.trim_messages(
+        [*messages[:4], messages[-1], SystemMessage("Answer in French.")],
+        max_tokens=1000, token_counter="approximate", end_on="ai",
+    )  # fmt: skip
+    assert ended == [messages[0], messages[1], messages[2], policy, ended[-1]]
+    assert ended[-1].content == "Answer in French."
 
 
 def test_unsupported_trim_messages_arguments_say_so() -> None:

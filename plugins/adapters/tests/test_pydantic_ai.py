@@ -214,6 +214,54 @@ def test_truncation_cuts_a_copy_and_the_record_names_the_callers_message() -> No
     assert all(d.positions == (0,) for d in window.record.decisions)
 
 
+def test_budget_too_small_names_the_tool_return_and_what_helps() -> None:
+    """A tool return that cannot fit is named as the caller's message, part and tool;
+    the advice is what can help (oversize='cut', a bigger budget), never truncating the
+    user message."""
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Why did it fail?")]),
+        ModelResponse(parts=[ToolCallPart("read_log", {"job": 7}, tool_call_id="log")]),
+        ModelRequest(parts=[ToolReturnPart("read_log", "error line\n" * 2000, tool_call_id="log")]),
+    ]
+    with pytest.raises(ctxwindow.BudgetTooSmall) as raised:
+        adapter.select(messages, 300, oversize="raise")
+    text = str(raised.value)
+    biggest = "message 2 of the messages passed, its ToolReturnPart of tool 'read_log' (call 'log')"
+    assert biggest in text and raised.value.biggest.startswith(biggest)
+    assert re.search(r"\b[\d,]+ tokens;", text)
+    assert "oversize='cut'" in text and "raise the budget" in text
+    assert "truncate" not in text and "newest user" not in text
+    assert raised.value.budget == 300 and raised.value.needed > 5000
+    assert adapter.select(messages, 300).messages[-1] is not messages[-1]  # 'cut' fits it
+
+    # in a real agent, where even cut to its head and tail the result cannot fit
+    def model(seen: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(seen) == 1:
+            return ModelResponse(parts=[ToolCallPart("read_log", {"job": 7}, tool_call_id="log")])
+        return ModelResponse(parts=[TextPart("fine")])
+
+    processor = adapter.ctxwindow_processor(budget=40)
+    agent = Agent(FunctionModel(model), capabilities=[processor.capability()])
+
+    @agent.tool_plain
+    def read_log(job: int) -> str:
+        return "error line\n" * 2000
+
+    with pytest.raises(ctxwindow.BudgetTooSmall) as raised:
+        agent.run_sync("Why did it fail?", message_history=[])
+    text = str(raised.value)
+    assert "message 2 of the messages passed, its ToolReturnPart of tool 'read_log'" in text
+    assert "raise the budget" in text and "truncating the user message cannot help" in text
+    assert "pass oversize='truncate'" not in text
+
+    # a user prompt that is too big keeps the core's advice, in the caller's positions
+    asked = [*messages[:2], ModelRequest(parts=[UserPromptPart("paste " * 2000)])]
+    asked[1] = ModelResponse(parts=[TextPart("Which job?")])
+    said = r"message 2 of the messages passed, its UserPromptPart, .* pass oversize='truncate'"
+    with pytest.raises(ctxwindow.BudgetTooSmall, match=said):
+        asyncio.run(adapter.aselect(asked, 100, oversize="raise"))
+
+
 def cleared_returns(
     window: list[ModelMessage], messages: list[ModelMessage], stub: re.Pattern[str]
 ) -> list[str]:

@@ -268,3 +268,95 @@ def test_a_benchmark_of_the_wrong_shape_is_a_clear_error(
         load_locomo(path)
     with pytest.raises(ConfigError, match="is a directory"):
         load_locomo(tmp_path)
+
+
+def own_data(tmp_path: Path, questions: list[dict[str, Any]]) -> tuple[str, str]:
+    """A chat of 40 turns (the locker code in turn 3) and the questions, as files."""
+    messages = [{"role": "system", "content": "Be brief.", "id": "sys"}]
+    for turn in range(40):
+        fact = f"My locker code is {1000 + turn}" if turn == 3 else f"small talk number {turn} " * 4
+        messages.append({"role": "user", "content": fact, "id": f"u{turn}"})
+        messages.append({"role": "assistant", "content": "noted " * 6, "id": f"a{turn}"})
+    chat, asked = tmp_path / "chat.jsonl", tmp_path / "questions.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in messages), encoding="utf-8")
+    asked.write_text("\n".join(json.dumps(q) for q in questions), encoding="utf-8")
+    return str(chat), str(asked)
+
+
+def test_cli_eval_scores_questions_without_a_category(tmp_path: Path) -> None:
+    from ctxwindow.testing.commands import run_command
+
+    chat, asked = own_data(
+        tmp_path,
+        [
+            {"question": "What is my locker code?", "evidence": ["u3"]},
+            {"question": "What did I say last?", "evidence": ["u39"]},
+        ],
+    )
+    run = run_command("eval", chat, "--questions", asked, "-s", "fixed", "--budgets", "200,9000")
+    assert run.code == 0, run.err
+    said = " ".join(run.out.split())  # the title wraps to the table's width
+    assert "uncategorised questions" in said and "0.500" in said and "1.000" in said
+    assert "single-hop" not in run.out  # a category column only for categories present
+    # with a categorised question too: its column, and every question in the recall
+    chat, asked = own_data(
+        tmp_path,
+        [
+            {"question": "What is my locker code?", "evidence": ["u3"]},
+            {"question": "What did I say last?", "evidence": ["u39"], "category": 4},
+            {"question": "An adversarial one", "evidence": ["u39"], "category": 5},
+        ],
+    )
+    result = evaluate(["fixed"], load_jsonl(chat, asked)[0], budgets=[200])
+    (row,) = result.rows
+    assert row.questions == 2 and row.recall == 0.5 and row.uncategorised == 1
+    assert row.by_category == {4: 1.0} and result.scored_categories() == (4,)
+    run = run_command("eval", chat, "--questions", asked, "-s", "fixed", "--budgets", "200")
+    assert run.code == 0, run.err
+    said = " ".join(run.out.split())
+    assert "categories 4 and uncategorised questions" in said and "single-hop" in said
+    assert "multi-hop" not in run.out and "temporal" not in run.out
+
+
+@pytest.mark.parametrize(
+    ("questions", "says"),
+    [
+        ([{"question": "Q?", "evidence": ["u3"], "category": 5}], "none of --categories 1,2,3,4"),
+        ([{"question": "Q?", "evidence": ["nowhere"]}], "no question has evidence"),
+    ],
+)
+def test_cli_eval_that_scores_no_question_says_so(
+    tmp_path: Path, questions: list[dict[str, Any]], says: str
+) -> None:
+    from ctxwindow.testing.commands import run_command
+
+    chat, asked = own_data(tmp_path, questions)
+    run = run_command("eval", chat, "--questions", asked, "-s", "fixed", "--json")
+    assert run.code != 0
+    assert "no question to score" in run.err and says in run.err
+    assert not run.out.strip()  # no JSON of zeros
+    assert run_command("eval", chat, "--questions", asked, "--categories", "5").code == (
+        0 if "category" in questions[0] else 1
+    )
+
+
+def test_cli_eval_json_without_a_file_goes_to_stdout(tmp_path: Path) -> None:
+    from ctxwindow.testing.commands import run_command
+
+    chat, asked = own_data(tmp_path, [{"question": "Locker code?", "evidence": ["u3"]}])
+    common = ("eval", chat, "--questions", asked, "-s", "fixed", "--budgets", "200,9000")
+    run = run_command(*common, "--json")
+    assert run.code == 0, run.err
+    data = json.loads(run.out)  # JSON alone on stdout; the table on stderr
+    assert [(r["budget"], r["recall"]) for r in data["rows"]] == [(200, 0.0), (9000, 1.0)]
+    assert data["rows"][0]["uncategorised"] == 1
+    assert "Evidence recall" in run.err
+    written = tmp_path / "r.json"
+    run = run_command(*common, "--json", str(written))
+    assert run.code == 0, run.err
+    timed = ("seconds", "median_ms_per_window")
+    saved = json.loads(written.read_text(encoding="utf-8"))
+    assert [{k: v for k, v in r.items() if k not in timed} for r in saved["rows"]] == [
+        {k: v for k, v in r.items() if k not in timed} for r in data["rows"]
+    ]
+    assert "Evidence recall" in run.out and not run.err

@@ -180,10 +180,11 @@ def _matches(message: BaseMessage, types: tuple[Any, ...]) -> bool:
 def _bounds(
     window: list[BaseMessage], *, start_on: tuple[Any, ...], end_on: tuple[Any, ...]
 ) -> set[int]:
-    """Which window entries start_on and end_on remove: those after the leading system
-    messages and before the first ``start_on`` match, and those after the last
+    """Which window entries start_on and end_on remove: those before the first
+    ``start_on`` match after the leading system messages, and those after the last
     ``end_on`` match; a match inside a tool exchange does not count, so that a call
-    and its results stay together."""
+    and its results stay together. A system message is never removed, wherever it is
+    (a developer message in the middle of the history holds policy too)."""
     gone: set[int] = set()
     lead = 0
     while lead < len(window) and window[lead].type == "system":
@@ -208,7 +209,7 @@ def _bounds(
             lead - 1,
         )
         gone.update(range(max(last + 1, lead), size))
-    return gone
+    return {i for i in gone if window[i].type != "system"}
 
 
 # -- reading --------------------------------------------------------------------------

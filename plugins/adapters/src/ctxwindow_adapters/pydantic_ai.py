@@ -27,7 +27,9 @@ Needs ``pip install 'ctxwindow[pydantic-ai]'`` (pydantic-ai-slim).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from types import MappingProxyType
 from typing import Any
@@ -51,7 +53,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
     ) from error
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
-from ctxwindow.errors import InvalidMessage
+from ctxwindow.errors import BudgetTooSmall, InvalidMessage
 from ctxwindow_adapters._bridge import (
     Call,
     Converted,
@@ -79,7 +81,9 @@ def select(
 ) -> Window[ModelMessage]:
     """The window of pydantic-ai ``messages``: the same objects, those that fit."""
     read = partial(read_messages, messages)
-    return prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query).select()
+    call = prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query)
+    with _biggest_in_items(call):
+        return call.select()
 
 
 async def aselect(
@@ -94,9 +98,9 @@ async def aselect(
 ) -> Window[ModelMessage]:
     """Async :func:`select`: a strategy that waits (an LLM summary) runs off the loop."""
     read = partial(read_messages, messages)
-    return await prepare(
-        read, SHAPE, windower, strategy, budget, counter, options, query=query
-    ).aselect()
+    call = prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query)
+    with _biggest_in_items(call):
+        return await call.aselect()
 
 
 class HistoryProcessor:
@@ -112,7 +116,9 @@ class HistoryProcessor:
         self.last: Window[ModelMessage] | None = None
 
     async def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
-        window = await Call(self.windower, read_messages(messages), SHAPE, self.query).aselect()
+        call = Call(self.windower, read_messages(messages), SHAPE, self.query)
+        with _biggest_in_items(call):
+            window = await call.aselect()
         self.last = window
         return list(window.messages)
 
@@ -141,6 +147,83 @@ def ctxwindow_processor(
     if windower is not None and budget is not None:
         chosen = Windower(chosen.strategy, budget, chosen.counter, chosen.distribution)
     return HistoryProcessor(chosen, query)
+
+
+# -- errors ---------------------------------------------------------------------------
+_BIGGEST = re.compile(r"^message (\d+), .*?([\d,]+) tokens$")
+
+
+@contextmanager
+def _biggest_in_items(call: Call) -> Iterator[None]:
+    """BudgetTooSmall naming the caller's message that is too big (its index in the list
+    passed, the part and tool), with advice that can help for that kind of part."""
+    try:
+        yield
+    except BudgetTooSmall as error:
+        raise _budget_error(error, call) from None
+
+
+def _budget_error(error: BudgetTooSmall, call: Call) -> BudgetTooSmall:
+    found = _BIGGEST.match(error.biggest or "")
+    converted = call.converted
+    if found is None or int(found.group(1)) >= len(converted.messages):
+        return error
+    position, tokens = int(found.group(1)), found.group(2)
+    message = converted.messages[position]
+    index = converted.sources[position][0]
+    item = converted.items[index]
+    part = _part_of(item, message, converted.parts[position])
+    kind = type(part).__name__ if part is not None else type(item).__name__
+    tool = getattr(part, "tool_name", None)
+    what = f"{kind} of tool {tool!r} (call {message.tool_call_id!r})" if tool else kind
+    biggest = f"message {index} of the messages passed, its {what}, {tokens} tokens"
+    options = getattr(call.windower.strategy, "options", None)
+    policy = options.get("oversize") if isinstance(options, Mapping) else None
+    if message.role == "tool" and policy == "raise":
+        advice = (
+            "pass oversize='cut' (the default), which cuts the current turn's largest "
+            "tool results to fit, their head and tail kept, or raise the budget"
+        )
+    elif message.role == "tool":
+        advice = (
+            f"raise the budget (even cut to its head and tail, the current turn's tool "
+            f"results do not fit), or have tool {tool!r} return less; truncating the "
+            f"user message cannot help"
+        )
+    elif message.role == "system":
+        advice = "raise the budget, or shorten the system prompt"
+    else:
+        return _with_text(error, str(error).replace(error.biggest or "", biggest), biggest)
+    text = (
+        f"the messages that must be kept need {error.needed:,} tokens but the budget "
+        f"leaves {error.budget:,}; the biggest is {biggest}; {advice}"
+    )
+    return _with_text(error, text, biggest)
+
+
+def _with_text(error: BudgetTooSmall, text: str, biggest: str) -> BudgetTooSmall:
+    named = BudgetTooSmall(error.needed, error.budget, biggest=biggest)
+    named.args = (text,)
+    return named
+
+
+def _part_of(item: Any, message: Message, parts: frozenset[int] | None) -> Any:
+    """The part of a request that a converted Message holds (None for a response)."""
+    if not isinstance(item, ModelRequest):
+        return None
+    numbers = sorted(parts) if parts is not None else range(len(item.parts))
+    candidates = [item.parts[n] for n in numbers]
+    if message.role == "tool":
+        call = message.tool_call_id
+        candidates = [p for p in candidates if getattr(p, "tool_call_id", None) == call]
+    kinds: dict[str, type | tuple[type, ...]] = {
+        "system": SystemPromptPart,
+        "user": (UserPromptPart, RetryPromptPart),
+    }
+    wanted = kinds.get(message.role)
+    if wanted is not None:
+        candidates = [p for p in candidates if isinstance(p, wanted)]
+    return candidates[0] if candidates else None
 
 
 # -- reading --------------------------------------------------------------------------

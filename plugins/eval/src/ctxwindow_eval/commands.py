@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,14 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     evaluation.add_argument(
         "--categories", default="1,2,3,4", help="question categories scored (locomo)"
     )
-    evaluation.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    evaluation.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the results as JSON to FILE, or to stdout without one (the table then "
+        "goes to stderr)",
+    )
     evaluation.add_argument("--plot", metavar="FILE", help="write recall against budget as PNG")
     evaluation.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
     evaluation.set_defaults(run=_eval)
@@ -81,7 +89,8 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _eval(args: argparse.Namespace) -> int:
     progress_module = report.require("rich.progress")
-    console = _console(report)
+    to_stdout = args.json == "-"  # JSON alone on stdout, for a pipe
+    console = _console(report, stderr=to_stdout)
     agent = _is_agent(args)
     default = agent_runner.AGENT_BUDGETS if agent else runner.DEFAULT_BUDGETS
     budgets = _ints(args.budgets, "--budgets") if args.budgets else list(default)
@@ -97,7 +106,7 @@ def _eval(args: argparse.Namespace) -> int:
         else:
             conversations, loaded = _load_benchmark(dataset, args.data, args.questions)
             console.print(f"[dim]{len(conversations)} conversations; {loaded.summary()}[/dim]")
-            per_round = sum(len(c.questions) for c in conversations)
+            per_round = _scored_questions(conversations, categories, loaded, args.categories)
             task = bar.add_task("evaluating", total=per_round * len(specs) * len(budgets))
 
         def advance(label: str, done: int) -> None:
@@ -118,13 +127,33 @@ def _eval(args: argparse.Namespace) -> int:
                 progress=advance,
             )
     console.print(report.table(result))
-    if args.json:
+    if to_stdout:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    elif args.json:
         report.write_json(result, args.json)
     if args.markdown:
         Path(args.markdown).write_text(report.markdown(result) + "\n", encoding="utf-8")
     if args.plot:
         report.plot(result, args.plot)
     return 0
+
+
+def _scored_questions(conversations: Any, categories: list[int], loaded: Any, given: str) -> int:
+    """How many questions a round scores; none is an error that says why."""
+    questions = [q for c in conversations for q in c.questions]
+    count = sum(runner.scored(q.category, set(categories)) for q in questions)
+    if count:
+        return count
+    if questions:
+        found = sorted({q.category for q in questions if q.category is not None})
+        why = (
+            f"the {len(questions)} questions are of categories "
+            f"{', '.join(map(str, found))}, none of --categories {given}"
+        )
+    else:
+        skipped = len(loaded.skipped_questions)
+        why = f"no question has evidence in the data ({skipped} skipped for that)"
+    raise ConfigError(f"no question to score: {why}; nothing was evaluated")
 
 
 def _default_specs(console: Any) -> list[str]:
@@ -227,10 +256,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _console(report: Any) -> Any:
+def _console(report: Any, stderr: bool = False) -> Any:
     """A rich console as wide as a table needs, also when output goes to a file."""
     console_module = report.require("rich.console")
-    return console_module.Console(width=None if sys.stdout.isatty() else 120)
+    stream = sys.stderr if stderr else sys.stdout
+    return console_module.Console(width=None if stream.isatty() else 120, stderr=stderr)
 
 
 def _ints(text: str, flag: str) -> list[int]:

@@ -36,7 +36,7 @@ def columns(result: Result) -> tuple[list[str], list[list[str]]]:
     """Header and cells of the results table, shared by the terminal and Markdown."""
     if isinstance(result, AgentResult):
         return _agent_columns(result)
-    shown = result.categories
+    shown = result.scored_categories()
     summaries = any(row.recall_with_summaries is not None for row in result.rows)
     head = ["strategy", "budget", "recall", *(CATEGORY_NAMES.get(c, str(c)) for c in shown)]
     head += ["all kept", *(["with summaries"] if summaries else []), "ms/window"]
@@ -83,8 +83,16 @@ def _title(result: Result) -> str:
             f"Agent steps (counter {result.counter}; steps: actions whose history is over "
             "the budget; in brackets, the steps each share is over)"
         )
-    categories = ", ".join(map(str, result.categories))
-    return f"Evidence recall (counter {result.counter}, categories {categories})"
+    return f"Evidence recall (counter {result.counter}, {_scope(result)})"
+
+
+def _scope(result: EvalResult) -> str:
+    """Which questions the recall is over: "categories 1, 2", "uncategorised questions"."""
+    shown = result.scored_categories()
+    categories = f"categories {', '.join(map(str, shown))}" if shown else ""
+    if not result.uncategorised():
+        return categories or f"categories {', '.join(map(str, result.categories))}"
+    return f"{categories} and uncategorised questions" if shown else "uncategorised questions"
 
 
 def table(result: Result) -> Any:
@@ -129,8 +137,7 @@ def plot(result: Result, path: str | Path) -> None:
         s: [(r.budget, r.recall) for r in result.rows if r.strategy == s]
         for s in dict.fromkeys(row.strategy for row in result.rows)
     }
-    categories = ", ".join(map(str, result.categories))
-    label = f"evidence recall (categories {categories})"
+    label = f"evidence recall ({_scope(result)})"
     _plot(points, path, label, "Evidence recall at a token budget")
 
 

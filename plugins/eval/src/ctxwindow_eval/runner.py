@@ -61,6 +61,8 @@ class Row:
     too_small: int
     seconds: float
     median_ms: float
+    #: Questions without a category: in ``recall`` (and ``all_kept``), in no category.
+    uncategorised: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +71,7 @@ class Row:
             "questions": self.questions,
             "recall": round(self.recall, 4),
             "by_category": {str(k): round(v, 4) for k, v in sorted(self.by_category.items())},
+            "uncategorised": self.uncategorised,
             "all_kept": round(self.all_kept, 4),
             "recall_with_summaries": None
             if self.recall_with_summaries is None
@@ -99,6 +102,14 @@ class EvalResult:
     def recall(self, strategy: str, budget: int) -> float:
         return next(r.recall for r in self.rows if r.strategy == strategy and r.budget == budget)
 
+    def scored_categories(self) -> tuple[int, ...]:
+        """The categories asked for that some question was scored in."""
+        return tuple(c for c in self.categories if any(c in r.by_category for r in self.rows))
+
+    def uncategorised(self) -> bool:
+        """Whether questions without a category were scored."""
+        return any(row.uncategorised for row in self.rows)
+
 
 def evaluate(
     strategies: Iterable[StrategySpec | str],
@@ -111,7 +122,9 @@ def evaluate(
     progress: Callable[[str, int], None] | None = None,
 ) -> EvalResult:
     """Evidence recall of each strategy at each budget, every question asked at the end
-    of its conversation with the question as the query.
+    of its conversation with the question as the query. Questions of the ``categories``
+    are scored, and questions without a category (your own data need not have them):
+    those count in the overall recall only.
 
     Each conversation is read and counted once and shared by every strategy and
     question, so only the windows themselves cost per question.
@@ -130,7 +143,7 @@ def evaluate(
             too_small = 0
             for item, conversation, texts in prepared:
                 for question in item.questions:
-                    if question.category not in wanted:
+                    if not scored(question.category, wanted):
                         continue
                     begun = time.perf_counter()
                     try:
@@ -143,7 +156,7 @@ def evaluate(
                     kept, summaries = window_contents(window.messages)
                     scores.append((question.category, score(question, kept, summaries, texts)))
                 if progress:
-                    progress(spec.title, len(item.questions))
+                    progress(spec.title, sum(scored(q.category, wanted) for q in item.questions))
             rows.append(_row(spec.title, budget, scores, too_small, started, timings))
     return EvalResult(
         rows,
@@ -152,6 +165,11 @@ def evaluate(
         load_report or LoadReport(),
         [c.id for c in conversations],
     )
+
+
+def scored(category: int | None, wanted: Sequence[int] | set[int]) -> bool:
+    """Whether a question of that category is scored: uncategorised ones always are."""
+    return category is None or category in wanted
 
 
 def _row(
@@ -164,7 +182,8 @@ def _row(
 ) -> Row:
     by_category: dict[int, list[float]] = defaultdict(list)
     for category, result in scores:
-        by_category[category if category is not None else 0].append(result.verbatim)
+        if category is not None:
+            by_category[category].append(result.verbatim)
     count = len(scores) or 1
     with_summaries = [result.with_summaries for _, result in scores]
     summarized = any(r.with_summaries != r.verbatim for _, r in scores)
@@ -179,4 +198,5 @@ def _row(
         too_small=too_small,
         seconds=time.perf_counter() - started,
         median_ms=statistics.median(timings) * 1000 if timings else 0.0,
+        uncategorised=sum(category is None for category, _ in scores),
     )
