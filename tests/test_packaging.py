@@ -1,0 +1,182 @@
+"""Every distribution's metadata: the licence (its text shipped in each wheel and sdist),
+authors, project URLs, Python classifiers, and for plugins a core range that includes
+the core's version (see docs/stability.md).
+
+The pyproject files are read with tomllib; one wheel and one sdist are built to see the
+LICENSE inside them.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the core depends on tomli there
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+LICENSE = ROOT / "LICENSE"
+REPO_URL = "https://github.com/ctxwindow/ctxwindow"
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+TEMPLATE = ROOT / "plugins/scaffold/src/ctxwindow_scaffold/templates/plugin/pyproject.toml.tmpl"
+
+#: Every distribution of the repository: the core, the plugins and the example plugin.
+#: (tests/fixtures/* are test fixtures, not distributions.)
+DISTRIBUTIONS = sorted(
+    [ROOT / "core"]
+    + [path.parent for path in ROOT.glob("plugins/*/pyproject.toml")]
+    + [path.parent for path in ROOT.glob("examples/*/pyproject.toml")]
+)
+PLUGINS = [folder for folder in DISTRIBUTIONS if folder != ROOT / "core"]
+
+
+def project(folder: Path) -> dict[str, Any]:
+    with (folder / "pyproject.toml").open("rb") as file:
+        return tomllib.load(file)
+
+
+def core_version() -> Version:
+    return Version(project(ROOT / "core")["project"]["version"])
+
+
+def core_requirement(dependencies: list[str]) -> Requirement:
+    (requirement,) = [Requirement(d) for d in dependencies if Requirement(d).name == "ctxwindow"]
+    return requirement
+
+
+def folder_id(folder: Path) -> str:
+    return str(folder.relative_to(ROOT))
+
+
+def test_every_distribution_is_found() -> None:
+    names = {project(folder)["project"]["name"] for folder in DISTRIBUTIONS}
+    assert {"ctxwindow", "ctxwindow-fixed", "ctxwindow-recency-decay"} <= names
+    assert len(names) == len(DISTRIBUTIONS) >= 10
+
+
+def test_license_is_the_apache_2_text() -> None:
+    text = LICENSE.read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+@pytest.mark.parametrize("folder", DISTRIBUTIONS, ids=folder_id)
+def test_license_ships_with_every_distribution(folder: Path) -> None:
+    """hatchling ships only files under the project folder, so each holds a copy of the
+    repository's LICENSE, named by PEP 639 metadata (no License classifiers beside it)."""
+    data = project(folder)
+    meta = data["project"]
+    assert meta["license"] == "Apache-2.0"
+    assert meta["license-files"] == ["LICENSE"]
+    assert (folder / "LICENSE").read_bytes() == LICENSE.read_bytes(), (
+        f"{folder_id(folder)}/LICENSE differs from the repository's LICENSE"
+    )
+    assert not [c for c in meta.get("classifiers", []) if c.startswith("License ::")]
+    # license-files as a list of globs (PEP 639) needs hatchling 1.27 or later.
+    assert data["build-system"]["build-backend"] == "hatchling.build"
+    (backend,) = [Requirement(r) for r in data["build-system"]["requires"]]
+    assert backend.name == "hatchling"
+    assert Version("1.26") not in backend.specifier and Version("1.27") in backend.specifier
+
+
+@pytest.mark.parametrize("folder", DISTRIBUTIONS, ids=folder_id)
+def test_authors_urls_and_classifiers(folder: Path) -> None:
+    meta = project(folder)["project"]
+    assert {"name": "ctxwindow developers"} in meta["authors"]
+    urls = meta["urls"]
+    assert {"Homepage", "Documentation", "Source", "Issues"} <= set(urls)
+    assert urls["Homepage"] == REPO_URL
+    assert all(url.startswith(REPO_URL) for url in urls.values()), urls
+    assert urls["Source"] in (REPO_URL, f"{REPO_URL}/tree/main/{folder_id(folder)}")
+    classifiers = meta["classifiers"]
+    assert "Programming Language :: Python :: 3 :: Only" in classifiers
+    listed = [c.rsplit(" :: ", 1)[1] for c in classifiers if re.search(r":: 3\.\d+$", c)]
+    assert listed == list(PYTHONS)
+    assert meta["requires-python"] == f">={PYTHONS[0]}"
+    assert "Typing :: Typed" in classifiers
+    packages = project(folder)["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+    for package in packages:  # Typing :: Typed is a promise the py.typed marker keeps
+        assert (folder / package / "py.typed").is_file(), f"{package} has no py.typed"
+
+
+def test_core_has_no_core_range_and_a_changelog_entry() -> None:
+    version = core_version()
+    assert version.release[0] == 0, "a 1.0 core: revisit docs/stability.md's 0.x rules"
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert f"ctxwindow {version}" in changelog or f"## [{version}]" in changelog
+
+
+def _minor_range(version: Version) -> str:
+    major, minor = version.release[:2]
+    return f">={major}.{minor},<{major}.{minor + 1}"
+
+
+@pytest.mark.parametrize("folder", PLUGINS, ids=folder_id)
+def test_plugins_require_the_cores_minor_series(folder: Path) -> None:
+    requirement = core_requirement(project(folder)["project"]["dependencies"])
+    assert core_version() in requirement.specifier
+    assert requirement.specifier == SpecifierSet(_minor_range(core_version()))
+
+
+def test_template_requires_the_cores_minor_series() -> None:
+    text = TEMPLATE.read_text(encoding="utf-8")
+    meta = tomllib.loads(re.sub(r"\{\{\w+\}\}", "x", text))["project"]
+    requirement = core_requirement(meta["dependencies"])
+    assert requirement.specifier == SpecifierSet(_minor_range(core_version()))
+    assert "Programming Language :: Python :: 3 :: Only" in meta["classifiers"]
+
+
+def test_tutorial_names_the_example_packages_range() -> None:
+    expected = _minor_range(core_version())
+    example = ROOT / "examples" / "ctxwindow-recency-decay"
+    requirement = core_requirement(project(example)["project"]["dependencies"])
+    assert requirement.specifier == SpecifierSet(expected)
+    tutorial = (ROOT / "docs" / "plugins" / "tutorial.md").read_text(encoding="utf-8")
+    assert f"`ctxwindow{expected}`" in tutorial
+
+
+def test_stability_policy_is_in_the_docs_nav() -> None:
+    assert (ROOT / "docs" / "stability.md").is_file()
+    assert re.search(r"^\s*- [^:]+: stability\.md$", (ROOT / "mkdocs.yml").read_text(), re.M)
+
+
+@pytest.mark.skipif(find_spec("build") is None, reason="the 'build' package is not installed")
+def test_wheel_and_sdist_carry_the_license(tmp_path: Path) -> None:
+    """One distribution built as a user's build would (an isolated build: hatchling
+    comes from the package index), sdist first and the wheel from the sdist."""
+    folder = ROOT / "plugins" / "fixed"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "-o", str(tmp_path), str(folder)],
+        check=True,
+        capture_output=True,
+    )
+    (sdist,) = tmp_path.glob("*.tar.gz")
+    (wheel,) = tmp_path.glob("*.whl")
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+        (license_name,) = [n for n in names if n.count("/") == 1 and n.endswith("/LICENSE")]
+        member = archive.extractfile(license_name)
+        assert member is not None and member.read() == LICENSE.read_bytes()
+    with zipfile.ZipFile(wheel) as archive:
+        (license_name,) = [
+            n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")
+        ]
+        assert archive.read(license_name) == LICENSE.read_bytes()
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        text = archive.read(metadata).decode()
+    assert "License-Expression: Apache-2.0" in text and "License-File: LICENSE" in text
+    assert f"Project-URL: Homepage, {REPO_URL}" in text
