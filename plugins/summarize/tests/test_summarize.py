@@ -270,3 +270,25 @@ def test_a_failed_summarizer_is_not_called_again_at_the_same_boundary() -> None:
         window = strategy.select(messages, 500)
     assert calls[0] == 1
     assert any("not retried at this boundary" in note for note in window.record.notes)
+
+
+def test_a_role_heading_is_not_scored_as_a_fact() -> None:
+    """In a chat whose speakers have names, a nameless message is headed by its role
+    ("user: [Session 2: ...]"); that word is rare there, and it must not rank the nameless
+    lines above what people said: scored on what was said, the heading aside."""
+    counter = ctxwindow.get_counter("approx")
+    facts = [
+        "Alma: My sister moves to Porto on 14 March, she found a flat near the river.",
+        "Ben: The kitchen budget is 18500 euros and the builder starts in June.",
+        "Alma: Dr. Okafor booked the surgery for Tuesday 3 June at the Lisbon clinic.",
+    ]
+    chatter = [f"{speaker}: That sounds lovely, tell me more." for speaker in ("Alma", "Ben")]
+    texts = []
+    for session in range(1, 9):
+        texts.append(f"user: [Session {session}: 1:{session}0 pm on {session} May, 2023]")
+        texts.extend(chatter)
+        if session <= len(facts):
+            texts.append(facts[session - 1])
+    target = counter.count_text(PREFIX + " ".join(facts)) + len(facts)
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, target, counter)).text
+    assert all(fact in text for fact in facts), text

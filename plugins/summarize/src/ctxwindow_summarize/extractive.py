@@ -86,9 +86,20 @@ class Piece:
         return self.said or self.text
 
 
+def spoken(sentence: str) -> str:
+    """A sentence without its heading (``Caroline: ``, ``User: ``, ``search: ``): what
+    was said. The heading is how the summarizer's input names who spoke, not a fact: a
+    nameless message is headed by its role, and in a chat whose speakers have names that
+    role word is rare, so scored with the sentence it would rank every nameless line
+    (session dates, say) above what people said."""
+    speaker, sep, rest = sentence.partition(": ")
+    return rest if sep and len(speaker) <= 40 and " " not in speaker.strip() else sentence
+
+
 def salience(sentence: str, rarity: dict[str, float]) -> float:
-    """Names, dates, numbers and rare words per square-rooted length."""
-    words = _WORD.findall(sentence)
+    """Names, dates, numbers and rare words of what was said (the heading aside), per
+    square-rooted length."""
+    words = _WORD.findall(spoken(sentence))
     if not words:
         return 0.0
     score = 0.0
