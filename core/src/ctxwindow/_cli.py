@@ -2,30 +2,42 @@
 file; plugins add their own commands through the ``register_commands`` hook.
 
 Errors print one line and exit non-zero; ``--debug`` shows the traceback instead.
+Listings are tables a person reads (fitted to the terminal, 80 columns when it is not
+one), and JSON with ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ctxwindow._config import HOST_KEYS, from_config, load_config_file
-from ctxwindow._files import read_messages_file
+from ctxwindow._config import HOST_KEYS, check_keys, find_config_file, from_config, load_config_file
+from ctxwindow._files import parse_messages, read_messages_file
 from ctxwindow._plugins import (
+    core_version,
     describe_strategies,
     get_plugins,
     install_hint,
     plugin_problems,
     plugins,
+    strategy_entry,
 )
-from ctxwindow.errors import ConfigError, CtxWindowError
+from ctxwindow.errors import ConfigError, CtxWindowError, InvalidMessage, UnknownStrategy
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+#: The width of a listing when stdout is not a terminal (a pipe, a file, a test).
+WIDTH = 80
+
+logger = logging.getLogger("ctxwindow.cli")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,11 +48,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ctxwindow: error: {missing}", file=sys.stderr)
         return EXIT_USAGE
     args = parser.parse_args(given)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    if args.version or args.command is None:
+        return _no_command(parser, args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command; an error is one line on stderr (the traceback with --debug)."""
     try:
         return int(args.run(args))
+    except BrokenPipeError:  # `ctxwindow strategies | head`: the reader has had enough
+        _quiet_stdout()
+        return 0
     except (CtxWindowError, ValueError, OSError) as error:
         if args.debug:
             raise
@@ -57,6 +76,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at devnull, so that flushing it at exit raises no second error."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _no_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``ctxwindow --version``, or the help (and a usage exit) for no command at all."""
+    if args.version:
+        print(f"ctxwindow {core_version()}")
+        return 0
+    parser.print_help(sys.stderr)
+    return EXIT_USAGE
 
 
 def _one_line(error: BaseException) -> str:
@@ -80,20 +114,45 @@ def _parser() -> argparse.ArgumentParser:
         prog="ctxwindow", description="Context-window strategies for LLM applications."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    listing = commands.add_parser("plugins", help="installed plugins as JSON, with load errors")
+    listing = _listing(
+        commands,
+        "plugins",
+        "installed plugins: distribution, version, hooks, load errors",
+        "A table of every plugin found, loaded or not, and the problems found loading "
+        "them; --json for the JSON report.",
+        ("print the report as JSON", "add the module each plugin loads"),
+    )
     listing.set_defaults(run=_plugins)
 
-    strategies = commands.add_parser("strategies", help="installed strategies and their options")
-    strategies.set_defaults(run=_strategies)
+    strategies = _listing(
+        commands,
+        "strategies",
+        "installed strategies and their options",
+        "A table of the installed strategies (name, distribution, whether it needs an "
+        "LLM, summary); --verbose adds their options, NAME shows one.",
+        ("print them as JSON", "list each strategy's options too"),
+    )
+    strategies.add_argument("name", nargs="?", help="show this strategy only, with its options")
+    strategies.set_defaults(run=_strategies, parser=strategies)
 
     select = commands.add_parser(
         "select",
         help="window a conversation file (JSON array or JSONL of OpenAI-format messages)",
-        description="Writes the window as a JSON array to stdout.",
+        description="Writes the window as a JSON array to stdout; given a saved request "
+        'body ({"model": ..., "messages": [...], ...}), writes that body with its '
+        "messages windowed. Settings, first found wins: --strategy, --budget, --counter "
+        "and --option; then the file given with --config or, without --config, "
+        "ctxwindow.toml in the current directory, else [tool.ctxwindow] in its "
+        "pyproject.toml; then the defaults (strategy fixed, counter approx). --explain "
+        "says which config file was read.",
     )
-    select.add_argument("file", help="messages file: JSON array or JSONL; '-' for stdin")
+    select.add_argument(
+        "file",
+        help="messages file: JSON array or JSONL, or a request body; '-' for stdin",
+    )
     select.add_argument(
         "--strategy", "-s", help="strategy name (default: from config, else 'fixed')"
     )
@@ -128,6 +187,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _listing(
+    commands: Any, name: str, help_text: str, description: str, flags: tuple[str, str]
+) -> argparse.ArgumentParser:
+    """A listing command: a table by default, ``--json`` and ``--verbose``."""
+    listing: argparse.ArgumentParser = commands.add_parser(
+        name, help=help_text, description=description
+    )
+    listing.add_argument("--json", action="store_true", help=flags[0])
+    listing.add_argument("--verbose", "-v", action="store_true", help=flags[1])
+    return listing
+
+
 def _missing_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
     """For a command that a plugin not installed here adds: what to install."""
     command = next((arg for arg in argv if not arg.startswith("-")), None)
@@ -137,22 +208,133 @@ def _missing_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> st
     return f"no command {command!r} here; it comes with `{hint}`"
 
 
+# -- listings ----------------------------------------------------------------------------
+def _width() -> int:
+    """The terminal's width; 80 when stdout is not a terminal (or $COLUMNS says so)."""
+    return max(40, shutil.get_terminal_size((WIDTH, 24)).columns)
+
+
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, lines_per_row: int = 0
+) -> str:
+    """Columns padded to their widest cell; the last one wrapped to what is left of
+    ``width`` (at most ``lines_per_row`` lines, shortened with "...", when set)."""
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers[:-1])]
+    indent = sum(widths) + 2 * len(widths)
+    room = max(20, width - indent)
+    lines = []
+    for cells in [headers, ["-" * len(h) for h in headers], *rows]:
+        head = "".join(f"{cell:<{w}}  " for cell, w in zip(cells[:-1], widths, strict=True))
+        wrapped = textwrap.wrap(
+            cells[-1], room, max_lines=lines_per_row or None, placeholder=" ..."
+        ) or [""]
+        lines.append((head + wrapped[0]).rstrip())
+        lines.extend((" " * indent + more).rstrip() for more in wrapped[1:])
+    return "\n".join(lines)
+
+
+def _paragraph(text: str, width: int, indent: str) -> str:
+    return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent)
+
+
 def _plugins(args: argparse.Namespace) -> int:
-    report = {
-        "plugins": [plugin.to_dict() for plugin in get_plugins()],
-        "problems": plugin_problems(),
-    }
-    print(json.dumps(report, indent=2))
+    found = get_plugins()
+    problems = plugin_problems()
+    if args.json:
+        report = {"plugins": [plugin.to_dict() for plugin in found], "problems": problems}
+        print(json.dumps(report, indent=2))
+        return 0
+    width = _width()
+    headers = ["name", "distribution", "version"]
+    if args.verbose:
+        headers.append("module")
+    headers.append("hooks")
+    rows = []
+    for plugin in found:
+        row = [plugin.name, plugin.distribution, plugin.version or "-"]
+        if args.verbose:
+            row.append(plugin.module or "-")
+        hooks = ", ".join(hook.removeprefix("register_") for hook in plugin.hooks)
+        row.append(f"ERROR {plugin.error}" if plugin.error else hooks or "-")
+        rows.append(row)
+    print(_table(headers, rows, width))
+    if problems:
+        print("\nproblems:")
+        for problem in problems:
+            print(textwrap.fill(problem, width, initial_indent="- ", subsequent_indent="  "))
     return 0
 
 
 def _strategies(args: argparse.Namespace) -> int:
-    print(json.dumps(describe_strategies(), indent=2, default=str))
+    described = describe_strategies()
+    if args.name is not None:
+        chosen = [s for s in described if s["name"] == args.name]
+        if not chosen:
+            try:
+                strategy_entry(args.name)  # the error, with what is installed and did-you-mean
+            except UnknownStrategy as error:
+                args.parser.error(str(error))
+        described = chosen
+    if args.json:
+        shown: Any = described[0] if args.name is not None else described
+        print(json.dumps(shown, indent=2, default=str))
+        return 0
+    width = _width()
+    if args.name is None:
+        rows = [
+            [
+                s["name"] + (" (!)" if s["conflict"] else ""),
+                s["distribution"],
+                "yes" if s["requires_llm"] else "no",
+                s["summary"].replace("``", ""),
+            ]
+            for s in described
+        ]
+        print(_table(["name", "distribution", "LLM", "summary"], rows, width, lines_per_row=3))
+        conflicts = [s["conflict"] for s in described if s["conflict"]]
+        for conflict in conflicts:
+            print(textwrap.fill(conflict, width, initial_indent="(!) ", subsequent_indent="    "))
+        if not args.verbose:
+            if described:
+                print("\nOptions: ctxwindow strategies NAME, or --verbose for all.")
+            return 0
+    for strategy in described:
+        if args.name is None:
+            print()
+        print(_described(strategy, width))
     return 0
 
 
+def _described(strategy: dict[str, Any], width: int) -> str:
+    """One strategy and its options, as ``ctxwindow strategies NAME`` shows it."""
+    needs = "needs an LLM" if strategy["requires_llm"] else "needs no LLM"
+    lines = [
+        f"{strategy['name']} (from {strategy['distribution']}; {needs})",
+        _paragraph(strategy["summary"].replace("``", ""), width, "  "),
+    ]
+    if strategy["conflict"]:
+        lines.append(_paragraph(strategy["conflict"], width, "  (!) "))
+    lines.append("  options:")
+    for option in strategy["options"]:
+        choices = option["choices"]
+        kind = " | ".join(map(repr, choices)) if choices else option["type"]
+        lines.append(f"    {option['name']}: {kind} = {option['default']!r}")
+        if option["help"]:
+            lines.append(_paragraph(option["help"], width, "        "))
+    return "\n".join(lines)
+
+
+# -- select ------------------------------------------------------------------------------
 def _select(args: argparse.Namespace) -> int:
-    config: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    used: Path | None = None
+    if args.config:
+        config: dict[str, Any] = load_config_file(args.config)
+        used = Path(args.config)
+    else:
+        found = find_config_file()
+        config, used = ({}, None) if found is None else (found[1], found[0])
+    if used is not None:
+        logger.info("config from %s", used)
     for key, value in (
         ("strategy", args.strategy),
         ("budget", args.budget),
@@ -161,26 +343,89 @@ def _select(args: argparse.Namespace) -> int:
         if value is not None:
             config[key] = value
     config.setdefault("strategy", "fixed")
-    if "budget" not in config:
-        raise ConfigError(
-            "no token budget: pass --budget N, or set budget in the file given with --config"
-        )
     config.update(_options(args.option))
+    if "budget" not in config:
+        check_keys(config)  # a typo'd `buget` is named, not reported as no budget
+        raise ConfigError(
+            "no token budget: pass --budget N, or set budget in ctxwindow.toml or "
+            "[tool.ctxwindow] of pyproject.toml (or the file given with --config)"
+        )
     _check_outputs(args)
-    messages = read_messages_file(args.file)
+    body, messages = _read_input(args.file)
     window = from_config(config).select(messages, query=args.query)
-    text = json.dumps(window.messages, indent=2, ensure_ascii=False, default=str) + "\n"
+    result: Any = window.messages if body is None else {**body, "messages": window.messages}
+    text = json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
     if not _encodable(text):  # lone surrogates, read from "\ud800" escapes: keep them escaped
-        text = json.dumps(window.messages, indent=2, default=str) + "\n"
+        text = json.dumps(result, indent=2, default=str) + "\n"
     if args.output:
         _write(args.output, text, "--output")
     else:
         sys.stdout.write(text)
     if args.explain:
+        source = (
+            f"config {str(used)!r}" + (" (--config)" if args.config else "")
+            if used is not None
+            else "config: none (no ctxwindow.toml or [tool.ctxwindow] here)"
+        )
         print(window.record.explain(), file=sys.stderr)
+        print(source, file=sys.stderr)  # last: the record's table opens the output
     if args.record:
         _write(args.record, json.dumps(window.record.to_dict(), indent=2), "--record")
     return 0
+
+
+def _read_input(path: str) -> tuple[dict[str, Any] | None, list[Any]]:
+    """(the request body, or None; the messages) of the input: a JSON array or JSONL of
+    messages, or a saved request body holding them under ``messages``."""
+    if path == "-":
+        raw: bytes | None = sys.stdin.buffer.read()
+    else:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError:  # read_messages_file says what is wrong with the file
+            raw = None
+    body = _request_body(raw) if raw is not None else None
+    if body is not None:
+        return body, body["messages"]
+    if raw is None:
+        return None, read_messages_file(path)
+    return None, parse_messages(raw, "stdin" if path == "-" else path)
+
+
+#: Content blocks only Anthropic's Messages API has.
+ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def _request_body(raw: bytes) -> dict[str, Any] | None:
+    """The request body ``raw`` holds (a JSON object with a ``messages`` list and no
+    ``role``), else None. An Anthropic body is an error saying what reads it."""
+    text = raw.decode("utf-8-sig", errors="replace").strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict) or "role" in body or not isinstance(body.get("messages"), list):
+        return None
+    if "system" in body or any(_anthropic(message) for message in body["messages"]):
+        hint = install_hint("adapter", "anthropic")
+        raise InvalidMessage(
+            None,
+            "this is an Anthropic Messages request body ('system' beside 'messages', or "
+            "tool_use / tool_result blocks); the core reads OpenAI-format messages only: "
+            "window it in Python with the Anthropic adapter ("
+            + (f"`{hint}`" if hint else "see 'Framework adapters' in the docs")
+            + "), or pass an OpenAI-format body",
+        )
+    return body
+
+
+def _anthropic(message: Any) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, list) and any(
+        isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS for block in content
+    )
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

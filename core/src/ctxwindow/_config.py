@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxwindow._contract import check_budget, declared_options
-from ctxwindow._plugins import get_counter, strategy_entry
+from ctxwindow._options import suggestions
+from ctxwindow._plugins import Registered, get_counter, strategy_entry
 from ctxwindow._tokens import TokenCounter
 from ctxwindow._window import Window
 from ctxwindow._windower import Windower
@@ -86,12 +87,20 @@ def parse_config(raw: bytes, file: Path = Path(CONFIG_FILE)) -> dict[str, Any] |
 
 def find_config(directory: str | PathLike[str] = ".") -> dict[str, Any] | None:
     """The config in ``directory``: ctxwindow.toml, else pyproject's [tool.ctxwindow]."""
+    found = find_config_file(directory)
+    return None if found is None else found[1]
+
+
+def find_config_file(directory: str | PathLike[str] = ".") -> tuple[Path, dict[str, Any]] | None:
+    """The config file in ``directory`` and its table: ctxwindow.toml first, else
+    pyproject.toml's [tool.ctxwindow]; None when neither is there."""
     here = Path(directory)
     if (here / CONFIG_FILE).is_file():
-        return load_config_file(here / CONFIG_FILE)
+        return here / CONFIG_FILE, load_config_file(here / CONFIG_FILE)
     pyproject = here / "pyproject.toml"
     if pyproject.is_file():  # without [tool.ctxwindow] it is no config; broken, an error
-        return _read_config_file(pyproject)
+        table = _read_config_file(pyproject)
+        return None if table is None else (pyproject, table)
     return None
 
 
@@ -119,8 +128,10 @@ def from_config(
 
 def windower_from(config: Mapping[str, Any]) -> Windower:
     if "strategy" not in config:
+        check_keys(config)  # `stratgy = ...` is a typo to name, not a missing key
         raise ConfigError("config has no 'strategy'; name one, for example strategy = \"fixed\"")
     if "budget" not in config:
+        check_keys(config)  # `buget = 4000` likewise
         raise ConfigError(
             "config has no 'budget'; give the token budget, for example budget = 4000"
         )
@@ -129,13 +140,7 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
     options = {key: value for key, value in config.items() if key not in HOST_KEYS}
     known = {option.name for option in declared_options(entry.target)}
     visit = {key: options.pop(key) for key in VISIT_KEYS if key in options and key not in known}
-    unknown = sorted(set(options) - known, key=str)
-    if unknown:
-        valid = ", ".join(sorted(set(HOST_KEYS) | set(VISIT_KEYS) | known))
-        raise InvalidOption(
-            f"config: unknown key(s) {', '.join(map(repr, unknown))} for strategy "
-            f"{entry.name!r}; valid keys: {valid}"
-        )
+    _check_unknown(options, known, entry)
     try:
         strategy = entry.target(**options)
     except CtxWindowError:
@@ -144,6 +149,40 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
         raise InvalidOption(f"strategy {entry.name!r} rejected its options: {error}") from None
     counter = get_counter(config.get("counter"))
     return Windower(strategy, budget, counter, entry.distribution, **visit)
+
+
+def check_keys(config: Mapping[str, Any]) -> None:
+    """Raise InvalidOption for the config's keys that are neither the host's nor options
+    of its strategy (with a "did you mean"). Without a strategy that resolves, only keys
+    close to a host key are named (the strategy's options are not known)."""
+    name = config.get("strategy")
+    entry = None
+    if isinstance(name, str):
+        try:
+            entry = strategy_entry(name)
+        except CtxWindowError:  # reported where the strategy is needed
+            entry = None
+    options = {key: value for key, value in config.items() if key not in HOST_KEYS}
+    if entry is not None:
+        known = {option.name for option in declared_options(entry.target)}
+        _check_unknown({k: v for k, v in options.items() if k not in VISIT_KEYS}, known, entry)
+        return
+    missing = [key for key in HOST_KEYS if key not in config]
+    typos = [key for key in options if suggestions([key], missing)]
+    if typos:
+        raise InvalidOption(
+            f"config: unknown key(s) {', '.join(map(repr, typos))}" + suggestions(typos, missing)
+        )
+
+
+def _check_unknown(options: Mapping[Any, Any], known: set[str], entry: Registered) -> None:
+    unknown = sorted(set(options) - known, key=str)
+    if unknown:
+        names = sorted(set(HOST_KEYS) | set(VISIT_KEYS) | known)
+        raise InvalidOption(
+            f"config: unknown key(s) {', '.join(map(repr, unknown))} for strategy "
+            f"{entry.name!r}; valid keys: {', '.join(names)}" + suggestions(unknown, names)
+        )
 
 
 class _Windowers:

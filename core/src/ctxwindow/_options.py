@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxwindow.errors import InvalidOption
+from ctxwindow.errors import InvalidOption, closest
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,22 @@ def validate_options(
         valid = ", ".join(sorted(by_name)) or "none"
         raise InvalidOption(
             f"{owner}: unknown option(s) {', '.join(map(repr, unknown))}; valid options: {valid}"
+            + suggestions(unknown, by_name)
         )
     return {
         name: option.validate(owner, given[name]) if name in given else option.default
         for name, option in by_name.items()
     }
+
+
+def suggestions(unknown: Sequence[object], valid: Iterable[str]) -> str:
+    """``"; did you mean 'max_messages'?"`` for the unknown names that are close to a
+    valid one (with several, which is meant for which), else ``""``."""
+    names = list(valid)
+    pairs = [(name, closest(name, names)) for name in unknown]
+    found = [(name, match) for name, match in pairs if match]
+    if not found:
+        return ""
+    if len(unknown) == 1:
+        return f"; did you mean {found[0][1]!r}?"
+    return "; did you mean " + ", ".join(f"{m!r} for {n!r}" for n, m in found) + "?"

@@ -20,6 +20,7 @@ found.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import sys
@@ -47,6 +48,7 @@ from ctxwindow.errors import (
     UnknownScorer,
     UnknownStrategy,
     UnknownSummarizer,
+    did_you_mean,
 )
 
 ENTRY_POINT_GROUP = "ctxwindow"
@@ -66,6 +68,15 @@ HOOKS = {
 }
 #: The install commands of names that are not installed, by kind (data, not code).
 HINTS_FILE = Path(__file__).with_name("install_hints.toml")
+#: The version ``ctxwindow.__version__`` reports when the core is not installed (run
+#: from a source tree without its metadata).
+UNKNOWN_VERSION = "0+unknown"
+
+#: Loading and calling plugins; what goes wrong is logged here as well as reported.
+logger = logging.getLogger("ctxwindow.plugins")
+#: A library logs and lets the application configure output: nothing is printed by
+#: default (no "last resort" handler writing warnings to stderr).
+logging.getLogger("ctxwindow").addHandler(logging.NullHandler())
 
 
 @dataclass
@@ -215,6 +226,13 @@ class Plugins:
                     module=entry_point.value,
                     error=f"{type(error).__name__}: {error}",
                 )
+                logger.warning(
+                    "plugin %r from distribution %r failed to load: %s",
+                    entry_point.name,
+                    distribution,
+                    self.infos[entry_point.name].error,
+                    exc_info=logger.isEnabledFor(logging.DEBUG),
+                )
                 if os.environ.get("CTXWINDOW_DEBUG"):
                     traceback.print_exc(file=sys.stderr)
         for variable, wanted in ((LOAD_ENV, allowed or set()), (DISABLE_ENV, blocked)):
@@ -224,6 +242,7 @@ class Plugins:
                     f"{variable} names {', '.join(map(repr, unknown))}, which no installed "
                     f"plugin matches; installed: {', '.join(sorted(installed)) or 'none'}"
                 )
+                logger.warning("%s", self.problems[-1])
 
     def _add(self, module: Any, name: str, distribution: str, version: str | None) -> None:
         if self.manager.is_registered(module) or self.manager.has_plugin(name):
@@ -285,6 +304,7 @@ class Plugins:
                 problem = _call(hook_name, impl.function, register)
                 if problem:
                     built.problems.append(f"{distribution}: {problem}")
+                    logger.warning("%s", built.problems[-1])
                     if info is not None:
                         info.error = problem
         return built
@@ -304,12 +324,14 @@ class Plugins:
             )
             if problem:
                 built.problems.append(f"{distribution}: {problem}")
+                logger.warning("%s", built.problems[-1])
                 _note(info, problem)
                 return
             other = built.add(kind, entry)
             if other is not None:  # the name is unusable until one of them goes: say so
                 clash = str(built.conflicts[(kind, entry.name)])
                 built.problems.append(f"{distribution}: {clash}")
+                logger.warning("%s", built.problems[-1])
                 _note(info, clash)
                 _note(self.infos.get(other.plugin), clash)
 
@@ -324,6 +346,7 @@ class Plugins:
             if problem:
                 distribution = info.distribution if info else impl.plugin_name
                 self.call_problems[(hook_name, distribution)] = f"{distribution}: {problem}"
+                logger.warning("%s", self.call_problems[(hook_name, distribution)])
                 _note(info, problem)
 
     def member(
@@ -352,6 +375,7 @@ class Plugins:
             raise unknown(
                 f"unknown {kind} {spec!r}; available: {available} (for example {examples})"
                 + (f"; {family!r} comes with `{hint}`" if hint else "")
+                + did_you_mean(family, [*current.tables[kind], *_hints().get(kind, {})])
             )
         with self._lock:
             spec_lock = self._spec_locks.setdefault(key, threading.Lock())
@@ -418,6 +442,11 @@ def _metadata() -> ModuleType:
     import importlib.metadata
 
     return importlib.metadata
+
+
+def core_version() -> str:
+    """The installed core's version, from its distribution's metadata."""
+    return _version(CORE_DISTRIBUTION) or UNKNOWN_VERSION
 
 
 def _version(distribution: str) -> str | None:
@@ -521,6 +550,7 @@ def strategy_entry(name: str) -> Registered:
             sorted(current.registry().strategies),
             install_hint("strategy", name),
             [f"{dist} ({variable})" for dist, variable in sorted(current.skipped.items())],
+            known=sorted(_hints().get("strategy", {})),
         )
     return entry
 
@@ -549,19 +579,25 @@ def describe_strategies() -> list[dict[str, Any]]:
         entry = current.strategies[name]
         conflict = current.conflicts.get(("strategy", name))
         factory = entry.target
-        doc = (factory.__doc__ or "").strip().splitlines()
         described.append(
             {
                 "name": name,
                 "distribution": entry.distribution,
                 "plugin": entry.plugin,
                 "requires_llm": bool(getattr(factory, "requires_llm", False)),
-                "summary": doc[0] if doc else "",
+                "summary": _summary(factory.__doc__),
                 "options": [option.describe() for option in declared_options(factory)],
                 "conflict": None if conflict is None else str(conflict),
             }
         )
     return described
+
+
+def _summary(doc: str | None) -> str:
+    """The first sentence of a docstring's first paragraph, on one line."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = paragraph.find(". ")
+    return paragraph if end < 0 else paragraph[: end + 1]
 
 
 # -- the other things plugins register ---------------------------------------------------

@@ -6,7 +6,32 @@ wrong type) so that code written against the standard exceptions still catches t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+
+def _folded(name: str) -> str:
+    return name.casefold().replace("-", "_").replace(" ", "_")
+
+
+def closest(name: object, candidates: Iterable[object]) -> str | None:
+    """The candidate ``name`` was most likely meant to be (a typo, another case, ``-``
+    for ``_``), or None: for the "did you mean ...?" of an unknown name."""
+    if not isinstance(name, str) or not name:
+        return None
+    names = sorted({c for c in candidates if isinstance(c, str) and c and c != name})
+    folded = {_folded(c): c for c in names}
+    if _folded(name) in folded:
+        return folded[_folded(name)]
+    import difflib  # only an unknown name needs it
+
+    found = difflib.get_close_matches(_folded(name), list(folded), n=1, cutoff=0.75)
+    return folded[found[0]] if found else None
+
+
+def did_you_mean(name: object, candidates: Iterable[object]) -> str:
+    """``"; did you mean 'x'?"`` for the closest candidate, else ``""``."""
+    match = closest(name, candidates)
+    return f"; did you mean {match!r}?" if match else ""
 
 
 class CtxWindowError(Exception):
@@ -52,14 +77,21 @@ class UnknownStrategy(CtxWindowError, LookupError):
         installed: Sequence[str],
         install_hint: str | None,
         skipped: Sequence[str] = (),
+        known: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.installed = tuple(installed)
         self.install_hint = install_hint
         #: Installed plugins the environment kept from loading, "distribution (VARIABLE)".
         self.skipped = tuple(skipped)
+        #: The installed name (else a first-party one from ``known``) closest to ``name``.
+        self.suggestion = closest(name, self.installed) or closest(name, known)
         have = ", ".join(self.installed) if self.installed else "none"
         text = f"unknown strategy {name!r}; installed strategies: {have}"
+        if self.suggestion:
+            text += f"; did you mean {self.suggestion!r}?"
+            if self.suggestion not in self.installed:
+                text += " (not installed)"
         package = install_hint.split()[-1] if install_hint else None
         kept_out = any(item.split(" (")[0] == package for item in self.skipped)
         if install_hint and not kept_out:
