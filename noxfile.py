@@ -46,19 +46,22 @@ SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 
 def found_pythons() -> list[str]:
     """The supported Pythons this machine has. pyenv's shims answer only for the selected
-    version, so each installed pyenv version's own folder goes on PATH first (newest
-    patch release of each); a Python already on PATH counts as it is."""
+    version, so each installed pyenv version (its newest patch release) gets a
+    ``pythonX.Y`` link in .nox/pythons, put first on PATH; ``python3`` itself still
+    names what it did. A Python already on PATH counts as it is."""
     versions = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    folders = []
+    links = Path(__file__).parent / ".nox" / "pythons"
     for version in SUPPORTED_PYTHONS:
-        releases = [
-            p for p in versions.glob(f"{version}.*/bin") if (p / f"python{version}").exists()
-        ]
-        releases.sort(key=lambda path: int(path.parent.name.split(".")[2].split("-")[0] or 0))
-        folders.extend(str(path) for path in releases[-1:])
-    if folders:
-        os.environ["PATH"] = os.pathsep.join([*folders, os.environ.get("PATH", "")])
-    found = []
+        found = [p for p in versions.glob(f"{version}.*/bin/python{version}") if p.is_file()]
+        found.sort(key=lambda path: int(path.parent.parent.name.split(".")[2].split("-")[0]))
+        if found:
+            links.mkdir(parents=True, exist_ok=True)
+            link = links / f"python{version}"
+            link.unlink(missing_ok=True)
+            link.symlink_to(found[-1])
+    if links.is_dir():
+        os.environ["PATH"] = os.pathsep.join([str(links), os.environ.get("PATH", "")])
+    usable = []
     for version in SUPPORTED_PYTHONS:
         try:
             ran = subprocess.run(
@@ -67,8 +70,8 @@ def found_pythons() -> list[str]:
         except OSError:
             continue
         if ran.returncode == 0:
-            found.append(version)
-    return found
+            usable.append(version)
+    return usable
 
 
 #: The core's tests run on each of these; the whole suite on the Python running nox.

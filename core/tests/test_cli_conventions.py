@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -441,9 +442,9 @@ def test_the_library_prints_no_log_output_by_default() -> None:
 
 
 def test_a_listing_whose_reader_has_gone_ends_quietly() -> None:
-    """`ctxwindow strategies | head -1`: no traceback, no error line, a clean exit."""
+    """`ctxwindow plugins | head -1`: no traceback, no error line, a clean exit."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "ctxwindow", "strategies", "--verbose"],
+        [sys.executable, "-m", "ctxwindow", "plugins", "--verbose"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -452,3 +453,19 @@ def test_a_listing_whose_reader_has_gone_ends_quietly() -> None:
     errors = process.stderr.read()
     assert process.wait(timeout=60) == 0
     assert errors == b""
+
+
+def test_with_no_strategy_installed_the_listing_says_what_to_install() -> None:
+    env = {**os.environ, "CTXWINDOW_LOAD_PLUGINS": ""}  # no plugin loads: the core alone
+    for flags in ([], ["--verbose"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxwindow", "strategies", *flags],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, "")
+        assert done.stderr == "no strategy is installed; for the first one: " + (
+            "pip install ctxwindow-fixed\n"
+        )

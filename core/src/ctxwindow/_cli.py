@@ -219,7 +219,7 @@ def _table(
 ) -> str:
     """Columns padded to their widest cell; the last one wrapped to what is left of
     ``width`` (at most ``lines_per_row`` lines, shortened with "...", when set)."""
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers[:-1])]
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers[:-1])]
     indent = sum(widths) + 2 * len(widths)
     room = max(20, width - indent)
     lines = []
@@ -280,6 +280,10 @@ def _strategies(args: argparse.Namespace) -> int:
         print(json.dumps(shown, indent=2, default=str))
         return 0
     width = _width()
+    if not described:
+        hint = install_hint("strategy", "fixed")
+        print(f"no strategy is installed; for the first one: {hint}", file=sys.stderr)
+        return 0
     if args.name is None:
         rows = [
             [
