@@ -246,6 +246,18 @@ def test_the_benchs_cold_histories_are_unseen_and_its_warm_ones_grow() -> None:
     assert first[1:] != second[1:]
     assert agent_history(200, 1) == first  # reproducible
     assert max(len(m["content"] or "") for m in first if m["role"] == "tool") > 600
+    # every cold run of every row in one process reads a history no row read before: the
+    # runner remembers the lists it read, and a later row would otherwise find them warm
+    seeds: list[int] = []
+
+    def recorded(size: int, seed: int) -> list[dict[str, Any]]:
+        seeds.append(seed)
+        return agent_history(size, seed)
+
+    for name in ("fixed", "fixed:max_messages=40"):
+        bench_strategy(name, 120, repeats=2, history=recorded)
+    cold = [seed for seed in seeds if seed != 7]  # 7: the base history, grown warm
+    assert len(cold) == 2 * 3 * 2 and len(set(cold)) == len(cold)
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ texts (the cold limit) and the new message alone (the per-turn limit). Each
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import platform
@@ -241,6 +242,10 @@ class _LangChain:
 
 
 # -- one row ---------------------------------------------------------------------
+#: The seeds of cold runs' histories: never the base history's (7), never one twice.
+_UNSEEN_SEEDS = itertools.count(1_000)
+
+
 def bench_strategy(
     name: str,
     size: int,
@@ -261,13 +266,15 @@ def bench_strategy(
     cold_runs = 1 if embedder is not None or size >= 100_000 else repeats
     base = history(size, 7)
 
-    def unseen(entry_point: int) -> list[list[dict[str, Any]]]:
-        """Histories this process has not seen: one per cold run of one entry point."""
-        return [history(size, 1_000 * entry_point + run) for run in range(cold_runs)]
+    def unseen() -> list[list[dict[str, Any]]]:
+        """Histories this process has not seen: one per cold run of one entry point. Each
+        seed is used once per process, as a history read before (by another strategy's
+        row, through the runner's memory of the lists it read) would not be cold."""
+        return [history(size, next(_UNSEEN_SEEDS)) for _ in range(cold_runs)]
 
     notes: list[str] = []
     count_ms = median_ms(lambda: tight_count(base, counter), repeats)
-    cold_ms = median_each_ms(windower.select, unseen(1))
+    cold_ms = median_each_ms(windower.select, unseen())
 
     conversation = Conversation(base)
     window = windower.select(conversation)
@@ -282,7 +289,7 @@ def bench_strategy(
     def one_call(messages: list[dict[str, Any]]) -> None:
         ctxwindow.select(messages, budget, spec.name, counter="approx", **options)
 
-    select_cold_ms = median_each_ms(one_call, unseen(2))
+    select_cold_ms = median_each_ms(one_call, unseen())
     grown = list(base)
     one_call(grown)
 
@@ -304,7 +311,7 @@ def bench_strategy(
         window_tokens=window.tokens,
         notes=notes,
     )
-    _langchain_rows(row, spec.name, options, base, unseen(3), budget, repeats)
+    _langchain_rows(row, spec.name, options, base, unseen(), budget, repeats)
     if embedder is not None:
         _encode_rows(row, embedder, conversation, repeats)
     return row
