@@ -20,7 +20,7 @@ from ctxwindow._messages import INSTRUCTION_ROLES, Message, check_message_list, 
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter
 from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
-from ctxwindow.kit._prefixes import CHECKED
+from ctxwindow.kit._prefixes import contents_unchanged
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ def _collector_paused(count: int) -> Iterator[None]:
 class Conversation:
     """An append-only history whose reading, grouping and counting is done once.
 
-    Each visit compares the ``content`` of the newest :data:`CHECKED` messages and of
+    Each visit compares the ``content`` of the newest 256 messages (``CHECKED``) and of
     the system, developer, pinned, first and newest user messages with what was read: a
     reply streamed into its dict, or a refreshed system prompt, is seen, and the
     conversation is read and counted again (as a new one: strategies' per-conversation
@@ -251,19 +251,9 @@ class Conversation:
         instructions and pins, the first and newest user message) is not what was read.
         Cheap: about 20 microseconds a visit, whatever the length."""
         with self._lock:
-            originals, contents = self._originals, self._contents
-            tail = max(0, len(originals) - CHECKED)
             named = (*self._kept_always, self._first_user, self._newest_user)
-            try:
-                if _contents(originals[tail:]) != contents[tail:]:
-                    return True
-                return any(
-                    _content_of(originals[p]) != contents[p]
-                    for p in named
-                    if p is not None and p < tail
-                )
-            except Exception:  # an odd content's comparison failed: read it again
-                return True
+            checked = [p for p in named if p is not None]
+            return not contents_unchanged(self._originals, self._contents, _contents, checked)
 
     def _reread(self) -> Conversation:
         """The conversation that holds the history now, read again from the caller's
@@ -281,7 +271,7 @@ def _content_of(message: Any) -> Any:
     return getattr(message, "content", None)
 
 
-def _contents(messages: list[Any]) -> list[Any]:
+def _contents(messages: Sequence[Any]) -> list[Any]:
     """Each message's ``content``: for a list of dicts, at C speed."""
     try:
         return list(map(dict.get, messages, repeat("content")))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
 from typing import Any, Generic, Protocol, TypeVar
 
 #: Items whose content is compared with what was read: the newest this many.
@@ -63,11 +62,31 @@ def starts_with(
         if size > len(given) or _as_list(given[:size]) != _as_list(originals):
             return False
         contents = remembered.contents
-        if contents is None:
-            return True
-        checked = chain(also_checked, range(max(0, size - CHECKED), size))
-        return all(content(given[p]) == contents[p] for p in checked)
-    except Exception:  # an odd object's __eq__ or content failed: read whole
+        return contents is None or contents_unchanged(
+            given, contents, lambda batch: list(map(content, batch)), also_checked
+        )
+    except Exception:  # an odd object's __eq__ failed: read whole
+        return False
+
+
+def contents_unchanged(
+    items: Sequence[Any],
+    contents: Sequence[Any],
+    read: Callable[[Sequence[Any]], list[Any]],
+    also_checked: Iterable[int] = (),
+) -> bool:
+    """Whether the items an app edits in place still hold what was read: ``read`` (the
+    contents of a batch of items) of the newest CHECKED of the first ``len(contents)``
+    items, and of those at ``also_checked``, equals ``contents`` there. A comparison or
+    read that fails is a change."""
+    size = len(contents)
+    tail = max(0, size - CHECKED)
+    named = [p for p in also_checked if p < tail]
+    try:
+        if read(items[tail:size]) != list(contents[tail:size]):
+            return False
+        return not named or read([items[p] for p in named]) == [contents[p] for p in named]
+    except Exception:
         return False
 
 
