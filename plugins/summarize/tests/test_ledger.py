@@ -116,6 +116,48 @@ def test_a_turn_reads_its_new_units_and_asks_for_few_summaries(
     assert quiet >= 10
 
 
+def test_a_ledger_another_thread_read_past_this_visit_is_not_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The race the concurrency test met once in CI: a visit chooses a ledger, and
+    before it reads, another visit (a longer view of the same conversation) reads that
+    ledger past this visit's current turn. The visit then reads a ledger of its own and
+    gets the candidates a fresh strategy gets."""
+    counter = get_counter("approx")
+    messages = chat(200)
+    conversation = Conversation(messages[:60])
+    first = conversation.view(counter, 300)
+    conversation.extend(messages[60:100])
+    middle = conversation.view(counter, 300)
+    conversation.extend(messages[100:])
+    last = conversation.view(counter, 300)
+    ledgers = ledger.Ledgers()
+    ledgers.candidates(first)  # the ledger both later visits choose
+    extend = ledger.Ledger.extend
+    overtaken: list[bool] = []
+
+    def overtaking(self: ledger.Ledger, history: Any, must_keep: Any, frontier: int) -> Any:
+        if history is middle and not overtaken:
+            overtaken.append(True)
+            ledgers.candidates(last)  # "another thread", between choosing and reading
+        return extend(self, history, must_keep, frontier)
+
+    monkeypatch.setattr(ledger.Ledger, "extend", overtaking)
+    raced = ledgers.candidates(middle)
+    monkeypatch.setattr(ledger.Ledger, "extend", extend)
+    assert overtaken
+    alone = ledger.Ledgers().candidates(Conversation(messages[:100]).view(counter, 300))
+    assert len(raced) == len(alone)
+    assert raced.units(0, len(raced)) == alone.units(0, len(alone))
+    assert [raced.key(i) for i in range(len(raced) + 1)] == [
+        alone.key(i) for i in range(len(alone) + 1)
+    ]
+    assert [raced.tokens(i) for i in range(len(raced) + 1)] == [
+        alone.tokens(i) for i in range(len(alone) + 1)
+    ]
+    assert raced.refs(len(raced)) == alone.refs(len(alone))
+
+
 def test_prefix_keys_are_those_caches_already_hold() -> None:
     """The key of a prefix hashes each unit's text, then the chain of those hashes: the
     same key a cache (a SQLite file, Redis) was written under by earlier versions."""

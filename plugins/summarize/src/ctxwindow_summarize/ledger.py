@@ -65,10 +65,14 @@ class Ledger:
 
     def extend(
         self, history: History, must_keep: Mapping[int, str], frontier: int
-    ) -> tuple[int, hashlib._Hash]:
+    ) -> tuple[int, hashlib._Hash] | None:
         """Read the units up to ``frontier``; the number of summarizable units before
-        it, and the running hash after them (a copy: another visit may read on)."""
+        it, and the running hash after them (a copy: another visit may read on). None
+        when the ledger no longer serves this visit: another thread read it past
+        ``frontier``, or with other must-keep units, after this visit chose it."""
         with self.lock:
+            if not self.serves(history, must_keep, frontier):
+                return None
             for unit in range(self.frontier, frontier):
                 if unit in must_keep:
                     self.excluded.append(unit)
@@ -89,11 +93,16 @@ class Candidates:
     stands for the first ``i`` of them."""
 
     def __init__(
-        self, history: History, ledger: Ledger, must_keep: Mapping[int, str], frontier: int
+        self,
+        history: History,
+        ledger: Ledger,
+        read: tuple[int, hashlib._Hash],
+        must_keep: Mapping[int, str],
+        frontier: int,
     ) -> None:
         self.history = history
         self.ledger = ledger
-        self.settled, running = ledger.extend(history, must_keep, frontier)
+        self.settled, running = read
         self.tail = [u for u in range(frontier, len(history.units)) if u not in must_keep]
         self.tail_sums = [ledger.sums[self.settled]]
         self.tail_keys: list[str] = []
@@ -172,11 +181,17 @@ class Ledgers:
                 del self._ledgers[next(iter(self._ledgers))]
             serving = [x for x in ledgers if x.serves(history, must_keep, frontier)]
             ledger = max(serving, key=lambda x: x.frontier, default=None)  # least to read
-            if ledger is None:
-                ledger = Ledger(exact_counter(history))
+        # Read outside the strategy-wide lock (a first visit reads the whole history);
+        # the ledger's own lock re-checks that it still serves this visit.
+        read = ledger.extend(history, must_keep, frontier) if ledger is not None else None
+        if ledger is None or read is None:
+            ledger = Ledger(exact_counter(history))
+            read = ledger.extend(history, must_keep, frontier)
+            assert read is not None, "a new ledger serves any visit"
+            with self._lock:
                 ledgers.insert(0, ledger)
                 del ledgers[LEDGERS_KEPT:]
-        return Candidates(history, ledger, must_keep, frontier)
+        return Candidates(history, ledger, read, must_keep, frontier)
 
 
 def settled_frontier(history: History) -> int:
