@@ -260,6 +260,56 @@ def test_the_benchs_cold_histories_are_unseen_and_its_warm_ones_grow() -> None:
     assert len(cold) == 2 * 3 * 2 and len(set(cold)) == len(cold)
 
 
+class _CountingEmbedder:
+    """Stands in for a model where only the bench's bookkeeping is under test: it
+    counts the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return [[float(len(text))] for text in texts]
+
+
+class RecentWithModel(BaseStrategy):
+    """Test strategy: the newest units that fit, embedding each text it reads."""
+
+    name = "test-with-model"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.embedder = _CountingEmbedder()
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        self.embedder.embed([history.unit_text(u) for u in range(len(history.units))])
+        room = history.budget - history.must_keep_tokens
+        for unit in reversed(range(len(history.units))):
+            if unit not in history.must_keep and history.unit_tokens(unit) <= room:
+                selection.keep(unit, "recent")
+                room -= history.unit_tokens(unit)
+        return selection
+
+
+def test_a_model_strategy_times_every_cold_entry_point_only_when_small(
+    ctxwindow_register: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond the smallest size a model's cold runs are its embedding, three times over:
+    the row times the Windower's and the encoding anchor, and says the others are not."""
+    from ctxwindow_eval import bench
+
+    ctxwindow_register(RecentWithModel, name="test-with-model")
+    monkeypatch.setattr(bench, "MODEL_COLD_ENTRY_POINTS_UP_TO", 60)
+    small = bench_strategy("test-with-model", 60, repeats=1)
+    large = bench_strategy("test-with-model", 80, repeats=1)
+    assert small.select_cold_ms and small.adapter_cold_ms and small.encode_all_ms
+    assert large.select_cold_ms is None and large.adapter_cold_ms is None
+    assert large.cold_ms and large.encode_all_ms and large.encode_new_ms
+    assert any("not timed" in note for note in large.notes)
+    assert not any("not timed" in note for note in small.notes)
+
+
 @pytest.mark.parametrize(
     ("payload", "says"),
     [
