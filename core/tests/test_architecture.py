@@ -87,7 +87,7 @@ def test_import_ctxwindow_imports_no_asyncio_ssl_or_optional_dependency() -> Non
     code = (
         "import sys, ctxwindow\n"
         "heavy = ('asyncio', 'ssl', 'sqlite3', 'numpy', 'tiktoken', 'tokenizers', 'redis',"
-        " 'pytest', 'hypothesis', 'argparse', 'importlib.metadata')\n"
+        " 'pytest', 'hypothesis', 'argparse', 'importlib.metadata', 'concurrent.futures')\n"
         "print(','.join(m for m in heavy if m in sys.modules))"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -212,3 +212,46 @@ def test_coverage_values_units_for_what_they_add_and_best_first_takes_them_in_tu
     # what does not fit is passed over, and nothing is taken past the room
     small = list(best_first(history, [0, 1, 2, 3], history.unit_tokens(1), lambda u: 1.0))
     assert small and all(history.unit_tokens(u) <= history.unit_tokens(1) for u in small)
+
+
+class OneSummaryTuple(BaseStrategy):
+    """Summarizes the first units with one ``covers`` tuple made on its first visit and
+    handed over again on every later one (as summarize does), keeps the newest three;
+    ``at_end`` misplaces the summary."""
+
+    name = "one-summary-tuple"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.covers: tuple[str, ...] | None = None
+        self.at_end = False
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        old = [u for u in range(4) if u not in history.must_keep]
+        for unit in old:
+            selection.summarize(unit, "old")
+        if self.covers is None:
+            self.covers = tuple(f"#{p}" for unit in old for p in history.span(unit))
+        summary = Message("system", "S.", metadata={"synthetic": True, "covers": self.covers})
+        selection.add_synthetic(summary, len(history.units) if self.at_end else old[0])
+        for unit in range(len(history.units) - 3, len(history.units)):
+            selection.keep(unit, "recent")
+        return selection
+
+
+def test_a_covers_tuple_handed_over_again_is_held_to_its_place_each_visit() -> None:
+    """The checker remembers where a covers tuple's messages are (it is linear in the
+    history to find out); a later visit that misplaces the same tuple is still caught."""
+    messages = [user(f"turn {i} " * 5) if i % 2 == 0 else assistant("ok") for i in range(12)]
+    conversation = Conversation(messages)
+    strategy = OneSummaryTuple()
+    budget = tokens(messages) - 5  # over it: the strategy runs
+    first = strategy.select(conversation, budget)
+    assert first.messages[1]["content"] == "S."  # where what it covers was
+    conversation.append(assistant("and more"))
+    conversation.append(user("next question"))
+    assert strategy.select(conversation, budget).messages[1]["content"] == "S."
+    strategy.at_end = True
+    with pytest.raises(ContractViolation, match="covers"):
+        strategy.select(conversation, budget)

@@ -340,15 +340,32 @@ def test_equal_messages_in_another_conversation_hit_the_cache(counting: Any) -> 
     assert counter.misses == 2
 
 
-def test_cached_counter_misses_count_distinct_contents() -> None:
-    counter = CachedCounter(ApproxCounter())
+def test_cached_counter_misses_count_distinct_contents(counting: Any) -> None:
+    counter = CachedCounter(counting)
     conversation = Conversation([user("same"), assistant("other"), user("same"), user("same")])
     history = conversation.view(counter, 100)
-    assert counter.misses == 2
-    assert history.total_tokens == 3 * 4 + 5
+    assert counter.misses == 2 and counting.calls == 2
+    assert history.total_tokens == conversation.view(counting, 100).total_tokens
     conversation.append(user("new"))
     conversation.view(counter, 100)
     assert counter.misses == 3
+
+
+def test_a_conversation_counts_by_length_past_the_approx_cache() -> None:
+    """Counting by length costs less than a cache lookup: a Conversation keeps its own
+    sums, so the approx counter's cache is left out, and the counts are the same."""
+    counter = CachedCounter(ApproxCounter())
+    messages = [
+        user("same"),
+        assistant("other"),
+        calls("c1"),
+        result("c1", "result " * 9),
+        user("same"),
+    ]
+    history = Conversation(messages).view(counter, 100)
+    assert counter.misses == 0 and len(counter) == 0
+    each = [counter.count_message(message) for message in history.messages]
+    assert [history.tokens(p) for p in range(len(messages))] == each
 
 
 def test_selecting_a_growing_conversation_counts_only_new_messages(counting: Any) -> None:

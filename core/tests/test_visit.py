@@ -249,6 +249,31 @@ def test_budget_too_small_without_a_user_message_even_when_truncating() -> None:
     with pytest.raises(BudgetTooSmall) as raised:
         select(messages, 50, oversize="truncate")
     assert (raised.value.needed, raised.value.budget) == (103, 50)
+    assert raised.value.position == 0
+    assert raised.value.biggest_tokens == ctxwindow.get_counter().count_message(
+        ctxwindow.Message.from_dict(messages[0])
+    )
+
+
+def test_budget_too_small_gives_the_biggest_as_data() -> None:
+    """Callers read which message is too big from attributes, never from the text."""
+    messages = conversation()
+    messages[10]["content"] = "z" * 400
+    with pytest.raises(BudgetTooSmall) as raised:
+        select(messages, MUST_KEEP, oversize="raise")
+    error = raised.value
+    counter = ctxwindow.get_counter()
+    assert error.position == 10
+    assert error.biggest_tokens == counter.count_message(ctxwindow.Message.from_dict(messages[10]))
+    assert error.biggest is not None and error.biggest.startswith("message 10, a user message")
+    assert f"{error.biggest_tokens:,} tokens" in str(error)
+
+
+def test_budget_too_small_keeps_its_old_constructor() -> None:
+    error = BudgetTooSmall(10, 5, "shorten it", "message 1")
+    assert (error.needed, error.budget, error.biggest) == (10, 5, "message 1")
+    assert error.position is None and error.biggest_tokens is None
+    assert str(error).endswith("the biggest is message 1; raise the budget, or shorten it")
 
 
 def test_input_is_never_modified() -> None:

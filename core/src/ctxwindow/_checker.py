@@ -9,7 +9,11 @@ tests hold strategies and this checker to.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ctxwindow._history import History
 from ctxwindow._messages import Message
@@ -95,11 +99,10 @@ def _placement_problems(
         covers = next(made).metadata.get("covers")
         if not isinstance(covers, (list, tuple)) or not covers:
             continue
-        found = [_covered(ref, history) for ref in covers]
-        covered = [p for p in found if p is not None]
-        if len(covered) < len(found):
+        span = _SPANS.span(covers, history)
+        if span is None:
             continue  # refers to something else: nothing to hold it to
-        low, high = min(covered), max(covered)
+        low, high = span
         before = [p for p in positions[:index] if p is not None and p > high]
         after = [p for p in positions[index + 1 :] if p is not None and p < low]
         if before or after:
@@ -109,6 +112,55 @@ def _placement_problems(
                 f"goes where what it covers was"
             )
     return problems
+
+
+class _CoverSpans:
+    """The first and last position each recent ``covers`` tuple names, per conversation.
+
+    A summary covers nearly the whole history, so resolving its references is linear in
+    the history; a strategy that keeps a summary across turns hands over the same tuple
+    each turn, and a conversation only grows, so what a tuple named stays where it was.
+    Tuples only (a list may be changed in place), held strongly so that an ``id`` is
+    never reused while remembered; the conversation weakly. Thread-safe, bounded."""
+
+    KEPT = 16
+
+    def __init__(self) -> None:
+        self._spans: OrderedDict[tuple[int, int], tuple[Any, Any, tuple[int, int]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def span(self, covers: Sequence[object], history: History) -> tuple[int, int] | None:
+        """(low, high) of the positions ``covers`` names, or None when one names none."""
+        if not isinstance(covers, tuple):
+            return _resolve(covers, history)
+        conversation = history.conversation
+        key = (id(covers), id(conversation))
+        with self._lock:
+            held = self._spans.get(key)
+            if held is not None:
+                self._spans.move_to_end(key)
+        if held is not None:
+            kept, owner, remembered = held
+            if kept is covers and owner() is conversation and remembered[1] < len(history):
+                return remembered
+        span = _resolve(covers, history)
+        if span is not None:
+            with self._lock:
+                self._spans[key] = (covers, weakref.ref(conversation), span)
+                while len(self._spans) > self.KEPT:
+                    self._spans.popitem(last=False)
+        return span
+
+
+_SPANS = _CoverSpans()
+
+
+def _resolve(covers: Sequence[object], history: History) -> tuple[int, int] | None:
+    found = [_covered(ref, history) for ref in covers]
+    covered = [p for p in found if p is not None]
+    if len(covered) < len(found):
+        return None
+    return min(covered), max(covered)
 
 
 def _covered(ref: object, history: History) -> int | None:
@@ -162,9 +214,17 @@ def stand_in_problems(position: int, original: Message, stand_in: object) -> lis
     return problems
 
 
-def record_problems(actions: Sequence[str], kept: set[int], count: int) -> list[str]:
+def record_problems(
+    actions: Sequence[str],
+    kept: set[int],
+    count: int,
+    decided: Mapping[int, str] | None = None,
+) -> list[str]:
     """Whether the actions (what the record says) and the kept set (what the window
-    holds) agree: the same units kept, and only the strategy's three actions."""
+    holds) agree: the same units kept, and only the strategy's three actions.
+
+    ``decided``: the actions the strategy gave, by unit, when every other unit is
+    dropped; then the check costs what was decided, not the length of the history."""
     for unit in kept:
         if type(unit) is not int or not 0 <= unit < count:
             return [f"the selection keeps {unit!r}, which is not a unit of its history"]
@@ -173,12 +233,19 @@ def record_problems(actions: Sequence[str], kept: set[int], count: int) -> list[
                 f"unit {unit} is in the window but its record says {actions[unit]!r}; "
                 f"use keep(), drop() and summarize(), not the kept set"
             ]
+    if decided is not None:
+        return _unexpected_actions(decided.items(), kept)
     # the common case in one fast pass: every other unit dropped or summarized (mostly
     # the very "dropped" object a Selection starts with, so the count compares identities)
     listed = list(actions)
     if listed.count("dropped") + listed.count("summarized") + len(kept) == count:
         return []
-    for unit, action in enumerate(actions):
+    return _unexpected_actions(enumerate(actions), kept)
+
+
+def _unexpected_actions(actions: Iterable[tuple[int, str]], kept: set[int]) -> list[str]:
+    """A unit recorded as kept that the window lacks, or an action not the strategy's."""
+    for unit, action in actions:
         if action == "kept" and unit not in kept:
             return [
                 f"unit {unit} is recorded as kept but is not in the window; "

@@ -16,9 +16,18 @@ from itertools import repeat
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar, overload
 
-from ctxwindow._messages import INSTRUCTION_ROLES, Message, check_message_list, read_message
+from ctxwindow._messages import (
+    INSTRUCTION_ROLES,
+    Message,
+    Simple,
+    ToolCall,
+    check_message_list,
+    read_common,
+    read_message,
+    simple_message,
+)
 from ctxwindow._selection import Selection
-from ctxwindow._tokens import TokenCounter
+from ctxwindow._tokens import TokenCounter, direct
 from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
 from ctxwindow.kit._prefixes import contents_unchanged
 
@@ -70,7 +79,9 @@ class Conversation:
     def __init__(self, messages: Iterable[Any] = ()) -> None:
         self._lock = threading.RLock()
         self._originals: list[Any] = []
-        self._messages: list[Message] = []
+        #: Each message read: a Message, or the fields of a simple dict whose Message is
+        #: built when first asked for (see :meth:`message`).
+        self._messages: list[Message | Simple] = []
         self._starts: list[int] = []
         self._stops: list[int] = []
         self._unit_of: list[int] = []
@@ -89,6 +100,9 @@ class Conversation:
         self._sums: dict[int, tuple[object, list[int]]] = {}  # by id of the exact counter
         self._ids: dict[str, int] = {}  # each message id's first position
         self._contents: list[Any] = []  # each original's ``content`` as read
+        #: Whether every original is a dict: then ``_contents`` is what the remembered
+        #: histories compare a caller's list with (see :mod:`ctxwindow._recent`).
+        self.all_dicts = True
         #: The conversation read again after an edit in place was seen: it holds the
         #: history from then on, and this one only forwards to it (the views taken
         #: before stay as they were).
@@ -124,58 +138,114 @@ class Conversation:
 
     def extend(self, messages: Iterable[Any]) -> None:
         """Append several messages: all of them, or none if one is invalid."""
-        if self._successor is not None:
-            self._live().extend(messages)
-            return
         with self._lock:
+            if self._successor is not None:  # checked under the lock: _reread sets it
+                self._live().extend(messages)
+                return
             start = len(self._messages)
-            entries = list(check_message_list(messages))
+            entries: list[Any] = list(check_message_list(messages))
             with _collector_paused(len(entries)):
-                parsed = [read_message(entry, start + i) for i, entry in enumerate(entries)]
-            for position, message in enumerate(parsed, start):
-                self._group(position, message)
-                # an instruction stays; a made one (an earlier visit's summary) is content
-                if (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned:
-                    self._kept_always.append(position)
-                if message.tool_calls or message.function_call is not None:
-                    self._calls_tools = True
-                if message.id is not None:
-                    self._ids.setdefault(message.id, position)
-                if message.role == "user":
-                    self._newest_user = position
-                    if self._first_user is None:
-                        self._first_user = position
+                parsed = [
+                    read_common(entry) or read_message(entry, index)
+                    for index, entry in enumerate(entries, start)
+                ]
+                self._note(start, parsed)
             self._originals.extend(entries)
-            self._contents.extend(_contents(entries))
-            self._messages.extend(parsed)
+            try:  # for a list of dicts, at C speed
+                self._contents.extend(map(dict.get, entries, repeat("content")))
+            except TypeError:  # not all dicts: Messages, SDK objects, other mappings
+                self.all_dicts = False
+                del self._contents[len(self._originals) - len(entries) :]
+                self._contents.extend(map(_content_of, entries))
 
-    def _group(self, position: int, message: Message) -> None:
-        if self._open_start is None and message.role != "tool" and not message.tool_calls:
-            if message.role == "function" and self._function_call == (position - 1, message.name):
+    def message(self, position: int) -> Message:
+        """The message at ``position``, built now if it was read as a simple dict: once,
+        under the lock, so that every view and thread gets the same object."""
+        item = self._messages[position]
+        if type(item) is tuple:
+            with self._lock:
+                item = self._messages[position]
+                if type(item) is tuple:
+                    item = simple_message(item)
+                    self._messages[position] = item
+        return item  # type: ignore[return-value]
+
+    def _note(self, start: int, parsed: list[Message | Simple]) -> None:
+        """Group the messages read and note what the views need of them (the loop is
+        every cold visit's, so the common case, a simple dict, is inline)."""
+        starts, stops, unit_of, messages = self._starts, self._stops, self._unit_of, self._messages
+        for position, item in enumerate(parsed, start):
+            if type(item) is not tuple:
+                self._read_message(position, item)  # type: ignore[arg-type]
+                continue
+            role = item[0]
+            if self._open_start is None and role != "tool":  # a unit of its own
+                unit_of.append(len(starts))
+                starts.append(position)
+                stops.append(position + 1)
+            else:
+                self._group(position, role, (), item[2], None)
+            if role == "user":
+                self._newest_user = position
+                if self._first_user is None:
+                    self._first_user = position
+            elif role in INSTRUCTION_ROLES:
+                self._kept_always.append(position)
+            messages.append(item)
+
+    def _read_message(self, position: int, message: Message) -> None:
+        """Group and note a message read whole."""
+        self._group(position, message.role, message.tool_calls, message.tool_call_id, message)
+        # an instruction stays; a made one (an earlier visit's summary) is content
+        if (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned:
+            self._kept_always.append(position)
+        if message.tool_calls or message.function_call is not None:
+            self._calls_tools = True
+        if message.id is not None:
+            self._ids.setdefault(message.id, position)
+        if message.role == "user":
+            self._newest_user = position
+            if self._first_user is None:
+                self._first_user = position
+        self._messages.append(message)
+
+    def _group(
+        self,
+        position: int,
+        role: str,
+        tool_calls: tuple[ToolCall, ...],
+        tool_call_id: str | None,
+        message: Message | None,
+    ) -> None:
+        """Put the message at ``position`` in its unit (``message``: None for a simple
+        one, which has no legacy function call or name)."""
+        if self._open_start is None and role != "tool" and not tool_calls:
+            name = message.name if message is not None else None
+            if role == "function" and self._function_call == (position - 1, name):
                 self._unit_of.append(len(self._starts) - 1)  # joins its call's unit
                 self._stops[-1] = position + 1
                 return
             self._unit_of.append(len(self._starts))  # the common case: a unit of its own
             self._starts.append(position)
             self._stops.append(position + 1)
-            if message.function_call is not None:
+            if message is not None and message.function_call is not None:
                 self._function_call = (position, message.function_call.name)
             return
         self._unit_of.append(NOT_UNIT)
         if self._open_start is not None:
-            if message.role == "tool" and message.tool_call_id in self._open_pending:
-                self._open_pending.discard(message.tool_call_id)
+            if role == "tool" and tool_call_id in self._open_pending:
+                self._open_pending.discard(tool_call_id)
                 if not self._open_pending:
                     self._close_unit(self._open_start, position + 1)
                     self._open_start = None
                 return
             self._defects.append(unanswered_calls(self._open_start, position, self._open_pending))
             self._open_start = None
-        if message.role == "assistant" and message.tool_calls:
+        if role == "assistant" and tool_calls:
             self._open_start = position
-            self._open_pending = {call.id for call in message.tool_calls}
-        elif message.role == "tool":
-            self._defects.append(orphan_result(position, message.tool_call_id))
+            self._open_pending = {call.id for call in tool_calls}
+        elif role == "tool":
+            self._defects.append(orphan_result(position, tool_call_id))
         else:
             self._close_unit(position, position + 1)
 
@@ -200,9 +270,19 @@ class Conversation:
                 del self._sums[next(iter(self._sums))]
             sums = entry[1]
             total = sums[-1]
-            with _collector_paused(upto - len(sums) + 1):
-                for message in self._messages[len(sums) - 1 : upto]:
-                    total += counter.count_message(message)
+            counting = direct(counter)
+            count = counting.count_message
+            # a simple dict's count without its Message, when the counter can
+            simple = getattr(counting, "count_simple", None)
+            start = len(sums) - 1
+            with _collector_paused(upto - start):
+                for position, item in enumerate(self._messages[start:upto], start):
+                    if not isinstance(item, tuple):
+                        total += count(item)
+                    elif simple is not None:
+                        total += simple(*item)
+                    else:
+                        total += count(self.message(position))
                     sums.append(total)
             return sums
 
@@ -384,7 +464,7 @@ class History:
     # -- reading -----------------------------------------------------------------
     def _message(self, position: int) -> Message:
         replaced = self._replacements.get(position) if self._replacements else None
-        return replaced[0] if replaced else self._conversation._messages[position]
+        return replaced[0] if replaced else self._conversation.message(position)
 
     def _unit(self, index: int) -> Unit:
         return Unit(index, self._starts[index], self._stops[index])
@@ -395,7 +475,9 @@ class History:
         return unit if 0 <= unit < self._unit_count else None
 
     def span(self, unit: int) -> range:
-        return range(self._starts[unit], self._stops[unit])
+        # at most this view's size: the conversation may have grown since, and a legacy
+        # function result that came later joins its call's unit (the stop moves on)
+        return range(self._starts[unit], min(self._stops[unit], self._size))
 
     def tokens(self, position: int) -> int:
         if self._replacements and position in self._replacements:
@@ -403,7 +485,7 @@ class History:
         return self._sums[position + 1] - self._sums[position]
 
     def unit_tokens(self, unit: int) -> int:
-        start, stop = self._starts[unit], self._stops[unit]
+        start, stop = self._starts[unit], min(self._stops[unit], self._size)
         total = self._sums[stop] - self._sums[start]
         return total + self._unit_change.get(unit, 0) if self._unit_change else total
 
@@ -480,7 +562,8 @@ class History:
         return list(self._originals[: self._size])
 
     def message_id(self, position: int) -> str | None:
-        return self._conversation._messages[position].id
+        item = self._conversation._messages[position]
+        return None if isinstance(item, tuple) else item.id  # a simple dict has no id
 
     def position_of_id(self, message_id: str) -> int | None:
         """The first position of the message with this id, in this view (None if none)."""
@@ -498,7 +581,7 @@ class History:
         for position in kept_always:
             unit = self.unit_of(position)
             if unit is not None and unit not in reasons:
-                message = self._conversation._messages[position]
+                message = self._conversation.message(position)
                 reasons[unit] = (
                     f"{message.role} message" if message.role in INSTRUCTION_ROLES else "pinned"
                 )

@@ -377,6 +377,9 @@ _set_role, _set_content, _set_name, _set_calls, _set_call_id, _set_id, _set_meta
 _set_refusal, _set_function_call, _set_audio = map(
     _slot_setter, ("refusal", "function_call", "audio")
 )
+_set_call_id_field, _set_call_name, _set_call_arguments, _set_call_type = (
+    ToolCall.__dict__[name].__set__ for name in ("id", "name", "arguments", "type")
+)
 
 
 def _validated(
@@ -406,6 +409,80 @@ def _validated(
     _set_function_call(message, extras[1])
     _set_audio(message, extras[2])
     return message
+
+
+#: A message read but not yet built: ``(role, content, tool_call_id)``, for the shapes
+#: nearly every history is made of (see :func:`read_common`).
+Simple = tuple[str, str, str | None]
+#: The roles whose ``{"role": ..., "content": "..."}`` dict is valid as it is.
+_SIMPLE_ROLES = ("user", "assistant", "system", "developer")
+
+
+def read_common(data: object) -> Simple | Message | None:
+    """A dict of one of the shapes nearly every history is made of, read with a few
+    lookups (reading is most of a cold visit's cost); None for any other entry, which
+    :func:`read_message` reads and checks in full.
+
+    Exactly ``{"role", "content"}`` with string content (a tool result: with its
+    ``tool_call_id`` too) is valid as it is, and its Message would hold nothing more:
+    its fields are returned, and :func:`simple_message` builds the Message when
+    something asks for it. An assistant's ``{"role", "content", "tool_calls"}`` with
+    plain function calls is returned as its Message.
+    """
+    if type(data) is not dict:
+        return None
+    size = len(data)
+    if size == 2:
+        role = data.get("role")
+        content = data.get("content")
+        # a tuple, not a set: a role that is not a string (a list) is unhashable
+        if type(content) is str and role in _SIMPLE_ROLES:
+            return role, content, None
+    elif size == 3:
+        role = data.get("role")
+        content = data.get("content")
+        if role == "tool":
+            call_id = data.get("tool_call_id")
+            if type(content) is str and type(call_id) is str and call_id:
+                return "tool", content, call_id
+        elif role == "assistant" and (content is None or type(content) is str):
+            calls = _function_calls(data.get("tool_calls"))
+            if calls:
+                return _validated(role, content, None, calls, None, None, _EMPTY, _NO_EXTRAS)
+    return None
+
+
+def _function_calls(calls: object) -> tuple[ToolCall, ...] | None:
+    """Plain function calls (``{"id", "type": "function", "function": {"name",
+    "arguments"}}``, all strings, ids distinct) as ToolCalls; None for anything else."""
+    if type(calls) is not list:
+        return None
+    read = []
+    for call in calls:
+        if type(call) is not dict or len(call) != 3 or call.get("type") != "function":
+            return None
+        call_id = call.get("id")
+        body = call.get("function")
+        if type(call_id) is not str or not call_id or type(body) is not dict or len(body) != 2:
+            return None
+        name, arguments = body.get("name"), body.get("arguments")
+        if type(name) is not str or type(arguments) is not str:
+            return None
+        made = _new(ToolCall)
+        _set_call_id_field(made, call_id)
+        _set_call_name(made, name)
+        _set_call_arguments(made, arguments)
+        _set_call_type(made, "function")
+        read.append(made)
+    if len({call.id for call in read}) != len(read):
+        return None  # read_message says which id repeats
+    return tuple(read)
+
+
+def simple_message(fields: Simple) -> Message:
+    """The Message of fields :func:`read_common` read (valid, so not checked again)."""
+    role, content, call_id = fields
+    return _validated(role, content, None, (), call_id, None, _EMPTY, _NO_EXTRAS)
 
 
 def check_message_list(messages: object) -> Iterable[object]:
@@ -546,7 +623,13 @@ def _read_tool_call(index: int | None, number: int, call: object) -> ToolCall:
         )
     given = body.get("input" if body_key == "custom" else "arguments", "")
     arguments = _arguments(index, given, f"tool call {number}'s")
-    return ToolCall(call_id, name, arguments, kind or "function")
+    # every field checked above, as ToolCall's own check would: built without it
+    made = _new(ToolCall)
+    _set_call_id_field(made, call_id)
+    _set_call_name(made, name)
+    _set_call_arguments(made, arguments)
+    _set_call_type(made, kind or "function")
+    return made
 
 
 def _arguments(index: int | None, arguments: object, owner: str) -> str:

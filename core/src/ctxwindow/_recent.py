@@ -15,7 +15,6 @@ growth and the view hold the Conversation's own lock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import repeat
 from typing import Any
 
 from ctxwindow._history import Conversation, History
@@ -26,7 +25,8 @@ from ctxwindow.kit._prefixes import REMEMBER_FROM, RecentLists, starts_with
 
 class _Entry:
     """A remembered history: its Conversation and, per message, its ``content`` as read
-    (for dict messages; None when the history holds anything else)."""
+    (the Conversation's own list, for dict messages; None when the history holds
+    anything else)."""
 
     __slots__ = ("contents", "conversation")
 
@@ -37,14 +37,6 @@ class _Entry:
     @property
     def originals(self) -> Sequence[Any]:
         return self.conversation._originals
-
-
-def _contents(messages: Sequence[Any]) -> list[Any] | None:
-    """Each dict message's ``content`` value; None unless all are dicts."""
-    try:
-        return list(map(dict.get, messages, repeat("content")))
-    except TypeError:  # not all dicts: Messages (frozen) or a framework's objects
-        return None
 
 
 def _content(message: Any) -> Any:
@@ -82,7 +74,8 @@ class RecentHistories:
                 )
             self.remembered.remember(entry)
             return history
-        entry = _Entry(Conversation(given), _contents(given))
+        conversation = Conversation(given)
+        entry = _Entry(conversation, conversation._contents if conversation.all_dicts else None)
         if remember:
             self.remembered.remember(entry)
         return entry.conversation.view(
@@ -95,13 +88,10 @@ class RecentHistories:
         a message is invalid, which raises InvalidMessage naming its position)."""
         if not new:
             return
-        entry.conversation.extend(new)
-        contents = entry.contents
-        added = _contents(new) if contents is not None else None
-        if contents is None or added is None:
+        conversation = entry.conversation
+        conversation.extend(new)  # the entry's contents are the conversation's: grown too
+        if not conversation.all_dicts:
             entry.contents = None  # from here on, compared by value alone
-        else:
-            contents.extend(added)
 
     def clear(self) -> None:
         """Forget every remembered history."""

@@ -26,8 +26,12 @@ class Selection:
         count = len(history.units)
         self.history = history
         self._count = count
-        self.actions: list[str] = ["dropped"] * count
-        self.reasons: list[str | None] = [None] * count
+        #: The decisions made, by unit, until ``actions`` or ``reasons`` is first read:
+        #: a visit that only keeps, drops and summarizes costs what it decides, not
+        #: what the history holds (every unit not here is dropped, with no reason).
+        self._decided: dict[int, tuple[str, str | None]] | None = {}
+        self._actions: list[str] = []
+        self._reasons: list[str | None] = []
         #: The reason of every unit given none of its own (None in ``reasons``).
         self.default_reason = DROPPED_BY_DEFAULT
         self.scores: dict[int, float] = {}
@@ -41,6 +45,48 @@ class Selection:
         self.stages: list[Any] = []
         for unit, reason in history.must_keep.items():
             self.keep(unit, reason)
+
+    @property
+    def actions(self) -> list[str]:
+        """Each unit's action, by unit: ``kept``, ``dropped`` (the start) or ``summarized``."""
+        if self._decided is not None:
+            self._spell_out()
+        return self._actions
+
+    @actions.setter
+    def actions(self, actions: list[str]) -> None:
+        if self._decided is not None:
+            self._spell_out()  # first, so that the reasons stay
+        self._actions = actions
+
+    @property
+    def reasons(self) -> list[str | None]:
+        """Each unit's reason, by unit (None: :attr:`default_reason`)."""
+        if self._decided is not None:
+            self._spell_out()
+        return self._reasons
+
+    @reasons.setter
+    def reasons(self, reasons: list[str | None]) -> None:
+        if self._decided is not None:
+            self._spell_out()  # first, so that the actions stay
+        self._reasons = reasons
+
+    def _spell_out(self) -> None:
+        """The decisions as one list of actions and one of reasons (kept from then on)."""
+        decided, self._decided = self._decided or {}, None
+        actions: list[str] = ["dropped"] * self._count
+        reasons: list[str | None] = [None] * self._count
+        for unit, (action, reason) in decided.items():
+            actions[unit] = action
+            reasons[unit] = reason
+        self._actions, self._reasons = actions, reasons
+
+    def _decisions(self) -> dict[int, tuple[str, str | None]] | None:
+        """The decisions made so far, by unit (a copy; units not in it are dropped with
+        no reason), or None once ``actions`` or ``reasons`` has been read: then those
+        lists hold everything."""
+        return None if self._decided is None else dict(self._decided)
 
     def keep(self, unit: int, reason: str, score: float | None = None) -> None:
         self.kept.add(self._decide(unit, "kept", reason, score))
@@ -96,8 +142,12 @@ class Selection:
             raise InvalidSelection(
                 f"the reason for unit {unit} must be a string, got {type(reason).__name__}"
             )
-        self.actions[unit] = action
-        self.reasons[unit] = reason
+        decided = self._decided
+        if decided is not None:
+            decided[unit] = (action, reason)
+        else:
+            self._actions[unit] = action
+            self._reasons[unit] = reason
         if score is not None:
             try:
                 self.scores[unit] = float(score)
@@ -121,4 +171,10 @@ class Selection:
         return index
 
     def reason(self, unit: int) -> str:
-        return self.reasons[unit] or self.default_reason
+        decided = self._decided
+        if decided is None:
+            return self._reasons[unit] or self.default_reason
+        if not -self._count <= unit < self._count:
+            raise IndexError(unit)
+        given = decided.get(unit % self._count)
+        return (given[1] if given else None) or self.default_reason

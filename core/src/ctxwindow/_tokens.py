@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ctxwindow._messages import Message
+from ctxwindow._messages import Message, simple_message
 from ctxwindow.errors import CounterFailed, CtxWindowError, InvalidOption
 from ctxwindow.hookspecs import RegisterTokenCounter, hookimpl
 
@@ -105,6 +105,12 @@ class ApproxCounter:
 
     def count_text(self, text: str) -> int:
         return math.ceil(len(text) / self.chars_per_token)
+
+    def count_simple(self, role: str, content: str, tool_call_id: str | None) -> int:
+        """What :meth:`count_message` gives a message of string ``content`` and nothing
+        else but, for a tool result, its call id: counted without building it."""
+        chars = len(content) + len(tool_call_id) if tool_call_id else len(content)
+        return self.message_overhead + math.ceil(chars / self.chars_per_token)
 
     def count_message(self, message: Message) -> int:
         if _plain(message):
@@ -224,6 +230,14 @@ def counter_problem(counter: object) -> str | None:
     return None
 
 
+def direct(counter: TokenCounter) -> TokenCounter:
+    """The counter to count with where counts are kept anyway (a Conversation's running
+    sums): the approx counter itself rather than its cache, since counting by length
+    costs less than a cache lookup; any other counter as given."""
+    inner = getattr(counter, "inner", None)
+    return inner if type(inner) is ApproxCounter else counter
+
+
 #: CachedCounter's default bounds: 200,000 messages, and 64 million characters of the
 #: text its keys hold (the keys share the messages' strings while those live; the bound
 #: matters once they are gone, in a long-running app).
@@ -295,6 +309,15 @@ class CachedCounter:
                 if len(self._counts) > self.max_entries or self._chars > self.max_chars:
                     self._evict()
         return count
+
+    def count_simple(self, role: str, content: str, tool_call_id: str | None) -> int:
+        """:meth:`count_message` of a simple dict's message (see
+        :func:`~ctxwindow._messages.read_simple`), which is built only on a cache miss."""
+        key = (role, content, None, (), tool_call_id, None, None, None)
+        entry = self._counts.get(key)  # the key count_message makes of its Message
+        if entry is not None:
+            return entry[0]
+        return self.count_message(simple_message((role, content, tool_call_id)))
 
     def _evict(self) -> None:
         """Forget the oldest entries, down to three quarters of both bounds."""

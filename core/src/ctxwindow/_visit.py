@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ctxwindow._checker import (
     record_problems,
@@ -32,6 +32,8 @@ from ctxwindow.kit import recent_units
 
 if TYPE_CHECKING:
     from ctxwindow._windower import Windower
+
+T = TypeVar("T")
 
 TRUNCATION_MARKER = "\n[... {removed} characters cut by ctxwindow to fit the token budget]"
 #: Between the head and the tail of a tool result the runner cut (the current turn's,
@@ -71,13 +73,65 @@ class TimeLimit:
         )
 
 
+class _ByUnit(Sequence[T]):
+    """One value per unit, held as the few that differ from a default: a visit's
+    decisions cost what the strategy decided, and are spelled out unit by unit only
+    when the record's decisions are read."""
+
+    __slots__ = ("_count", "default", "given")
+
+    def __init__(self, count: int, default: T, given: dict[int, T]) -> None:
+        self._count = count
+        self.default = default
+        self.given = given
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, unit: int) -> T: ...
+    @overload
+    def __getitem__(self, unit: slice) -> list[T]: ...
+    def __getitem__(self, unit: int | slice) -> T | list[T]:
+        if isinstance(unit, slice):
+            return [self[u] for u in range(*unit.indices(self._count))]
+        if not 0 <= unit < self._count:
+            raise IndexError(unit)
+        return self.given.get(unit, self.default)
+
+    def __setitem__(self, unit: int, value: T) -> None:
+        if not 0 <= unit < self._count:
+            raise IndexError(unit)
+        self.given[unit] = value
+
+    def __iter__(self) -> Iterator[T]:
+        given, default = self.given, self.default
+        return (given.get(unit, default) for unit in range(self._count))
+
+
+def _by_unit(
+    selection: Selection,
+) -> tuple[list[str] | _ByUnit[str], list[str | None] | _ByUnit[str | None]]:
+    """The runner's own copy of a selection's actions and reasons: lists when the
+    strategy spelled them out (read or changed them directly), else what it decided."""
+    decided = selection._decisions()
+    if decided is None:
+        return list(selection.actions), list(selection.reasons)
+    count = len(selection.history.units)
+    actions = {unit: action for unit, (action, _) in decided.items()}
+    reasons: dict[int, str | None] = {
+        unit: reason for unit, (_, reason) in decided.items() if reason is not None
+    }
+    return _ByUnit(count, "dropped", actions), _ByUnit(count, None, reasons)
+
+
 @dataclasses.dataclass
 class _Chosen:
     """The runner's own copy of a strategy's selection, checked: a Selection changed
     after the visit cannot change its window or its record."""
 
-    actions: list[str]
-    reasons: list[str | None]
+    actions: list[str] | _ByUnit[str]
+    reasons: list[str | None] | _ByUnit[str | None]
     default_reason: str
     scores: dict[int, float]
     kept: set[int]
@@ -192,7 +246,7 @@ class Visit:
             return
         newest = history.newest_user
         if policy != "truncate" or newest is None:
-            raise BudgetTooSmall(needed, self.limit, biggest=self._biggest())
+            raise BudgetTooSmall(needed, self.limit, **self._biggest())
         message = history.messages[newest]
         room = history.tokens(newest) - (needed - self.limit)
         # drafts are counted past the cache, so that they do not crowd it
@@ -203,7 +257,7 @@ class Visit:
                 self.limit,
                 "shorten the system or pinned messages: even cut to nothing, the newest "
                 "user message leaves them over budget",
-                biggest=self._biggest(),
+                **self._biggest(),
             )
         history._replace(newest, replacement)
         self.replaced[newest] = replacement
@@ -248,18 +302,24 @@ class Visit:
                 f"its head and tail kept; the whole result is in the history you passed"
             )
 
-    def _biggest(self) -> str:
-        """The biggest message that must stay, said for BudgetTooSmall."""
+    def _biggest(self) -> dict[str, Any]:
+        """The biggest message that must stay, for BudgetTooSmall: in words, and as its
+        position and tokens."""
         history = self.history
         positions = [p for unit in history.must_keep for p in history.span(unit)]
         position = max(positions, key=history.tokens)
         message = history.messages[position]
+        tokens = history.tokens(position)
         what = (
             f"the tool result for call {message.tool_call_id!r}"
             if message.role == "tool"
             else f"a {message.role} message"
         )
-        return f"message {position}, {what}, {history.tokens(position):,} tokens"
+        return {
+            "biggest": f"message {position}, {what}, {tokens:,} tokens",
+            "position": position,
+            "biggest_tokens": tokens,
+        }
 
     # -- after -------------------------------------------------------------------
     def finish(self, selection: object) -> Window[Any]:
@@ -337,9 +397,10 @@ class Visit:
                 [f"choose() returned {type(selection).__name__}, not a Selection of its history"]
             )
         count = len(history.units)
+        actions, reasons = _by_unit(selection)
         chosen = _Chosen(
-            actions=list(selection.actions),
-            reasons=list(selection.reasons),
+            actions=actions,
+            reasons=reasons,
             default_reason=str(selection.default_reason),
             scores=dict(selection.scores),
             kept=set(selection.kept),
@@ -353,7 +414,8 @@ class Visit:
         if len(chosen.actions) != count or len(chosen.reasons) != count:
             problems.append(f"the selection must hold one action and reason per unit ({count})")
         else:
-            problems.extend(record_problems(chosen.actions, chosen.kept, count))
+            decided = chosen.actions.given if isinstance(chosen.actions, _ByUnit) else None
+            problems.extend(record_problems(chosen.actions, chosen.kept, count, decided))
         problems.extend(synthetic_problems(chosen.synthetic, count))
         stand_ins = history._replacements
         if stand_ins.keys() != self.replaced.keys() or any(

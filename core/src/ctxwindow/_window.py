@@ -132,7 +132,7 @@ class WindowRecord:
         for group in _runs(in_order):
             first, last = group[0], group[-1]
             positions = [p for d in group for p in d.positions]
-            span = f"{positions[0]}" if len(positions) == 1 else f"{positions[0]}-{positions[-1]}"
+            span = _span(positions)
             units = str(first.unit) if first is last else f"{first.unit}-{last.unit}"
             score = (
                 f" (score {first.score:.3f})" if first.score is not None and first is last else ""
@@ -191,6 +191,14 @@ def decisions_from(
             )
         )
     return tuple(built)
+
+
+def _span(positions: Sequence[int]) -> str:
+    """Where a row's messages are: one position, a range, or ``-`` for a decision about
+    no message of the list (an Anthropic ``system`` parameter, kept beside it)."""
+    if not positions:
+        return "-"
+    return f"{positions[0]}" if len(positions) == 1 else f"{positions[0]}-{positions[-1]}"
 
 
 def _runs(decisions: Sequence[Decision]) -> list[list[Decision]]:

@@ -20,7 +20,6 @@ server's, does not end).
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from ctxwindow._workers import in_thread, saturated, within
 from ctxwindow.errors import ContractViolation, CtxWindowError, InvalidSelection, PluginError
 
 if TYPE_CHECKING:
+    import concurrent.futures
     from collections.abc import Awaitable
 
 
@@ -131,6 +131,8 @@ class Windower:
             with self._strategy_code():
                 selection = getattr(self.strategy, method)(visit.history)
             return visit.finish(selection)
+        import concurrent.futures  # here: only a visit under a time limit needs it
+
         future = self._worker(visit.history, method)
         if future is None or not concurrent.futures.wait((future,), timeout=limit.seconds)[0]:
             return visit.timed_out(limit)

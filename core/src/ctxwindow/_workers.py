@@ -14,7 +14,6 @@ gets no new one: its visits run out of time at once, until one ends.
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import contextvars
 import threading
 import time
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import asyncio
+    import concurrent.futures
 
 T = TypeVar("T")
 
@@ -42,6 +42,8 @@ def in_thread(
     return its future at once. A daemon, so a call that never returns cannot hold the
     process open; its own thread, so it cannot starve any pool. ``owner`` (a strategy)
     is what :func:`saturated` counts by."""
+    import concurrent.futures  # here: only a visit under a time limit needs it
+
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
     context = contextvars.copy_context()
     key = id(owner)

@@ -135,14 +135,30 @@ class DuplicateName(CtxWindowError, LookupError):
 
 class BudgetTooSmall(CtxWindowError, ValueError):
     """The messages that must be kept (system, pinned, the newest user message, the
-    current turn's newest exchange) exceed the budget; names the biggest of them."""
+    current turn's newest exchange) exceed the budget; names the biggest of them.
+
+    Besides the text, the biggest is given as data, so that a caller (an adapter
+    naming the item in its own list, an app choosing what to shorten) never parses the
+    message: ``position`` is its index in the visit's input messages and
+    ``biggest_tokens`` its size (both None when the raiser did not say), ``biggest``
+    the words that describe it.
+    """
 
     def __init__(
-        self, needed: int, budget: int, detail: str = "", biggest: str | None = None
+        self,
+        needed: int,
+        budget: int,
+        detail: str = "",
+        biggest: str | None = None,
+        *,
+        position: int | None = None,
+        biggest_tokens: int | None = None,
     ) -> None:
         self.needed = needed
         self.budget = budget
         self.biggest = biggest
+        self.position = position
+        self.biggest_tokens = biggest_tokens
         advice = detail or (
             "pass oversize='truncate' to cut the newest user message's text with a marker"
         )
