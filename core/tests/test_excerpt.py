@@ -529,3 +529,53 @@ def test_best_first_never_yields_a_candidate_worth_minus_infinity() -> None:
     assert taken == []  # alone on the heap, and still not taken
     taken = list(best_first(history, units[:3], 10**9, value))
     assert units[1] not in taken and len(taken) == 2
+
+
+# -- identifiers, as the excerpts and the coverage read them ----------------------------
+
+
+def _identifiers_one_token_at_a_time(text: str) -> frozenset[str]:
+    """The rule of kit.identifiers spelled out token by token (its former code)."""
+    token = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./@:]*[A-Za-z0-9]")
+    return frozenset(
+        t
+        for t in token.findall(text)
+        if len(t) >= 3 and (t.isupper() or any(c.isdigit() or c in "_/.@" for c in t))
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "the",
+                "flight",
+                "HAT001",
+                "card_7",
+                "a.b",
+                "x@y.io",
+                "2024-05-01",
+                "id",
+                "AB",
+                "LAX",
+                "re-book",
+                "10:30",
+                "-",
+                " ",
+                "\n",
+                "plan",
+                "12",
+                "1234",
+                "/tmp/f.txt",
+            ]
+        ),
+        max_size=40,
+    ).map(" ".join)
+)
+def test_identifiers_read_each_distinct_token_as_the_rule_says(text: str) -> None:
+    from ctxwindow.kit._coverage import has_identifier
+
+    expected = _identifiers_one_token_at_a_time(text)
+    assert identifiers(text) == expected
+    assert has_identifier(text) == bool(expected)

@@ -223,8 +223,7 @@ def calls_to(monkeypatch: pytest.MonkeyPatch, owner: type, method: str) -> list[
 def test_a_warm_turn_values_only_the_units_that_can_make_the_window(
     hashing: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # excerpts off: with them, the kit's keep_best values every older unit of an agent's
-    # history on each visit (whole or as an excerpt)
+    # excerpts off (with them: test_excerpt_ranking.py)
     strategy = SemanticWindow(embedder=hashing, cache="memory", excerpts=False)
     conversation = Conversation(agent_chat(1_500))
     strategy.select(conversation, 1_000)

@@ -15,6 +15,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow._options import Option
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from ctxwindow._history import Conversation, History
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./@:]*[A-Za-z0-9]")
+#: What makes a token of three or more characters an identifier, short of capitals.
+_MARK = re.compile(r"[0-9_/.@]")
 #: Novelty counts new identifiers per this many tokens of the unit.
 NOVELTY_TOKENS = 10
 
@@ -46,13 +49,19 @@ def identifiers(text: str) -> frozenset[str]:
     """The identifiers in ``text``: tokens of three or more characters that hold a
     digit, an underscore, a slash, a dot or an at sign inside, or are written in
     capitals (ids, codes, numbers, dates, paths, emails, flight numbers, airports)."""
-    found = set()
-    for token in _TOKEN.findall(text):
-        if len(token) < 3:
-            continue
-        if token.isupper() or any(c.isdigit() or c in "_/.@" for c in token):
-            found.add(token)
-    return frozenset(found)
+    # each distinct token is judged once (prose repeats its words)
+    return frozenset(filter(_is_identifier, set(_TOKEN.findall(text))))
+
+
+def has_identifier(text: str) -> bool:
+    """Whether ``text`` holds any identifier (:func:`identifiers`)."""
+    return any(map(_is_identifier, set(_TOKEN.findall(text))))
+
+
+def _is_identifier(token: str) -> bool:
+    """The test of :func:`identifiers`, its marks found by one regex search rather than
+    a Python loop over the token's characters."""
+    return len(token) >= 3 and (token.isupper() or _MARK.search(token) is not None)
 
 
 class _UnitIdentifiers:
@@ -141,13 +150,17 @@ class Coverage:
         first = self._memo.spoken_first.get(identifier)
         return (first is not None and first < self._stable) or identifier in self._spoken_later
 
-    def novelty_of(self, found: frozenset[str], tokens: int) -> float:
-        """The novelty of a text holding ``found`` at ``tokens`` (an excerpt's)."""
-        return self.weight * self.worth(found - self.covered) * NOVELTY_TOKENS / max(tokens, 1)
+    def novelty_of(
+        self, found: frozenset[str], tokens: int, covered: AbstractSet[str] | None = None
+    ) -> float:
+        """The novelty of a text holding ``found`` at ``tokens`` (an excerpt's), against
+        what the window covers (or ``covered``: what it covered before, say)."""
+        new = found - (self.covered if covered is None else covered)
+        return self.weight * self.worth(new) * NOVELTY_TOKENS / max(tokens, 1)
 
-    def novelty(self, unit: int) -> float:
-        new = self.weight * self.worth(self.of(unit) - self.covered)
-        return new * NOVELTY_TOKENS / max(self.history.unit_tokens(unit), 1)
+    def novelty(self, unit: int, covered: AbstractSet[str] | None = None) -> float:
+        """The novelty of ``unit`` (see :meth:`novelty_of`)."""
+        return self.novelty_of(self.of(unit), self.history.unit_tokens(unit), covered)
 
 
 def _read_spoken(history: History, memo: _UnitIdentifiers, stable: int) -> frozenset[str]:

@@ -15,12 +15,13 @@ import math
 import re
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow._options import Option
-from ctxwindow.kit._coverage import Coverage, best_first, identifiers
+from ctxwindow.kit._coverage import Coverage, best_first, has_identifier, identifiers
 
 if TYPE_CHECKING:
     from ctxwindow._history import Conversation, History
@@ -156,7 +157,7 @@ def _row(record: dict[str, Any], ids: frozenset[str]) -> dict[str, str]:
 
 def _lines_with_identifiers(text: str) -> str | None:
     lines = (line.strip() for line in text.splitlines())
-    return "\n".join(line for line in lines if line and identifiers(line)) or None
+    return "\n".join(line for line in lines if line and has_identifier(line)) or None
 
 
 def excerpt_text(text: str) -> str | None:
@@ -189,6 +190,12 @@ class Excerpt:
     text: str
     reason: str
 
+    @cached_property
+    def identifiers(self) -> frozenset[str]:
+        """The identifiers of :attr:`text`, read once (an excerpt is memoised with its
+        conversation, and valued on every visit that offers it)."""
+        return identifiers(self.text)
+
 
 class _Memo:
     """A conversation's excerpts by unit span, for each of the counters last used:
@@ -220,7 +227,8 @@ def excerpt_unit(history: History, unit: int) -> Excerpt | None:
     when the unit holds a stand-in of the host's (it is not what the conversation
     holds). Cut once per unit of a conversation and counter."""
     span = history.span(unit)
-    if any(position in history.replacements for position in span):
+    replaced = history.replacements
+    if replaced and any(position in replaced for position in span):
         return None
     with _MEMO_LOCK:
         memo = _MEMO.get(history.conversation)
@@ -321,6 +329,14 @@ def _form(key: int) -> tuple[int, bool]:
     return (~key, True) if key < 0 else (key, False)
 
 
+#: An order over :func:`keep_best`'s keys (a unit, or ``~unit`` for its excerpt), given
+#: ``value(key)``, ``first_value(key)`` (its value before any key was taken) and
+#: ``size(key)``: the keys :func:`best_first` would yield, in its order.
+Order = Callable[
+    [Callable[[int], float], Callable[[int], float], Callable[[int], int]], Iterator[int]
+]
+
+
 def keep_best(
     history: History,
     selection: Selection,
@@ -332,6 +348,7 @@ def keep_best(
     *,
     excerpts: bool = True,
     above: float | None = None,
+    order: Order | None = None,
 ) -> int:
     """Keep the candidates best first while any fits ``room`` (see :func:`best_first`),
     each whole or, where it holds a tool result worth more per token cut
@@ -340,60 +357,111 @@ def keep_best(
     scaled by the share of tokens it keeps plus its own novelty. Room left over at the
     end restores excerpted units whole, newest first. ``reason(rank, unit, added)``
     says why a unit was kept (``added``: the identifiers it brought). Excerpts are
-    offered only with ``coverage`` (an agent's history, where identifiers count)."""
-    cut: dict[int, tuple[Excerpt, frozenset[str]]] = {}
-    if coverage is not None and excerpts:
-        for unit in candidates:
-            found = excerpt_unit(history, unit)
-            if found is not None:
-                cut[unit] = (found, identifiers(found.text))
-    taken: set[int] = set()
+    offered only with ``coverage`` (an agent's history, where identifiers count).
 
-    def size(key: int) -> int:
+    ``order`` stands in for :func:`best_first` over every candidate and excerpt (which
+    values each of them on every visit): a caller that can bound the values of all keys
+    at once values only those that can come first (``semantic``'s numpy ranking). With
+    it, ``candidates`` is not read and ``above`` is the order's to apply; an excerpt is
+    cut when its key is first valued or sized."""
+    forms = _Forms(history, score, coverage, excerpts=coverage is not None and excerpts)
+    if order is None:
+        keys = [*candidates, *(_excerpt_key(u) for u in candidates if forms.excerpt(u))]
+        chosen = best_first(history, keys, room, forms.value, above=above, size=forms.size)
+    else:
+        chosen = order(forms.value, forms.first_value, forms.size)
+    for rank, key in enumerate(chosen):
         unit, excerpt = _form(key)
-        return cut[unit][0].tokens if excerpt else history.unit_tokens(unit)
-
-    def value(key: int) -> float:
-        unit, excerpt = _form(key)
-        if unit in taken:  # the other form of it was taken
-            return -math.inf
-        if not excerpt:
-            return score(unit) + (coverage.novelty(unit) if coverage else 0.0)
-        assert coverage is not None
-        found, ids = cut[unit]
-        share = found.tokens / max(history.unit_tokens(unit), 1)
-        return score(unit) * share + coverage.novelty_of(ids, found.tokens)
-
-    keys = [*candidates, *map(_excerpt_key, cut)]
-    for rank, key in enumerate(best_first(history, keys, room, value, above=above, size=size)):
-        unit, excerpt = _form(key)
-        if unit in taken:  # its other form, valued -inf: offered only without ``above``
+        if unit in forms.taken:  # its other form, valued -inf: offered only without ``above``
             continue
-        taken.add(unit)
+        forms.taken.add(unit)
         if excerpt:
-            found, ids = cut[unit]
-            added = len(ids - coverage.covered) if coverage else 0
-            room -= _keep_excerpt(selection, found, ids, coverage, score, reason(rank, unit, added))
+            found = forms.excerpt(unit)
+            assert found is not None
+            added = len(found.identifiers - coverage.covered) if coverage else 0
+            why = reason(rank, unit, added)
+            room -= _keep_excerpt(selection, found, coverage, score, why)
             continue
         added = len(coverage.of(unit) - coverage.covered) if coverage else 0
         if coverage is not None:
             coverage.add(unit)
         selection.keep(unit, reason(rank, unit, added), _finite(score(unit)))
         room -= history.unit_tokens(unit)
-    return _restore_whole(history, selection, sorted(taken & cut.keys()), cut, room, score, reason)
+    excerpted = sorted(unit for unit in forms.taken if forms.excerpt(unit))
+    return _restore_whole(history, selection, excerpted, forms, room, score, reason)
+
+
+class _Forms:
+    """:func:`keep_best`'s keys: each unit whole, or its excerpt (``~unit``), valued and
+    sized; excerpts cut on first need (and memoised with the conversation)."""
+
+    def __init__(
+        self,
+        history: History,
+        score: Callable[[int], float],
+        coverage: Coverage | None,
+        *,
+        excerpts: bool,
+    ) -> None:
+        self.history = history
+        self.score = score
+        self.coverage = coverage
+        self.excerpts = excerpts
+        #: What the window covered before any key was taken, for ``first_value``.
+        self.covered_at_start = frozenset(coverage.covered) if coverage else frozenset()
+        self.taken: set[int] = set()
+        self._cut: dict[int, Excerpt | None] = {}
+
+    def excerpt(self, unit: int) -> Excerpt | None:
+        if not self.excerpts:
+            return None
+        if unit not in self._cut:
+            self._cut[unit] = excerpt_unit(self.history, unit)
+        return self._cut[unit]
+
+    def size(self, key: int) -> int:
+        unit, excerpt = _form(key)
+        if not excerpt:
+            return self.history.unit_tokens(unit)
+        found = self.excerpt(unit)
+        assert found is not None, "an excerpt key for a unit without an excerpt"
+        return found.tokens
+
+    def value(self, key: int) -> float:
+        unit, _excerpt = _form(key)
+        if unit in self.taken:  # the other form of it was taken
+            return -math.inf
+        return self._value(key, None)
+
+    def first_value(self, key: int) -> float:
+        return self._value(key, self.covered_at_start)
+
+    def _value(self, key: int, covered: frozenset[str] | None) -> float:
+        """The key's value with what ``covered`` holds covered (None: the coverage now)."""
+        unit, excerpt = _form(key)
+        coverage = self.coverage
+        if not excerpt:
+            if coverage is None:
+                return self.score(unit)
+            return self.score(unit) + coverage.novelty(unit, covered)
+        assert coverage is not None
+        found = self.excerpt(unit)
+        assert found is not None, "an excerpt key for a unit without an excerpt"
+        share = found.tokens / max(self.history.unit_tokens(unit), 1)
+        novelty = coverage.novelty_of(found.identifiers, found.tokens, covered)
+        return self.score(unit) * share + novelty
 
 
 def _keep_excerpt(
     selection: Selection,
     found: Excerpt,
-    ids: frozenset[str],
     coverage: Coverage | None,
     score: Callable[[int], float],
     why: str,
 ) -> int:
-    """Keep a unit as its excerpt (``ids``: the identifiers it holds); its tokens."""
+    """Keep a unit as its excerpt; its tokens."""
     if coverage is not None:
-        coverage.covered.update(ids)
+        coverage.covered.update(found.identifiers)
     for position, stand_in in found.stand_ins.items():
         selection.replace(position, stand_in, f"{why}; {found.reason}")
     if _finite(score(found.unit)) is not None:
@@ -405,7 +473,7 @@ def _restore_whole(
     history: History,
     selection: Selection,
     excerpted: list[int],
-    cut: dict[int, tuple[Excerpt, frozenset[str]]],
+    forms: _Forms,
     room: int,
     score: Callable[[int], float],
     reason: Callable[[int, int, int], str],
@@ -413,7 +481,8 @@ def _restore_whole(
     """Keep excerpted units whole instead, newest first, while the room left allows;
     the room left then."""
     for unit in reversed(excerpted):
-        found = cut[unit][0]
+        found = forms.excerpt(unit)
+        assert found is not None
         extra = history.unit_tokens(unit) - found.tokens
         if extra > room or any(p not in selection.stand_ins for p in found.stand_ins):
             continue

@@ -153,9 +153,7 @@ def _set_aside(selection: Selection, shares: bool) -> Selection:
     make sure no stage let go of what the pipeline's own budget must keep."""
     if not shares:
         selection.notes.append(SHARES_SET_ASIDE)
-    elif set(selection.history.must_keep) - {
-        unit for unit, action in enumerate(selection.actions) if action == "kept"
-    }:
+    elif not selection.kept.issuperset(selection.history.must_keep):
         raise _SharesFailed
     return selection
 
@@ -168,6 +166,23 @@ def _pinned(item: Any) -> Any:
     if isinstance(item, Message):
         return replace(item, metadata={**item.metadata, "pinned": True})
     return {**item, "metadata": {**(item.get("metadata") or {}), "pinned": True}}
+
+
+def _kept_by_every_stage(history: History) -> set[int]:
+    """The must-keep units that every stage keeps whatever the sizes, without a pin: a
+    system, developer or pinned message's, and the newest user message's. Only the
+    others are pinned for the stages, so that a stage's input grows as the caller's
+    history grows: a pinned copy of the newest user message would differ from the
+    message itself on the next turn, and the stage's runner would read its whole input
+    again, as a new conversation (its strategy's per-conversation state lost)."""
+    found = set()
+    for unit in history.must_keep:
+        for position in history.span(unit):
+            message = history.messages[position]
+            instruction = message.role in ("system", "developer") and not message.synthetic
+            if instruction or message.pinned or position == history.newest_user:
+                found.add(unit)
+    return found
 
 
 def _stand_in_for(item: Any, position: int) -> Message | None:
@@ -208,13 +223,14 @@ class _Run:
         self.records: list[WindowRecord] = []
         self.labels: list[str] = []
         replaced = history.replacements  # the host's cuts (tool results, newest user)
+        pin = set(history.must_keep) - _kept_by_every_stage(history)
         for unit in range(len(history.units)):
             for position in history.span(unit):
                 item = history.original(position)
                 if position in replaced:
                     cut = replaced[position]
                     item = cut if isinstance(item, Message) else {**item, **_content(cut)}
-                if unit in history.must_keep:
+                if unit in pin:
                     item = _pinned(item)
                 self.items.append(item)
                 self.origins.append(_Origin(position, frozenset((unit,))))

@@ -101,6 +101,8 @@ def best_first(
             continue
         unit = int(candidates[rank])
         fresh = value(unit)
+        if fresh == -math.inf:  # worth nothing now, and never again (as the kit's)
+            continue
         settle()
         if heap and fresh < -heap[0][0] and fresh < -stale:
             heapq.heappush(heap, (-fresh, rank))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -20,10 +20,14 @@ from ctxwindow.kit import (
     unit_text,
 )
 from ctxwindow_semantic.cache import EmbeddingCache, default_cache_path
-from ctxwindow_semantic.index import IndexPool, UnitIndex
+from ctxwindow_semantic.index import IndexPool, UnitIndex, dot_rows, excerpt_figures
 from ctxwindow_semantic.ranking import best_first
 from ctxwindow_semantic.scoring import fuse, spread_to_neighbours
 from ctxwindow_stores import cache_options
+
+#: Added to a bound that is not the value itself: the bound's float arithmetic runs in
+#: another order than the value's, and must not fall below it by a rounding.
+BOUND_SLACK = 1e-9
 
 
 def _share(value: float) -> str | None:
@@ -95,11 +99,9 @@ class SemanticWindow(BaseStrategy):
 
     def check_ready(self) -> None:
         """An unknown embedder, or a model that cannot be found, fails here, at
-        configuration, with the way to install it; not at the first window."""
-        embedder = get_embedder(self.options["embedder"])
-        load = getattr(embedder, "load", None)
-        if callable(load):
-            load()
+        configuration, with the way to install it; not at the first window. Building
+        the embedder checks its model's files; the model itself loads on first use."""
+        get_embedder(self.options["embedder"])
 
     @property
     def embedder(self) -> Any:
@@ -127,7 +129,7 @@ class SemanticWindow(BaseStrategy):
         wanted = self.embed([query])[0]
         dense = index.similarity(wanted, stable)
         if extra:  # the stand-in units: scored, never stored
-            dense = np.concatenate([dense, self.embed(extra) @ wanted])
+            dense = np.concatenate([dense, dot_rows(self.embed(extra), wanted)])
         fused = fuse(dense, lexical, self.options["lexical_weight"])
         return spread_to_neighbours(fused, self.options["neighbours"], self.options["reach"])
 
@@ -157,11 +159,17 @@ class SemanticWindow(BaseStrategy):
             return Coverage(history, selection.kept, spoken_weight=spoken, weight=weight)
 
         coverage = covered() if weight else None
+        holds = _identifier_counts(history, index, unit + 1) if weight else None
+        candidates, sizes, bounds, exact = _older_units(
+            history, index, relevance, unit + 1, weight * (1 + spoken), holds
+        )
         if coverage is not None and self.options["excerpts"]:
-            _keep_with_excerpts(history, selection, unit + 1, room, scores, coverage)
+            older = _Older(candidates, sizes, bounds, exact)
+            _keep_with_excerpts(
+                history, selection, index, relevance, older, unit + 1, room, scores, coverage
+            )
             return selection
         at_start = covered() if weight else None
-        holds = _identifier_counts(history, index, unit + 1) if weight else None
 
         def value(candidate: int, coverage: Coverage | None = coverage) -> float:
             if candidate == history.task_unit:
@@ -170,9 +178,6 @@ class SemanticWindow(BaseStrategy):
                 return scores[candidate]  # no identifiers: no novelty, whatever is covered
             return scores[candidate] + coverage.novelty(candidate)
 
-        candidates, sizes, bounds, exact = _older_units(
-            history, index, relevance, unit + 1, weight * (1 + spoken), holds
-        )
         chosen = best_first(
             candidates, sizes, bounds, exact, room, value, lambda u: value(u, at_start)
         )
@@ -188,18 +193,36 @@ class SemanticWindow(BaseStrategy):
         return await asyncio.to_thread(self.choose, history)
 
 
+class _Older(NamedTuple):
+    """The older units a visit may keep (see :func:`_older_units`)."""
+
+    candidates: np.ndarray
+    sizes: np.ndarray
+    bounds: np.ndarray
+    exact: np.ndarray
+
+
 def _keep_with_excerpts(
     history: History,
     selection: Selection,
+    index: UnitIndex,
+    relevance: np.ndarray,
+    older: _Older,
     stop: int,
     room: int,
     scores: list[float],
     coverage: Coverage,
 ) -> None:
-    """In an agent's history: the older units (before ``stop``) best first, each whole
-    or as the excerpt of its tool results (:func:`ctxwindow.kit.keep_best`), which
-    values every candidate on each visit."""
-    candidates = [unit for unit in range(stop) if unit not in history.must_keep]
+    """In an agent's history: the older units best first, each whole or as the excerpt
+    of its tool results (:func:`ctxwindow.kit.keep_best`), the units before ``stop``
+    (``older``). Both forms are ranked by a
+    bound of their value computed for all at once, in numpy (:func:`excerpt_bounds`), so
+    a visit values only the keys that can come first, as without excerpts."""
+    figures = _per_unit_rows(history, stop, index.excerpt_figures, excerpt_figures)
+    weight = coverage.weight * (1 + coverage.spoken_weight)
+    keys, sizes, bounds, exact = excerpt_bounds(older, figures, relevance, weight)
+    if history.task_unit is not None:
+        bounds[keys == ~history.task_unit] = math.inf
 
     def score(candidate: int) -> float:
         if candidate == history.task_unit:
@@ -209,7 +232,37 @@ def _keep_with_excerpts(
     def reason(rank: int, candidate: int, added: int) -> str:
         return _reason(history, rank, candidate, coverage, added)
 
-    keep_best(history, selection, candidates, room, score, coverage, reason)
+    def order(
+        value: Callable[[int], float],
+        first_value: Callable[[int], float],
+        _size: Callable[[int], int],
+    ) -> Iterator[int]:
+        return best_first(keys, sizes, bounds, exact, room, value, first_value)
+
+    keep_best(history, selection, [], room, score, coverage, reason, order=order)
+
+
+def excerpt_bounds(
+    older: _Older, figures: np.ndarray, relevance: np.ndarray, weight: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``keep_best``'s keys for the ``older`` units: each unit whole, then (as ``~unit``)
+    each one's excerpt where ``figures`` (tokens, identifiers) says it has one, with
+    their sizes, value bounds and where the bound is exact. An excerpt is worth at most
+    its unit's relevance (scaled by the share of tokens it keeps, when that is higher)
+    plus the novelty of all its identifiers, each worth at most ``weight``."""
+    candidates, sizes, bounds, exact = older
+    found = figures[candidates]
+    has = found[:, 0] > 0
+    units, tokens, held = candidates[has], found[has, 0], found[has, 1]
+    share = tokens / np.maximum(sizes[has], 1)
+    own = relevance[units].astype(np.float64)
+    excerpt = np.maximum(own, own * share) + weight * (held * NOVELTY_TOKENS / tokens)
+    return (
+        np.concatenate([candidates, ~units]),
+        np.concatenate([sizes, tokens]),
+        np.concatenate([bounds, excerpt + BOUND_SLACK]),
+        np.concatenate([exact, np.zeros(len(units), dtype=bool)]),
+    )
 
 
 def _reason(
@@ -253,9 +306,24 @@ def _older_units(
         found = holds[candidates]
         bounds += weight * (found * NOVELTY_TOKENS / np.maximum(sizes, 1))
         exact = found == 0
+        bounds[~exact] += BOUND_SLACK
     if history.task_unit is not None:
         bounds[candidates == history.task_unit] = math.inf
     return candidates, sizes, bounds, exact
+
+
+def _per_unit_rows(
+    history: History,
+    stop: int,
+    stored: Callable[[History, int], np.ndarray],
+    read: Callable[[History, int], tuple[int, int]],
+) -> np.ndarray:
+    """:func:`_per_unit` for figures of two columns: ``stored`` (the index's) for the
+    units without a stand-in, ``read`` from the view for those after."""
+    stable = min(_stable_units(history), stop)
+    rest = [read(history, unit) for unit in range(stable, stop)]
+    known = stored(history, stable)
+    return np.concatenate([known, np.asarray(rest, dtype=np.int64).reshape(-1, 2)])
 
 
 def _identifier_counts(history: History, index: UnitIndex, stop: int) -> np.ndarray:

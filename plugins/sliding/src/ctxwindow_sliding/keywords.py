@@ -23,12 +23,14 @@ the postings of the query's terms, not a pass over every unit.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -64,7 +66,11 @@ def facts(text: str) -> int:
     """The kinds of fact ``text`` carries: TIME (a date, weekday, month, year or a word
     such as 'yesterday') and NUMBER (digits or a number word), as bits."""
     lowered = text.lower()
-    words = set(_WORD.findall(lowered))
+    return _facts_of_words(set(_WORD.findall(lowered)), lowered)
+
+
+def _facts_of_words(words: AbstractSet[str], lowered: str) -> int:
+    """:func:`facts` of the ``lowered`` text, whose distinct words are ``words``."""
     found = 0
     if words & _TIME_WORDS or _YEAR.search(lowered):
         found |= TIME
@@ -91,15 +97,28 @@ def unit_speakers(history: History, unit: int) -> frozenset[str]:
     return frozenset(found)
 
 
+@functools.lru_cache(maxsize=65_536)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """``terms(word)``, remembered: a conversation's words recur from unit to unit."""
+    return tuple(terms(word))
+
+
 class UnitTerms:
     """What the scorer needs of one unit."""
 
     __slots__ = ("counts", "facts", "length", "speakers")
 
     def __init__(self, text: str, speakers: frozenset[str]) -> None:
-        self.counts = Counter(terms(text))
+        # each distinct word is stemmed once (prose repeats its words): the counts are
+        # those of ``terms(text)``, as a word's terms are the terms it adds to the text's
+        lowered = text.lower()
+        words = Counter(_WORD.findall(lowered))
+        self.counts: Counter[str] = Counter()
+        for word, times in words.items():
+            for term in _word_terms(word):
+                self.counts[term] += times
         self.length = sum(self.counts.values())
-        self.facts = facts(text)
+        self.facts = _facts_of_words(words.keys(), lowered)
         self.speakers = speakers
 
     @classmethod
