@@ -85,7 +85,7 @@ CORE_EXTRAS = "testing,tiktoken,hf"
 #: Each plugin with the extras its tests exercise: the bundled model, the LLM client, the
 #: Redis client, every framework an adapter serves (each is tested against the real one).
 PLUGIN_EXTRAS = {
-    "plugins/semantic": "[bundled-model,bench]",
+    "plugins/semantic": "[bundled-model,bench,onnx]",
     "plugins/summarize": "[openai]",
     "plugins/stores": "[redis]",
     "plugins/adapters": "[openai,anthropic,langchain,pydantic-ai]",

@@ -1,0 +1,250 @@
+"""A sentence-transformers model run by ONNX Runtime: exported once, then no torch.
+
+The whole model (transformer, pooling, normalisation, any dense layers) is exported with
+``torch.onnx.export`` at first use and kept in the user cache folder, with its fast
+tokenizer; ``int8`` adds a dynamically quantized copy (onnxruntime's
+``quantize_dynamic``). An export is checked against the PyTorch model on probe texts
+before it is kept, so a model that does not export faithfully is never used.
+
+Why not sentence-transformers' own ``backend="onnx"``: it needs optimum-onnx, which
+requires transformers < 4.58 while sentence-transformers 6 requires transformers 5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ctxwindow.errors import EmbedderUnavailable
+from ctxwindow_semantic.cache import default_cache_path
+
+logger = logging.getLogger("ctxwindow.semantic")
+
+#: Bumped when the exported files change shape, so older exports are not reused.
+EXPORT_FORMAT = 2
+FP32_FILE = "model.onnx"
+INT8_FILE = "model-int8.onnx"
+#: Largest difference an fp32 export may show against PyTorch on the probe texts (the
+#: two agree to about 3e-7; more means the graph does not follow the model).
+FAITHFUL = 1e-4
+PROBES = (
+    "hello",
+    "  Where is the hotel booking for the 14th of March?  ",
+    "Überprüfe die Zahlung — 42 € — und schreibe «fertig» 🚀",
+    "word " * 400,  # past the model's length: truncation must match
+)
+NEEDS = ("onnxruntime", "onnx")
+INSTALL_HINT = "pip install 'ctxwindow-semantic[onnx]'"
+
+
+def available() -> bool:
+    """Whether onnxruntime and onnx are installed, without importing them."""
+    return all(importlib.util.find_spec(name) is not None for name in NEEDS)
+
+
+def exports_folder() -> Path:
+    """Where exports live: beside the embedding cache, in the user cache folder."""
+    return default_cache_path().parent / "onnx"
+
+
+def export_key(name: str, fingerprint: str) -> str:
+    """The folder name of one model's export: the model and its files, the format, and
+    the versions of the tools whose output it is."""
+    tools = "|".join(_version(package) for package in ("torch", "sentence-transformers"))
+    seen = f"{name}|{fingerprint}|{EXPORT_FORMAT}|{tools}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(seen).hexdigest()[:16]
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "-"
+
+
+class OnnxEncoder:
+    """Embeds texts with an exported model; the tokenizer pads and truncates as the
+    model's own did."""
+
+    def __init__(self, folder: Path, quantized: bool, threads: int | None) -> None:
+        try:
+            import onnxruntime  # type: ignore[import-untyped]
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise EmbedderUnavailable(
+                f"the ONNX backend needs onnxruntime: {INSTALL_HINT}"
+            ) from None
+        meta = json.loads((folder / "meta.json").read_text())
+        self.inputs: list[str] = meta["inputs"]
+        self.dimension: int = meta["dimension"]
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.enable_truncation(meta["max_length"])
+        self.tokenizer.enable_padding(pad_id=meta["pad_id"], pad_token=meta["pad_token"])
+        options = onnxruntime.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3  # errors only: no warnings in the app's stderr
+        self.session = onnxruntime.InferenceSession(
+            str(folder / (INT8_FILE if quantized else FP32_FILE)),
+            options,
+            providers=["CPUExecutionProvider"],
+        )
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Unit vectors for ``texts``, in batches of similar lengths (less padding)."""
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            out[rows] = self._run([texts[row] for row in rows])
+            if progress is not None:
+                progress(len(rows))
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        normalized: np.ndarray = out / np.maximum(norms, 1e-12)
+        return normalized
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        columns = {
+            "input_ids": [e.ids for e in encodings],
+            "attention_mask": [e.attention_mask for e in encodings],
+            "token_type_ids": [e.type_ids for e in encodings],
+        }
+        feed = {name: np.asarray(columns[name], dtype=np.int64) for name in self.inputs}
+        result: np.ndarray = self.session.run(None, feed)[0]
+        return result
+
+
+def exported(folder: Path, quantized: bool) -> bool:
+    """Whether ``folder`` already holds a finished export (and its int8 copy if wanted)."""
+    files = [FP32_FILE, "meta.json", "tokenizer.json"] + ([INT8_FILE] if quantized else [])
+    return all((folder / name).is_file() for name in files)
+
+
+def ensure_export(source: str, folder: Path, quantized: bool) -> Path:
+    """``folder`` holding the export of the model at ``source`` (made now if missing),
+    with the int8 copy when ``quantized``. Safe between processes: each export is
+    written to a temporary folder and moved into place whole."""
+    if not exported(folder, quantized=False):
+        _publish(folder, lambda work: _export(source, work))
+    if quantized and not (folder / INT8_FILE).is_file():
+        _publish(folder, lambda work: _quantize(folder, work), merge=True)
+    return folder
+
+
+def _publish(folder: Path, make: Callable[[Path], None], merge: bool = False) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        make(work)
+        if merge:  # one file added beside a finished export
+            for file in work.iterdir():
+                os.replace(file, folder / file.name)
+        else:
+            try:
+                os.replace(work, folder)  # fails if another process got there first
+            except OSError:
+                if not (folder / FP32_FILE).is_file():
+                    shutil.rmtree(folder, ignore_errors=True)
+                    os.replace(work, folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _export(source: str, work: Path) -> None:
+    """Export the model, check it against PyTorch, and write what the encoder reads."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    logger.info("exporting %s to ONNX (once) into %s", source, work.parent)
+    model = SentenceTransformer(source, device="cpu").eval()
+    tokenizer = getattr(model.tokenizer, "backend_tokenizer", None)
+    if tokenizer is None or model.max_seq_length is None:
+        raise EmbedderUnavailable(f"model {source!r} has no fast tokenizer: it cannot run on ONNX")
+    sample = (getattr(model, "preprocess", None) or model.tokenize)(list(PROBES[:2]))
+    inputs = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in sample]
+
+    class Whole(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            out: torch.Tensor = self.model(dict(zip(inputs, tensors, strict=True)))[
+                "sentence_embedding"
+            ]
+            return out
+
+    axes = {0: "batch", 1: "sequence"}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on the pooling's shape checks
+        torch.onnx.export(
+            Whole().eval(),
+            tuple(sample[name] for name in inputs),
+            str(work / FP32_FILE),
+            dynamo=False,  # the TorchScript exporter: no onnxscript needed
+            input_names=inputs,
+            output_names=["sentence_embedding"],
+            dynamic_axes={**dict.fromkeys(inputs, axes), "sentence_embedding": {0: "batch"}},
+            opset_version=17,
+        )
+    tokenizer.save(str(work / "tokenizer.json"))
+    dimension = model.encode(["x"], convert_to_numpy=True).shape[1]
+    meta = {
+        "source": source,
+        "inputs": inputs,
+        "dimension": int(dimension),
+        "max_length": int(model.max_seq_length),
+        "pad_id": int(model.tokenizer.pad_token_id or 0),
+        "pad_token": str(model.tokenizer.pad_token or "[PAD]"),
+    }
+    (work / "meta.json").write_text(json.dumps(meta, indent=1))
+    expected = model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True)
+    got = OnnxEncoder(work, quantized=False, threads=None).encode(list(PROBES), len(PROBES))
+    gap = float(np.abs(got - expected).max())
+    if gap > FAITHFUL:
+        raise EmbedderUnavailable(
+            f"the ONNX export of {source!r} differs from the model by {gap:.2g} "
+            f"(more than {FAITHFUL}): use the torch backend for it"
+        )
+
+
+def _quantize(folder: Path, work: Path) -> None:
+    from onnxruntime.quantization import (  # type: ignore[import-untyped]
+        QuantType,
+        quantize_dynamic,
+    )
+
+    quantize_dynamic(
+        str(folder / FP32_FILE),
+        str(work / INT8_FILE),
+        weight_type=QuantType.QInt8,
+        per_channel=True,  # a scale per output column: cosine to fp32 0.99, not 0.96
+    )
+
+
+def loader_error(error: BaseException, source: str) -> EmbedderUnavailable:
+    """The error to raise when an export or session could not be made."""
+    if isinstance(error, EmbedderUnavailable):
+        return error
+    return EmbedderUnavailable(
+        f"cannot run {source!r} on ONNX ({type(error).__name__}: {error}); {INSTALL_HINT}, "
+        "or choose the torch backend"
+    )

