@@ -98,3 +98,81 @@ def clearing_run() -> StandInRun:
     """clear_tool_outputs on its own (see :data:`STAND_IN_RUNS`)."""
     pytest.importorskip("ctxwindow_pipeline")
     return STAND_IN_RUNS["clear_tool_outputs"]
+
+
+class CountedReads:
+    """An adapter (openai_responses or pydantic_ai) whose remembered reads are counted:
+    ``starts`` holds (first item read, items in the list) per read. Starts with nothing
+    remembered."""
+
+    def __init__(self, module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        from ctxwindow_adapters._reads import RecentReads
+
+        self.module = module
+        self.starts: list[tuple[int, int]] = []
+        reader = module._read_from
+
+        def counting(items: Any, start: int, into: Any) -> int:
+            self.starts.append((start, len(items)))
+            settled: int = reader(items, start, into)
+            return settled
+
+        monkeypatch.setattr(module, "_READS", RecentReads(counting, module._content_of))
+
+    def read(self, items: list[Any]) -> Any:
+        """The adapter's conversion of ``items``."""
+        module = self.module
+        return (getattr(module, "read_items", None) or module.read_messages)(items)
+
+    def first(self, work: Callable[[], Any]) -> Any:
+        """``work()`` with nothing remembered (and nothing counted)."""
+        from ctxwindow_adapters._reads import RecentReads
+
+        module = self.module
+        saved = module._READS
+        module._READS = RecentReads(module._read_from, module._content_of)
+        try:
+            return work()
+        finally:
+            module._READS = saved
+
+    def check_as_first(self, items: list[Any], budget: int, strategy: str) -> None:
+        """The remembered conversion and window (or error: a list that ends on a call
+        has an orphan) are exactly a first read's."""
+        converted = self.read(items)
+        first = self.first(lambda: self.read(copy.deepcopy(items)))
+        assert converted.messages == first.messages
+        assert (converted.sources, converted.parts) == (first.sources, first.parts)
+        assert converted.split == first.split
+        window = _outcome(lambda: self.module.select(items, budget, strategy))
+        again = self.first(
+            lambda: _outcome(lambda: self.module.select(copy.deepcopy(items), budget, strategy))
+        )
+        assert window == again
+
+    def check_growth(self, full: list[Any], budget: int, strategy: str, most: int) -> None:
+        """``full`` read from its first 40 items on, one item more each call: each
+        call gives a first read's conversion and window, and reads at most ``most``
+        items (the new one, and those whose reading it changes)."""
+        self.read(full[:40])
+        assert self.starts == [(0, 40)]
+        for size in range(41, len(full) + 1):
+            del self.starts[:]
+            self.check_as_first(full[:size], budget, strategy)
+            start, length = self.starts[0]
+            assert length == size and size - start <= most, (size, start)
+
+
+def _outcome(select: Callable[[], Any]) -> tuple[Any, ...]:
+    """A window's messages and decided positions, or the error raised instead."""
+    try:
+        window = select()
+    except Exception as error:
+        return type(error), str(error)
+    return window.messages, [d.positions for d in window.record.decisions]
+
+
+@pytest.fixture
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], CountedReads]:
+    """``counted_reads(adapter_module)``: see :class:`CountedReads`."""
+    return lambda module: CountedReads(module, monkeypatch)

@@ -14,7 +14,7 @@ anthropic = pytest.importorskip("anthropic")
 
 from ctxwindow import InvalidMessage, OrphanToolResult, get_counter  # noqa: E402
 from ctxwindow_adapters import anthropic as adapter  # noqa: E402
-from ctxwindow_adapters._reads import RecentReads  # noqa: E402
+from ctxwindow_adapters._reads import RecentReads, each_item  # noqa: E402
 from ctxwindow_adapters.testing import AdapterConformance  # noqa: E402
 
 REPLY = {
@@ -371,8 +371,11 @@ def pieces_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         read.append(position)
         return adapter._pieces_after_system(item, position)
 
-    monkeypatch.setattr(adapter, "_READS_WITH_SYSTEM", RecentReads(counting, adapter._content_of))
-    monkeypatch.setattr(adapter, "_READS", RecentReads(adapter._pieces, adapter._content_of))
+    counted = RecentReads(each_item(counting), adapter._content_of)
+    monkeypatch.setattr(adapter, "_READS_WITH_SYSTEM", counted)
+    monkeypatch.setattr(
+        adapter, "_READS", RecentReads(each_item(adapter._pieces), adapter._content_of)
+    )
     return read
 
 

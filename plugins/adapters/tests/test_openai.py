@@ -414,13 +414,56 @@ def test_the_openai_adapter_exports_the_same_function() -> None:
 
 def test_using_ctxwindow_loads_no_adapter_or_framework() -> None:
     """Loading the plugins imports this distribution's package (it is listed by
-    ``ctxwindow plugins``), but no adapter module and no framework."""
+    ``ctxwindow plugins``) and its hook module (request bodies for the CLI), but no
+    adapter module and no framework."""
     code = (
         "import sys, ctxwindow\n"
         "ctxwindow.select([{'role': 'user', 'content': 'hi'}], 50, 'fixed')\n"
-        "assert 'ctxwindow_adapters' in sys.modules\n"
+        "assert 'ctxwindow_adapters.bodies' in sys.modules\n"
         "heavy = ('ctxwindow_adapters.', 'langchain_core', 'pydantic_ai', 'openai', 'anthropic')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+        "hook = 'ctxwindow_adapters.bodies'\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy) and m != hook))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- remembered reads ---------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_responses_grown_item_by_item_reads_only_the_new_items(
+    counted_reads: Any, strategy: str
+) -> None:
+    """Each item kind in turn (a user message, reasoning, calls, outputs, an answer):
+    the new item is read, with the run of model output it may continue, and the window
+    is a first read's."""
+    # at most the new item and the run it continues: reasoning and two calls
+    counted_reads(responses).check_growth(responses_history(14), 450, strategy, most=4)
+
+
+def test_responses_an_item_changed_in_place_is_read_again(counted_reads: Any) -> None:
+    reads = counted_reads(responses)
+    items = responses_history(10)
+    reads.read(items)
+    items[-1]["content"] = "a much longer question now " * 40  # the same dict, changed
+    converted = reads.read(items)
+    assert reads.starts[-1] == (0, len(items))  # read whole again
+    assert converted.messages[-1].text == items[-1]["content"]
+
+
+def test_responses_a_conversion_handed_out_before_keeps_its_positions(
+    counted_reads: Any,
+) -> None:
+    """Another thread may still be windowing with a conversion while a later call reads
+    the run of model output it ended on again: its Messages keep their positions."""
+    reads = counted_reads(responses)
+    full = responses_history(10)
+    cut = max(i for i, item in enumerate(full) if field(item, "type") == "function_call")
+    earlier = reads.read(full[: cut + 1])  # ends inside a run of model output
+    kept = list(earlier.messages)
+    later = reads.read(full)
+    assert reads.starts[-1][0] < cut + 1  # the run was read again
+    assert earlier.messages == kept
+    assert [earlier.position_of(m) for m in kept] == list(range(len(kept)))
+    assert later.messages[: len(kept) - 1] == kept[:-1]
+    assert later.messages[len(kept) - 1] is not kept[-1]  # the run, with its new items
+    assert earlier.position_of(later.messages[len(kept) - 1]) is None

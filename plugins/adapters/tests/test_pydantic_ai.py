@@ -232,6 +232,8 @@ def test_budget_too_small_names_the_tool_return_and_what_helps() -> None:
     assert "oversize='cut'" in text and "raise the budget" in text
     assert "truncate" not in text and "newest user" not in text
     assert raised.value.budget == 300 and raised.value.needed > 5000
+    assert raised.value.position == 2  # the caller's item, as data
+    assert f"{raised.value.biggest_tokens:,} tokens" in text
     assert adapter.select(messages, 300).messages[-1] is not messages[-1]  # 'cut' fits it
 
     # in a real agent, where even cut to its head and tail the result cannot fit
@@ -390,3 +392,50 @@ class TestConformance(AdapterConformance):
 
     def check_valid(self, items: Any) -> None:
         check_valid(items)
+
+
+# -- remembered reads ---------------------------------------------------------------
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_grown_message_by_message_reads_only_the_new_ones(
+    counted_reads: Any, strategy: str
+) -> None:
+    # at most the new message and the request that was last (pinned no more)
+    counted_reads(adapter).check_growth(history(14), 600, strategy, most=2)
+
+
+def test_a_grown_history_is_one_the_core_recognises(counted_reads: Any) -> None:
+    """The Messages read before are the very ones sent again, the last request's
+    included: the core grows its remembered history by the new Message instead of
+    reading the whole list (a Message that changed, say a pin dropped once its request
+    is no longer last, would make every turn a cold read)."""
+    reads = counted_reads(adapter)
+    messages = history(10)
+    before = reads.read(messages)
+    grown = [*messages, ModelResponse(parts=[TextPart("an answer")], model_name="m")]
+    after = reads.read(grown)
+    assert reads.starts[-1] == (len(messages), len(grown))
+    assert all(a is b for a, b in zip(before.messages, after.messages, strict=False))
+    windower = ctxwindow.from_config({"strategy": "fixed", "budget": 300, "counter": "approx"})
+    windower.select(before.messages)
+    counted: list[Any] = []
+    count_message = windower.counter.count_message
+
+    def counting(message: Any) -> int:
+        counted.append(message)
+        return count_message(message)
+
+    windower.counter.count_message = counting  # type: ignore[method-assign]
+    windower.select(after.messages)
+    assert len(counted) <= 2, counted  # the new Message, not the history
+
+
+def test_a_part_changed_in_place_is_read_again(counted_reads: Any) -> None:
+    reads = counted_reads(adapter)
+    messages = history(10)
+    reads.read(messages)
+    part = messages[-3].parts[0]
+    assert isinstance(part, ToolReturnPart)
+    part.content = "a different tool output " * 40
+    converted = reads.read(messages)
+    assert reads.starts[-1] == (0, len(messages))  # read whole again
+    assert any("a different tool output" in m.text for m in converted.messages)

@@ -69,12 +69,28 @@ class Converted(Generic[T]):
     def add(
         self, message: Message, items: tuple[int, ...], parts: frozenset[int] | None = None
     ) -> None:
+        if self.where is not None:
+            self.where[id(message)] = len(self.messages)
         self.messages.append(message)
         self.sources.append(items)
         self.parts.append(parts)
         if parts is not None:
             (item,) = items
             self.split[item] = self.split.get(item, 0) + len(parts)
+
+    def truncate(self, count: int) -> None:
+        """Forget the Messages from ``count`` on (to be read again). Their ``where``
+        entries stay: a copy handed out before may still hold them, and
+        :meth:`position_of` checks the Message at the position it finds."""
+        for items, parts in zip(self.sources[count:], self.parts[count:], strict=True):
+            if parts is not None:
+                (item,) = items
+                left = self.split[item] - len(parts)
+                if left:
+                    self.split[item] = left
+                else:
+                    del self.split[item]
+        del self.messages[count:], self.sources[count:], self.parts[count:]
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,15 @@
 """Conversions an adapter made before, recognised by content, so that a framework's
 history that grew by one item costs converting that item, not the history.
 
-For readers that convert each item on its own, into one Message (LangChain's) or a few
-(Anthropic's user message holding tool results and text): a list that starts with a
-remembered one (equal items, and the same content in the newest ones, see
-:func:`ctxwindow.kit.starts_with`) reuses its Messages and converts the rest; the
-Messages being the same objects as last time, the runner then recognises the history at
-once too. Anything else is converted whole and remembered in turn.
+A list that starts with a remembered one (equal items, and the same content in the
+newest ones, see :func:`ctxwindow.kit.starts_with`) reuses its Messages and converts the
+rest; the Messages being the same objects as last time, the runner then recognises the
+history at once too. Anything else is converted whole and remembered in turn.
+
+Most items read the same whatever follows them; a reader says from which item on that
+is not yet so (a Responses API run of model output that the next item may continue,
+pydantic-ai's last request, pinned while it is last), and those items are read again
+on the next call, with the new ones.
 """
 
 from __future__ import annotations
@@ -27,82 +30,87 @@ T = TypeVar("T")
 Piece = tuple[Message, tuple[int, ...], "frozenset[int] | None"]
 #: Reads the item at a position of the list into its pieces (or raises InvalidMessage).
 ReadItem = Callable[[Any, int], Sequence[Piece]]
+#: ``read_from(items, start, into)`` reads ``items[start:]`` (positions in ``items``)
+#: into ``into`` and returns the first item whose Messages may read otherwise once more
+#: items follow (``len(items)`` when none may): it and those after are read again.
+ReadFrom = Callable[[Sequence[Any], int, Converted[Any]], int]
 
 
-def one_each(read: Callable[[Any, int], Message]) -> ReadItem:
-    """A reader of one whole Message per item, as a :data:`ReadItem`."""
+def each_item(read_item: ReadItem) -> ReadFrom:
+    """A reader of each item on its own, as a :data:`ReadFrom`."""
 
-    def read_item(item: Any, position: int) -> Sequence[Piece]:
-        return ((read(item, position), (position,), None),)
+    def read_from(items: Sequence[Any], start: int, into: Converted[Any]) -> int:
+        for position in range(start, len(items)):
+            for message, sources, parts in read_item(items[position], position):
+                into.add(message, sources, parts)
+        return len(items)
 
-    return read_item
+    return read_from
+
+
+def one_each(read: Callable[[Any, int], Message]) -> ReadFrom:
+    """A reader of one whole Message per item, as a :data:`ReadFrom`."""
+    return each_item(lambda item, position: ((read(item, position), (position,), None),))
 
 
 class _Read:
-    """One remembered conversion: the items, their contents and Messages as read."""
+    """One remembered conversion: the items and their contents as read, the Messages
+    read from them, and how many items (and their Messages) read the same for good."""
 
-    __slots__ = (
-        "contents",
-        "ends",
-        "lock",
-        "messages",
-        "originals",
-        "parts",
-        "sources",
-        "split",
-        "where",
-    )
+    __slots__ = ("contents", "lock", "originals", "read", "settled", "settled_messages")
 
     def __init__(self) -> None:
         self.originals: list[Any] = []
         self.contents: list[Any] | None = []
-        self.messages: list[Message] = []
-        self.sources: list[tuple[int, ...]] = []
-        self.parts: list[frozenset[int] | None] = []
-        self.split: dict[int, int] = {}
-        self.ends: list[int] = []  # after each item, how many Messages
-        self.where: dict[int, int] = {}
+        self.read: Converted[Any] = Converted([], where={})
+        self.settled = 0
+        self.settled_messages = 0
         self.lock = threading.Lock()
 
     def extend(
-        self, items: Sequence[Any], read_item: ReadItem, content: Callable[[Any], Any]
+        self, items: Sequence[Any], read_from: ReadFrom, content: Callable[[Any], Any]
     ) -> None:
-        """Convert and add ``items`` (all, or none: a bad one raises, naming its index)."""
-        start = len(self.originals)
-        read = [read_item(item, position) for position, item in enumerate(items, start)]
-        self.originals.extend(items)
+        """Convert ``items`` past the settled ones (all, or none: a bad one raises,
+        naming its index, and leaves this conversion as it was)."""
+        fresh: Converted[Any] = Converted(items)
+        settled = read_from(items, self.settled, fresh)
+        read = self.read
+        read.truncate(self.settled_messages)
+        if len(read.where or ()) > 2 * len(read.messages) + 64:  # stale entries: start anew
+            read.where = {id(m): p for p, m in enumerate(read.messages)}
+        for message, sources, parts in zip(fresh.messages, fresh.sources, fresh.parts, strict=True):
+            read.add(message, sources, parts)
+        unsettled = (
+            number
+            for number, sources in enumerate(fresh.sources)
+            if any(source >= settled for source in sources)
+        )
+        self.settled_messages += next(unsettled, len(fresh.sources))
+        self.settled = settled
+        known = len(self.originals)
+        self.originals.extend(items[known:])
         if self.contents is not None:
-            self.contents.extend(map(content, items))
-        for pieces in read:
-            for message, sources, parts in pieces:
-                self.where[id(message)] = len(self.messages)
-                self.messages.append(message)
-                self.sources.append(sources)
-                self.parts.append(parts)
-                if parts is not None:
-                    (item,) = sources
-                    self.split[item] = self.split.get(item, 0) + len(parts)
-            self.ends.append(len(self.messages))
+            self.contents.extend(map(content, items[known:]))
 
     def converted(self, items: Sequence[T]) -> Converted[T]:
         """The caller's ``items`` with the Messages read for them (copies of the lists:
         a later call may grow this conversion)."""
-        stop = self.ends[-1] if self.ends else 0
+        read = self.read
         return Converted(
             items,
-            self.messages[:stop],
-            self.sources[:stop],
-            self.parts[:stop],
-            dict(self.split),
-            where=self.where,
+            list(read.messages),
+            list(read.sources),
+            list(read.parts),
+            dict(read.split),
+            where=read.where,
         )
 
 
 class RecentReads(Generic[T]):
     """The conversions one adapter made (see the module docstring)."""
 
-    def __init__(self, read_item: ReadItem, content: Callable[[Any], Any]) -> None:
-        self._read_item = read_item
+    def __init__(self, read_from: ReadFrom, content: Callable[[Any], Any]) -> None:
+        self._read_from = read_from
         self._content = content
         self.remembered: RecentLists[_Read] = RecentLists()
 
@@ -117,12 +125,12 @@ class RecentReads(Generic[T]):
                 with entry.lock:
                     if not starts_with(given, entry, self._content):
                         continue
-                    entry.extend(given[len(entry.originals) :], self._read_item, self._content)
+                    entry.extend(given, self._read_from, self._content)
                     converted = entry.converted(out)
                 self.remembered.remember(entry)
                 return converted
         entry = _Read()
-        entry.extend(given, self._read_item, self._content)
+        entry.extend(given, self._read_from, self._content)
         if len(given) >= REMEMBER_FROM:
             self.remembered.remember(entry)
         return entry.converted(out)

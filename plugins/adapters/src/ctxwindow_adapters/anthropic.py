@@ -24,7 +24,7 @@ from typing import Any
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage
 from ctxwindow_adapters._bridge import Converted, Shape, Trim, get, prepare, text_of
-from ctxwindow_adapters._reads import Piece, RecentReads
+from ctxwindow_adapters._reads import Piece, RecentReads, each_item
 
 __all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
 
@@ -146,8 +146,8 @@ def _content_of(item: Any) -> Any:
 
 
 #: The conversions made before, without and with a ``system`` parameter.
-_READS: RecentReads[Any] = RecentReads(_pieces, _content_of)
-_READS_WITH_SYSTEM: RecentReads[Any] = RecentReads(_pieces_after_system, _content_of)
+_READS: RecentReads[Any] = RecentReads(each_item(_pieces), _content_of)
+_READS_WITH_SYSTEM: RecentReads[Any] = RecentReads(each_item(_pieces_after_system), _content_of)
 
 
 def _system_content(system: Any) -> str | tuple[ContentPart, ...]:

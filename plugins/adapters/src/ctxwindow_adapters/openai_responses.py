@@ -32,6 +32,7 @@ from ctxwindow_adapters._bridge import (
     prepare,
     text_of,
 )
+from ctxwindow_adapters._reads import RecentReads
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "aselect", "read_items", "select"]
 
@@ -114,12 +115,19 @@ def _kind(item: Any, index: int) -> str:
 
 def read_items(items: Sequence[Any]) -> Converted[Any]:
     """The items as ctxwindow Messages: one per input message, answer or other item, and
-    one assistant Message per run of model-output items."""
+    one assistant Message per run of model-output items. A list that grew since a call
+    before costs reading what it added (and the run it may continue)."""
     if isinstance(items, (str, bytes, dict)) or not isinstance(items, Sequence):
         raise InvalidMessage(None, f"expected a list of input items, got {type(items).__name__}")
-    converted: Converted[Any] = Converted(items)
+    return _READS.read(items)
+
+
+def _read_from(items: Sequence[Any], start: int, converted: Converted[Any]) -> int:
+    """Read ``items[start:]`` into ``converted``; the start of a run of model output at
+    the end (the next items may continue it), else the number of items."""
     run: list[int] = []
-    for index, item in enumerate(items):
+    for index in range(start, len(items)):
+        item = items[index]
         kind = _kind(item, index)
         if kind == "output":
             run.append(index)
@@ -137,7 +145,19 @@ def read_items(items: Sequence[Any]) -> Converted[Any]:
             converted.add(Message("assistant", _dump(item), id=_item_id(item)), (index,))
     if run:
         converted.add(_turn(items, run), tuple(run))
-    return converted
+        return run[0]
+    return len(items)
+
+
+def _content_of(item: Any) -> tuple[Any, ...]:
+    """What an app may change in place on an item it keeps: read again if it differs.
+    (Checked for the newest items on every call: dicts, the common case, directly.)"""
+    if type(item) is dict:
+        return item.get("content"), item.get("output"), item.get("arguments"), item.get("summary")
+    return tuple(get(item, key) for key in _EDITABLE)
+
+
+_EDITABLE = ("content", "output", "arguments", "summary")
 
 
 def _input_message(item: Any, index: int) -> Message:
@@ -240,3 +260,5 @@ def _item_id(item: Any) -> str | None:
 
 
 SHAPE: Shape[Any] = Shape("openai-responses", _rebuild, _made, _item_id)
+#: The conversions made before: a list that grew costs converting what it added.
+_READS: RecentReads[Any] = RecentReads(_read_from, _content_of)

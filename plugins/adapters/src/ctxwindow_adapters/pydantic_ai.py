@@ -27,11 +27,9 @@ Needs ``pip install 'ctxwindow[pydantic-ai]'`` (pydantic-ai-slim).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
-from types import MappingProxyType
 from typing import Any
 
 try:
@@ -62,11 +60,9 @@ from ctxwindow_adapters._bridge import (
     text_of,
     windower_for,
 )
+from ctxwindow_adapters._reads import RecentReads
 
 __all__ = ["HistoryProcessor", "aselect", "ctxwindow_processor", "read_messages", "select"]
-
-_PINNED: Mapping[str, Any] = MappingProxyType({"pinned": True})
-_PLAIN: Mapping[str, Any] = MappingProxyType({})
 
 
 def select(
@@ -150,9 +146,6 @@ def ctxwindow_processor(
 
 
 # -- errors ---------------------------------------------------------------------------
-_BIGGEST = re.compile(r"^message (\d+), .*?([\d,]+) tokens$")
-
-
 @contextmanager
 def _biggest_in_items(call: Call) -> Iterator[None]:
     """BudgetTooSmall naming the caller's message that is too big (its index in the list
@@ -164,11 +157,11 @@ def _biggest_in_items(call: Call) -> Iterator[None]:
 
 
 def _budget_error(error: BudgetTooSmall, call: Call) -> BudgetTooSmall:
-    found = _BIGGEST.match(error.biggest or "")
     converted = call.converted
-    if found is None or int(found.group(1)) >= len(converted.messages):
+    position, size = error.position, error.biggest_tokens
+    if position is None or size is None or position >= len(converted.messages):
         return error
-    position, tokens = int(found.group(1)), found.group(2)
+    tokens = f"{size:,}"
     message = converted.messages[position]
     index = converted.sources[position][0]
     item = converted.items[index]
@@ -193,16 +186,24 @@ def _budget_error(error: BudgetTooSmall, call: Call) -> BudgetTooSmall:
     elif message.role == "system":
         advice = "raise the budget, or shorten the system prompt"
     else:
-        return _with_text(error, str(error).replace(error.biggest or "", biggest), biggest)
+        text = str(error).replace(error.biggest or "", biggest)
+        return _with_text(error, text, biggest, index)
     text = (
         f"the messages that must be kept need {error.needed:,} tokens but the budget "
         f"leaves {error.budget:,}; the biggest is {biggest}; {advice}"
     )
-    return _with_text(error, text, biggest)
+    return _with_text(error, text, biggest, index)
 
 
-def _with_text(error: BudgetTooSmall, text: str, biggest: str) -> BudgetTooSmall:
-    named = BudgetTooSmall(error.needed, error.budget, biggest=biggest)
+def _with_text(error: BudgetTooSmall, text: str, biggest: str, index: int) -> BudgetTooSmall:
+    """The error restated for the caller's list: ``position`` is the item's index in it."""
+    named = BudgetTooSmall(
+        error.needed,
+        error.budget,
+        biggest=biggest,
+        position=index,
+        biggest_tokens=error.biggest_tokens,
+    )
     named.args = (text,)
     return named
 
@@ -228,23 +229,38 @@ def _part_of(item: Any, message: Message, parts: frozenset[int] | None) -> Any:
 
 # -- reading --------------------------------------------------------------------------
 def read_messages(messages: Sequence[Any]) -> Converted[ModelMessage]:
-    """The messages as ctxwindow Messages: one per response, one or more per request."""
+    """The messages as ctxwindow Messages: one per response, one or more per request. A
+    list that grew since a call before costs reading what it added."""
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise InvalidMessage(
             None, f"expected a list of ModelMessage, got {type(messages).__name__}"
         )
-    converted: Converted[ModelMessage] = Converted(messages)
-    last = len(messages) - 1
-    for index, message in enumerate(messages):
+    return _READS.read(messages)
+
+
+def _read_from(messages: Sequence[Any], start: int, converted: Converted[ModelMessage]) -> int:
+    """Read ``messages[start:]`` into ``converted``. The last request needs no pin to
+    stay: what it holds is what the core always keeps (the newest user message, the
+    current turn's tool returns, system prompts), and a Message that read differently
+    once it is no longer last would make every turn a history the core reads whole."""
+    for index in range(start, len(messages)):
+        message = messages[index]
         if isinstance(message, ModelResponse):
             converted.add(_response(message, index), (index,))
         elif isinstance(message, ModelRequest):
-            _request(converted, message, index, pinned=index == last)
+            _request(converted, message, index)
         else:
             raise InvalidMessage(
                 index, f"expected a ModelRequest or ModelResponse, got {type(message).__name__}"
             )
-    return converted
+    return len(messages)
+
+
+def _content_of(message: Any) -> tuple[Any, ...]:
+    """What an app may change in place on a message it keeps: its parts, and what each
+    holds (a part's content replaced in place)."""
+    parts = getattr(message, "parts", ())
+    return tuple((part, getattr(part, "content", None)) for part in parts)
 
 
 def _response(response: ModelResponse, index: int) -> Message:
@@ -271,12 +287,9 @@ def _answers(part: Any) -> bool:
     return isinstance(part, RetryPromptPart) and part.tool_name is not None
 
 
-def _request(
-    converted: Converted[ModelMessage], request: ModelRequest, index: int, pinned: bool
-) -> None:
+def _request(converted: Converted[ModelMessage], request: ModelRequest, index: int) -> None:
     """Tool answers first (each its own Message), then the request's other parts;
     parts of no known kind ride with a neighbour."""
-    metadata = _PINNED if pinned else _PLAIN
     pieces: list[tuple[Message, list[int]]] = []
     riders: list[int] = []
     answers = [k for k, part in enumerate(request.parts) if _answers(part)]
@@ -287,13 +300,12 @@ def _request(
             "tool",
             _return_text(answer) if text is None else text,
             tool_call_id=answer.tool_call_id,
-            metadata=metadata,
         )
         pieces.append((result, [number]))
     for number, part in enumerate(request.parts):
         if number in answers:
             continue
-        message = _other(part, metadata)
+        message = _other(part)
         if message is None:
             riders.append(number)
             if pieces:
@@ -302,7 +314,7 @@ def _request(
         pieces.append((message, [number, *riders] if not pieces else [number]))
         riders = []
     if not pieces:  # only parts of other kinds: the request is one (empty) user message
-        converted.add(Message("user", "", metadata=metadata), (index,))
+        converted.add(Message("user", ""), (index,))
         return
     if len(pieces) == 1:
         converted.add(pieces[0][0], (index,))
@@ -318,14 +330,14 @@ def _return_text(part: ToolReturnPart) -> str:
         return text_of(part.content)
 
 
-def _other(part: Any, metadata: Mapping[str, Any]) -> Message | None:
+def _other(part: Any) -> Message | None:
     if isinstance(part, SystemPromptPart):
-        return Message("system", part.content, metadata=metadata)
+        return Message("system", part.content)
     if isinstance(part, UserPromptPart):
-        return Message("user", _user_content(part.content), metadata=metadata)
+        return Message("user", _user_content(part.content))
     if isinstance(part, RetryPromptPart) or getattr(part, "part_kind", "") == "retry-feedback":
         text = part.model_response() if hasattr(part, "model_response") else text_of(part.content)
-        return Message("user", text, metadata=metadata)
+        return Message("user", text)
     return None
 
 
@@ -379,3 +391,7 @@ def _made(message: Message, before: Sequence[Any]) -> ModelMessage:
 
 
 SHAPE: Shape[ModelMessage] = Shape("pydantic-ai", _rebuild, _made)
+
+
+#: The conversions made before: a history that grew costs converting what it added.
+_READS: RecentReads[ModelMessage] = RecentReads(_read_from, _content_of)

@@ -17,6 +17,7 @@ import hashlib
 import threading
 import weakref
 from array import array
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from ctxwindow import Conversation, History
@@ -27,6 +28,8 @@ from ctxwindow.kit import unit_text
 #: conversations per strategy (the least recently used are forgotten first).
 LEDGERS_KEPT = 4
 CONVERSATIONS_KEPT = 1_024
+#: Covers lists kept per ledger (see Ledger.covers).
+COVERS_KEPT = 8
 DIGEST = hashlib.sha256().digest_size
 
 
@@ -54,7 +57,25 @@ class Ledger:
         self.running = hashlib.sha256()
         self.refs: list[str] = []  # the messages of the summarizable units, in order
         self.ref_counts = array("q", [0])  # how many refs the first i hold
+        #: The covers of a summary of the first i units, for the i most recently
+        #: asked: a summary stands for one of a few prefixes (the boundary's, a recent
+        #: checkpoint's), the same ones turn after turn.
+        self.covers: OrderedDict[int, tuple[str, ...]] = OrderedDict()
         self.lock = threading.Lock()
+
+    def covers_of(self, count: int) -> tuple[str, ...]:
+        """The messages of the first ``count`` summarizable units (read before this
+        call: at most the frontier's). What the ledger read stays as it is, so a tuple
+        made once serves every later visit."""
+        with self.lock:
+            refs = self.covers.get(count)
+            if refs is None:
+                refs = self.covers[count] = tuple(self.refs[: self.ref_counts[count]])
+                while len(self.covers) > COVERS_KEPT:
+                    self.covers.popitem(last=False)
+            else:
+                self.covers.move_to_end(count)
+            return refs
 
     def serves(self, history: History, must_keep: Mapping[int, str], frontier: int) -> bool:
         """Whether this ledger's units are this visit's: the same counter, and the same
@@ -146,13 +167,15 @@ class Candidates:
         """A unit as the summarizer reads it: who said what, with roles."""
         return unit_text(self.history, unit, roles=True)
 
-    def refs(self, count: int) -> list[str]:
-        """The messages of the first ``count`` units, as ids (``#position`` without)."""
-        ledger = self.ledger
-        refs = ledger.refs[: ledger.ref_counts[min(count, self.settled)]]
-        for unit in self.tail[: max(count - self.settled, 0)]:
-            refs.extend(message_ref(self.history, p) for p in self.history.span(unit))
-        return refs
+    def refs(self, count: int) -> tuple[str, ...]:
+        """The messages of the first ``count`` units, as ids (``#position`` without):
+        the ledger's (made once per boundary), then the tail's."""
+        refs = self.ledger.covers_of(min(count, self.settled))
+        tail = self.tail[: max(count - self.settled, 0)]
+        if not tail:
+            return refs
+        span, ref = self.history.span, message_ref
+        return refs + tuple(ref(self.history, p) for unit in tail for p in span(unit))
 
 
 class Ledgers:
