@@ -409,12 +409,14 @@ def bench_tables() -> str:
     then the ratios the bars are stated in, read from the bench's result files."""
     rows: list[dict[str, Any]] = []
     growth: dict[str, dict[str, Any]] = {}
+    imports: float | None = None
     for name in BENCH_FILES:
         path = DOCS / "results" / name
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
             rows.extend(data["rows"])
             growth.update(data["summary"])
+            imports = data.get("import_ms", imports)
     times = [
         "| strategy | messages | count loop | cold | warm | `select` cold | `select` warm "
         "| adapter cold | adapter warm | `trim_messages` | `trim_messages` cached |",
@@ -465,8 +467,77 @@ def bench_tables() -> str:
     ]
     if notes:
         parts += ["", *notes]
+    parts += [
+        "",
+        "The bars, as this run meets them or not:",
+        "",
+        *bench_bars(rows, growth, imports),
+    ]
     parts.append(BENCH_END)
     return "\n".join(parts)
+
+
+#: (what, strategies it applies to (None: every model-free one), sizes, the row's key,
+#: the bar, whether a figure must be at least (True) or at most (False) the bar)
+BARS: tuple[tuple[str, tuple[str, ...] | None, tuple[int, ...], str, float, bool], ...] = (
+    ("cached `trim_messages` / warm", None, (10_000, 100_000), "trim_cached_over_warm", 20, True),
+    ("`select` cold / `select` warm", None, (10_000,), "select_cold_over_warm", 10, True),
+    ("`select` warm / warm", None, (10_000,), "select_warm_over_conversation", 3, False),
+    ("adapter cold / adapter warm", None, (10_000,), "adapter_cold_over_warm", 10, True),
+    ("adapter warm / warm", None, (10_000,), "adapter_warm_over_conversation", 3, False),
+    ("cold / `trim_messages`", ("fixed",), (10_000,), "cold_over_trim", 1.0, False),
+    ("cold / count loop", ("fixed",), (10_000,), "cold_over_count", 3, False),
+    ("warm / encoding the new message", ("semantic",), (), "warm_over_encode_new", 1.3, False),
+)
+
+
+#: Warm cost at the largest history over the smallest: "flat" is within this.
+FLAT = 2.0
+#: The median ``import ctxwindow`` in a fresh interpreter, at most.
+IMPORT_MS = 50
+
+
+def bench_bars(
+    rows: list[dict[str, Any]], growth: dict[str, dict[str, Any]], imports: float | None
+) -> list[str]:
+    """A table of every bar the bench can check, the figure this run gave, and whether
+    it is met: read from the same results as the tables above, so the page never claims
+    a bar the results do not show."""
+    out = ["| bar | strategy | messages | figure | met |", "|---|---|---|---|---|"]
+
+    def line(what: str, name: str, messages: str, figure: float | None, ok: bool) -> str:
+        met = "-" if figure is None else "yes" if ok else "**no**"
+        return f"| {what} | {name} | {messages} | {_times(figure)} | {met} |"
+
+    model_free = [r for r in rows if r["encode_new_ms"] is None]
+    for what, names, sizes, key, bar, at_least in BARS:
+        for row in [r for r in rows if r["strategy"] in names] if names else model_free:
+            if sizes and row["messages"] not in sizes:
+                continue
+            figure = row.get(key)
+            ok = figure is not None and (figure >= bar if at_least else figure <= bar)
+            sign = ">=" if at_least else "<="
+            out.append(
+                line(f"{what} {sign} {bar:g}x", row["strategy"], f"{row['messages']:,}", figure, ok)
+            )
+    for name, entry in growth.items():
+        span = f"{entry['smallest']:,} to {entry['largest']:,}"
+        figure = entry["warm_growth"]
+        out.append(
+            line(
+                f"warm growth <= {FLAT:g}x",
+                name,
+                span,
+                figure,
+                figure is not None and figure <= FLAT,
+            )
+        )
+    if imports is not None:
+        met = "yes" if imports <= IMPORT_MS else "**no**"
+        out.append(
+            f"| `import ctxwindow` <= {IMPORT_MS:g} ms | - | - | {_ms(imports)} ms | {met} |"
+        )
+    return out
 
 
 def strategy_page(name: str) -> str:

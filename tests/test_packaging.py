@@ -1,13 +1,14 @@
 """Every distribution's metadata: the licence (its text shipped in each wheel and sdist),
 authors, project URLs, Python classifiers, and for plugins a core range that includes
-the core's version (see docs/stability.md).
+the core's version (see docs/stability.md); every version from one place, versions.toml.
 
-The pyproject files are read with tomllib; one wheel and one sdist are built to see the
-LICENSE inside them.
+The pyproject files are read with tomllib; one sdist is built, and its wheel from it, to
+see the LICENSE and the version inside them.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -29,6 +30,7 @@ else:  # pragma: no cover - the core depends on tomli there
 
 ROOT = Path(__file__).resolve().parents[1]
 LICENSE = ROOT / "LICENSE"
+VERSIONS = ROOT / "versions.toml"
 REPO_URL = "https://github.com/ctxwindow/ctxwindow"
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 TEMPLATE = ROOT / "plugins/scaffold/src/ctxwindow_scaffold/templates/plugin/pyproject.toml.tmpl"
@@ -41,6 +43,9 @@ DISTRIBUTIONS = sorted(
     + [path.parent for path in ROOT.glob("examples/*/pyproject.toml")]
 )
 PLUGINS = [folder for folder in DISTRIBUTIONS if folder != ROOT / "core"]
+#: The tutorial's example plugin stands for a third party's package: its version is its
+#: own, typed in its pyproject.toml, as a package outside this repository would have it.
+FIRST_PARTY = [folder for folder in DISTRIBUTIONS if folder.parent != ROOT / "examples"]
 
 
 def project(folder: Path) -> dict[str, Any]:
@@ -48,8 +53,25 @@ def project(folder: Path) -> dict[str, Any]:
         return tomllib.load(file)
 
 
+def versions() -> dict[str, str]:
+    """versions.toml's table: the one place each first-party distribution's version is."""
+    with VERSIONS.open("rb") as file:
+        table: dict[str, str] = tomllib.load(file)["versions"]
+    return table
+
+
 def core_version() -> Version:
-    return Version(project(ROOT / "core")["project"]["version"])
+    return Version(versions()["ctxwindow"])
+
+
+def built_version(folder: Path) -> str:
+    """The version hatchling gives ``folder``'s distribution, read as its regex version
+    source reads it (the file and pattern of ``[tool.hatch.version]``)."""
+    source = project(folder)["tool"]["hatch"]["version"]
+    text = (folder / source["path"]).read_text(encoding="utf-8")
+    match = re.search(source["pattern"], text, flags=re.MULTILINE)
+    assert match is not None, f"{folder_id(folder)}: its pattern matches no line"
+    return match["version"]
 
 
 def core_requirement(dependencies: list[str]) -> Requirement:
@@ -113,11 +135,48 @@ def test_authors_urls_and_classifiers(folder: Path) -> None:
         assert (folder / package / "py.typed").is_file(), f"{package} has no py.typed"
 
 
-def test_core_has_no_core_range_and_a_changelog_entry() -> None:
+def test_versions_table_names_every_first_party_distribution() -> None:
+    names = {project(folder)["project"]["name"] for folder in FIRST_PARTY}
+    assert set(versions()) == names
+    for name, version in versions().items():
+        assert str(Version(version)) == version, f"{name}: {version!r} is not normalized"
+
+
+@pytest.mark.parametrize("folder", FIRST_PARTY, ids=folder_id)
+def test_every_version_comes_from_the_versions_table(folder: Path) -> None:
+    meta = project(folder)["project"]
+    assert "version" not in meta, f"{folder_id(folder)} types its version by hand"
+    assert meta["dynamic"] == ["version"]
+    source = project(folder)["tool"]["hatch"]["version"]
+    assert (folder / source["path"]).resolve() == VERSIONS
+    assert built_version(folder) == versions()[meta["name"]]
+
+
+@pytest.mark.parametrize("name", sorted(versions()))
+def test_installed_versions_are_the_tables(name: str) -> None:
+    """An environment installed before a bump reports the old version: reinstall."""
+    try:
+        installed = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"{name} is not installed here")
+    assert installed == versions()[name], f"{name}: reinstall it (pip install -e)"
+    if name == "ctxwindow":
+        import ctxwindow
+
+        assert ctxwindow.__version__ == versions()[name]
+
+
+def test_core_has_no_core_range_and_every_version_a_changelog_entry() -> None:
     version = core_version()
     assert version.release[0] == 0, "a 1.0 core: revisit docs/stability.md's 0.x rules"
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    assert f"ctxwindow {version}" in changelog or f"## [{version}]" in changelog
+    unreleased = changelog.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    for name, number in versions().items():
+        released = f"\n## [{number}]" in changelog
+        assert released or f"{name} {number}" in unreleased, (
+            f"CHANGELOG.md has no [{number}] release and its Unreleased section does not "
+            f"name {name} {number}"
+        )
 
 
 def _minor_range(version: Version) -> str:
@@ -155,12 +214,13 @@ def test_stability_policy_is_in_the_docs_nav() -> None:
 
 
 @pytest.mark.skipif(find_spec("build") is None, reason="the 'build' package is not installed")
-def test_wheel_and_sdist_carry_the_license(tmp_path: Path) -> None:
+def test_wheel_and_sdist_carry_the_license_and_the_version(tmp_path: Path) -> None:
     """One distribution built as a user's build would (an isolated build: hatchling
-    comes from the package index), sdist first and the wheel from the sdist."""
+    comes from the package index), sdist first and the wheel from the sdist, unpacked
+    away from versions.toml: the sdist carries its version in PKG-INFO."""
     folder = ROOT / "plugins" / "fixed"
     subprocess.run(
-        [sys.executable, "-m", "build", "--sdist", "--wheel", "-o", str(tmp_path), str(folder)],
+        [sys.executable, "-m", "build", "-o", str(tmp_path), str(folder)],
         check=True,
         capture_output=True,
     )
@@ -180,3 +240,4 @@ def test_wheel_and_sdist_carry_the_license(tmp_path: Path) -> None:
         text = archive.read(metadata).decode()
     assert "License-Expression: Apache-2.0" in text and "License-File: LICENSE" in text
     assert f"Project-URL: Homepage, {REPO_URL}" in text
+    assert f"\nVersion: {versions()['ctxwindow-fixed']}\n" in text

@@ -342,8 +342,8 @@ def test_select_reads_a_request_body_from_stdin(
     assert json.loads(out) == body
 
 
-def test_an_anthropic_body_says_what_reads_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_an_anthropic_body_without_the_adapters_names_the_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = {
         "model": "claude",
@@ -353,11 +353,75 @@ def test_an_anthropic_body_says_what_reads_it(
     }
     source = tmp_path / "anthropic.json"
     source.write_text(json.dumps(body), encoding="utf-8")
-    code, out, err = cli(capsys, "select", str(source), "-s", "capped", "-b", "100")
+    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-adapters")  # as if not installed
+    ctxwindow.reload_plugins()
+    try:
+        code, out, err = cli(capsys, "select", str(source), "-s", "capped", "-b", "100")
+    finally:
+        monkeypatch.delenv("CTXWINDOW_DISABLE_PLUGINS")
+        ctxwindow.reload_plugins()
     assert code == EXIT_ERROR and out == ""
     assert "Anthropic Messages request body" in err
-    assert "Anthropic adapter" in err
+    assert "pip install 'ctxwindow-adapters" in err
     assert "unknown role" not in err
+
+
+class UpperBody:
+    """A request format for the test: a body with ``"shout": true``, whose messages
+    come back upper-cased after windowing."""
+
+    def recognises(self, body: Any) -> bool:
+        return body.get("shout") is True
+
+    def select(
+        self, body: Any, windower: ctxwindow.Windower, query: str | None
+    ) -> tuple[dict[str, Any], ctxwindow.Window[Any]]:
+        window = windower.select(body["messages"], query=query)
+        shouted = [{**m, "content": m["content"].upper()} for m in window.messages]
+        return {**body, "messages": shouted}, window
+
+
+class RaisingBody(UpperBody):
+    """A broken format: logged and skipped, the others still read their bodies."""
+
+    def recognises(self, body: Any) -> bool:
+        raise RuntimeError("cannot tell")
+
+
+class UpperFormats:
+    @ctxwindow.hookimpl
+    def register_request_formats(self, register: Any) -> None:
+        register("a-raising", RaisingBody())  # asked first: formats go by name
+        register("upper", UpperBody())
+        register("broken", object())  # no recognises/select: reported, not used
+
+
+def test_a_plugin_request_format_reads_and_writes_its_bodies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ctxwindow_register: Any
+) -> None:
+    ctxwindow_register(UpperFormats(), name="upper", distribution="ctxwindow-upper")
+    messages = [
+        {"role": "user", "content": "an old question " * 40},
+        {"role": "assistant", "content": "an old answer " * 40},
+        {"role": "user", "content": "new question"},
+    ]
+    body = {"shout": True, "model": "m", "messages": messages}
+    source = tmp_path / "shout.json"
+    source.write_text(json.dumps(body), encoding="utf-8")
+    code, out, err = cli(capsys, "select", str(source), "-s", "capped", "-b", "50")
+    assert code == 0, err
+    assert json.loads(out) == {
+        "shout": True,
+        "model": "m",
+        "messages": [{"role": "user", "content": "NEW QUESTION"}],
+    }
+    plain = tmp_path / "plain.json"  # a body the format does not recognise: OpenAI's
+    plain.write_text(json.dumps({**body, "shout": False}), encoding="utf-8")
+    code, out, err = cli(capsys, "select", str(plain), "-s", "capped", "-b", "50")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == [{"role": "user", "content": "new question"}]
+    problems = ctxwindow.plugin_problems()
+    assert any("ctxwindow-upper: request format 'broken'" in p for p in problems), problems
 
 
 def test_a_single_message_object_is_still_jsonl(

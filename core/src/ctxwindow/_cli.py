@@ -28,9 +28,11 @@ from ctxwindow._plugins import (
     install_hint,
     plugin_problems,
     plugins,
+    request_formats,
     strategy_entry,
 )
 from ctxwindow.errors import ConfigError, CtxWindowError, InvalidMessage, UnknownStrategy
+from ctxwindow.hookspecs import RequestFormat
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -142,9 +144,10 @@ def _parser() -> argparse.ArgumentParser:
         "select",
         help="window a conversation file (JSON array or JSONL of OpenAI-format messages)",
         description="Writes the window as a JSON array to stdout; given a saved request "
-        'body ({"model": ..., "messages": [...], ...}), writes that body with its '
-        "messages windowed. Settings, first found wins: --strategy, --budget, --counter "
-        "and --option; then the file given with --config or, without --config, "
+        'body ({"model": ..., "messages": [...], ...}, or a shape a plugin reads, such '
+        "as an Anthropic Messages body), writes that body with its messages windowed "
+        "and every other key kept. Settings, first found wins: --strategy, --budget, "
+        "--counter and --option; then the file given with --config or, without --config, "
         "ctxwindow.toml in the current directory, else [tool.ctxwindow] in its "
         "pyproject.toml; then the defaults (strategy fixed, counter approx). --explain "
         "says which config file was read.",
@@ -355,9 +358,14 @@ def _select(args: argparse.Namespace) -> int:
             "[tool.ctxwindow] of pyproject.toml (or the file given with --config)"
         )
     _check_outputs(args)
-    body, messages = _read_input(args.file)
-    window = from_config(config).select(messages, query=args.query)
-    result: Any = window.messages if body is None else {**body, "messages": window.messages}
+    body, request_format, messages = _read_input(args.file)
+    windower = from_config(config)
+    result: Any
+    if body is not None and request_format is not None:
+        result, window = request_format.select(body, windower, args.query)
+    else:
+        window = windower.select(messages, query=args.query)
+        result = window.messages if body is None else {**body, "messages": window.messages}
     text = json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
     if not _encodable(text):  # lone surrogates, read from "\ud800" escapes: keep them escaped
         text = json.dumps(result, indent=2, default=str) + "\n"
@@ -378,9 +386,10 @@ def _select(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_input(path: str) -> tuple[dict[str, Any] | None, list[Any]]:
-    """(the request body, or None; the messages) of the input: a JSON array or JSONL of
-    messages, or a saved request body holding them under ``messages``."""
+def _read_input(path: str) -> tuple[dict[str, Any] | None, RequestFormat | None, list[Any]]:
+    """(the request body, or None; the plugin format that reads it, or None for an
+    OpenAI body; the messages) of the input: a JSON array or JSONL of messages, or a
+    saved request body holding them under ``messages``."""
     if path == "-":
         raw: bytes | None = sys.stdin.buffer.read()
     else:
@@ -390,10 +399,11 @@ def _read_input(path: str) -> tuple[dict[str, Any] | None, list[Any]]:
             raw = None
     body = _request_body(raw) if raw is not None else None
     if body is not None:
-        return body, body["messages"]
+        request_format = _request_format(body)
+        return body, request_format, body["messages"]
     if raw is None:
-        return None, read_messages_file(path)
-    return None, parse_messages(raw, "stdin" if path == "-" else path)
+        return None, None, read_messages_file(path)
+    return None, None, parse_messages(raw, "stdin" if path == "-" else path)
 
 
 #: Content blocks only Anthropic's Messages API has.
@@ -402,7 +412,7 @@ ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_t
 
 def _request_body(raw: bytes) -> dict[str, Any] | None:
     """The request body ``raw`` holds (a JSON object with a ``messages`` list and no
-    ``role``), else None. An Anthropic body is an error saying what reads it."""
+    ``role``), else None."""
     text = raw.decode("utf-8-sig", errors="replace").strip()
     if not text.startswith("{"):
         return None
@@ -412,17 +422,37 @@ def _request_body(raw: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(body, dict) or "role" in body or not isinstance(body.get("messages"), list):
         return None
+    return body
+
+
+def _request_format(body: dict[str, Any]) -> RequestFormat | None:
+    """The plugin format that recognises ``body``, or None for an OpenAI body. An
+    Anthropic body that no plugin reads is an error naming what reads it."""
+    for entry in request_formats():
+        try:
+            recognised = entry.target.recognises(body)
+        except Exception as error:  # one plugin's broken format must not stop the others
+            logger.warning(
+                "request format %r from %s raised %s: %s; skipped",
+                entry.name,
+                entry.distribution,
+                type(error).__name__,
+                error,
+            )
+            continue
+        if recognised:
+            found: RequestFormat = entry.target
+            return found
     if "system" in body or any(_anthropic(message) for message in body["messages"]):
         hint = install_hint("adapter", "anthropic")
         raise InvalidMessage(
             None,
             "this is an Anthropic Messages request body ('system' beside 'messages', or "
-            "tool_use / tool_result blocks); the core reads OpenAI-format messages only: "
-            "window it in Python with the Anthropic adapter ("
-            + (f"`{hint}`" if hint else "see 'Framework adapters' in the docs")
-            + "), or pass an OpenAI-format body",
+            "tool_use / tool_result blocks); the core reads OpenAI-format bodies, and a "
+            "plugin reads this one: "
+            + (f"`{hint}`" if hint else "see 'Framework adapters' in the docs"),
         )
-    return body
+    return None
 
 
 def _anthropic(message: Any) -> bool:

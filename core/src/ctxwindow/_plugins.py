@@ -65,6 +65,7 @@ HOOKS = {
     "embedder": "register_embedders",
     "summarizer": "register_summarizers",
     "importance scorer": "register_importance_scorers",
+    "request format": "register_request_formats",
 }
 #: The install commands of names that are not installed, by kind (data, not code).
 HINTS_FILE = Path(__file__).with_name("install_hints.toml")
@@ -419,6 +420,15 @@ def _entry(kind: str, args: tuple[Any, ...], plugin: str, distribution: str) -> 
 
 
 def _family_problem(kind: str, entry: Registered) -> str | None:
+    if kind == "request format":
+        if not entry.name or not all(
+            callable(getattr(entry.target, method, None)) for method in ("recognises", "select")
+        ):
+            return (
+                f"{kind} {entry.name!r}: register a name and an object with recognises() "
+                "and select()"
+            )
+        return None
     if not entry.name or ":" in entry.name or not callable(entry.target):
         return f"{kind} {entry.name!r}: register a name without ':' and a factory"
     return None
@@ -644,6 +654,13 @@ def get_summarizer(spec: str) -> Any:
     if not isinstance(spec, str):
         raise InvalidOption(f"summarizer must be a name, got {type(spec).__name__}")
     return plugins().member("summarizer", spec, UnknownSummarizer, "'extractive'")
+
+
+def request_formats() -> list[Registered]:
+    """The request body formats plugins registered, by name: the CLI asks each in turn
+    whether it recognises a body."""
+    table = plugins().registry().tables["request format"]
+    return [table[name] for name in sorted(table)]
 
 
 def get_importance_scorer(spec: str) -> Any:

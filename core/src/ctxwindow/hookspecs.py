@@ -9,13 +9,15 @@ hook of that name does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
     import argparse
+
+    from ctxwindow import Window, Windower
 
 PROJECT = "ctxwindow"
 
@@ -34,6 +36,29 @@ RegisterSummarizer = Callable[[str, Callable[[str | None], Any]], None]
 RegisterImportanceScorer = Callable[[str, Callable[[str | None], Any]], None]
 #: ``register(name, factory)``: ``factory(argument)`` returns an Embedder.
 RegisterEmbedder = Callable[[str, Callable[[str | None], Any]], None]
+
+
+class RequestFormat(Protocol):
+    """A request body shape that ``ctxwindow select`` reads and gives back, such as an
+    Anthropic Messages body: the plugin that knows the shape converts it, so the core
+    names no other API than its own (OpenAI chat messages)."""
+
+    def recognises(self, body: Mapping[str, Any]) -> bool:
+        """Whether ``body`` (a JSON object holding a ``messages`` list) is in this
+        format. Cheap and strict: the first format that recognises a body reads it."""
+        ...
+
+    def select(
+        self, body: Mapping[str, Any], windower: Windower, query: str | None
+    ) -> tuple[dict[str, Any], Window[Any]]:
+        """``body`` with its messages windowed by ``windower`` (every other key kept, in
+        the same shape), and the window, whose record counts positions in ``messages``.
+        Raise :class:`ctxwindow.InvalidMessage` for a message the format cannot read."""
+        ...
+
+
+#: ``register(name, format)``: ``format`` is a :class:`RequestFormat`.
+RegisterRequestFormat = Callable[[str, RequestFormat], None]
 
 
 @hookspec
@@ -87,6 +112,18 @@ def register_importance_scorers(register: RegisterImportanceScorer) -> None:
 
     :param register: call ``register(name, factory)`` for each scorer.
         ``factory(argument)`` returns a :class:`ctxwindow.ImportanceScorer`.
+    """
+
+
+@hookspec
+def register_request_formats(register: RegisterRequestFormat) -> None:
+    """Add request body shapes that ``ctxwindow select`` reads and writes back.
+
+    :param register: call ``register(name, format)`` for each shape, where ``format``
+        is a :class:`RequestFormat`: ``recognises(body)`` says whether a saved request
+        body is in that shape, ``select(body, windower, query)`` windows its messages
+        and returns the body in the same shape with every other key kept. The core reads
+        OpenAI chat bodies (``{"model": ..., "messages": [...]}``) itself.
     """
 
 

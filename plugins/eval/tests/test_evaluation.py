@@ -238,6 +238,12 @@ def test_bench_measures_every_figure_without_asserting_speed() -> None:
     (got,) = data["rows"]
     assert got["trim_cached_over_warm"] == round(row.trim_cached_ms / row.warm_ms, 2)
     assert data["summary"]["fixed"]["warm_growth"] == 1.0  # one length: no growth
+    assert data["import_ms"] is None  # not measured unless asked
+    from ctxwindow_eval.bench import import_ms
+
+    imports = import_ms(runs=1)  # a fresh interpreter's `import ctxwindow`
+    assert imports > 0
+    assert json.loads(to_json([row], imports=imports))["import_ms"] == imports
 
 
 def test_the_benchs_cold_histories_are_unseen_and_its_warm_ones_grow() -> None:

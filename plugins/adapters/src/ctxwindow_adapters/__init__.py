@@ -13,3 +13,6 @@ Each returns a :class:`~ctxwindow.Window` whose messages are the caller's own ob
 (those kept whole are the very objects passed in) and whose record counts positions in
 the caller's list.
 """
+
+# The plugin's hook: `ctxwindow select` reads Anthropic request bodies through it.
+from ctxwindow_adapters.bodies import register_request_formats as register_request_formats

@@ -28,6 +28,8 @@ import os
 import platform
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,6 +43,8 @@ SIZES = (1_000, 10_000, 100_000)
 BUDGET = 4_000
 #: The anchors' windows must hold this close to our window's tokens to compare.
 LIKE_FOR_LIKE = 0.05
+#: Fresh interpreters timed for the cost of ``import ctxwindow``.
+IMPORT_RUNS = 11
 #: Above this many messages, a strategy with a model times cold through the Windower only.
 MODEL_COLD_ENTRY_POINTS_UP_TO = 1_000
 #: The words the synthetic messages are made of.
@@ -452,7 +456,26 @@ def _growth(large: float | None, small: float | None) -> float | None:
     return None if large is None or not small else round(large / small, 2)
 
 
-def to_json(rows: Sequence[BenchRow], budget: int = BUDGET) -> str:
+def import_ms(runs: int = IMPORT_RUNS) -> float:
+    """Median time of ``import ctxwindow`` in a fresh interpreter (what every process of
+    an app pays once; the interpreter's own start is not counted)."""
+    probe = (
+        "import time; started = time.perf_counter(); import ctxwindow; "
+        "print(time.perf_counter() - started)"
+    )
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(runs)
+    ]
+    return round(statistics.median(times) * 1000, 2)
+
+
+def to_json(rows: Sequence[BenchRow], budget: int = BUDGET, imports: float | None = None) -> str:
+    """The results file; ``imports`` is :func:`import_ms` measured in the same run."""
     return json.dumps(
         {
             "budget": budget,
@@ -462,6 +485,7 @@ def to_json(rows: Sequence[BenchRow], budget: int = BUDGET) -> str:
                 "processor": platform.machine(),
                 "cpus": _cpus(),
             },
+            "import_ms": imports,
             "rows": [row.to_dict() for row in rows],
             "summary": summary(rows),
         },

@@ -11,7 +11,7 @@ from typing import Any
 
 from ctxwindow import describe_strategies, from_config
 from ctxwindow.errors import ConfigError, CtxWindowError
-from ctxwindow_eval import agent_runner, bench, dataset, report, runner, trajectories
+from ctxwindow_eval import agent_runner, bench, dataset, datasets, report, runner, trajectories
 
 KINDS = ("auto", "locomo", "agent")
 
@@ -25,9 +25,16 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="DATA is LoCoMo's JSON; or with --questions a JSONL of your messages "
         "(each with an 'id'); or agent trajectories (a JSON list, or JSONL with one "
         "trajectory a line, of OpenAI messages with tool calls), found by their tool "
-        "calls or named with --kind agent.",
+        "calls or named with --kind agent; or the name of a public benchmark ("
+        + ", ".join(datasets.DATASETS)
+        + "), fetched from its source on first use into the user cache, its sha256 "
+        f"checked ({datasets.MIRROR_ENV}: a base URL to fetch it from instead).",
     )
-    evaluation.add_argument("data", help="LoCoMo JSON, your messages JSONL, or trajectories")
+    evaluation.add_argument(
+        "data",
+        help="LoCoMo JSON, your messages JSONL, trajectories, or a benchmark name: "
+        + ", ".join(datasets.DATASETS),
+    )
     evaluation.add_argument("--questions", help="JSONL of {question, evidence: [ids]} for DATA")
     evaluation.add_argument(
         "--kind",
@@ -91,6 +98,7 @@ def _eval(args: argparse.Namespace) -> int:
     progress_module = report.require("rich.progress")
     to_stdout = args.json == "-"  # JSON alone on stdout, for a pipe
     console = _console(report, stderr=to_stdout)
+    _public_benchmark(args, console)
     agent = _is_agent(args)
     default = agent_runner.AGENT_BUDGETS if agent else runner.DEFAULT_BUDGETS
     budgets = _ints(args.budgets, "--budgets") if args.budgets else list(default)
@@ -136,6 +144,21 @@ def _eval(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(result, args.plot)
     return 0
+
+
+def _public_benchmark(args: argparse.Namespace, console: Any) -> None:
+    """A benchmark's name for DATA (and no file of that name here) stands for its public
+    file, fetched on first use; its kind is the benchmark's."""
+    public = datasets.DATASETS.get(args.data)
+    if public is None or Path(args.data).exists():
+        return
+
+    def say(line: str) -> None:
+        console.print(line, style="dim", markup=False, highlight=False)
+
+    args.data = str(datasets.fetch(public, say=say))
+    if args.kind == "auto":
+        args.kind = public.kind
 
 
 def _scored_questions(conversations: Any, categories: list[int], loaded: Any, given: str) -> int:
@@ -224,7 +247,8 @@ def _bench(args: argparse.Namespace) -> int:
         for note in row.notes:
             console.print(f"[dim]{row.strategy} at {row.messages:,}: {note}[/dim]")
     if args.json:
-        Path(args.json).write_text(bench.to_json(rows) + "\n", encoding="utf-8")
+        results = bench.to_json(rows, imports=bench.import_ms())
+        Path(args.json).write_text(results + "\n", encoding="utf-8")
     return 0
 
 
