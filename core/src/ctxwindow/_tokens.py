@@ -311,8 +311,9 @@ class CachedCounter:
         return count
 
     def count_simple(self, role: str, content: str, tool_call_id: str | None) -> int:
-        """:meth:`count_message` of a simple dict's message (see
-        :func:`~ctxwindow._messages.read_simple`), which is built only on a cache miss."""
+        """:meth:`count_message` of a simple dict's message (one that
+        ``read_common`` kept as role, content and tool call id), built only on a cache
+        miss."""
         key = (role, content, None, (), tool_call_id, None, None, None)
         entry = self._counts.get(key)  # the key count_message makes of its Message
         if entry is not None:
