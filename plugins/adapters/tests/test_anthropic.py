@@ -7,23 +7,17 @@ import asyncio
 import copy
 from typing import Any
 
-import pydantic
 import pytest
 
 anthropic = pytest.importorskip("anthropic")
+
+from anthropic_api import REPLY, check_messages  # noqa: E402
 
 from ctxwindow import InvalidMessage, OrphanToolResult, get_counter  # noqa: E402
 from ctxwindow_adapters import anthropic as adapter  # noqa: E402
 from ctxwindow_adapters._reads import RecentReads, each_item  # noqa: E402
 from ctxwindow_adapters.testing import AdapterConformance  # noqa: E402
 
-REPLY = {
-    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
-    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-    "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
-}  # fmt: skip
-#: Kept alive for the test session: the lazily validated content iterables need it.
-MESSAGE_PARAMS = pydantic.TypeAdapter(list[anthropic.types.MessageParam])
 SYSTEM = [
     {"type": "text", "text": "You are a careful agent.", "cache_control": {"type": "ephemeral"}}
 ]
@@ -77,25 +71,6 @@ def history(turns: int = 10, words: int = 30) -> list[dict[str, Any]]:
     return out  # fmt: skip
 
 
-def check_valid(messages: list[dict[str, Any]]) -> None:
-    """What the Messages API requires: each tool_use answered at the start of the next
-    message, each tool_result answering the message before; and the SDK's own types."""
-    validated = MESSAGE_PARAMS.validate_python(messages)
-    for message in validated:
-        if not isinstance(message["content"], str):
-            list(message["content"])  # the SDK's content is an iterable: validate it all
-    for index, message in enumerate(messages):
-        blocks = message["content"] if isinstance(message["content"], list) else []
-        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
-        if results:
-            before = messages[index - 1]["content"] if index else []
-            calls = {b["id"] for b in before if isinstance(b, dict) and b["type"] == "tool_use"}
-            assert set(results) == calls, f"message {index} answers {results}, not {calls}"
-            assert [b["type"] for b in blocks[: len(results)]] == ["tool_result"] * len(results)
-        if message["role"] == "assistant" and any(b["type"] == "tool_use" for b in blocks):
-            assert index + 1 < len(messages), "a tool_use at the end has no result"
-
-
 def test_round_trip_keeps_units_system_and_objects(server) -> None:
     base_url, bodies = server
     messages = history()
@@ -109,7 +84,7 @@ def test_round_trip_keeps_units_system_and_objects(server) -> None:
     originals = [m for m in kept if any(m is o for o in messages)]
     assert len(originals) >= len(kept) - 1  # at most the oldest mixed message is a copy
     assert kept[-1] is messages[-1]
-    check_valid(kept)
+    check_messages(kept)
     converted = adapter.read_messages(kept, SYSTEM)
     assert sum(counter.count_message(m) for m in converted.messages) <= 500
     assert window.record.tokens_after <= 500
@@ -132,7 +107,7 @@ def test_a_mixed_user_message_is_split_without_breaking_the_api_rules(server) ->
     copies = [m for m in window.messages if not any(m is o for o in messages)]
     assert copies == [{"role": "user", "content": [messages[-3]["content"][2]]}]
     assert copies[0]["content"][0] is messages[-3]["content"][2]  # the block itself
-    check_valid(window.messages)
+    check_messages(window.messages)
     send(base_url, window)
     assert bodies[-1][1]["messages"] == window.messages
     decision = next(d for d in window.record.decisions if d.action == "dropped")
@@ -144,7 +119,7 @@ def test_strategies_give_valid_requests(server, strategy: str) -> None:
     base_url, bodies = server
     messages = history(12)
     window = adapter.select(messages, 600, strategy, system="Be brief.")
-    check_valid(window.messages)
+    check_messages(window.messages)
     made = [m for m in window.messages if not any(m is o for o in messages)]
     if strategy == "summarize":
         assert window.record.count("summarized") > 0
@@ -158,7 +133,7 @@ def test_system_messages_in_the_list_are_kept() -> None:
     messages = [{"role": "system", "content": "Rules."}, *history(5)]
     window = adapter.select(messages, 200)
     assert window.messages[0] is messages[0]
-    check_valid(window.messages)
+    check_messages(window.messages)
 
 
 def test_truncating_the_newest_user_message_gives_a_copy() -> None:
@@ -172,7 +147,7 @@ def test_truncating_the_newest_user_message_gives_a_copy() -> None:
         "characters cut by ctxwindow to fit the token budget]"
     )
     assert last["content"][1] is messages[-1]["content"][1]
-    check_valid(window.messages)
+    check_messages(window.messages)
 
 
 def test_bad_input_names_the_message() -> None:
@@ -223,7 +198,7 @@ def test_dropped_orphans_leave_a_valid_copy_and_a_note_in_the_callers_positions(
         messages[2],
     ]
     assert window.record.notes[0].startswith("dropped message 1: tool result for call 'zz'")
-    check_valid(window.messages)
+    check_messages(window.messages)
 
 
 def test_sdk_content_blocks_come_back_as_themselves(server) -> None:
@@ -259,7 +234,7 @@ def test_user_first_removes_leading_assistant_turns() -> None:
     assert first["role"] == "user" and isinstance(first["content"], str)
     removed = len(free.messages) - len(window.messages)
     assert removed > 0 and window.messages == free.messages[removed:]
-    check_valid(window.messages)
+    check_messages(window.messages)
     assert window.record.notes[-1].startswith(f"removed {removed} more message(s)")
     assert window.record.tokens_after < free.record.tokens_after
     reasons = [d.reason for d in window.record.decisions if "user_first" in d.reason]
@@ -278,7 +253,7 @@ def test_cleared_results_come_back_as_tool_result_blocks(server, stand_in_run: A
     strategy, _, budget = stand_in_run
     stub = stand_in_run.stub
     window = stand_in_run.select(adapter.select, messages, system=SYSTEM)
-    check_valid(window.messages)
+    check_messages(window.messages)
     given = {call: (p, b) for p, m in enumerate(messages) for call, b in results_of(m).items()}
     newest = list(results_of(messages[-3]))[-1]  # keep_recent=1: the newest result stays
     cleared: set[str] = set()
@@ -333,7 +308,7 @@ class TestConformance(AdapterConformance):
         return adapter.read_messages(items, SYSTEM).messages
 
     def check_valid(self, items: Any) -> None:
-        check_valid(items)
+        check_messages(items)
 
     def options(self) -> dict[str, Any]:
         return {"system": SYSTEM}
@@ -352,7 +327,7 @@ def test_a_tool_result_too_big_for_the_budget_comes_back_cut_in_its_own_block() 
     before = copy.deepcopy(messages)
     window = adapter.select(messages, 500, "fixed", system="Be brief.")
     assert messages == before
-    check_valid(window.messages)
+    check_messages(window.messages)
     assert window.messages[:2] == messages[:2] and window.messages[1] is messages[1]
     (block,) = window.messages[2]["content"]
     assert block["type"] == "tool_result" and block["tool_use_id"] == "t1"
@@ -400,7 +375,7 @@ def test_a_grown_history_reads_only_what_it_added(pieces_read: list[int], strate
         assert [d.positions for d in window.record.decisions] == [
             d.positions for d in again.record.decisions
         ]
-        check_valid(window.messages)
+        check_messages(window.messages)
         assert window.messages[-1] is messages[-1]
 
 

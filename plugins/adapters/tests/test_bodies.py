@@ -10,19 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import pytest
 
 anthropic = pytest.importorskip("anthropic")
 
+from anthropic_api import REPLY, check_messages  # noqa: E402
+
 from ctxwindow_adapters.bodies import AnthropicBody  # noqa: E402
 
-REPLY = {
-    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
-    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-    "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
-}  # fmt: skip
-MESSAGE_PARAMS = pydantic.TypeAdapter(list[anthropic.types.MessageParam])
 SYSTEM_BLOCKS = [
     {"type": "text", "text": "You are a careful agent.", "cache_control": {"type": "ephemeral"}}
 ]
@@ -77,21 +72,6 @@ def select(tmp_path: Path, body: dict[str, Any], *args: str) -> tuple[int, str, 
     return done.returncode, done.stdout, done.stderr
 
 
-def check_valid(messages: list[dict[str, Any]]) -> None:
-    """What the Messages API requires: the SDK's types, the first message the user's,
-    and each tool_result answering a tool_use of the message before it."""
-    MESSAGE_PARAMS.validate_python(messages)
-    assert messages[0]["role"] == "user"
-    for index, message in enumerate(messages):
-        blocks = message["content"] if isinstance(message["content"], list) else []
-        results = {b["tool_use_id"] for b in blocks if b["type"] == "tool_result"}
-        if results:
-            before = messages[index - 1]["content"]
-            assert results == {b["id"] for b in before if b["type"] == "tool_use"}
-        if any(b["type"] == "tool_use" for b in blocks):
-            assert index + 1 < len(messages), "a tool_use at the end has no result"
-
-
 @pytest.mark.parametrize("system", ["You are a careful agent.", SYSTEM_BLOCKS])
 def test_select_windows_an_anthropic_body_and_gives_the_same_shape_back(
     tmp_path: Path, recording_server: Any, system: Any
@@ -108,7 +88,7 @@ def test_select_windows_an_anthropic_body_and_gives_the_same_shape_back(
     assert 0 < len(kept) < len(body["messages"])
     assert kept[-1] == body["messages"][-1]
     assert all(message in body["messages"] for message in kept)  # whole messages, not made
-    check_valid(kept)
+    check_messages(kept, user_first=True)
     base_url, sent = recording_server(lambda path: REPLY)
     client = anthropic.Anthropic(api_key="test", base_url=base_url, max_retries=0, timeout=10)
     reply = client.messages.create(**windowed)
