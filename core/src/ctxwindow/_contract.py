@@ -10,7 +10,6 @@ when absent, let a strategy say more.
 from __future__ import annotations
 
 import math
-import numbers
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -23,7 +22,8 @@ if TYPE_CHECKING:
     from ctxwindow._history import History
     from ctxwindow._selection import Selection
 
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.-]*$")
+#: What a strategy's name must match (``re`` compiles it on its first use, not at import).
+NAME_PATTERN = r"^[a-z][a-z0-9_.-]*$"
 
 
 @runtime_checkable
@@ -125,7 +125,7 @@ def declared_options(factory: Any) -> tuple[Option, ...]:
 def check_registration(factory: Any) -> str | None:
     """Why ``factory`` cannot be registered as a strategy, or None if it can."""
     name = getattr(factory, "name", None)
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
         return f"strategy name {name!r} must be lowercase letters, digits, '_', '-' or '.'"
     if not callable(factory):
         return f"strategy {name!r}: register the class (or a factory), not an instance"
@@ -181,6 +181,8 @@ def _whole_number(value: object) -> int | None:
     """``value`` as an int when it is an integral number (an int, a numpy integer, a
     float such as 4000.0 up to 2**53); None for a fraction, NaN, infinity, a bool or
     anything that is not a number."""
+    import numbers  # here: `import ctxwindow` does without it; a second import is a lookup
+
     if isinstance(value, bool):  # an Integral, but never meant as a count
         return None
     if isinstance(value, numbers.Integral):

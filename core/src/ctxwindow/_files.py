@@ -3,9 +3,7 @@ or JSONL with one message per line; anything else is one clear InvalidMessage.""
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ctxwindow.errors import InvalidMessage
@@ -21,7 +19,7 @@ def read_messages_file(path: str) -> list[Any]:
     """
     source = "stdin" if path == "-" else path
     try:
-        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        raw = sys.stdin.buffer.read() if path == "-" else _read_bytes(path)
     except FileNotFoundError:
         raise InvalidMessage(None, f"{source} does not exist") from None
     except IsADirectoryError:
@@ -29,6 +27,11 @@ def read_messages_file(path: str) -> list[Any]:
     except OSError as error:
         raise InvalidMessage(None, f"{source} cannot be read ({error.strerror or error})") from None
     return parse_messages(raw, source)
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
 
 
 def parse_messages(raw: bytes, source: str = "input") -> list[Any]:
@@ -83,6 +86,8 @@ def _decoded(raw: bytes, source: str) -> str:
 
 def _parsed(text: str, source: str, where: str) -> Any:
     """One JSON value, or InvalidMessage naming the file, the line and what to do."""
+    import json  # here: only reading a file needs it, not `import ctxwindow`
+
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -97,6 +102,8 @@ def _parsed(text: str, source: str, where: str) -> Any:
 
 
 def _is_one_object(text: str) -> bool:
+    import json  # here: only reading a file needs it
+
     try:
         return isinstance(json.loads(text), dict)
     except (ValueError, RecursionError):

@@ -9,6 +9,9 @@ broken plugin is reported (distribution, error) and the others still load; a hoo
 raises, or registers something malformed, is reported and skipped; a name registered
 twice raises DuplicateName when that name is asked for, naming both distributions.
 
+Importing this module imports none of the machinery's dependencies (pluggy, logging,
+importlib.metadata, the hook specifications): the first lookup of a plugin does.
+
 ``CTXWINDOW_LOAD_PLUGINS``: comma-separated distribution (or entry-point) names; when
 set, only those load (set it empty to load none). ``CTXWINDOW_DISABLE_PLUGINS``: names
 that never load (blocked in pluggy). A name in either that matches no installed plugin
@@ -20,21 +23,16 @@ found.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pluggy
-
-from ctxwindow import _tokens, hookspecs
+from ctxwindow import _tokens
 from ctxwindow._contract import check_registration, declared_options
 from ctxwindow._protocols import Embedder
 from ctxwindow._tokens import CachedCounter, TokenCounter, cached
@@ -50,6 +48,11 @@ from ctxwindow.errors import (
     UnknownSummarizer,
     did_you_mean,
 )
+
+if TYPE_CHECKING:
+    import logging
+
+    import pluggy
 
 ENTRY_POINT_GROUP = "ctxwindow"
 LOAD_ENV = "CTXWINDOW_LOAD_PLUGINS"
@@ -68,16 +71,40 @@ HOOKS = {
     "request format": "register_request_formats",
 }
 #: The install commands of names that are not installed, by kind (data, not code).
-HINTS_FILE = Path(__file__).with_name("install_hints.toml")
+HINTS_FILE = os.path.join(os.path.dirname(__file__), "install_hints.toml")
 #: The version ``ctxwindow.__version__`` reports when the core is not installed (run
 #: from a source tree without its metadata).
 UNKNOWN_VERSION = "0+unknown"
 
 #: Loading and calling plugins; what goes wrong is logged here as well as reported.
-logger = logging.getLogger("ctxwindow.plugins")
-#: A library logs and lets the application configure output: nothing is printed by
-#: default (no "last resort" handler writing warnings to stderr).
-logging.getLogger("ctxwindow").addHandler(logging.NullHandler())
+LOGGER = "ctxwindow.plugins"
+
+
+@functools.cache
+def _logger() -> logging.Logger:
+    """The plugins' logger, made when a plugin is first looked up (logging and what it
+    imports cost more than the rest of this module). A library logs and lets the
+    application configure output: the NullHandler on ``ctxwindow``, in place before any
+    plugin is imported, keeps the "last resort" handler from printing warnings."""
+    import logging
+
+    logging.getLogger("ctxwindow").addHandler(logging.NullHandler())
+    return logging.getLogger(LOGGER)
+
+
+def _debugging() -> bool:
+    """Whether the plugins' logger takes DEBUG records: a failure then logs its traceback."""
+    import logging
+
+    return _logger().isEnabledFor(logging.DEBUG)
+
+
+def _print_traceback() -> None:
+    """The traceback of the error being handled, on stderr, for ``CTXWINDOW_DEBUG``."""
+    if os.environ.get("CTXWINDOW_DEBUG"):
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
 
 
 @dataclass
@@ -161,8 +188,7 @@ class Plugins:
     """The plugin manager, what loading it found, and what the plugins registered."""
 
     def __init__(self) -> None:
-        self.manager = pluggy.PluginManager(hookspecs.PROJECT)
-        self.manager.add_hookspecs(hookspecs)
+        self._manager: pluggy.PluginManager | None = None
         self.infos: dict[str, PluginInfo] = {}
         #: Installed distributions the environment kept from loading, with the variable.
         self.skipped: dict[str, str] = {}
@@ -180,11 +206,21 @@ class Plugins:
         self._spec_locks: dict[tuple[str, str], threading.Lock] = {}
 
     # -- loading ---------------------------------------------------------------------
+    @property
+    def manager(self) -> pluggy.PluginManager:
+        """The pluggy manager with the hook specifications, made on first use."""
+        if self._manager is None:
+            with self._lock:
+                if self._manager is None:
+                    self._manager = _new_manager()
+        return self._manager
+
     def loaded(self) -> pluggy.PluginManager:
         """The manager with the core's and every allowed plugin's hooks registered."""
         if not self._loaded:
             with self._lock:
                 if not self._loaded:
+                    _logger()  # its NullHandler first: plugins log under "ctxwindow"
                     version = _version(CORE_DISTRIBUTION)
                     self._add(_tokens, CORE_DISTRIBUTION, CORE_DISTRIBUTION, version)
                     self._load_entry_points()
@@ -227,15 +263,14 @@ class Plugins:
                     module=entry_point.value,
                     error=f"{type(error).__name__}: {error}",
                 )
-                logger.warning(
+                _logger().warning(
                     "plugin %r from distribution %r failed to load: %s",
                     entry_point.name,
                     distribution,
                     self.infos[entry_point.name].error,
-                    exc_info=logger.isEnabledFor(logging.DEBUG),
+                    exc_info=_debugging(),
                 )
-                if os.environ.get("CTXWINDOW_DEBUG"):
-                    traceback.print_exc(file=sys.stderr)
+                _print_traceback()
         for variable, wanted in ((LOAD_ENV, allowed or set()), (DISABLE_ENV, blocked)):
             unknown = sorted(wanted - known)
             if unknown:
@@ -243,7 +278,7 @@ class Plugins:
                     f"{variable} names {', '.join(map(repr, unknown))}, which no installed "
                     f"plugin matches; installed: {', '.join(sorted(installed)) or 'none'}"
                 )
-                logger.warning("%s", self.problems[-1])
+                _logger().warning("%s", self.problems[-1])
 
     def _add(self, module: Any, name: str, distribution: str, version: str | None) -> None:
         if self.manager.is_registered(module) or self.manager.has_plugin(name):
@@ -305,7 +340,7 @@ class Plugins:
                 problem = _call(hook_name, impl.function, register)
                 if problem:
                     built.problems.append(f"{distribution}: {problem}")
-                    logger.warning("%s", built.problems[-1])
+                    _logger().warning("%s", built.problems[-1])
                     if info is not None:
                         info.error = problem
         return built
@@ -325,14 +360,14 @@ class Plugins:
             )
             if problem:
                 built.problems.append(f"{distribution}: {problem}")
-                logger.warning("%s", built.problems[-1])
+                _logger().warning("%s", built.problems[-1])
                 _note(info, problem)
                 return
             other = built.add(kind, entry)
             if other is not None:  # the name is unusable until one of them goes: say so
                 clash = str(built.conflicts[(kind, entry.name)])
                 built.problems.append(f"{distribution}: {clash}")
-                logger.warning("%s", built.problems[-1])
+                _logger().warning("%s", built.problems[-1])
                 _note(info, clash)
                 _note(self.infos.get(other.plugin), clash)
 
@@ -347,7 +382,7 @@ class Plugins:
             if problem:
                 distribution = info.distribution if info else impl.plugin_name
                 self.call_problems[(hook_name, distribution)] = f"{distribution}: {problem}"
-                logger.warning("%s", self.call_problems[(hook_name, distribution)])
+                _logger().warning("%s", self.call_problems[(hook_name, distribution)])
                 _note(info, problem)
 
     def member(
@@ -400,8 +435,7 @@ def _call(hook_name: str, hook: Callable[..., Any], *args: Any) -> str | None:
     try:
         hook(*args)
     except Exception as error:
-        if os.environ.get("CTXWINDOW_DEBUG"):
-            traceback.print_exc(file=sys.stderr)
+        _print_traceback()
         return f"{hook_name} raised {type(error).__name__}: {error}"
     return None
 
@@ -446,6 +480,18 @@ def _make(kind: str, spec: str, entry: Registered, argument: str | None) -> Any:
         ) from error
 
 
+def _new_manager() -> pluggy.PluginManager:
+    """A pluggy manager for the ctxwindow hooks: pluggy and the hook specifications are
+    imported here, when plugins are first needed, not by ``import ctxwindow``."""
+    import pluggy
+
+    from ctxwindow import hookspecs  # here: only the plugin host needs pluggy
+
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    return manager
+
+
 def _metadata() -> ModuleType:
     """importlib.metadata, imported on first use: it is a third of what ``import
     ctxwindow`` would cost, and only loading plugins needs it."""
@@ -474,7 +520,8 @@ def _hints() -> dict[str, dict[str, str]]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
-    loaded: dict[str, dict[str, str]] = tomllib.loads(HINTS_FILE.read_text(encoding="utf-8"))
+    with open(HINTS_FILE, encoding="utf-8") as file:
+        loaded: dict[str, dict[str, str]] = tomllib.loads(file.read())
     return loaded
 
 

@@ -14,7 +14,6 @@ gets no new one: its visits run out of time at once, until one ends.
 from __future__ import annotations
 
 import atexit
-import contextvars
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +42,7 @@ def in_thread(
     process open; its own thread, so it cannot starve any pool. ``owner`` (a strategy)
     is what :func:`saturated` counts by."""
     import concurrent.futures  # here: only a visit under a time limit needs it
+    import contextvars
 
     future: concurrent.futures.Future[T] = concurrent.futures.Future()
     context = contextvars.copy_context()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,7 +54,9 @@ class StrategyConformance:
         raise NotImplementedError("define a `strategy` fixture returning your strategy")
 
     def test_declares_what_the_host_needs(self, strategy: Strategy) -> None:
-        assert isinstance(strategy.name, str) and NAME_PATTERN.match(strategy.name), strategy.name
+        assert isinstance(strategy.name, str) and re.match(NAME_PATTERN, strategy.name), (
+            strategy.name
+        )
         assert isinstance(getattr(strategy, "requires_llm", False), bool)
         overhead = getattr(strategy, "overhead_tokens", 0)
         assert isinstance(overhead, int) and overhead >= 0
