@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -366,3 +367,49 @@ def test_budget_messages() -> None:
     with pytest.raises(InvalidBudget, match="got bool True"):
         ctxwindow.from_config({"strategy": "capped", "budget": True})
     assert ctxwindow.from_config({"strategy": "capped", "budget": 1}).budget == 1
+
+
+def test_load_config_reads_a_path_or_finds_the_directorys_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert ctxwindow.load_config() == {}  # nothing here: an empty config, not an error
+    (tmp_path / "pyproject.toml").write_text('[tool.ctxwindow]\nstrategy = "newest"\n')
+    assert ctxwindow.load_config() == {"strategy": "newest"}
+    (tmp_path / "ctxwindow.toml").write_text("budget = 300\n")
+    assert ctxwindow.load_config() == {"budget": 300}  # ctxwindow.toml first
+    other = tmp_path / "other.toml"
+    other.write_text("budget = 7\n[serve]\nport = 1\n")
+    assert ctxwindow.load_config(other) == {"budget": 7, "serve": {"port": 1}}
+    with pytest.raises(ConfigError, match="does not exist"):
+        ctxwindow.load_config(tmp_path / "missing.toml")
+
+
+CLEAR = {"strategy": "clear_tool_outputs", "keep_recent": 2}
+TORCH = "sentence-transformers:@torch"
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "options"),
+    [
+        ("fixed", "fixed", {}),
+        ("fixed:", "fixed", {}),
+        (" sliding : n=40 , note=two words", "sliding", {"n": 40, "note": "two words"}),
+        (f"semantic:embedder={TORCH}", "semantic", {"embedder": TORCH}),
+        (
+            f'pipeline:stages=[{json.dumps(CLEAR)}, "sliding"],when=always',
+            "pipeline",
+            {"stages": [CLEAR, "sliding"], "when": "always"},
+        ),
+        ('x:label="a, \\"b\\", c",n=1', "x", {"label": 'a, "b", c', "n": 1}),
+    ],
+)
+def test_a_strategy_spec_keeps_commas_inside_brackets_and_quotes(
+    text: str, name: str, options: dict[str, Any]
+) -> None:
+    assert ctxwindow.parse_strategy_spec(text) == (name, options)
+
+
+def test_a_strategy_spec_pair_without_a_value_names_itself() -> None:
+    with pytest.raises(InvalidOption, match=r"'oops' is not key=value"):
+        ctxwindow.parse_strategy_spec("fixed:max_messages=3,oops")

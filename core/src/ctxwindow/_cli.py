@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ctxwindow._config import HOST_KEYS, check_keys, find_config_file, from_config, load_config_file
-from ctxwindow._files import parse_messages, read_messages_file
 from ctxwindow._plugins import (
     core_version,
     describe_strategies,
@@ -28,11 +27,10 @@ from ctxwindow._plugins import (
     install_hint,
     plugin_problems,
     plugins,
-    request_formats,
     strategy_entry,
 )
-from ctxwindow.errors import ConfigError, CtxWindowError, InvalidMessage, UnknownStrategy
-from ctxwindow.hookspecs import RequestFormat
+from ctxwindow._requests import read_request
+from ctxwindow.errors import ConfigError, CtxWindowError, UnknownStrategy
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -358,14 +356,8 @@ def _select(args: argparse.Namespace) -> int:
             "[tool.ctxwindow] of pyproject.toml (or the file given with --config)"
         )
     _check_outputs(args)
-    body, request_format, messages = _read_input(args.file)
-    windower = from_config(config)
-    result: Any
-    if body is not None and request_format is not None:
-        result, window = request_format.select(body, windower, args.query)
-    else:
-        window = windower.select(messages, query=args.query)
-        result = window.messages if body is None else {**body, "messages": window.messages}
+    request = read_request(args.file)
+    result, window = request.select(from_config(config), args.query)
     text = json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
     if not _encodable(text):  # lone surrogates, read from "\ud800" escapes: keep them escaped
         text = json.dumps(result, indent=2, default=str) + "\n"
@@ -384,82 +376,6 @@ def _select(args: argparse.Namespace) -> int:
     if args.record:
         _write(args.record, json.dumps(window.record.to_dict(), indent=2), "--record")
     return 0
-
-
-def _read_input(path: str) -> tuple[dict[str, Any] | None, RequestFormat | None, list[Any]]:
-    """(the request body, or None; the plugin format that reads it, or None for an
-    OpenAI body; the messages) of the input: a JSON array or JSONL of messages, or a
-    saved request body holding them under ``messages``."""
-    if path == "-":
-        raw: bytes | None = sys.stdin.buffer.read()
-    else:
-        try:
-            raw = Path(path).read_bytes()
-        except OSError:  # read_messages_file says what is wrong with the file
-            raw = None
-    body = _request_body(raw) if raw is not None else None
-    if body is not None:
-        request_format = _request_format(body)
-        return body, request_format, body["messages"]
-    if raw is None:
-        return None, None, read_messages_file(path)
-    return None, None, parse_messages(raw, "stdin" if path == "-" else path)
-
-
-#: Content blocks only Anthropic's Messages API has.
-ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
-
-
-def _request_body(raw: bytes) -> dict[str, Any] | None:
-    """The request body ``raw`` holds (a JSON object with a ``messages`` list and no
-    ``role``), else None."""
-    text = raw.decode("utf-8-sig", errors="replace").strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        body = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(body, dict) or "role" in body or not isinstance(body.get("messages"), list):
-        return None
-    return body
-
-
-def _request_format(body: dict[str, Any]) -> RequestFormat | None:
-    """The plugin format that recognises ``body``, or None for an OpenAI body. An
-    Anthropic body that no plugin reads is an error naming what reads it."""
-    for entry in request_formats():
-        try:
-            recognised = entry.target.recognises(body)
-        except Exception as error:  # one plugin's broken format must not stop the others
-            logger.warning(
-                "request format %r from %s raised %s: %s; skipped",
-                entry.name,
-                entry.distribution,
-                type(error).__name__,
-                error,
-            )
-            continue
-        if recognised:
-            found: RequestFormat = entry.target
-            return found
-    if "system" in body or any(_anthropic(message) for message in body["messages"]):
-        hint = install_hint("adapter", "anthropic")
-        raise InvalidMessage(
-            None,
-            "this is an Anthropic Messages request body ('system' beside 'messages', or "
-            "tool_use / tool_result blocks); the core reads OpenAI-format bodies, and a "
-            "plugin reads this one: "
-            + (f"`{hint}`" if hint else "see 'Framework adapters' in the docs"),
-        )
-    return None
-
-
-def _anthropic(message: Any) -> bool:
-    content = message.get("content") if isinstance(message, dict) else None
-    return isinstance(content, list) and any(
-        isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS for block in content
-    )
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

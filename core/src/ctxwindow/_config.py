@@ -13,8 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from os import PathLike
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwindow._contract import check_budget, declared_options
 from ctxwindow._options import suggestions
@@ -23,6 +22,9 @@ from ctxwindow._tokens import TokenCounter
 from ctxwindow._window import Window
 from ctxwindow._windower import Windower
 from ctxwindow.errors import ConfigError, CtxWindowError, InvalidOption
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HOST_KEYS = ("strategy", "budget", "counter")
 #: Visit bounds: a strategy built on BaseStrategy takes them as options; for any other
@@ -33,6 +35,8 @@ CONFIG_FILE = "ctxwindow.toml"
 
 def load_config_file(path: str | PathLike[str]) -> dict[str, Any]:
     """Read the ctxwindow table of a TOML file (the whole file, or [tool.ctxwindow])."""
+    from pathlib import Path  # here: only a config file needs it, not `import ctxwindow`
+
     config = _read_config_file(Path(path))
     if config is None:
         raise ConfigError(f"{str(Path(path))!r} has no [tool.ctxwindow] table")
@@ -53,9 +57,14 @@ def _read_config_file(file: Path) -> dict[str, Any] | None:
     return parse_config(raw, file)
 
 
-def parse_config(raw: bytes, file: Path = Path(CONFIG_FILE)) -> dict[str, Any] | None:
-    """The ctxwindow table of a config file's bytes; ``file``'s name says whether it is a
-    pyproject.toml (None when that has no [tool.ctxwindow]). Errors are ConfigError."""
+def parse_config(raw: bytes, file: Path | None = None) -> dict[str, Any] | None:
+    """The ctxwindow table of a config file's bytes; ``file``'s name (default
+    ctxwindow.toml) says whether it is a pyproject.toml (None when that has no
+    [tool.ctxwindow]). Errors are ConfigError."""
+    if file is None:
+        from pathlib import Path  # here: only a config file needs it
+
+        file = Path(CONFIG_FILE)
     where = f"config file {str(file)!r}"
     try:
         text = raw.decode("utf-8")
@@ -85,6 +94,59 @@ def parse_config(raw: bytes, file: Path = Path(CONFIG_FILE)) -> dict[str, Any] |
     return data
 
 
+def parse_strategy_spec(text: str) -> tuple[str, dict[str, Any]]:
+    """A strategy named on a command line: ``name`` or ``name:key=value,key=value``,
+    each value read as JSON when it is JSON (``4``, ``true``, ``[1, 2]``) and as a string
+    otherwise. Commas inside brackets, braces or quotes belong to the value, so a
+    pipeline's ``stages=[...]`` can list several stages. A pair without ``=`` raises
+    InvalidOption."""
+    import json  # here: only command lines need it, not `import ctxwindow`
+
+    name, _, rest = text.partition(":")
+    options: dict[str, Any] = {}
+    for pair in _top_level_pairs(rest):
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOption(
+                f"strategy spec {text!r}: {pair!r} is not key=value; write NAME:key=value,key=value"
+            )
+        try:
+            options[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[key.strip()] = raw
+    return name.strip(), options
+
+
+def _top_level_pairs(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets, braces and double quotes."""
+    pairs: list[str] = []
+    depth, quoted, escaped, start = 0, False, False, 0
+    for index, char in enumerate(text):
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            quoted = True
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            pairs.append(text[start:index])
+            start = index + 1
+    pairs.append(text[start:])
+    return [pair for pair in pairs if pair.strip()]
+
+
+def load_config(path: str | PathLike[str] | None = None) -> dict[str, Any]:
+    """The config a command or an app runs with: the ctxwindow table of the TOML file at
+    ``path`` (the whole file, or a pyproject.toml's ``[tool.ctxwindow]``); without a
+    path, the current directory's ``ctxwindow.toml``, else its pyproject.toml's table,
+    else an empty config. Unreadable or invalid files raise ConfigError."""
+    if path is not None:
+        return load_config_file(path)
+    return find_config() or {}
+
+
 def find_config(directory: str | PathLike[str] = ".") -> dict[str, Any] | None:
     """The config in ``directory``: ctxwindow.toml, else pyproject's [tool.ctxwindow]."""
     found = find_config_file(directory)
@@ -94,6 +156,8 @@ def find_config(directory: str | PathLike[str] = ".") -> dict[str, Any] | None:
 def find_config_file(directory: str | PathLike[str] = ".") -> tuple[Path, dict[str, Any]] | None:
     """The config file in ``directory`` and its table: ctxwindow.toml first, else
     pyproject.toml's [tool.ctxwindow]; None when neither is there."""
+    from pathlib import Path  # here: only a config file needs it
+
     here = Path(directory)
     if (here / CONFIG_FILE).is_file():
         return here / CONFIG_FILE, load_config_file(here / CONFIG_FILE)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections import defaultdict
@@ -10,8 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwindow import Conversation, from_config
-from ctxwindow.errors import BudgetTooSmall, InvalidOption
+from ctxwindow import Conversation, from_config, parse_strategy_spec
+from ctxwindow.errors import BudgetTooSmall
 from ctxwindow_eval.dataset import EvalConversation, LoadReport
 from ctxwindow_eval.metrics import Score, score, window_contents
 
@@ -29,18 +28,9 @@ class StrategySpec:
 
     @classmethod
     def parse(cls, text: str) -> StrategySpec:
-        """``name`` or ``name:key=value,key=value`` (values read as JSON when they can be)."""
-        name, _, rest = text.partition(":")
-        options: dict[str, Any] = {}
-        for pair in filter(None, rest.split(",")):
-            key, sep, raw = pair.partition("=")
-            if not sep:
-                raise InvalidOption(f"strategy spec {text!r}: {pair!r} is not key=value")
-            try:
-                options[key.strip()] = json.loads(raw)
-            except json.JSONDecodeError:
-                options[key.strip()] = raw
-        return cls(name.strip(), options, text)
+        """``name`` or ``name:key=value,key=value`` (:func:`ctxwindow.parse_strategy_spec`)."""
+        name, options = parse_strategy_spec(text)
+        return cls(name, options, text)
 
     @property
     def title(self) -> str:
