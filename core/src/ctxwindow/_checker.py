@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ctxwindow._history import History
+from ctxwindow._history import NOT_UNIT, History
 from ctxwindow._messages import Message
 from ctxwindow._tokens import TokenCounter
 
@@ -42,7 +42,9 @@ def window_problems(
     kept_units: set[int] = set()
     open_unit: int | None = None
     expected_next = -1
+    stop = -1  # the open unit's
     made = iter(synthetic)
+    placement = history.placement
     for position in positions:
         if position is None:
             message = next(made)
@@ -57,21 +59,25 @@ def window_problems(
         if position <= previous:
             problems.append(f"message {position} is out of order (after {previous})")
         previous = position
-        tokens += history.tokens(position)
-        if open_unit is not None and position != expected_next:
+        cost, unit, start, unit_stop = placement(position)
+        tokens += cost
+        if open_unit is not None:
+            if position == expected_next:  # the open unit goes on (units are contiguous)
+                if position + 1 < stop:
+                    expected_next = position + 1
+                else:
+                    open_unit = None
+                continue
             problems.append(f"unit {open_unit} is split: message {expected_next} is missing")
             open_unit = None
-        unit = history.unit_of(position)
-        if unit is None:
+        if unit == NOT_UNIT:
             problems.append(f"message {position} is a defective tool message and cannot be sent")
             continue
-        span = history.span(unit)
-        if open_unit is None:
-            if position != span.start:
-                problems.append(f"unit {unit} is split: message {span.start} is missing")
-            kept_units.add(unit)
-        if position + 1 < span.stop:
-            open_unit, expected_next = unit, position + 1
+        if position != start:
+            problems.append(f"unit {unit} is split: message {start} is missing")
+        kept_units.add(unit)
+        if position + 1 < unit_stop:
+            open_unit, expected_next, stop = unit, position + 1, unit_stop
         else:
             open_unit = None
     if open_unit is not None:
@@ -225,10 +231,11 @@ def record_problems(
 
     ``decided``: the actions the strategy gave, by unit, when every other unit is
     dropped; then the check costs what was decided, not the length of the history."""
+    action_of = actions.__getitem__ if decided is None else decided.get
     for unit in kept:
         if type(unit) is not int or not 0 <= unit < count:
             return [f"the selection keeps {unit!r}, which is not a unit of its history"]
-        if actions[unit] != "kept":
+        if action_of(unit) != "kept":
             return [
                 f"unit {unit} is in the window but its record says {actions[unit]!r}; "
                 f"use keep(), drop() and summarize(), not the kept set"

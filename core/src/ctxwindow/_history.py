@@ -12,7 +12,7 @@ import contextlib
 import gc
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import repeat
+from itertools import accumulate, repeat
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar, overload
 
@@ -53,11 +53,18 @@ GC_PAUSE_AT = 5_000
 SUMS_KEPT = 4
 
 
-@contextlib.contextmanager
-def _collector_paused(count: int) -> Iterator[None]:
+#: What a small batch (a chat loop's new message) runs under: nothing to pause.
+_UNPAUSED = contextlib.nullcontext()
+
+
+def _collector_paused(count: int) -> contextlib.AbstractContextManager[None]:
     if count < GC_PAUSE_AT or not gc.isenabled():
-        yield
-        return
+        return _UNPAUSED
+    return _paused()
+
+
+@contextlib.contextmanager
+def _paused() -> Iterator[None]:
     gc.disable()
     try:
         yield
@@ -172,17 +179,19 @@ class Conversation:
 
     def _note(self, start: int, parsed: list[Message | Simple]) -> None:
         """Group the messages read and note what the views need of them (the loop is
-        every cold visit's, so the common case, a simple dict, is inline)."""
-        starts, stops, unit_of, messages = self._starts, self._stops, self._unit_of, self._messages
+        every cold visit's, so the common case, a simple dict, is inline; the messages
+        join the list at the end, in one go)."""
+        starts = self._starts
+        add_unit, add_start, add_stop = self._unit_of.append, starts.append, self._stops.append
         for position, item in enumerate(parsed, start):
             if type(item) is not tuple:
                 self._read_message(position, item)  # type: ignore[arg-type]
                 continue
             role = item[0]
             if self._open_start is None and role != "tool":  # a unit of its own
-                unit_of.append(len(starts))
-                starts.append(position)
-                stops.append(position + 1)
+                add_unit(len(starts))
+                add_start(position)
+                add_stop(position + 1)
             else:
                 self._group(position, role, (), item[2], None)
             if role == "user":
@@ -191,10 +200,10 @@ class Conversation:
                     self._first_user = position
             elif role in INSTRUCTION_ROLES:
                 self._kept_always.append(position)
-            messages.append(item)
+        self._messages.extend(parsed)
 
     def _read_message(self, position: int, message: Message) -> None:
-        """Group and note a message read whole."""
+        """Group and note a message read whole (:meth:`_note` adds it to the list)."""
         self._group(position, message.role, message.tool_calls, message.tool_call_id, message)
         # an instruction stays; a made one (an earlier visit's summary) is content
         if (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned:
@@ -207,7 +216,6 @@ class Conversation:
             self._newest_user = position
             if self._first_user is None:
                 self._first_user = position
-        self._messages.append(message)
 
     def _group(
         self,
@@ -276,11 +284,18 @@ class Conversation:
             simple = getattr(counting, "count_simple", None)
             start = len(sums) - 1
             with _collector_paused(upto - start):
+                if simple is not None:  # the common case: each count in one pass, summed in C
+                    counts = [
+                        simple(*item) if isinstance(item, tuple) else count(item)
+                        for item in self._messages[start:upto]
+                    ]
+                    running = accumulate(counts, initial=total)
+                    next(running)  # ``total`` itself: the last entry already
+                    sums.extend(running)
+                    return sums
                 for position, item in enumerate(self._messages[start:upto], start):
                     if not isinstance(item, tuple):
                         total += count(item)
-                    elif simple is not None:
-                        total += simple(*item)
                     else:
                         total += count(self.message(position))
                     sums.append(total)
@@ -477,7 +492,8 @@ class History:
     def span(self, unit: int) -> range:
         # at most this view's size: the conversation may have grown since, and a legacy
         # function result that came later joins its call's unit (the stop moves on)
-        return range(self._starts[unit], min(self._stops[unit], self._size))
+        stop = self._stops[unit]
+        return range(self._starts[unit], stop if stop <= self._size else self._size)
 
     def tokens(self, position: int) -> int:
         if self._replacements and position in self._replacements:
@@ -485,9 +501,25 @@ class History:
         return self._sums[position + 1] - self._sums[position]
 
     def unit_tokens(self, unit: int) -> int:
-        start, stop = self._starts[unit], min(self._stops[unit], self._size)
-        total = self._sums[stop] - self._sums[start]
+        stop = self._stops[unit]
+        total = (
+            self._sums[stop if stop <= self._size else self._size] - self._sums[self._starts[unit]]
+        )
         return total + self._unit_change.get(unit, 0) if self._unit_change else total
+
+    def placement(self, position: int) -> tuple[int, int, int, int]:
+        """What the checker needs of a message, in one call (it walks every window):
+        its tokens, its unit (NOT_UNIT: defective), and that unit's span start and stop
+        (the message's own position and the next, for a defective one)."""
+        # tokens() and unit_of(), inline
+        replaced = self._replacements.get(position) if self._replacements else None
+        sums = self._sums
+        tokens = replaced[1] if replaced else sums[position + 1] - sums[position]
+        unit = self._unit_of[position] if position < self._size else NOT_UNIT
+        if not 0 <= unit < self._unit_count:
+            return tokens, NOT_UNIT, position, position + 1
+        stop = self._stops[unit]
+        return tokens, unit, self._starts[unit], stop if stop <= self._size else self._size
 
     def unit_text(self, unit: int) -> str:
         return "\n".join(self._message(p).text for p in self.span(unit))

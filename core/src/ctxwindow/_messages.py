@@ -6,7 +6,6 @@ hashable so that token counts can be cached by content.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -42,6 +41,8 @@ class ContentPart:
                 )
 
     def to_dict(self) -> dict[str, Any]:
+        import json  # here: `import ctxwindow` does without it; a second import is a lookup
+
         out: dict[str, Any] = json.loads(self.data_json) if self.data_json else {}
         out["type"] = self.type
         if self.text is not None:
@@ -487,6 +488,8 @@ def simple_message(fields: Simple) -> Message:
 
 def check_message_list(messages: object) -> Iterable[object]:
     """``messages`` if it is a list (or other iterable) of messages, else InvalidMessage."""
+    if type(messages) is list or type(messages) is tuple:  # the common case, no ABC checks
+        return messages
     if messages is None:
         raise InvalidMessage(None, "got None; pass a list of messages (it may be empty)")
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
@@ -570,6 +573,8 @@ def _read_content(index: int | None, content: object) -> Content:
 
 
 def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]:
+    import json  # here: `import ctxwindow` does without it; a second import is a lookup
+
     read: list[ContentPart] = []
     for number, part in enumerate(parts):
         if isinstance(part, ContentPart):
@@ -636,6 +641,8 @@ def _arguments(index: int | None, arguments: object, owner: str) -> str:
     """A call's arguments as the string the model reads (JSON text for a structure)."""
     if isinstance(arguments, str):
         return arguments
+    import json  # here: `import ctxwindow` does without it; a second import is a lookup
+
     try:
         return json.dumps(arguments, sort_keys=True)
     except (TypeError, ValueError, RecursionError) as error:

@@ -89,6 +89,17 @@ class Selection:
         return None if self._decided is None else dict(self._decided)
 
     def keep(self, unit: int, reason: str, score: float | None = None) -> None:
+        decided = self._decided
+        if (  # the common case, as _decide records it, inline: a strategy keeps each unit
+            decided is not None
+            and score is None
+            and type(unit) is int
+            and 0 <= unit < self._count
+            and type(reason) is str
+        ):
+            decided[unit] = ("kept", reason)
+            self.kept.add(unit)
+            return
         self.kept.add(self._decide(unit, "kept", reason, score))
 
     def drop(self, unit: int, reason: str, score: float | None = None) -> None:

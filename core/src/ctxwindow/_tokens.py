@@ -11,7 +11,6 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow._messages import Message, simple_message
@@ -190,6 +189,8 @@ def tiktoken_counter(encoding: str | None) -> EncodingCounter:
 
 def hf_counter(path: str | None) -> EncodingCounter:
     """``hf:<path to tokenizer.json or its folder>`` through the tokenizers library."""
+    from pathlib import Path  # here: `import ctxwindow` does without it
+
     try:
         from tokenizers import Tokenizer
     except ImportError:

@@ -479,12 +479,17 @@ def _layout(history: History, chosen: _Chosen) -> tuple[list[int | None], list[M
     kept = chosen.kept
     positions: list[int | None] = []
     synthetic: list[Message] = []
+    span = history.span
+    if not inserts:  # the common case: the kept units alone
+        for unit in sorted(kept):
+            positions.extend(span(unit))
+        return positions, synthetic
     for unit in sorted(kept | inserts.keys()):
         for message in inserts.get(unit, ()):
             positions.append(None)
             synthetic.append(message)
         if unit in kept:
-            positions.extend(history.span(unit))
+            positions.extend(span(unit))
     return positions, synthetic
 
 
@@ -499,6 +504,8 @@ def _output(
 
     A strategy's stand-in is the original's fields with the stand-in's content, and
     metadata that says it was made and which message it stands for."""
+    if not synthetic and not replacements and not stand_ins:  # the common case
+        return list(map(history._originals.__getitem__, positions))  # type: ignore[arg-type]
     wants_dicts = len(history) == 0 or not isinstance(history.original(0), Message)
     made = iter(synthetic)
     output: list[Any] = []

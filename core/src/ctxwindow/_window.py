@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -120,6 +119,8 @@ class WindowRecord:
     def explain(self) -> str:
         """This record as a readable table (what ``ctxwindow select --explain`` prints);
         runs of units with the same fate share a row."""
+        import json  # here: `import ctxwindow` does without it
+
         lines = [
             f"strategy {self.strategy} | budget {self.budget} | counter {self.counter} | "
             f"{'engaged' if self.engaged else 'not engaged: everything fits'} | "

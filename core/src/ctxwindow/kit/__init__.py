@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections.abc import Container, Iterator
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from ctxwindow._history import History
@@ -108,10 +107,11 @@ def recent_units(
     not fit. Must-keep units, and those in ``skip``, are passed over at no cost (they
     are kept already). The caller keeps what it takes; stopping early is allowed."""
     start = len(history.units) if before is None else before
+    must_keep, unit_tokens = history.must_keep, history.unit_tokens
     for unit in range(start - 1, -1, -1):
-        if unit in history.must_keep or unit in skip:
+        if unit in must_keep or unit in skip:
             continue
-        tokens = history.unit_tokens(unit)
+        tokens = unit_tokens(unit)
         if tokens > room:
             return
         room -= tokens
@@ -121,6 +121,8 @@ def recent_units(
 def redact(url: str) -> str:
     """``url`` without its password (in the user part or a ``password=`` query
     parameter), for messages and reprs."""
+    from urllib.parse import urlsplit, urlunsplit  # here: `import ctxwindow` does without
+
     parts = urlsplit(url)
     netloc = parts.netloc
     if parts.password is not None:

@@ -9,7 +9,6 @@ window already carries, so the value of an older unit falls as others are kept:
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 import threading
@@ -106,6 +105,8 @@ class Coverage:
             if memo is None:
                 memo = _MEMO[history.conversation] = _UnitIdentifiers()
         self._memo = memo
+        #: What ``of`` found on this visit, by unit: a visit values a unit many times.
+        self._found: dict[int, frozenset[str]] = {}
         replaced = {history.unit_of(position) for position in history.replacements}
         self._fresh = {unit for unit in replaced if unit is not None}
         #: Messages before this one are as the conversation holds them (no stand-in).
@@ -118,15 +119,20 @@ class Coverage:
 
     def of(self, unit: int) -> frozenset[str]:
         """The identifiers of ``unit``'s text and tool-call arguments."""
+        found = self._found.get(unit)
+        if found is not None:
+            return found
         if unit in self._fresh:
-            return identifiers(unit_text(self.history, unit))
-        span = self.history.span(unit)
-        key = (span.start, span.stop)
-        found = self._memo.by_unit.get(key)
-        if found is None:
             found = identifiers(unit_text(self.history, unit))
-            with self._memo.lock:
-                self._memo.by_unit[key] = found
+        else:
+            span = self.history.span(unit)
+            key = (span.start, span.stop)
+            found = self._memo.by_unit.get(key)
+            if found is None:
+                found = identifiers(unit_text(self.history, unit))
+                with self._memo.lock:
+                    self._memo.by_unit[key] = found
+        self._found[unit] = found
         return found
 
     def add(self, unit: int) -> None:
@@ -200,6 +206,8 @@ def best_first(
     caller keeps what it takes, and updates whatever ``value`` reads, before asking for
     the next. With ``size``, the candidates may be other keys than units (a unit's
     excerpt), sized by it."""
+    import heapq  # here: `import ctxwindow` does without it; a second import is a lookup
+
     order = list(candidates)
     sizes = {unit: (size or history.unit_tokens)(unit) for unit in order}
     heap = [(-value(unit), rank, unit) for rank, unit in enumerate(order)]

@@ -10,7 +10,6 @@ headed by a marker that says it is an excerpt and what it kept.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -165,6 +164,8 @@ def excerpt_text(text: str) -> str | None:
     JSON; the lines holding identifiers for any other text), or None when it has none."""
     stripped = text.strip()
     if stripped[:1] in ("[", "{"):
+        import json  # here: `import ctxwindow` does without it; a second import is a lookup
+
         try:
             parsed = json.loads(stripped)
             if isinstance(parsed, (dict, list)):
@@ -370,6 +371,7 @@ def keep_best(
         chosen = best_first(history, keys, room, forms.value, above=above, size=forms.size)
     else:
         chosen = order(forms.value, forms.first_value, forms.size)
+    excerpted: list[int] = []
     for rank, key in enumerate(chosen):
         unit, excerpt = _form(key)
         if unit in forms.taken:  # its other form, valued -inf: offered only without ``above``
@@ -381,14 +383,14 @@ def keep_best(
             added = len(found.identifiers - coverage.covered) if coverage else 0
             why = reason(rank, unit, added)
             room -= _keep_excerpt(selection, found, coverage, score, why)
+            excerpted.append(unit)
             continue
         added = len(coverage.of(unit) - coverage.covered) if coverage else 0
         if coverage is not None:
             coverage.add(unit)
         selection.keep(unit, reason(rank, unit, added), _finite(score(unit)))
         room -= history.unit_tokens(unit)
-    excerpted = sorted(unit for unit in forms.taken if forms.excerpt(unit))
-    return _restore_whole(history, selection, excerpted, forms, room, score, reason)
+    return _restore_whole(history, selection, sorted(excerpted), forms, room, score, reason)
 
 
 class _Forms:

@@ -42,8 +42,8 @@ class FixedWindow(BaseStrategy):
         if messages_left is not None:
             messages_left -= _counted(history)
         for unit in recent_units(history, history.budget - history.must_keep_tokens):
-            span = history.span(unit)
             if messages_left is not None:
+                span = history.span(unit)
                 if len(span) > messages_left:
                     selection.default_reason = f"beyond max_messages={self.options['max_messages']}"
                     break
