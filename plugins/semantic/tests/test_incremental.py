@@ -180,6 +180,35 @@ def test_ranking_takes_the_kits_best_first_units_in_its_order(
         assert example.ours(told_exact=case % 3 == 0) == example.kit(), case
 
 
+def test_ranking_values_no_key_whose_bound_is_exact() -> None:
+    """A key whose bound is its value (a unit without identifiers) is taken on its bound:
+    in a chat loop that is most of the window, and valuing it is a Python call each. Its
+    other form (``~unit``, an excerpt) is still never taken once it is."""
+    valued: list[int] = []
+    taken: list[int] = []
+
+    worth = {0: 0.9, 1: 0.8, 2: 0.7, 3: 0.1, ~1: 0.5}
+
+    def value(key: int) -> float:  # an excerpt's: nothing once its unit is taken whole
+        valued.append(key)
+        return -math.inf if ~key in taken else worth[key]
+
+    keys = np.array(list(worth), dtype=np.int64)
+    taken.extend(
+        ranking.best_first(
+            keys,
+            np.array([5, 5, 5, 5, 2], dtype=np.int64),
+            np.array([0.9, 0.8, 0.7, 0.1, 0.85], dtype=np.float64),
+            np.array([True, True, True, True, False]),
+            17,
+            value,
+            value,
+        )
+    )
+    assert taken == [0, 1, 2]  # ~1 fits the last room, but 1 was taken whole
+    assert set(valued) == {~1}  # only the key whose bound is not its value
+
+
 # -- the strategy -----------------------------------------------------------------------
 def window_of(strategy: SemanticWindow, conversation: Any, budget: int, counter: Any) -> Any:
     window = strategy.select(conversation, budget, counter)

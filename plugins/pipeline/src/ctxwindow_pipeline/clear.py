@@ -117,19 +117,26 @@ class ClearToolOutputs(BaseStrategy):
     def _units(self, history: History) -> Iterator[tuple[int, Clearing | None]]:
         """Each unit, newest first, with how to clear it (None: as it is). A result is
         cleared when it is older than the newest ``keep_recent`` results (must-keep
-        units' included), costs at least ``min_tokens``, and is not must-keep."""
+        units' included), costs at least ``min_tokens``, and is not must-keep.
+
+        A unit's first message is never a tool result (results join the unit of the
+        call they answer), so a unit of one message is passed over unread."""
         keep_recent: int = self.options["keep_recent"]
         min_tokens: int = self.options["min_tokens"]
         memo = self._memo_of(history)
+        messages, span_of, must_keep = history.messages, history.span, history.must_keep
         seen = 0
         for unit in range(len(history.units) - 1, -1, -1):
-            span = history.span(unit)
+            span = span_of(unit)
+            if len(span) == 1:
+                yield unit, None
+                continue
             chosen = []
-            for position in reversed(span):
-                if history.messages[position].role != "tool":
+            for position in range(span.stop - 1, span.start, -1):
+                if messages[position].role != "tool":
                     continue
                 seen += 1
-                if seen <= keep_recent or unit in history.must_keep:
+                if seen <= keep_recent or unit in must_keep:
                     continue
                 if history.tokens(position) >= min_tokens:
                     chosen.append(position)

@@ -10,8 +10,8 @@ budget, so the last one guarantees it, and the runner checks the final window to
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import Any, ClassVar, NamedTuple
 
 from ctxwindow import (
     BaseStrategy,
@@ -185,28 +185,33 @@ def _kept_by_every_stage(history: History) -> set[int]:
     return found
 
 
-def _stand_in_for(item: Any, position: int) -> Message | None:
-    """``item`` as the stand-in a stage sent for its input message ``position``, or None."""
-    message = item if isinstance(item, Message) else None
-    if message is None and isinstance(item, dict):
-        metadata = item.get("metadata")
-        if isinstance(metadata, dict) and metadata.get("stands_in_for") == position:
-            message = Message.from_dict(item)
-    if message is None or message.metadata.get("stands_in_for") != position:
-        return None
-    return message
+def _stands_in_for(item: Any, position: int) -> bool:
+    """Whether ``item`` is the stand-in a stage sent for its input message ``position``."""
+    if isinstance(item, Message):
+        return item.metadata.get("stands_in_for") == position
+    metadata = item.get("metadata") if isinstance(item, dict) else None
+    return isinstance(metadata, dict) and metadata.get("stands_in_for") == position
+
+
+def _as_message(item: Any) -> Message:
+    """A stage's window item (a stand-in, a made message) as a Message: read only for
+    those that reach the final window, so a transform that clears every old tool output
+    does not cost a turn a read of each stand-in."""
+    return item if isinstance(item, Message) else Message.from_dict(item)
 
 
 # -- following the caller's messages through the stages ---------------------------------
-@dataclass(frozen=True)
-class _Origin:
+class _Origin(NamedTuple):
     """Where a stage's input message comes from: the caller's message at ``position``,
-    or (position None) a message stage ``made_by`` made, standing for ``covers``."""
+    or (position None) a message stage ``made_by`` made, standing for ``covers``. A
+    tuple: one is made per message of the history on every visit."""
 
     position: int | None
     covers: frozenset[int]
     made_by: str | None = None
-    stand_in: Message | None = None  # what is sent in place of the caller's message
+    #: What is sent in place of the caller's message, as the stage's window holds it
+    #: (a Message, or a dict read as one by :func:`_as_message` when it is sent).
+    stand_in: Any = None
 
 
 class _Run:
@@ -224,16 +229,18 @@ class _Run:
         self.labels: list[str] = []
         replaced = history.replacements  # the host's cuts (tool results, newest user)
         pin = set(history.must_keep) - _kept_by_every_stage(history)
+        items, origins, span, original = self.items, self.origins, history.span, history.original
         for unit in range(len(history.units)):
-            for position in history.span(unit):
-                item = history.original(position)
+            covers = frozenset((unit,))
+            for position in span(unit):
+                item = original(position)
                 if position in replaced:
                     cut = replaced[position]
                     item = cut if isinstance(item, Message) else {**item, **_content(cut)}
                 if unit in pin:
                     item = _pinned(item)
-                self.items.append(item)
-                self.origins.append(_Origin(position, frozenset((unit,))))
+                items.append(item)
+                origins.append(_Origin(position, covers))
 
     def apply(self, stage: Stage, windower: Windower, window: Window[Any]) -> None:
         """Take a stage's window as the next input, remembering what it did."""
@@ -254,8 +261,8 @@ class _Run:
             if here is not None and item is self.items[here]:
                 origins.append(self.origins[here])
                 pointer += 1
-            elif here is not None and (stand_in := _stand_in_for(item, here)) is not None:
-                origins.append(replace(self.origins[here], stand_in=stand_in))
+            elif here is not None and _stands_in_for(item, here):
+                origins.append(self.origins[here]._replace(stand_in=item))
                 pointer += 1
             else:
                 anchor = kept[pointer] if pointer < len(kept) else len(self.items)
@@ -266,20 +273,27 @@ class _Run:
             problem = "its window does not hold the very messages its record says it kept"
             raise windower.violation([problem])
         summarized: list[tuple[int, frozenset[int]]] = []
+        before, size = self.origins, len(self.origins)
+        kept_reason, replaced_reason = self.kept_reason, self.replaced_reason
+        labelled: dict[str, str] = {}  # each reason with the stage's label, made once
         for decision in decisions:
             if not decision.positions:
                 continue
-            carried = [self.origins[p] for p in decision.positions if p < len(self.origins)]
+            carried = [before[p] for p in decision.positions if p < size]
             if decision.action in KEEPING:
+                why = labelled.get(decision.reason)
+                if why is None:
+                    why = labelled[decision.reason] = f"{label}: {decision.reason}"
+                replacing = decision.action == "replaced"
                 for origin in carried:
                     if origin.position is not None:
                         (unit,) = origin.covers
-                        why = f"{label}: {decision.reason}"
-                        if decision.action == "replaced":
-                            self.replaced_reason[unit] = why
-                        elif unit in self.replaced_reason:
-                            why = f"{self.replaced_reason[unit]}; then {why}"
-                        self.kept_reason[unit] = why
+                        if replacing:
+                            replaced_reason[unit] = kept_reason[unit] = why
+                        elif unit in replaced_reason:
+                            kept_reason[unit] = f"{replaced_reason[unit]}; then {why}"
+                        else:
+                            kept_reason[unit] = why
             else:
                 self._removed(label, decision.action, decision.reason, carried)
                 if decision.action == "summarized":
@@ -328,7 +342,7 @@ class _Run:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
                 reason = self.kept_reason.get(unit, KEPT_ALL_FIT)
-                selection.replace(origin.position, origin.stand_in, reason)
+                selection.replace(origin.position, _as_message(origin.stand_in), reason)
         count = len(history.units)
         for index, origin in enumerate(self.origins):
             if origin.position is not None:
@@ -338,7 +352,7 @@ class _Run:
                 count,
             )
             made = self.items[index]
-            message = made if isinstance(made, Message) else Message.from_dict(made)
+            message = _as_message(made)
             selection.add_synthetic(_in_callers_terms(message, origin, history), after)
         for label, record in zip(self.labels, self.records, strict=True):
             selection.notes.append(f"{label}: {_summary(record)}")

@@ -72,9 +72,12 @@ def best_first(
     ``value(unit)``: what a unit is worth now, never rising as units are taken;
     ``first_value(unit)``: what it was worth before the first was taken (the kit's
     heap holds that until a unit is valued again); ``bounds``: for each candidate, a
-    number at least ``first_value``, and ``exact`` where it is ``first_value`` itself
-    (``first_value`` is not called there). The caller keeps what it takes, as with
-    the kit's.
+    number at least ``first_value``, and ``exact`` where it is the value itself, now
+    and after any unit is taken (neither ``first_value`` nor ``value`` is called there:
+    in a chat loop most of the window is such units). A key ``~unit`` is ``unit``'s
+    other form (its excerpt): once one form is taken, the other is worth nothing (as
+    ``value`` says of the keys it values). The caller keeps what it takes, as with the
+    kit's.
     """
     heap: list[tuple[float, int]] = []  # (-value, rank), as in the kit's heap
     pending = _Pending(bounds)
@@ -91,6 +94,8 @@ def best_first(
             heapq.heapify(heap)
 
     smallest = int(sizes.min()) if len(sizes) else 0
+    constant = exact.tolist()
+    taken: set[int] = set()  # units taken, in either form
     while True:
         settle()
         if not heap or room < smallest:
@@ -100,12 +105,17 @@ def best_first(
         if size > room:
             continue
         unit = int(candidates[rank])
-        fresh = value(unit)
-        if fresh == -math.inf:  # worth nothing now, and never again (as the kit's)
-            continue
-        settle()
-        if heap and fresh < -heap[0][0] and fresh < -stale:
-            heapq.heappush(heap, (-fresh, rank))
-            continue
+        if constant[rank]:  # still worth its bound, so it comes now, as the kit's would
+            if (~unit if unit < 0 else unit) in taken:
+                continue  # its other form was taken: worth nothing now, and never again
+        else:
+            fresh = value(unit)
+            if fresh == -math.inf:  # worth nothing now, and never again (as the kit's)
+                continue
+            settle()
+            if heap and fresh < -heap[0][0] and fresh < -stale:
+                heapq.heappush(heap, (-fresh, rank))
+                continue
         room -= size
+        taken.add(~unit if unit < 0 else unit)
         yield unit
