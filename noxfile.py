@@ -19,7 +19,7 @@ nox.options.reuse_existing_virtualenvs = True
 #: Every first-party distribution under plugins/, strategies first.
 PLUGINS = [
     "plugins/fixed", "plugins/sliding", "plugins/semantic", "plugins/summarize", "plugins/pipeline",
-    "plugins/stores", "plugins/adapters", "plugins/eval", "plugins/scaffold",
+    "plugins/stores", "plugins/adapters", "plugins/eval", "plugins/scaffold", "plugins/serve",
 ]  # fmt: skip
 #: The CPU build of torch on this machine's disk; an unpinned torch pulls a multi-GB CUDA
 #: build. Installed before sentence-transformers so that nothing asks for another.
@@ -90,6 +90,7 @@ PLUGIN_EXTRAS = {
     "plugins/stores": "[redis]",
     "plugins/adapters": "[openai,anthropic,langchain,pydantic-ai]",
     "plugins/eval": "[langchain]",
+    "plugins/serve": "[otel,test]",
 }
 
 
@@ -220,7 +221,8 @@ def eval(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Speed at 1k, 10k and 100k messages through every entry point, beside LangChain's
     trim_messages (semantic at 1k and 10k: a cold 100k history is an hour of embedding),
-    written into docs/evaluation.md; and memory at 100k messages."""
+    written into docs/evaluation.md; what the proxy adds (docs/serve.md); and memory at
+    100k messages."""
     install_project(session)
     model_free = ("fixed", "sliding", "summarize", "clear_tool_outputs")
     strategies = [arg for name in model_free for arg in ("-s", name)]
@@ -228,6 +230,11 @@ def bench(session: nox.Session) -> None:
     session.run(
         "ctxwindow", "bench", "-s", "semantic", "--sizes", "1000,10000",
         "--json", "docs/results/bench-semantic.json",
+    )  # fmt: skip
+    # What the proxy adds to a request (docs/serve.md).
+    session.run(
+        "python", "-m", "ctxwindow_serve.bench", "--suite",
+        "--json", "docs/results/serve-bench.json",
     )  # fmt: skip
     session.run("python", "docs_gen/bench_tables.py")
     # Memory of one visit on 100,000 messages, every strategy that needs no LLM, each in

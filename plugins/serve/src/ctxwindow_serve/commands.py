@@ -1,0 +1,62 @@
+"""The ``serve`` command, added to ``ctxwindow`` through the ``register_commands`` hook.
+Starlette, uvicorn and httpx are imported when the command runs, not when the command
+line is built."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import ctxwindow
+from ctxwindow_serve.settings import DEFAULT_HOST, DEFAULT_PORT
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``serve`` to the ``ctxwindow`` command."""
+    serve = cli.add_parser(
+        "serve",
+        help="a proxy that windows every chat request before it reaches the model",
+        description="Point an app's base URL at this proxy: POST /v1/chat/completions, "
+        "/v1/responses and /v1/messages (Anthropic) are windowed to the model's context "
+        '([models."NAME"] context = N in the config) with the configured strategy, then '
+        "forwarded to --upstream; every other request passes through. The client's "
+        "credentials are forwarded, never logged.",
+    )
+    serve.add_argument("--upstream", help="the API to forward to (default: [serve] upstream)")
+    serve.add_argument("--config", help="ctxwindow.toml (default: ./ctxwindow.toml)")
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"(default: {DEFAULT_HOST})")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"(default: {DEFAULT_PORT})")
+    serve.add_argument(
+        "--require-key",
+        action="store_true",
+        help="clients must send the key in the environment variable [serve] require_key_env "
+        "(default CTXWINDOW_PROXY_KEY) as the x-ctxwindow-key header",
+    )
+    serve.add_argument("--log-level", default="info", help="uvicorn's log level")
+    serve.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ctxwindow_serve.proxy import build_app
+    from ctxwindow_serve.settings import load_settings
+
+    config = ctxwindow.load_config(args.config)
+    settings = load_settings(config, upstream=args.upstream, require_key=args.require_key)
+    if args.host not in _LOOPBACK and settings.client_key is None:
+        print(
+            f"ctxwindow serve: warning: listening on {args.host} without --require-key: "
+            "anyone who can reach it can use the upstream credentials clients send through it",
+            file=sys.stderr,
+        )
+    if not settings.models:
+        print(
+            'ctxwindow serve: warning: no [models."NAME"] in the config: every request is '
+            "forwarded untouched",
+            file=sys.stderr,
+        )
+    uvicorn.run(build_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    return 0

@@ -1,0 +1,67 @@
+"""What the proxy does with credentials and sizes: the client key it may require, the
+headers that pass and those that stop here, and the body limit.
+
+Credentials the client sends for the upstream (``authorization``, ``x-api-key``, ...)
+are forwarded as they are and nowhere else: the log, the metrics, spans and errors are
+built from the body's windowing record, never from headers.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Iterable, Mapping
+
+#: The header a client sends the proxy's own key in (``--require-key``); not forwarded.
+CLIENT_KEY_HEADER = "x-ctxwindow-key"
+#: Headers about one hop, not the request (RFC 9110 7.6.1), and those httpx sets itself.
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+     "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
+)  # fmt: skip
+_NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", CLIENT_KEY_HEADER}
+_NOT_RETURNED = HOP_BY_HOP | {"content-length"}
+
+
+class BodyTooLarge(Exception):
+    """A request body over the limit (answered with a 413)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"request body is {size} bytes or more, over the proxy's limit of {limit} bytes "
+            f"([serve] max_body_bytes)"
+        )
+
+
+def key_matches(expected: str | None, given: str | None) -> bool:
+    """Whether the client sent the proxy's key (always, when none is required)."""
+    if expected is None:
+        return True
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The client's headers to send upstream: all of them, credentials included, but
+    those of this hop and the proxy's own key."""
+    return [(name, value) for name, value in headers if name.lower() not in _NOT_FORWARDED]
+
+
+def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The upstream's headers to send back: all but those of its hop (the body passes as
+    it came, still compressed, so content-encoding stays)."""
+    return [(name, value) for name, value in headers if name.lower() not in _NOT_RETURNED]
+
+
+async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], limit: int) -> bytes:
+    """The request body, refused as soon as it is known to be over ``limit`` bytes: by
+    its content-length first, then by counting what arrives."""
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(int(declared), limit)
+    received = bytearray()
+    async for chunk in chunks:
+        received += chunk
+        if len(received) > limit:
+            raise BodyTooLarge(len(received), limit)
+    return bytes(received)

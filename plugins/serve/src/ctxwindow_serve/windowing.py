@@ -1,0 +1,195 @@
+"""One request's visit: parse the body, find the model's budget, window the history,
+and give back the bytes to forward.
+
+Whatever goes wrong here, the request still goes upstream: a body that is not JSON,
+or not the shape expected, goes as it came (the upstream's own error is the one that
+counts); a strategy that fails gives way to ``fixed`` at the same budget, and if that
+fails too the body goes as it came. Only a budget with no room left for any history is
+answered here, with a 400 naming the numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ctxwindow import Window, Windower, WindowRecord, from_config
+from ctxwindow.errors import CtxWindowError, InvalidMessage
+from ctxwindow_serve.budget import Budget, PartCounts, request_budget
+from ctxwindow_serve.settings import ModelEntry, ServeSettings
+from ctxwindow_serve.shapes import Shape, same_items
+
+logger = logging.getLogger("ctxwindow.serve")
+
+#: The strategy a failing one gives way to: the newest messages that fit.
+FALLBACK_STRATEGY = "fixed"
+
+
+@dataclass
+class Outcome:
+    """What became of one request: the bytes to forward (or the error to answer), and
+    what the log, the header and the metrics say of it."""
+
+    content: bytes
+    outcome: str
+    model: str | None = None
+    budget: Budget | None = None
+    record: WindowRecord | None = None
+    fallback: str | None = None
+    note: str | None = None
+    refusal: dict[str, Any] | None = None
+    #: History items the window left out, and summaries it holds (from the record's
+    #: decisions only when the window holds items it made: reading them costs ~10 us a
+    #: message, the whole latency bar on a long history).
+    dropped: int = 0
+    summarized: int = 0
+
+
+class Windowing:
+    """The Windowers of one proxy: one per counter the model entries use (a strategy
+    and its caches shared by every model counted alike), built at start so that a bad
+    config fails then, not on the first request."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        self.settings = settings
+        self.parts = PartCounts()
+        self._windowers: dict[str | None, Windower] = {}
+        self._fallbacks: dict[str | None, Windower] = {}
+        self._unknown_models: set[str] = set()
+        for entry in settings.models:
+            self.windower(entry)
+
+    def _counter_of(self, entry: ModelEntry) -> str | None:
+        counter = entry.counter or self.settings.strategy.get("counter")
+        return None if counter is None else str(counter)
+
+    def windower(self, entry: ModelEntry) -> Windower:
+        counter = self._counter_of(entry)
+        windower = self._windowers.get(counter)
+        if windower is None:
+            config = {**self.settings.strategy, "budget": entry.context, "counter": counter}
+            windower = self._windowers[counter] = from_config(config)
+        return windower
+
+    def fallback(self, entry: ModelEntry) -> Windower:
+        counter = self._counter_of(entry)
+        windower = self._fallbacks.get(counter)
+        if windower is None:
+            config = {"strategy": FALLBACK_STRATEGY, "budget": entry.context, "counter": counter}
+            windower = self._fallbacks[counter] = from_config(config)
+        return windower
+
+    async def visit(self, shape: Shape, raw: bytes) -> Outcome:
+        """The visit of one request body ``raw`` sent to ``shape``'s route."""
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return Outcome(raw, "not_json", note="body is not JSON")
+        if not isinstance(body, dict):
+            return Outcome(raw, "not_json", note="body is not a JSON object")
+        model = body.get("model")
+        name = model if isinstance(model, str) else None
+        entry = self.settings.model(model)
+        if entry is None:
+            self._unknown(name)
+            return Outcome(raw, "unknown_model", name, note="no [models] entry")
+        reason = shape.untouched_reason(body)
+        if reason is not None:
+            return Outcome(raw, "untouched", name, note=reason)
+        windower = self.windower(entry)
+        budget = request_budget(body, shape, entry, windower.counter, self.parts)
+        if budget.left <= 0:
+            message = (
+                f"ctxwindow proxy: no room for any history for model {name!r}: {budget.explain()}"
+            )
+            refusal = shape.error_body("invalid_request_error", message)
+            return Outcome(raw, "refused", name, budget, note=message, refusal=refusal)
+        return await self._window(shape, body, raw, entry, budget, name)
+
+    async def _window(
+        self,
+        shape: Shape,
+        body: dict[str, Any],
+        raw: bytes,
+        entry: ModelEntry,
+        budget: Budget,
+        name: str | None,
+    ) -> Outcome:
+        history = body[shape.history_key]
+        fallback = None
+        try:
+            window = await shape.window(body, self.windower(entry), budget.left)
+        except InvalidMessage as error:  # the upstream's answer to it is the one to give
+            return Outcome(raw, "untouched", name, budget, note=f"not windowed: {error}")
+        except CtxWindowError as error:
+            fallback = type(error).__name__
+            logger.warning("strategy failed, falling back to %s: %s", FALLBACK_STRATEGY, error)
+            try:
+                window = await shape.window(body, self.fallback(entry), budget.left)
+            except CtxWindowError as again:
+                logger.warning("fallback failed too, forwarding untouched: %s", again)
+                return Outcome(raw, "untouched", name, budget, fallback=fallback, note=str(again))
+        return _outcome(window, history, body, raw, shape, budget, name, fallback)
+
+    def _unknown(self, name: str | None) -> None:
+        if name not in self._unknown_models:
+            self._unknown_models.add(str(name))
+            logger.info(
+                "model %r has no [models] entry: its requests are forwarded untouched", name
+            )
+
+
+def _outcome(
+    window: Window[Any],
+    history: list[Any],
+    body: dict[str, Any],
+    raw: bytes,
+    shape: Shape,
+    budget: Budget,
+    name: str | None,
+    fallback: str | None,
+) -> Outcome:
+    outcome = "fallback" if fallback else "windowed"
+    record = window.record
+    if same_items(window.messages, history):  # nothing dropped: the bytes as they came
+        return Outcome(raw, outcome, name, budget, record, fallback)
+    rebuilt = {**body, shape.history_key: list(window.messages)}
+    done = Outcome(_dumps(rebuilt), outcome, name, budget, record, fallback)
+    originals = {id(item) for item in history}
+    kept = sum(1 for item in window.messages if id(item) in originals)
+    if kept == len(window.messages):  # only items of the history: the rest were dropped
+        done.dropped = len(history) - kept
+    else:  # summaries, or cut copies: the record says which
+        done.dropped = record.count("dropped")
+        done.summarized = record.count("summarized")
+    return done
+
+
+def _dumps(body: Mapping[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer past 64 bits, which orjson does not write
+        import json
+
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def header_value(outcome: Outcome) -> str:
+    """The ``x-ctxwindow`` header: the visit in one line."""
+    record = outcome.record
+    if record is None:
+        return f"outcome={outcome.outcome}"
+    parts = [
+        f"strategy={record.strategy}",
+        f"tokens={record.tokens_before}->{record.tokens_after}",
+        f"dropped={outcome.dropped}",
+        f"summarized={outcome.summarized}",
+        f"budget={record.budget}",
+    ]
+    if outcome.fallback:
+        parts.append(f"fallback={outcome.fallback}")
+    return "; ".join(parts)

@@ -1,0 +1,81 @@
+"""/healthz, /metrics (Prometheus text and JSON), the visit log, and a span per visit
+with the GenAI semantic conventions' attributes."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+
+def post(proxy, body):
+    return httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=30)
+
+
+def test_healthz_answers_without_the_upstream(run_app):
+    from ctxwindow_serve import ServeSettings, build_app
+
+    proxy = run_app(build_app(ServeSettings(upstream="http://127.0.0.1:9")))
+    answer = httpx.get(f"{proxy.url}/healthz")
+    assert (answer.status_code, answer.json()) == (200, {"status": "ok"})
+
+
+def test_metrics_count_requests_tokens_and_latency(proxy, make_history):
+    for _ in range(3):
+        assert post(
+            proxy, {"model": "small", "messages": make_history(20), "max_tokens": 50}
+        ).is_success
+    post(proxy, {"model": "other", "messages": make_history(2)})
+    post(proxy, {"model": "fail-429", "messages": make_history(2), "max_tokens": 5})
+    data = httpx.get(f"{proxy.url}/metrics?format=json").json()
+    counts = {(r["model"], r["outcome"]): r["count"] for r in data["requests"]}
+    assert counts[("small", "windowed")] == 3
+    assert counts[("other", "unknown_model")] == 1
+    assert counts[("", "upstream_error")] == 1
+    assert data["tokens_saved"] == data["tokens_before"] - data["tokens_after"] > 0
+    assert data["visit_ms"]["p50"] > 0
+    text = httpx.get(f"{proxy.url}/metrics").text
+    assert (
+        'ctxwindow_requests_total{route="/v1/chat/completions",model="small",outcome="windowed"} 3'
+        in text
+    )
+    assert f"ctxwindow_tokens_saved_total {data['tokens_saved']}" in text
+    assert 'ctxwindow_visit_ms{quantile="0.50"}' in text
+
+
+def test_the_log_has_the_budget_and_the_whole_record(start_proxy, make_history, tmp_path):
+    log = tmp_path / "logs" / "visits.jsonl"
+    proxy = start_proxy(log=log)
+    messages = make_history(20)
+    answer = post(proxy, {"model": "small", "messages": messages, "max_tokens": 50})
+    proxy.stop()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["visit"] == answer.headers["x-ctxwindow-visit"]
+    assert entry["budget"] == {"context": 400, "output": 50, "fixed": 0, "reserved": 0, "left": 350}
+    assert entry["record"]["messages_before"] == len(messages)
+    assert len(entry["record"]["decisions"]) > 0
+    assert entry["upstream_status"] == 200
+    assert "word word" not in log.read_text()  # no message text
+
+
+def test_each_visit_is_a_span(proxy, upstream, make_history):
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    answer = post(proxy, {"model": "small", "messages": make_history(20), "max_tokens": 50})
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes)
+    assert span.name == "chat small"
+    assert attributes["gen_ai.provider.name"] == "openai"
+    assert attributes["gen_ai.request.model"] == "small"
+    assert attributes["gen_ai.request.max_tokens"] == 50
+    assert attributes["ctxwindow.strategy"] == "fixed"
+    assert attributes["ctxwindow.budget"] == 350
+    assert f"dropped={attributes['ctxwindow.dropped']}" in answer.headers["x-ctxwindow"]

@@ -1,0 +1,138 @@
+"""The real openai client, pointed at the proxy, against the recording upstream: what
+reaches the upstream is a valid chat body, windowed as the strategy windows the history."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import TypeAdapter
+
+import ctxwindow
+from ctxwindow.testing import check_window
+
+MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
+
+
+def client(proxy, key="sk-x"):
+    return openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=key, max_retries=0)
+
+
+def test_a_long_chat_is_windowed_to_the_models_context(validate, proxy, upstream, make_history):
+    messages = make_history(20)
+    raw = client(proxy).chat.completions.with_raw_response.create(
+        model="small", messages=messages, max_tokens=50
+    )
+    assert raw.parse().choices[0].message.content == "Hello"
+    sent = upstream.last.json()
+    forwarded = validate(MESSAGES, sent["messages"])
+    assert len(forwarded) < len(messages)
+    # the strategy's own window at the request's budget: context 400 - output 50
+    expected = check_window(ctxwindow.get_strategy("fixed"), messages, 350)
+    assert expected is not None
+    assert forwarded == expected.messages
+    assert sent["max_tokens"] == 50
+    header = raw.headers["x-ctxwindow"]
+    assert header.startswith("strategy=fixed; tokens=")
+    assert f"dropped={len(messages) - len(forwarded)}" in header
+    assert "budget=350" in header
+
+
+def test_a_history_that_fits_goes_as_the_same_bytes(proxy, upstream, make_history):
+    body = json.dumps(
+        {"model": "small", "messages": make_history(1), "temperature": 0.25}, indent=1
+    ).encode()
+    answer = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        content=body,
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 200
+    assert upstream.last.body == body
+    assert "dropped=0" in answer.headers["x-ctxwindow"]
+
+
+def test_every_other_key_of_the_body_is_kept(proxy, upstream, make_history):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    client(proxy).chat.completions.create(
+        model="small",
+        messages=make_history(20),
+        max_completion_tokens=20,
+        tools=tools,
+        temperature=0.5,
+        user="u1",
+    )
+    sent = upstream.last.json()
+    assert sent["tools"] == tools
+    assert (sent["temperature"], sent["user"], sent["max_completion_tokens"]) == (0.5, "u1", 20)
+
+
+def test_tools_and_output_come_off_the_budget(proxy, make_history):
+    tools = [{"type": "function", "function": {"name": "f", "description": "word " * 100}}]
+    raw = client(proxy).chat.completions.with_raw_response.create(
+        model="small", messages=make_history(20), max_tokens=100, tools=tools
+    )
+    budget = int(raw.headers["x-ctxwindow"].split("budget=")[1].split(";")[0])
+    assert budget < 400 - 100 - 100
+
+
+def test_a_tool_call_goes_with_its_results(validate, proxy, upstream, make_history):
+    messages = make_history(10)
+    messages[-1:] = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny " * 40},
+        {"role": "user", "content": "thanks"},
+    ]  # fmt: skip
+    client(proxy).chat.completions.create(model="small", messages=messages, max_tokens=50)
+    forwarded = validate(MESSAGES, upstream.last.json()["messages"])
+    calls = [m for m in forwarded if m.get("tool_calls")]
+    results = [m for m in forwarded if m["role"] == "tool"]
+    assert len(calls) == len(results)
+
+
+def test_a_model_without_an_entry_goes_untouched(proxy, upstream, make_history):
+    messages = make_history(20)
+    raw = client(proxy).chat.completions.with_raw_response.create(model="other", messages=messages)
+    assert upstream.last.json()["messages"] == messages
+    assert raw.headers["x-ctxwindow"] == "outcome=unknown_model"
+
+
+def test_a_prefix_entry_matches_its_models(proxy, upstream, make_history):
+    raw = client(proxy).chat.completions.with_raw_response.create(
+        model="claude-x", messages=make_history(20), max_tokens=50
+    )
+    assert "budget=350" in raw.headers["x-ctxwindow"]
+
+
+def test_no_room_for_history_is_a_400_naming_the_numbers(proxy, upstream, make_history):
+    try:
+        client(proxy).chat.completions.create(
+            model="small", messages=make_history(2), max_tokens=1000
+        )
+    except openai.BadRequestError as error:
+        assert "context 400 - output 1000" in str(error)
+    else:
+        raise AssertionError("expected a 400")
+    assert upstream.seen == []
+
+
+def test_other_requests_pass_through(proxy, upstream):
+    models = client(proxy).models.list()
+    assert [m.id for m in models.data] == ["m"]
+    assert upstream.last.path == "/v1/models"
+
+
+def test_a_growing_chat_is_windowed_each_turn(validate, proxy, upstream, make_history):
+    messages = make_history(5)
+    chat = client(proxy)
+    for turn in range(30):
+        answer = chat.chat.completions.create(model="small", messages=messages, max_tokens=50)
+        messages.append({"role": "assistant", "content": answer.choices[0].message.content})
+        messages.append({"role": "user", "content": f"turn {turn} " + "word " * 20})
+        sent = validate(MESSAGES, upstream.last.json()["messages"])
+        assert sent[0] == messages[0]  # the system prompt is kept
+    assert len(sent) < len(messages)

@@ -1,0 +1,148 @@
+"""Credentials go to the upstream and nowhere else; a client key when asked for; a body
+limit; upstream errors as they came; a failing strategy never costs the request."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import httpx
+import openai
+import pytest
+
+import ctxwindow
+from ctxwindow.testing import check_window
+from ctxwindow_serve import ServeSettings
+from ctxwindow_serve.settings import load_settings
+
+
+def post(proxy, body, **headers):
+    return httpx.post(f"{proxy.url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+
+def test_credentials_reach_the_upstream_and_nothing_else(
+    start_proxy, upstream, make_history, secret, tmp_path, caplog
+):
+    caplog.set_level(logging.DEBUG)
+    log = tmp_path / "visits.jsonl"
+    proxy = start_proxy(log=log)
+    body = {"model": "small", "messages": make_history(20), "max_tokens": 50}
+    answer = post(proxy, body, authorization=f"Bearer {secret}", **{"x-api-key": secret})
+    untouched = post(proxy, {**body, "model": "other"}, authorization=f"Bearer {secret}")
+    assert answer.status_code == untouched.status_code == 200
+    assert upstream.seen[0].headers["authorization"] == f"Bearer {secret}"
+    assert upstream.seen[0].headers["x-api-key"] == secret
+    metrics = (
+        httpx.get(f"{proxy.url}/metrics").text + httpx.get(f"{proxy.url}/metrics?format=json").text
+    )
+    proxy.stop()  # the log is written out when the proxy stops
+    logged = log.read_text()
+    assert json.loads(logged.splitlines()[0])["record"]["strategy"] == "fixed"
+    for place in (
+        logged,
+        metrics,
+        caplog.text,
+        str(answer.headers),
+        repr(proxy.app.state.proxy.settings),
+    ):
+        assert secret not in place
+
+
+def test_a_required_key_is_checked_and_not_forwarded(start_proxy, upstream, make_history):
+    proxy = start_proxy(client_key="proxy-key-1")
+    body = {"model": "small", "messages": make_history(2), "max_tokens": 50}
+    refused = post(proxy, body)
+    wrong = post(proxy, body, **{"x-ctxwindow-key": "proxy-key-2"})
+    assert refused.status_code == wrong.status_code == 401
+    assert httpx.get(f"{proxy.url}/metrics").status_code == 401
+    assert upstream.seen == []
+    assert post(proxy, body, **{"x-ctxwindow-key": "proxy-key-1"}).status_code == 200
+    assert "x-ctxwindow-key" not in upstream.last.headers
+
+
+def test_the_key_comes_from_the_environment_and_never_from_the_config():
+    settings = load_settings(
+        {"serve": {"upstream": "http://up"}}, require_key=True,
+        environ={"CTXWINDOW_PROXY_KEY": "k-123"},
+    )  # fmt: skip
+    assert settings.client_key == "k-123"
+    assert "k-123" not in repr(settings)
+    with pytest.raises(ctxwindow.ConfigError, match="CTXWINDOW_PROXY_KEY"):
+        load_settings({"serve": {"upstream": "http://up"}}, require_key=True, environ={})
+
+
+def test_an_upstream_url_with_credentials_is_refused():
+    with pytest.raises(ctxwindow.ConfigError, match="credentials"):
+        ServeSettings(upstream="https://user:pw@api.example.com")
+
+
+def test_a_body_over_the_limit_is_a_413_saying_so(start_proxy, upstream, make_history):
+    proxy = start_proxy(max_body_bytes=2000)
+    answer = post(proxy, {"model": "small", "messages": make_history(40)})
+    assert answer.status_code == 413
+    assert "2000 bytes" in answer.json()["error"]["message"]
+    # without a content-length, counted as it arrives
+    chunks = iter([b'{"model": "small", "messages": [', b"1," * 2000, b"1]}"])
+    streamed = httpx.post(f"{proxy.url}/v1/chat/completions", content=chunks)
+    assert streamed.status_code == 413
+    assert upstream.seen == []
+
+
+def test_upstream_errors_come_back_as_they_came(proxy, make_history):
+    answer = post(proxy, {"model": "fail-429", "messages": make_history(2), "max_tokens": 5})
+    assert answer.status_code == 429
+    assert answer.headers["retry-after"] == "7"
+    assert answer.json() == {"error": {"message": "slow down", "type": "rate_limit"}}
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-x", max_retries=0)
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model="fail-429", messages=make_history(2))
+
+
+def test_bad_json_is_forwarded_for_the_upstream_to_answer(proxy, upstream):
+    answer = httpx.post(f"{proxy.url}/v1/chat/completions", content=b"{not json")
+    assert upstream.last.body == b"{not json"
+    assert answer.status_code == 400
+    assert answer.headers["x-ctxwindow"] == "outcome=not_json"
+
+
+def test_an_unreachable_upstream_is_a_502_in_the_apis_shape(run_app, make_history):
+    from ctxwindow_serve import build_app
+
+    proxy = run_app(build_app(ServeSettings(upstream="http://127.0.0.1:9")))
+    answer = post(proxy, {"model": "small", "messages": make_history(2)})
+    assert answer.status_code == 502
+    assert "upstream unreachable" in answer.json()["error"]["message"]
+    anthropic_shape = httpx.post(f"{proxy.url}/v1/messages", json={"model": "m"})
+    assert anthropic_shape.json()["type"] == "error"
+
+
+class Crashing(ctxwindow.BaseStrategy):
+    """A strategy whose own code fails on every visit."""
+
+    name = "crashing-test"
+
+    def choose(self, history):
+        raise RuntimeError("boom")
+
+
+def test_a_failing_strategy_falls_back_to_fixed(start_proxy, upstream, make_history, caplog):
+    ctxwindow.register_plugin(_CrashingPlugin(), name="crashing-test-plugin")
+    try:
+        proxy = start_proxy(strategy={"strategy": "crashing-test"})
+        messages = make_history(20)
+        answer = post(proxy, {"model": "small", "messages": messages, "max_tokens": 50})
+    finally:
+        ctxwindow.unregister_plugin("crashing-test-plugin")
+    assert answer.status_code == 200
+    assert "fallback=PluginError" in answer.headers["x-ctxwindow"]
+    expected = check_window(ctxwindow.get_strategy("fixed"), messages, 350)
+    assert expected is not None
+    assert upstream.last.json()["messages"] == expected.messages
+    assert "falling back" in caplog.text
+    assert "Traceback" not in answer.text
+
+
+class _CrashingPlugin:
+    @ctxwindow.hookimpl
+    def register_strategies(self, register):
+        register(Crashing)
