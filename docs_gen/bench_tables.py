@@ -1,7 +1,9 @@
-"""Write the speed tables of docs/evaluation.md from docs/results (run by ``nox -s bench``).
+"""Write the speed tables of docs/evaluation.md and docs/serve.md from docs/results (run
+by ``nox -s bench``).
 
-The figures are read from ``docs/results/bench.json`` and ``bench-semantic.json``, never
-typed by hand; ``tests/test_readme.py`` fails when the page and the results disagree.
+The figures are read from ``docs/results/bench.json``, ``bench-semantic.json`` and
+``serve-bench.json``, never typed by hand; ``tests/test_readme.py`` fails when the pages
+and the results disagree.
 Usage: ``python docs_gen/bench_tables.py``.
 """
 
@@ -21,3 +23,8 @@ if __name__ == "__main__":
         PAGE, reference.BENCH_START, reference.BENCH_END, reference.bench_tables()
     )
     print(f"wrote the speed tables of {PAGE}")
+    SERVE = HERE.parent / "docs" / "serve.md"
+    reference.write_between(
+        SERVE, reference.SERVE_START, reference.SERVE_END, reference.serve_table()
+    )
+    print(f"wrote the proxy's table of {SERVE}")

@@ -69,6 +69,8 @@ def test_the_speed_tables_show_the_figures_in_docs_results() -> None:
     assert tables in page, "run: python docs_gen/bench_tables.py (or nox -s bench)"
     for name in ("fixed", "sliding", "summarize"):
         assert f"| {name} | 10,000 |" in tables, name
+    serve = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
+    assert reference.serve_table() in serve, "run: python docs_gen/bench_tables.py"
 
 
 def _reference() -> Any:

@@ -36,7 +36,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import ctxwindow
-from ctxwindow import ApproxCounter, Conversation, describe_strategies, from_config
+from ctxwindow import ApproxCounter, Conversation, describe_strategies, from_config, get_embedder
+from ctxwindow.errors import CtxWindowError
 from ctxwindow_eval.runner import StrategySpec
 
 SIZES = (1_000, 10_000, 100_000)
@@ -45,6 +46,9 @@ BUDGET = 4_000
 LIKE_FOR_LIKE = 0.05
 #: Fresh interpreters timed for the cost of ``import ctxwindow``.
 IMPORT_RUNS = 11
+#: Variables dropped from the probes' environment: with this one set, every import
+#: compiles its modules afresh, which no installed app pays.
+IMPORT_ENV_DROPPED = ("PYTHONDONTWRITEBYTECODE",)
 #: Above this many messages, a strategy with a model times cold through the Windower only.
 MODEL_COLD_ENTRY_POINTS_UP_TO = 1_000
 #: The words the synthetic messages are made of.
@@ -120,6 +124,9 @@ class BenchRow:
     trim_tokens_ratio: float | None = None
     encode_all_ms: float | None = None
     encode_new_ms: float | None = None
+    #: The same texts through the model's PyTorch path, when the strategy runs another
+    #: (ONNX): what the faster path saves on a cold visit.
+    encode_all_torch_ms: float | None = None
     window_tokens: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -138,6 +145,7 @@ class BenchRow:
             "adapter_cold_over_warm": over(self.adapter_cold_ms, self.adapter_warm_ms),
             "adapter_warm_over_conversation": over(self.adapter_warm_ms, self.warm_ms),
             "warm_over_encode_new": over(self.warm_ms, self.encode_new_ms),
+            "encode_all_torch_over_encode_all": over(self.encode_all_torch_ms, self.encode_all_ms),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,6 +166,21 @@ def median_ms(work: Callable[[], Any], repeats: int) -> float:
         work()
         times.append(time.perf_counter() - started)
     return statistics.median(times) * 1000
+
+
+def alternated_ms(
+    work: Callable[[], Any], anchor: Callable[[], Any], repeats: int
+) -> tuple[float, float]:
+    """Median wall times of ``work()`` and ``anchor()`` run turn about, so that a ratio of
+    the two compares runs made under the same load of a shared machine."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for job, into in ((work, times[0]), (anchor, times[1])):
+            gc.collect()
+            started = time.perf_counter()
+            job()
+            into.append(time.perf_counter() - started)
+    return statistics.median(times[0]) * 1000, statistics.median(times[1]) * 1000
 
 
 def median_each_ms(work: Callable[[Any], Any], inputs: Sequence[Any]) -> float:
@@ -294,12 +317,19 @@ def bench_strategy(
     conversation = Conversation(base)
     window = windower.select(conversation)
     turns = _turns()
+    anchor_turns = (f"{turn['content']} (anchor)" for turn in _turns())
 
     def grow_conversation() -> None:
         conversation.append(next(turns))
         windower.select(conversation)
 
-    warm_ms = median_ms(grow_conversation, repeats * 3)
+    encode_new_ms: float | None = None
+    if embedder is None:
+        warm_ms = median_ms(grow_conversation, repeats * 3)
+    else:  # the per-turn limit timed turn by turn beside the turns, as the machine is then
+        warm_ms, encode_new_ms = alternated_ms(
+            grow_conversation, lambda: embedder.embed([next(anchor_turns)]), repeats * 3
+        )
 
     def one_call(messages: list[dict[str, Any]]) -> None:
         ctxwindow.select(messages, budget, spec.name, counter="approx", **options)
@@ -328,7 +358,12 @@ def bench_strategy(
     )
     _langchain_rows(row, spec.name, options, base, unseen() if each_cold else [], budget, repeats)
     if embedder is not None:
-        _encode_rows(row, embedder, conversation, repeats)
+        row.encode_new_ms = encode_new_ms
+        row.encode_all_ms = encode_all_ms(embedder, conversation)
+        torch = _torch_twin(embedder) if each_cold else None
+        if torch is not None:
+            torch.embed(["the model loaded before the clock starts, as the other's was"])
+            row.encode_all_torch_ms = encode_all_ms(torch, conversation)
     return row
 
 
@@ -394,15 +429,24 @@ def _langchain_rows(
         )
 
 
-def _encode_rows(row: BenchRow, embedder: Any, conversation: Conversation, repeats: int) -> None:
-    """The model's own cost: encoding every text of the history once (the cold limit),
-    and one new message (the per-turn limit)."""
+def encode_all_ms(embedder: Any, conversation: Conversation) -> float:
+    """The model's own cold cost: encoding every text of the history once."""
     texts = [m.text for m in conversation.view(ApproxCounter(), BUDGET).messages]
     started = time.perf_counter()
     embedder.embed([f"{text} (once more)" for text in texts])  # unseen by any cache
-    row.encode_all_ms = (time.perf_counter() - started) * 1000
-    turns = _turns()
-    row.encode_new_ms = median_ms(lambda: embedder.embed([next(turns)["content"]]), repeats * 3)
+    return (time.perf_counter() - started) * 1000
+
+
+def _torch_twin(embedder: Any) -> Any | None:
+    """The same sentence-transformers model on its PyTorch path, for an embedder running
+    another backend; None for any other embedder (or one already on torch)."""
+    backend, model = getattr(embedder, "backend", None), getattr(embedder, "model_name", None)
+    if backend in (None, "torch") or not isinstance(model, str):
+        return None
+    try:
+        return get_embedder(f"{model}@torch")
+    except CtxWindowError:
+        return None
 
 
 def _no_shared_cache(name: str) -> dict[str, Any]:
@@ -458,20 +502,30 @@ def _growth(large: float | None, small: float | None) -> float | None:
 
 def import_ms(runs: int = IMPORT_RUNS) -> float:
     """Median time of ``import ctxwindow`` in a fresh interpreter (what every process of
-    an app pays once; the interpreter's own start is not counted)."""
+    an app pays once; the interpreter's own start is not counted), from compiled
+    bytecode as an installed app imports it: one discarded probe first writes any
+    stale ``.pyc`` files, and the probes run without ``PYTHONDONTWRITEBYTECODE``."""
     probe = (
         "import time; started = time.perf_counter(); import ctxwindow; "
         "print(time.perf_counter() - started)"
     )
-    times = [
-        float(
+    environment = {
+        name: value for name, value in os.environ.items() if name not in IMPORT_ENV_DROPPED
+    }
+
+    def timed() -> float:
+        return float(
             subprocess.run(
-                [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+                [sys.executable, "-c", probe],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=environment,
             ).stdout
         )
-        for _ in range(runs)
-    ]
-    return round(statistics.median(times) * 1000, 2)
+
+    timed()  # the warm-up: compiles what is stale, and is not counted
+    return round(statistics.median(timed() for _ in range(runs)) * 1000, 2)
 
 
 def to_json(rows: Sequence[BenchRow], budget: int = BUDGET, imports: float | None = None) -> str:
