@@ -18,8 +18,15 @@ from functools import partial
 import httpx
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
 from ctxwindow_serve import telemetry
@@ -35,6 +42,7 @@ from ctxwindow_serve.security import (
 )
 from ctxwindow_serve.settings import ServeSettings
 from ctxwindow_serve.shapes import CHAT, ROUTES, Shape
+from ctxwindow_serve.ui import CONTENT_SECURITY_POLICY, RecentVisits, Visit
 from ctxwindow_serve.windowing import Outcome, Windowing, header_value
 
 logger = logging.getLogger("ctxwindow.serve")
@@ -55,6 +63,7 @@ class Proxy:
         self.metrics = Metrics()
         self.log: VisitLog | None = None
         self.client: httpx.AsyncClient | None = None
+        self.recent = RecentVisits(settings.ui_visits) if settings.ui else None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -82,6 +91,15 @@ class Proxy:
         if request.query_params.get("format") == "json":
             return JSONResponse(self.metrics.to_dict())
         return PlainTextResponse(self.metrics.prometheus(), media_type="text/plain; version=0.0.4")
+
+    async def ui(self, request: Request) -> Response:
+        """The inspector's page of the most recent visits (only when enabled)."""
+        if not key_matches(self.settings.client_key, request.headers.get(CLIENT_KEY_HEADER)):
+            return _unauthorised(CHAT)
+        assert self.recent is not None, "the route exists only with [serve] ui = true"
+        page = await run_in_threadpool(self.recent.page)  # a long page takes a while
+        headers = {"content-security-policy": CONTENT_SECURITY_POLICY, "cache-control": "no-store"}
+        return HTMLResponse(page, headers=headers)
 
     async def forward(self, request: Request) -> Response:
         """Any request: checked, windowed when its route is one of the three, forwarded."""
@@ -161,6 +179,10 @@ class Proxy:
             self.metrics.upstream_error(route)
         proxy_ms = (time.perf_counter() - started) * 1000
         visit = (extra or {}).get("x-ctxwindow-visit", "")
+        if self.recent is not None and outcome.history is not None and outcome.window is not None:
+            self.recent.add(
+                Visit(time.time(), visit, route, outcome.model, outcome.history, outcome.window)
+            )
         if self.log is not None:
             self.log.write(
                 partial(visit_entry, time.time(), visit, route, outcome, status, proxy_ms)
@@ -179,13 +201,13 @@ def _unauthorised(shape: Shape) -> Response:
 def build_app(settings: ServeSettings) -> Starlette:
     """The proxy as an ASGI app (its lifespan opens and closes the upstream client)."""
     proxy = Proxy(settings)
-    app = Starlette(
-        routes=[
-            Route("/healthz", proxy.healthz, methods=["GET"]),
-            Route("/metrics", proxy.metrics_endpoint, methods=["GET"]),
-            Route("/{path:path}", proxy.forward, methods=METHODS),
-        ],
-        lifespan=proxy.lifespan,
-    )
+    routes = [
+        Route("/healthz", proxy.healthz, methods=["GET"]),
+        Route("/metrics", proxy.metrics_endpoint, methods=["GET"]),
+    ]
+    if settings.ui:  # off: /ui is the upstream's, like any other path
+        routes.append(Route("/ui", proxy.ui, methods=["GET"]))
+    routes.append(Route("/{path:path}", proxy.forward, methods=METHODS))
+    app = Starlette(routes=routes, lifespan=proxy.lifespan)
     app.state.proxy = proxy
     return app

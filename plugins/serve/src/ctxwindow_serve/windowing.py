@@ -47,6 +47,10 @@ class Outcome:
     #: message, the whole latency bar on a long history).
     dropped: int = 0
     summarized: int = 0
+    #: The history the visit read and the window it chose, kept (by reference) only for
+    #: the proxy's ``/ui``.
+    history: list[Any] | None = None
+    window: Window[Any] | None = None
 
 
 class Windowing:
@@ -156,9 +160,11 @@ def _outcome(
     outcome = "fallback" if fallback else "windowed"
     record = window.record
     if same_items(window.messages, history):  # nothing dropped: the bytes as they came
-        return Outcome(raw, outcome, name, budget, record, fallback)
+        return Outcome(raw, outcome, name, budget, record, fallback, history=history, window=window)
     rebuilt = {**body, shape.history_key: list(window.messages)}
-    done = Outcome(_dumps(rebuilt), outcome, name, budget, record, fallback)
+    done = Outcome(
+        _dumps(rebuilt), outcome, name, budget, record, fallback, history=history, window=window
+    )
     originals = {id(item) for item in history}
     kept = sum(1 for item in window.messages if id(item) in originals)
     if kept == len(window.messages):  # only items of the history: the rest were dropped

@@ -1,0 +1,74 @@
+"""``/ui``: the inspector's page of the proxy's recent visits: off unless enabled (the
+path is then the upstream's), bounded, newest first, behind the client key when one is
+set, served with a policy that forbids scripts, and never showing a credential."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import httpx
+
+
+class Sections(HTMLParser):
+    """The page's sections (one per visit) and message rows per section."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[int] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "section":
+            self.rows.append(0)
+        elif tag == "tr" and "msg" in classes and self.rows:
+            self.rows[-1] += 1
+
+
+def chat(proxy, messages, secret="sk-none"):
+    answer = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={"model": "small", "messages": messages, "max_tokens": 50},
+        headers={"authorization": f"Bearer {secret}"},
+        timeout=30,
+    )
+    assert answer.is_success, answer.text
+    return answer
+
+
+def test_ui_shows_the_recent_visits_newest_first_and_keeps_only_so_many(
+    start_proxy, make_history, secret
+):
+    proxy = start_proxy(ui=True, ui_visits=2)
+    histories = [make_history(turns) for turns in (10, 20, 30)]
+    for history in histories:
+        chat(proxy, history, secret)
+    answer = httpx.get(f"{proxy.url}/ui", timeout=30)
+    assert answer.status_code == 200
+    assert (
+        answer.headers["content-security-policy"] == "default-src 'none'; style-src 'unsafe-inline'"
+    )
+    assert "<script" not in answer.text
+    found = Sections()
+    found.feed(answer.text)
+    assert found.rows == [len(histories[2]), len(histories[1])]  # the first fell out
+    assert secret not in answer.text
+
+
+def test_ui_needs_the_client_key_when_one_is_set(start_proxy, make_history):
+    proxy = start_proxy(ui=True, client_key="proxy-key")
+    headers = {"x-ctxwindow-key": "proxy-key"}
+    httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={"model": "small", "messages": make_history(10), "max_tokens": 50},
+        headers=headers,
+        timeout=30,
+    ).raise_for_status()
+    assert httpx.get(f"{proxy.url}/ui", timeout=30).status_code == 401
+    assert httpx.get(f"{proxy.url}/ui", headers=headers, timeout=30).status_code == 200
+
+
+def test_without_ui_the_path_is_the_upstreams(proxy, upstream, make_history):
+    chat(proxy, make_history(10))
+    answer = httpx.get(f"{proxy.url}/ui", timeout=30)
+    assert answer.status_code == 200 and answer.json()["object"] == "list"  # the upstream's
+    assert upstream.last.path == "/ui"
