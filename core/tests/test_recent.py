@@ -248,3 +248,31 @@ def test_any_sequence_of_edits_gives_what_a_fresh_read_gives(
 
 def test_checked_covers_the_newest_messages() -> None:
     assert CHECKED >= 64
+
+
+def test_remember_histories_bounds_how_many_are_kept_and_gives_back_the_old_bounds(
+    counting: Any,
+) -> None:
+    before = ctxwindow.remember_histories(2, 10_000)
+    try:
+        assert before == (32, 250_000)
+        chats = [chat(20, words=turn + 1) for turn in range(3)]
+        for history in chats:
+            ctxwindow.select(history, 300, "newest", counter=counting)
+        assert len(RECENT) == 2  # the least recently used forgotten
+        read = counting.calls
+        ctxwindow.select(
+            [*chats[2], {"role": "user", "content": "more"}], 300, "newest", counter=counting
+        )
+        assert counting.calls - read == 1  # still remembered: only the new message read
+        assert not RECENT.remembered.candidates(chats[0])  # forgotten: read whole next time
+        assert ctxwindow.remember_histories(1, 10_000) == (2, 10_000)
+        assert len(RECENT) == 1  # shrinking forgets at once
+    finally:
+        ctxwindow.remember_histories(*before)
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "8"])
+def test_remember_histories_refuses_what_is_not_a_count(bad: Any) -> None:
+    with pytest.raises(ctxwindow.InvalidOption, match="whole number"):
+        ctxwindow.remember_histories(bad)

@@ -20,7 +20,8 @@ from typing import Any
 from ctxwindow._history import Conversation, History
 from ctxwindow._messages import check_message_list
 from ctxwindow._tokens import TokenCounter
-from ctxwindow.kit._prefixes import REMEMBER_FROM, RecentLists, starts_with
+from ctxwindow.errors import InvalidOption
+from ctxwindow.kit._prefixes import ITEMS_KEPT, LISTS_KEPT, REMEMBER_FROM, RecentLists, starts_with
 
 
 class _Entry:
@@ -103,3 +104,20 @@ class RecentHistories:
 
 #: The process's remembered histories, used by every visit on a plain list.
 RECENT = RecentHistories()
+
+
+def remember_histories(lists: int = LISTS_KEPT, items: int = ITEMS_KEPT) -> tuple[int, int]:
+    """Bound the histories this process remembers for visits on plain lists (and gives
+    back the bounds it had): at most ``lists`` histories holding ``items`` messages in
+    all, the least recently used forgotten first. The defaults suit an app holding a
+    few conversations; a server windowing many users' chats at once (``ctxwindow
+    serve``) wants one list per live conversation, or each request past the bound is
+    read whole again. Memory: the remembered messages stay alive (references, no copies)."""
+    for name, value in (("lists", lists), ("items", items)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidOption(
+                f"remember_histories: {name} must be a whole number >= 0, got {value!r}"
+            )
+    before = RECENT.remembered.bounds
+    RECENT.remembered.bound(lists, items)
+    return before

@@ -71,8 +71,14 @@ def test_model_entries_match_exactly_then_by_the_longest_prefix():
          "reserve"),
         ({}, "no upstream"),
         ({"serve": {"upstream": "ftp://up"}}, "http"),
+        ({"serve": {"upstream": "http://up", "histories": 0}}, "histories"),
     ],
 )  # fmt: skip
 def test_bad_settings_are_config_errors(config, message):
     with pytest.raises(ctxwindow.ConfigError, match=message):
         load_settings(config)
+
+
+def test_the_proxy_remembers_a_thousand_conversations_unless_told():
+    assert load_settings({"serve": {"upstream": "http://up"}}).histories == 1024
+    assert load_settings({"serve": {"upstream": "http://up", "histories": 5}}).histories == 5

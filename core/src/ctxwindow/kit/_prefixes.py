@@ -127,7 +127,19 @@ class RecentLists(Generic[S]):
             self._entries.move_to_end(id(entry))
             self._forget_beyond_bounds(keep=entry)
 
-    def _forget_beyond_bounds(self, keep: S) -> None:
+    def bound(self, lists: int, items: int) -> None:
+        """Keep at most ``lists`` lists holding ``items`` items in all from now on (the
+        least recently used forgotten first, now if there are more)."""
+        with self._lock:
+            self._lists, self._items = lists, items
+            self._forget_beyond_bounds(keep=None)
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """(lists, items): the bounds in force."""
+        return self._lists, self._items
+
+    def _forget_beyond_bounds(self, keep: S | None) -> None:
         total = sum(len(entry.originals) for entry in self._entries.values())
         for key in list(self._entries):
             if len(self._entries) <= self._lists and total <= self._items:
@@ -136,7 +148,7 @@ class RecentLists(Generic[S]):
             if entry is not keep:
                 total -= len(entry.originals)
                 del self._entries[key]
-        if total > self._items:  # one list alone past the bound: not kept
+        if keep is not None and total > self._items:  # one list alone past the bound
             self._entries.pop(id(keep), None)
 
     def clear(self) -> None:

@@ -11,6 +11,8 @@ import ctxwindow
 from ctxwindow_serve.settings import DEFAULT_HOST, DEFAULT_PORT
 
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+#: Messages remembered per history, on average, before the least recent is forgotten.
+ITEMS_PER_HISTORY = 1000
 
 
 def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,5 +60,7 @@ def run(args: argparse.Namespace) -> int:
             "forwarded untouched",
             file=sys.stderr,
         )
+    # one remembered history per live conversation (the process is the proxy's alone)
+    ctxwindow.remember_histories(settings.histories, ITEMS_PER_HISTORY * settings.histories)
     uvicorn.run(build_app(settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0

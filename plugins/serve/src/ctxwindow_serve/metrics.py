@@ -1,6 +1,6 @@
 """The proxy's counters, as Prometheus text or JSON: requests by route, model and
-outcome, tokens before and after windowing, histories the core recognised, and the
-visit latency's percentiles. No label carries anything a user sent but the model name.
+outcome, tokens before and after windowing, and the visit latency's percentiles. No
+label carries anything a user sent but the model name.
 """
 
 from __future__ import annotations

@@ -23,7 +23,12 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_PORT = 8787
 DEFAULT_HOST = "127.0.0.1"
 
-_SERVE_KEYS = frozenset({"upstream", "max_body_bytes", "require_key_env", "log", "ui", "ui_visits"})
+_SERVE_KEYS = frozenset(
+    {"upstream", "max_body_bytes", "require_key_env", "log", "ui", "ui_visits", "histories"}
+)
+#: Conversations whose histories the proxy remembers, so that each request costs its new
+#: messages (``ctxwindow.remember_histories``); an app process's default is 32.
+HISTORIES = 1024
 _MODEL_KEYS = frozenset({"context", "counter", "output", "reserve"})
 
 
@@ -57,6 +62,7 @@ class ServeSettings:
     log: Path | None = None
     ui: bool = False
     ui_visits: int = 50
+    histories: int = HISTORIES
 
     def __post_init__(self) -> None:
         check_upstream(self.upstream)
@@ -129,6 +135,7 @@ def load_settings(
         log=Path(log) if log else None,
         ui=bool(serve.get("ui", False)),
         ui_visits=_positive(serve.get("ui_visits", 50), "ui_visits"),
+        histories=_positive(serve.get("histories", HISTORIES), "histories"),
     )
 
 
