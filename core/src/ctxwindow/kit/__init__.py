@@ -16,6 +16,10 @@
   best first, each whole or as that excerpt (``sliding``'s and ``semantic``'s choice in
   an agent's history, with the options of :func:`excerpt_options`);
 - :func:`redact`: a URL without its password, for messages, records and reprs;
+- :func:`unit_anchors`, :func:`spans_in`, :func:`query_spans` and :func:`time_match`:
+  time as a signal: when each unit was said (a timestamp, or the date line before it),
+  the days its words point at ("yesterday", "last week", "May 3, 2023"), and whether
+  they meet the days a question names;
 - :class:`RecentLists` and :func:`starts_with`: lists read before, recognised by content
   when a new list starts with one, so that reading a grown history costs what it adds
   (the runner's remembered histories; an adapter's remembered conversions).
@@ -49,27 +53,51 @@ from ctxwindow.kit._excerpt import (
 )
 from ctxwindow.kit._prefixes import REMEMBER_FROM, RecentLists, Remembered, starts_with
 from ctxwindow.kit._text import unit_text
+from ctxwindow.kit._time import (
+    A_YEAR,
+    TIME_WORDS,
+    Span,
+    date_line,
+    query_spans,
+    spans_in,
+    time_match,
+    time_words,
+    timestamp_date,
+    unit_anchor,
+    unit_anchors,
+)
 
 __all__ = [
+    "A_YEAR",
     "NOVELTY_TOKENS",
     "REMEMBER_FROM",
     "STOPWORDS",
+    "TIME_WORDS",
     "Coverage",
     "Excerpt",
     "RecentLists",
     "Remembered",
+    "Span",
     "best_first",
+    "date_line",
     "excerpt_options",
     "excerpt_text",
     "excerpt_unit",
     "identifier_weight_option",
     "identifiers",
     "keep_best",
+    "query_spans",
     "recent_units",
     "redact",
+    "spans_in",
     "starts_with",
     "stem",
     "terms",
+    "time_match",
+    "time_words",
+    "timestamp_date",
+    "unit_anchor",
+    "unit_anchors",
     "unit_text",
 ]
 

@@ -59,6 +59,15 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     evaluation.add_argument("--counter", "-c", default="approx")
     evaluation.add_argument(
+        "--render",
+        choices=dataset.RENDERINGS,
+        default="headers",
+        help="how LoCoMo's sessions are written (locomo): headers, a dated message before "
+        "each session; timestamps, the date in each turn's metadata.timestamp instead; "
+        "inline, headers and 'Speaker: text' with no name (the JSON's rows hold each "
+        "conversation's recall under by_conversation)",
+    )
+    evaluation.add_argument(
         "--categories", default="1,2,3,4", help="question categories scored (locomo)"
     )
     evaluation.add_argument(
@@ -112,7 +121,7 @@ def _eval(args: argparse.Namespace) -> int:
             console.print(f"[dim]{len(runs)} trajectories, {steps} actions[/dim]")
             task = bar.add_task("evaluating", total=steps * len(specs) * len(budgets))
         else:
-            conversations, loaded = _load_benchmark(dataset, args.data, args.questions)
+            conversations, loaded = _load_benchmark(dataset, args.data, args.questions, args.render)
             console.print(f"[dim]{len(conversations)} conversations; {loaded.summary()}[/dim]")
             per_round = _scored_questions(conversations, categories, loaded, args.categories)
             task = bar.add_task("evaluating", total=per_round * len(specs) * len(budgets))
@@ -204,13 +213,15 @@ def _is_agent(args: argparse.Namespace) -> bool:
     return not args.questions and trajectories.looks_like_trajectories(args.data)
 
 
-def _load_benchmark(dataset: Any, data: str, questions: str | None) -> tuple[Any, Any]:
+def _load_benchmark(
+    dataset: Any, data: str, questions: str | None, render: str = "headers"
+) -> tuple[Any, Any]:
     """The benchmark's conversations; a file of another shape is one ConfigError."""
     what = "your messages JSONL" if questions else "LoCoMo's JSON (a list of samples)"
     try:
         if questions:
             return dataset.load_jsonl(data, questions)  # type: ignore[no-any-return]
-        return dataset.load_locomo(data)  # type: ignore[no-any-return]
+        return dataset.load_locomo(data, render)  # type: ignore[no-any-return]
     except CtxWindowError:
         raise
     except IsADirectoryError:

@@ -16,6 +16,8 @@ from typing import Any
 from ctxwindow import read_messages_file
 from ctxwindow.errors import ConfigError
 
+#: How a LoCoMo conversation is written out as messages (:func:`load_locomo`).
+RENDERINGS = ("headers", "timestamps", "inline")
 _EVIDENCE_ID = re.compile(r"D:?(\d+):0*(\d+)")
 _SESSION_KEY = re.compile(r"session_(\d+)")
 
@@ -64,13 +66,21 @@ class LoadReport:
         }
 
 
-def load_locomo(path: str | Path) -> tuple[list[EvalConversation], LoadReport]:
+def load_locomo(
+    path: str | Path, render: str = "headers"
+) -> tuple[list[EvalConversation], LoadReport]:
     """Read LoCoMo's JSON (a list of samples) as documented in its README.
 
     One message per turn (speaker_a as "user", speaker_b as "assistant", the speaker in
-    ``name``, the dia_id as ``id``), image turns with their caption, and one short user
-    message per session giving its date, before the session's first turn.
+    ``name``, the dia_id as ``id``), image turns with their caption. ``render`` says how
+    the rest is written, so a scorer's lean on surface cues shows: ``headers`` (one short
+    user message per session giving its date, before the session's first turn),
+    ``timestamps`` (no such message: the session's date is each turn's
+    ``metadata.timestamp``, ISO 8601) or ``inline`` (headers, and the speaker in the
+    text, "Caroline: ...", with no ``name``).
     """
+    if render not in RENDERINGS:
+        raise ConfigError(f"render must be one of {', '.join(RENDERINGS)}, got {render!r}")
     samples = _read_json(Path(path))
     if not isinstance(samples, list):
         raise ConfigError(
@@ -80,7 +90,7 @@ def load_locomo(path: str | Path) -> tuple[list[EvalConversation], LoadReport]:
     conversations = []
     for index, sample in enumerate(samples):
         try:
-            conversations.append(_locomo_conversation(sample, report))
+            conversations.append(_locomo_conversation(sample, report, render))
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise ConfigError(
                 f"benchmark file {str(path)!r}: sample {index} is not a LoCoMo sample "
@@ -89,9 +99,11 @@ def load_locomo(path: str | Path) -> tuple[list[EvalConversation], LoadReport]:
     return conversations, report
 
 
-def _locomo_conversation(sample: dict[str, Any], report: LoadReport) -> EvalConversation:
+def _locomo_conversation(
+    sample: dict[str, Any], report: LoadReport, render: str = "headers"
+) -> EvalConversation:
     """One sample as a conversation with its questions; evidence repaired as in ``report``."""
-    messages = _locomo_messages(sample)
+    messages = _locomo_messages(sample, render)
     known = {m["id"] for m in messages}
     questions = []
     for number, qa in enumerate(sample.get("qa", [])):
@@ -126,7 +138,7 @@ def _read_json(path: Path) -> Any:
         raise ConfigError(f"benchmark file {str(path)!r} is not JSON: {error}") from None
 
 
-def _locomo_messages(sample: dict[str, Any]) -> list[dict[str, Any]]:
+def _locomo_messages(sample: dict[str, Any], render: str = "headers") -> list[dict[str, Any]]:
     conversation = sample["conversation"]
     speaker_a = conversation["speaker_a"]
     sessions = sorted(
@@ -137,7 +149,8 @@ def _locomo_messages(sample: dict[str, Any]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for number, key in sessions:
         date = conversation.get(f"{key}_date_time")
-        if date:
+        stamp = _session_timestamp(str(date)) if date and render == "timestamps" else None
+        if date and render != "timestamps":
             messages.append(
                 {"role": "user", "content": f"[Session {number}: {date}]", "id": f"S{number}"}
             )
@@ -145,15 +158,45 @@ def _locomo_messages(sample: dict[str, Any]) -> list[dict[str, Any]]:
             text = turn.get("text", "")
             if turn.get("blip_caption"):
                 text = f"{text} [shares an image: {turn['blip_caption']}]"
-            messages.append(
-                {
-                    "role": "user" if turn["speaker"] == speaker_a else "assistant",
-                    "name": turn["speaker"],
-                    "content": text,
-                    "id": turn["dia_id"],
-                }
-            )
+            message = {
+                "role": "user" if turn["speaker"] == speaker_a else "assistant",
+                "name": turn["speaker"],
+                "content": text,
+                "id": turn["dia_id"],
+            }
+            if render == "inline":
+                message["content"] = f"{message.pop('name')}: {text}"
+            if stamp:
+                message["metadata"] = {"timestamp": stamp}
+            messages.append(message)
     return messages
+
+
+def _session_timestamp(text: str) -> str | None:
+    """A LoCoMo session date ("1:56 pm on 8 May, 2023") as ISO 8601, to the minute."""
+    match = _SESSION_DATE.fullmatch(text.strip())
+    if not match:
+        return None
+    hour, minute = int(match["hour"]) % 12, int(match["minute"] or 0)
+    hour += 12 if match["half"].lower() == "pm" else 0
+    month = _MONTH_NUMBERS.get(match["month"].lower()[:3])
+    if month is None:
+        return None
+    day, year = int(match["day"]), int(match["year"])
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:00"
+
+
+_SESSION_DATE = re.compile(
+    r"(?P<hour>\d{1,2})(?::(?P<minute>\d\d))?\s*(?P<half>[ap]m)\s+on\s+(?P<day>\d{1,2})\s+"
+    r"(?P<month>[A-Za-z]+),?\s+(?P<year>\d{4})",
+    re.IGNORECASE,
+)
+_MONTH_NUMBERS = {
+    name: number
+    for number, name in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
 
 
 def _repair_evidence(

@@ -53,6 +53,9 @@ class Row:
     median_ms: float
     #: Questions without a category: in ``recall`` (and ``all_kept``), in no category.
     uncategorised: int = 0
+    #: ``recall`` and ``by_category`` of each conversation alone, by its id: the folds a
+    #: lever is judged on (chosen on the others, scored on each).
+    by_conversation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +72,7 @@ class Row:
             "budget_too_small": self.too_small,
             "seconds": round(self.seconds, 3),
             "median_ms_per_window": round(self.median_ms, 3),
+            "by_conversation": self.by_conversation,
         }
 
 
@@ -129,6 +133,7 @@ def evaluate(
         for budget in budgets:
             started = time.perf_counter()
             scores: list[tuple[int | None, Score]] = []
+            owners: list[str] = []  # the conversation of each score
             timings: list[float] = []
             too_small = 0
             for item, conversation, texts in prepared:
@@ -141,13 +146,17 @@ def evaluate(
                     except BudgetTooSmall:
                         too_small += 1
                         scores.append((question.category, Score(0.0, 0.0, False)))
+                        owners.append(item.id)
                         continue
                     timings.append(time.perf_counter() - begun)
                     kept, summaries = window_contents(window.messages)
                     scores.append((question.category, score(question, kept, summaries, texts)))
+                    owners.append(item.id)
                 if progress:
                     progress(spec.title, sum(scored(q.category, wanted) for q in item.questions))
-            rows.append(_row(spec.title, budget, scores, too_small, started, timings))
+            row = _row(spec.title, budget, scores, too_small, started, timings)
+            row.by_conversation = _by_conversation(scores, owners)
+            rows.append(row)
     return EvalResult(
         rows,
         counter,
@@ -160,6 +169,29 @@ def evaluate(
 def scored(category: int | None, wanted: Sequence[int] | set[int]) -> bool:
     """Whether a question of that category is scored: uncategorised ones always are."""
     return category is None or category in wanted
+
+
+def _by_conversation(
+    scores: list[tuple[int | None, Score]], owners: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Recall, by category too, of each conversation's questions alone."""
+    grouped: dict[str, list[tuple[int | None, Score]]] = defaultdict(list)
+    for owner, scored_one in zip(owners, scores, strict=True):
+        grouped[owner].append(scored_one)
+    out = {}
+    for owner, own in grouped.items():
+        by_category: dict[int, list[float]] = defaultdict(list)
+        for category, result in own:
+            if category is not None:
+                by_category[category].append(result.verbatim)
+        out[owner] = {
+            "questions": len(own),
+            "recall": round(sum(r.verbatim for _, r in own) / len(own), 4),
+            "by_category": {
+                str(k): round(sum(v) / len(v), 4) for k, v in sorted(by_category.items())
+            },
+        }
+    return out
 
 
 def _row(

@@ -13,6 +13,14 @@ query, in pure Python.
    named in the query ("what did *Bob* say about ..."), and ``1 + salience`` times more
    when it carries the kind of fact the query asks for: a date or time for "when ...",
    a number for "how many ...".
+4. **Time** (``time``, off by default): when the query names days ("on May 3, 2023",
+   "in July 2023"), a unit whose words point at one of them ("yesterday", said on
+   4 May) counts ``1 + time`` times more, one said on one of them ``1 + time/2`` times;
+   such a unit that shares no word with the query still enters, at ``time/2`` (or
+   ``time/4``) of the best match. The days come from the kit's time grammar, read once
+   per unit. Not in an agent's history: there the current turn is the query, and the
+   dates it holds (a booking's) are not the question's (measured: next-action recall
+   fell).
 
 Each conversation keeps an index of its units' terms, speakers and facts, grown as
 units arrive (a ``Conversation`` is append-only), so a chat loop that appends a message
@@ -32,10 +40,19 @@ from collections import Counter
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
+from datetime import date
 from typing import Any
 
 from ctxwindow import Conversation, History, InvalidOption
-from ctxwindow.kit import terms, unit_text
+from ctxwindow.kit import (
+    Span,
+    query_spans,
+    spans_in,
+    terms,
+    time_words,
+    unit_anchor,
+    unit_text,
+)
 
 K1 = 1.2
 B = 0.75
@@ -106,9 +123,9 @@ def _word_terms(word: str) -> tuple[str, ...]:
 class UnitTerms:
     """What the scorer needs of one unit."""
 
-    __slots__ = ("counts", "facts", "length", "speakers")
+    __slots__ = ("counts", "facts", "length", "speakers", "timely")
 
-    def __init__(self, text: str, speakers: frozenset[str]) -> None:
+    def __init__(self, text: str, speakers: frozenset[str], time: bool = False) -> None:
         # each distinct word is stemmed once (prose repeats its words): the counts are
         # those of ``terms(text)``, as a word's terms are the terms it adds to the text's
         lowered = text.lower()
@@ -120,10 +137,53 @@ class UnitTerms:
         self.length = sum(self.counts.values())
         self.facts = _facts_of_words(words.keys(), lowered)
         self.speakers = speakers
+        #: The kit's time words it holds (read only with ``time``): none, no day named.
+        self.timely = time_words(words.keys(), lowered) if time else frozenset()
 
     @classmethod
-    def of(cls, history: History, unit: int) -> UnitTerms:
-        return cls(unit_text(history, unit), unit_speakers(history, unit))
+    def of(
+        cls, history: History, unit: int, text: str | None = None, time: bool = False
+    ) -> UnitTerms:
+        text = unit_text(history, unit) if text is None else text
+        return cls(text, unit_speakers(history, unit), time)
+
+
+class TimeIndex:
+    """When each unit was said and the days it mentions (the kit's grammar), read once
+    per unit, so a visit only compares the days its query names."""
+
+    def __init__(self) -> None:
+        self.anchors: list[date | None] = []
+        self.spans: dict[int, tuple[Span, ...]] = {}  # only units that mention days
+        self.by_anchor: dict[int, list[int]] = {}  # day said (ordinal) -> units
+
+    def add(self, history: History, unit: int, read: UnitTerms, text: str) -> None:
+        anchor = unit_anchor(history, unit, self.anchors[-1] if self.anchors else None)
+        number = len(self.anchors)
+        self.anchors.append(anchor)
+        spans = spans_in(text, anchor, found=read.timely) if read.timely else ()
+        if spans:
+            self.spans[number] = spans
+        if anchor is not None:
+            self.by_anchor.setdefault(anchor.toordinal(), []).append(number)
+
+    @property
+    def now(self) -> date | None:
+        """The newest anchor: what a question's "last week" is resolved against."""
+        return next((a for a in reversed(self.anchors) if a is not None), None)
+
+    def matches(self, asked: tuple[Span, ...], size: int) -> dict[int, float]:
+        """The kit's ``time_match`` of each of the first ``size`` units that meets
+        ``asked``: 1 for a unit mentioning one of its days (give or take one), 0.5 for one
+        said on one of them."""
+        found: dict[int, float] = {}
+        for day, units in self.by_anchor.items():
+            if any(wanted.holds(day) for wanted in asked):
+                found.update((unit, 0.5) for unit in units if unit < size)
+        for unit, spans in self.spans.items():
+            if unit < size and any(s.overlaps(w, 1) for s in spans for w in asked):
+                found[unit] = 1.0
+        return found
 
 
 class TermIndex:
@@ -135,6 +195,8 @@ class TermIndex:
         self.length_sums: list[int] = [0]
         self.facts: list[int] = []
         self.speakers: list[frozenset[str]] = []
+        #: Kept only by a scorer that weighs time.
+        self.time: TimeIndex | None = None
         self.lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -164,6 +226,8 @@ class Settings:
     speaker: float = 1.0
     #: A scoring unit with the kind of fact the query asks for counts ``1 + salience`` times.
     salience: float = 1.0
+    #: A unit mentioning a day the query names counts ``1 + time`` times (0: time unread).
+    time: float = 0.0
 
     @classmethod
     def parse(cls, argument: str | None) -> Settings:
@@ -211,10 +275,16 @@ class KeywordScorer:
             index = self._indexes.get(history.conversation)
             if index is None:
                 index = self._indexes[history.conversation] = TermIndex()
+                if self.settings.time:
+                    index.time = TimeIndex()
         with index.lock:
             start, stop = len(index), stable_units(history)
             for unit in range(start, stop):
-                index.add(UnitTerms.of(history, unit))
+                text = unit_text(history, unit)
+                read = UnitTerms.of(history, unit, text, index.time is not None)
+                index.add(read)
+                if index.time is not None:
+                    index.time.add(history, unit, read, text)
             self.indexed += max(stop - start, 0)
         return index
 
@@ -243,16 +313,23 @@ class KeywordScorer:
         own = None if asking is None else history.unit_of(asking)
         if own is not None:
             matched.pop(own, None)  # the query does not match itself
-        if not matched:
-            return {}
         settings = self.settings
-        top = max(matched.values())
+        timed = {} if history.agent else self._time_matches(index, query_text, stable)
+        if own is not None:
+            timed.pop(own, None)
+        if not matched and not timed:
+            return {}
+        top = max(matched.values(), default=1.0)
         out = spread(
             {unit: value / top for unit, value in matched.items()},
             size,
             settings.neighbours,
             settings.reach,
         )
+        for unit, match in timed.items():
+            value = out.get(unit)
+            weight = settings.time * match
+            out[unit] = value * (1 + weight) if value else weight / 2
         asked = asks_for(query_text) if settings.salience else 0
         if asked:
             raised = 1 + settings.salience
@@ -268,6 +345,13 @@ class KeywordScorer:
                 if not named.isdisjoint(index.speakers[unit] if read is None else read.speakers):
                     out[unit] = value * raised
         return out
+
+    def _time_matches(self, index: TermIndex, query: str, size: int) -> dict[int, float]:
+        """The units among the first ``size`` whose time meets the days ``query`` names."""
+        if index.time is None or not self.settings.time:
+            return {}
+        asked = query_spans(query, index.time.now)
+        return index.time.matches(asked, size) if asked else {}
 
     @staticmethod
     def _overlap(
