@@ -410,6 +410,7 @@ def bench_tables() -> str:
     rows: list[dict[str, Any]] = []
     growth: dict[str, dict[str, Any]] = {}
     imports: float | None = None
+    loads: list[str] = []
     for name in BENCH_FILES:
         path = DOCS / "results" / name
         if path.exists():
@@ -417,6 +418,9 @@ def bench_tables() -> str:
             rows.extend(data["rows"])
             growth.update(data["summary"])
             imports = data.get("import_ms", imports)
+            load = data["machine"].get("load")
+            if load is not None:
+                loads.append(f"{load:.1f} at the end of `{name}`'s run")
     times = [
         "| strategy | messages | count loop | cold | warm | `select` cold | `select` warm "
         "| adapter cold | adapter warm | `trim_messages` | `trim_messages` cached |",
@@ -451,9 +455,12 @@ def bench_tables() -> str:
             f"| {name} | {entry['smallest']:,} to {entry['largest']:,} |"
             + "".join(f" {_times(cell)} |" for cell in cells)
         )
+    machine = (
+        f" (on a machine shared with other jobs: load average {', '.join(loads)})" if loads else ""
+    )
     parts = [
         BENCH_START,
-        "Medians in milliseconds:",
+        f"Medians in milliseconds{machine}:",
         "",
         *times,
         "",

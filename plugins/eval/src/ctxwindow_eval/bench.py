@@ -538,6 +538,8 @@ def to_json(rows: Sequence[BenchRow], budget: int = BUDGET, imports: float | Non
                 "python": platform.python_version(),
                 "processor": platform.machine(),
                 "cpus": _cpus(),
+                # what else ran: the 1-minute load average as the run ended (None off Unix)
+                "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
             },
             "import_ms": imports,
             "rows": [row.to_dict() for row in rows],
