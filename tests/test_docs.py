@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
+import docs_scripts
 import pytest
 
 import ctxwindow
@@ -40,13 +41,7 @@ def hooks() -> list[str]:
 @pytest.fixture(scope="module")
 def reference() -> ModuleType:
     """docs_gen/reference.py, the generators mkdocs runs at build time."""
-    spec = importlib.util.spec_from_file_location(
-        "ctxwindow_docs_reference", ROOT / "docs_gen" / "reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_scripts.load("reference")
 
 
 def installed_first_party(reference: ModuleType) -> list[str]:

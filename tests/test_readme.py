@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
+import docs_scripts
 import pytest
 
 import ctxwindow
@@ -63,7 +63,7 @@ def test_readme_plugin_example_works_and_keeps_the_contract(readme_plugin) -> No
 def test_the_speed_tables_show_the_figures_in_docs_results() -> None:
     """The speed tables of docs/evaluation.md are read from docs/results/bench*.json by
     docs_gen/bench_tables.py; `nox -s bench` rewrites both."""
-    reference = _reference()
+    reference = docs_scripts.load("reference")
     tables = reference.bench_tables()
     page = (ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
     assert tables in page, "run: python docs_gen/bench_tables.py (or nox -s bench)"
@@ -73,20 +73,10 @@ def test_the_speed_tables_show_the_figures_in_docs_results() -> None:
     assert reference.serve_table() in serve, "run: python docs_gen/bench_tables.py"
 
 
-def _reference() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "ctxwindow_docs_reference", ROOT / "docs_gen" / "reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    reference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reference)
-    return reference
-
-
 def test_the_strategy_table_shows_the_figures_in_docs_results() -> None:
     """Every figure in the README's strategy table is read from docs/results (both
     benchmarks), by docs_gen/readme_table.py; `nox -s eval` rewrites both."""
-    reference = _reference()
+    reference = docs_scripts.load("reference")
     table = reference.readme_table()
     assert table in README, "run: python docs_gen/readme_table.py (or nox -s eval)"
     assert "LoCoMo evidence recall" in table and "next-action recall" in table

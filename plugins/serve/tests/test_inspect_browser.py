@@ -10,7 +10,6 @@ install it; with ``CI=true`` it fails instead, so CI cannot skip it silently.
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import os
 import re
@@ -18,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
+import docs_scripts
 import pytest
 
 import ctxwindow
@@ -56,13 +56,7 @@ def _missing(reason: str) -> NoReturn:
 
 def _browser() -> ModuleType:
     """docs_gen/inspect_screenshot.py: the one place that drives Chromium."""
-    spec = importlib.util.spec_from_file_location(
-        "ctxwindow_docs_inspect_screenshot", ROOT / "docs_gen" / "inspect_screenshot.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_scripts.load("inspect_screenshot")
 
 
 def _rgb(css: str) -> tuple[int, ...]:
