@@ -417,7 +417,8 @@ def bench_tables() -> str:
             data = json.loads(path.read_text(encoding="utf-8"))
             rows.extend(data["rows"])
             growth.update(data["summary"])
-            imports = data.get("import_ms", imports)
+            if imports is None:  # the first file's: the model-free run, made most often
+                imports = data.get("import_ms")
             load = data["machine"].get("load")
             if load is not None:
                 loads.append(f"{load:.1f} at the end of `{name}`'s run")
