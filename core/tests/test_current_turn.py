@@ -255,3 +255,35 @@ def test_a_covers_tuple_handed_over_again_is_held_to_its_place_each_visit() -> N
     strategy.at_end = True
     with pytest.raises(ContractViolation, match="covers"):
         strategy.select(conversation, budget)
+
+
+class GrowingSummaryTuple(OneSummaryTuple):
+    """Hands over the last visit's ``covers`` tuple with ``more`` references added, as a
+    rolling summary does when it folds more messages in."""
+
+    name = "growing-summary-tuple"
+
+    more: tuple[str, ...] = ()
+
+    def choose(self, history: History) -> Selection:
+        if self.covers is not None:
+            self.covers = self.covers + self.more
+        return super().choose(history)
+
+
+def test_a_grown_covers_tuple_is_held_to_what_it_adds() -> None:
+    """The checker reads only what a covers tuple adds to one it saw before; what it
+    adds still places the summary (here: after messages older than what it now covers),
+    and an id the history lacks makes it unplaceable (not checked)."""
+    messages = [user(f"turn {i} " * 5) if i % 2 == 0 else assistant("ok") for i in range(12)]
+    conversation = Conversation(messages)
+    strategy = GrowingSummaryTuple()
+    budget = tokens(messages) - 5
+    assert strategy.select(conversation, budget).messages[1]["content"] == "S."
+    strategy.more = ("#5",)  # now it also covers message 5: read from what it adds
+    strategy.at_end = True
+    conversation.append(assistant("and more"))
+    with pytest.raises(ContractViolation, match="covering messages 1-5 sits after"):
+        strategy.select(conversation, budget)
+    strategy.more = ("no-such-id",)  # an id the history lacks: not placeable, not held
+    assert strategy.select(conversation, budget).messages[-1]["content"] == "S."

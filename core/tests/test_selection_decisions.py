@@ -106,3 +106,103 @@ class _KeptBehindItsBack(BaseStrategy):
 def test_a_kept_set_changed_behind_the_decisions_is_still_a_violation() -> None:
     with pytest.raises(ContractViolation, match="unit 2 is in the window but its record says"):
         Windower(_KeptBehindItsBack(), 600, "approx").select(HISTORY)
+
+
+# -- decisions about a range of units at once -----------------------------------
+class _Ranged(BaseStrategy):
+    """``newest``, with the older units summarized and a stretch dropped as ranges,
+    one unit of them then decided on its own, and a summary placed where they were."""
+
+    name = "ranged"
+
+    def __init__(self, by_range: bool) -> None:
+        self.by_range = by_range
+
+    def choose(self, history: History) -> Selection:
+        selection = newest(history)
+        older = min(selection.kept - set(history.must_keep))
+        summarized, dropped = range(2, older - 4), range(older - 4, older)  # 1: the task
+        for units, decide in ((summarized, selection.summarize), (dropped, selection.drop)):
+            if self.by_range:
+                decide(units, f"{decide.__name__} as a range")
+            else:
+                for unit in units:
+                    decide(unit, f"{decide.__name__} as a range")
+        selection.drop(3, "one of the summarized units, dropped after all")
+        summary = ctxwindow.Message("system", "a summary", metadata={"synthetic": True})
+        selection.add_synthetic(summary, before_unit=2)
+        return selection
+
+
+def test_a_range_decides_as_a_call_per_unit_would() -> None:
+    by_range, by_unit = _record(_Ranged(by_range=True)), _record(_Ranged(by_range=False))
+    assert by_range == by_unit
+    assert by_range["counts"]["summarized"] > 10 and by_range["counts"]["dropped"] >= 5
+    actions = {d["unit"]: (d["action"], d["reason"]) for d in by_range["decisions"]}
+    assert actions[3] == ("dropped", "one of the summarized units, dropped after all")
+    assert actions[4] == ("summarized", "summarize as a range")
+
+
+def test_a_range_costs_one_decision_until_the_lists_are_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def spelled_out(self: Selection) -> None:
+        raise AssertionError("the per-unit lists were built")
+
+    monkeypatch.setattr(Selection, "_spell_out", spelled_out)
+    window = Windower(_Ranged(by_range=True), 600, "approx").select(HISTORY)
+    assert window.record.count("summarized") > 10
+
+
+def test_a_newer_decision_wins_over_an_older_one_range_or_not() -> None:
+    history = ctxwindow.Conversation(HISTORY).view(ctxwindow.get_counter("approx"), 600)
+    selection = history.selection()
+    selection.keep(5, "five on its own")
+    selection.summarize(range(2, 10), "the run")
+    assert selection.reason(5) == "the run" and 5 not in selection.kept
+    selection.keep(range(4, 7), "kept again")
+    assert {4, 5, 6} <= selection.kept and selection.reason(6) == "kept again"
+    selection.drop(6, "six on its own")
+    assert 6 not in selection.kept and selection.reason(6) == "six on its own"
+    assert selection.reason(8) == "the run" and selection.reason(11) == selection.default_reason
+    actions = selection.actions  # spelled out: the same answers
+    assert actions[2:11] == ["summarized"] * 2 + ["kept"] * 2 + ["dropped"] + ["summarized"] * 3 + [
+        "dropped"
+    ]
+    selection.summarize(range(0, 3), "after the lists were read")
+    assert selection.actions[:3] == ["summarized"] * 3
+    assert selection.reasons[1] == "after the lists were read"
+
+
+@pytest.mark.parametrize(
+    ("units", "score", "match"),
+    [
+        (range(0, 10, 2), None, "must step by 1"),
+        (range(-1, 3), None, "must step by 1 within 0 to"),
+        (range(0, 10_000), None, "within 0 to"),
+        (range(0, 3), 1.0, "a score is given per unit"),
+    ],
+)
+def test_a_bad_range_is_a_clear_error(units: range, score: float | None, match: str) -> None:
+    history = ctxwindow.Conversation(HISTORY).view(ctxwindow.get_counter("approx"), 600)
+    selection = history.selection()
+    with pytest.raises(ctxwindow.errors.InvalidSelection, match=match):
+        selection.keep(units, "why", score)
+    assert selection.kept == set(history.must_keep)
+
+
+class _KeptRangeBehindItsBack(BaseStrategy):
+    """Keeps a range, then takes one of its units out of the kept set without drop()."""
+
+    name = "kept-range-behind"
+
+    def choose(self, history: History) -> Selection:
+        selection = newest(history)
+        selection.keep(range(1, 4), "kept as a range")
+        selection.kept.discard(2)
+        return selection
+
+
+def test_a_kept_range_the_window_lacks_is_a_violation() -> None:
+    with pytest.raises(ContractViolation, match="unit 2 is recorded as kept but is not"):
+        Windower(_KeptRangeBehindItsBack(), 600, "approx").select(HISTORY)

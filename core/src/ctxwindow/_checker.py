@@ -13,7 +13,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ctxwindow._history import NOT_UNIT, History
 from ctxwindow._messages import Message
@@ -91,6 +91,25 @@ def window_problems(
     return problems, tokens
 
 
+def kept_units_problems(
+    history: History, kept: set[int], limit: int | None, must_keep: Mapping[int, str]
+) -> tuple[list[str], int]:
+    """Problems with a window of whole units as they are, and its token count: what
+    :func:`window_problems` finds of such a window, in time linear in its units.
+
+    The runner lays such a window out itself, every unit whole and in order, so only
+    what the strategy decided can be wrong: the must-keep units and the budget."""
+    tokens = sum(map(history.unit_tokens, kept))
+    problems = [
+        f"unit {unit} ({reason}) must be kept but was dropped"
+        for unit, reason in must_keep.items()
+        if unit not in kept
+    ]
+    if limit is not None and tokens > limit:
+        problems.append(f"window has {tokens} tokens, over the limit of {limit}")
+    return problems, tokens
+
+
 def _placement_problems(
     history: History, positions: Sequence[int | None], synthetic: Sequence[Message]
 ) -> list[str]:
@@ -149,13 +168,37 @@ class _CoverSpans:
             kept, owner, remembered = held
             if kept is covers and owner() is conversation and remembered[1] < len(history):
                 return remembered
-        span = _resolve(covers, history)
+        span = self._extended(covers, history)
         if span is not None:
             with self._lock:
                 self._spans[key] = (covers, weakref.ref(conversation), span)
                 while len(self._spans) > self.KEPT:
                     self._spans.popitem(last=False)
         return span
+
+    def _extended(self, covers: tuple[object, ...], history: History) -> tuple[int, int] | None:
+        """Resolve ``covers``, reading only what it adds to the longest remembered tuple
+        of the same conversation it starts with: a rolling summary's next tuple is the
+        last one and the messages folded in since, so a new fold costs what it adds."""
+        conversation = history.conversation
+        with self._lock:
+            held = list(self._spans.values())
+        base: tuple[object, ...] = ()
+        span: tuple[int, int] | None = None
+        for kept, owner, remembered in held:
+            if (
+                owner() is conversation
+                and len(base) < len(kept) <= len(covers)
+                and remembered[1] < len(history)
+                and covers[: len(kept)] == kept
+            ):
+                base, span = kept, remembered
+        if span is None:
+            return _resolve(covers, history)
+        added = _resolve(covers[len(base) :], history) if len(covers) > len(base) else span
+        if added is None:
+            return None
+        return min(span[0], added[0]), max(span[1], added[1])
 
 
 _SPANS = _CoverSpans()
@@ -224,14 +267,15 @@ def record_problems(
     actions: Sequence[str],
     kept: set[int],
     count: int,
-    decided: Mapping[int, str] | None = None,
+    decided: Decided | None = None,
 ) -> list[str]:
     """Whether the actions (what the record says) and the kept set (what the window
     holds) agree: the same units kept, and only the strategy's three actions.
 
-    ``decided``: the actions the strategy gave, by unit, when every other unit is
-    dropped; then the check costs what was decided, not the length of the history."""
-    action_of = actions.__getitem__ if decided is None else decided.get
+    ``decided``: the actions the strategy gave, by unit and by run of units, when every
+    other unit is dropped; then the check costs what was decided (a run as one), not the
+    length of the history."""
+    action_of = actions.__getitem__
     for unit in kept:
         if type(unit) is not int or not 0 <= unit < count:
             return [f"the selection keeps {unit!r}, which is not a unit of its history"]
@@ -241,13 +285,32 @@ def record_problems(
                 f"use keep(), drop() and summarize(), not the kept set"
             ]
     if decided is not None:
-        return _unexpected_actions(decided.items(), kept)
+        given = decided.given
+        for start, stop, action in decided.runs:
+            if action == "kept":  # each unit kept, unless decided otherwise since
+                stray = [u for u in range(start, stop) if u not in kept and u not in given]
+                problems = _unexpected_actions([(u, action) for u in stray[:1]], kept)
+            else:
+                problems = _unexpected_actions([(start, action)], kept)
+            if problems:
+                return problems
+        return _unexpected_actions(given.items(), kept)
     # the common case in one fast pass: every other unit dropped or summarized (mostly
     # the very "dropped" object a Selection starts with, so the count compares identities)
     listed = list(actions)
     if listed.count("dropped") + listed.count("summarized") + len(kept) == count:
         return []
     return _unexpected_actions(enumerate(actions), kept)
+
+
+class Decided(Protocol):
+    """A record's actions held as the units decided one by one and the runs of units
+    decided at once (the runner's compact copy of a selection)."""
+
+    @property
+    def given(self) -> Mapping[int, str]: ...
+    @property
+    def runs(self) -> Sequence[tuple[int, int, str]]: ...
 
 
 def _unexpected_actions(actions: Iterable[tuple[int, str]], kept: set[int]) -> list[str]:

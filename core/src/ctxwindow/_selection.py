@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 
 DROPPED_BY_DEFAULT = "not chosen by the strategy"
 
+#: A decision about a range of units at once: (start, stop, action, reason).
+Run = tuple[int, int, str, "str | None"]
+
 
 class Selection:
     """A strategy's decisions on one visit: which units it keeps, and why.
@@ -30,6 +33,10 @@ class Selection:
         #: a visit that only keeps, drops and summarizes costs what it decides, not
         #: what the history holds (every unit not here is dropped, with no reason).
         self._decided: dict[int, tuple[str, str | None]] | None = {}
+        #: Decisions about a whole range of units at once (``summarize(range(...))``),
+        #: oldest first, as (start, stop, action, reason). A unit's own decision in
+        #: ``_decided`` is always newer than any run that covers it.
+        self._runs: list[Run] = []
         self._actions: list[str] = []
         self._reasons: list[str | None] = []
         #: The reason of every unit given none of its own (None in ``reasons``).
@@ -75,20 +82,38 @@ class Selection:
     def _spell_out(self) -> None:
         """The decisions as one list of actions and one of reasons (kept from then on)."""
         decided, self._decided = self._decided or {}, None
+        runs, self._runs = self._runs, []
         actions: list[str] = ["dropped"] * self._count
         reasons: list[str | None] = [None] * self._count
+        for start, stop, action, reason in runs:
+            actions[start:stop] = [action] * (stop - start)
+            reasons[start:stop] = [reason] * (stop - start)
         for unit, (action, reason) in decided.items():
             actions[unit] = action
             reasons[unit] = reason
         self._actions, self._reasons = actions, reasons
 
-    def _decisions(self) -> dict[int, tuple[str, str | None]] | None:
-        """The decisions made so far, by unit (a copy; units not in it are dropped with
-        no reason), or None once ``actions`` or ``reasons`` has been read: then those
-        lists hold everything."""
-        return None if self._decided is None else dict(self._decided)
+    def _decisions(
+        self,
+    ) -> (
+        tuple[dict[int, tuple[str, str | None]], tuple[tuple[int, int, str, str | None], ...]]
+        | None
+    ):
+        """The decisions made so far: by unit (a copy), and the runs of units decided at
+        once, oldest first (a unit's own decision is newer than the runs covering it;
+        a unit in neither is dropped with no reason). None once ``actions`` or
+        ``reasons`` has been read: then those lists hold everything."""
+        if self._decided is None:
+            return None
+        return dict(self._decided), tuple(self._runs)
 
-    def keep(self, unit: int, reason: str, score: float | None = None) -> None:
+    def keep(self, unit: int | range, reason: str, score: float | None = None) -> None:
+        """Keep ``unit`` in the window, saying why. A ``range`` of units keeps each of
+        them at the cost of one call (with no score)."""
+        if type(unit) is range:
+            self._decide_run(unit, "kept", reason, score)
+            self.kept.update(unit)
+            return
         decided = self._decided
         if (  # the common case, as _decide records it, inline: a strategy keeps each unit
             decided is not None
@@ -102,10 +127,22 @@ class Selection:
             return
         self.kept.add(self._decide(unit, "kept", reason, score))
 
-    def drop(self, unit: int, reason: str, score: float | None = None) -> None:
+    def drop(self, unit: int | range, reason: str, score: float | None = None) -> None:
+        """Leave ``unit`` (or each unit of a ``range``) out of the window, saying why."""
+        if type(unit) is range:
+            self._decide_run(unit, "dropped", reason, score)
+            self._unkeep(unit)
+            return
         self.kept.discard(self._decide(unit, "dropped", reason, score))
 
-    def summarize(self, unit: int, reason: str) -> None:
+    def summarize(self, unit: int | range, reason: str) -> None:
+        """Record that ``unit`` (or each unit of a ``range``) is in a summary the
+        strategy adds. A range costs one call, not one per unit: a rolling summary
+        stands for nearly the whole history, every turn."""
+        if type(unit) is range:
+            self._decide_run(unit, "summarized", reason, None)
+            self._unkeep(unit)
+            return
         self.kept.discard(self._decide(unit, "summarized", reason, None))
 
     def replace(self, position: int, message: Message, reason: str) -> None:
@@ -168,6 +205,40 @@ class Selection:
                 ) from None
         return unit
 
+    def _decide_run(self, units: range, action: str, reason: str, score: float | None) -> None:
+        """Record one decision for every unit of ``units``, in time linear in the
+        decisions made so far, not in the range."""
+        count = self._count
+        if units.step != 1 or not 0 <= units.start <= count or not 0 <= units.stop <= count:
+            raise InvalidSelection(
+                f"{action[:-1] if action.endswith('ed') else action} of {units!r}: a range "
+                f"of units must step by 1 within 0 to {count} (units are numbered 0 to "
+                f"{count - 1})"
+            )
+        if score is not None:
+            raise InvalidSelection("a score is given per unit, not for a range of units")
+        if not isinstance(reason, str):
+            raise InvalidSelection(
+                f"the reason for units {units.start}-{units.stop - 1} must be a string, "
+                f"got {type(reason).__name__}"
+            )
+        start, stop = units.start, units.stop
+        if start >= stop:
+            return
+        decided = self._decided
+        if decided is None:
+            self._actions[start:stop] = [action] * (stop - start)
+            self._reasons[start:stop] = [reason] * (stop - start)
+            return
+        for unit in [unit for unit in decided if start <= unit < stop]:
+            del decided[unit]  # the run is newer
+        self._runs.append((start, stop, action, reason))
+
+    def _unkeep(self, units: range) -> None:
+        """Take ``units`` out of the kept set, in time linear in the kept set."""
+        kept = self.kept
+        kept.difference_update([unit for unit in kept if units.start <= unit < units.stop])
+
     def _unit_index(self, unit: object) -> int:
         """``unit`` as an index into the units (an int subclass, numpy's ints), or raise."""
         try:
@@ -187,5 +258,8 @@ class Selection:
             return self._reasons[unit] or self.default_reason
         if not -self._count <= unit < self._count:
             raise IndexError(unit)
-        given = decided.get(unit % self._count)
+        unit %= self._count
+        given = decided.get(unit)
+        if given is None:
+            given = next((run[2:] for run in reversed(self._runs) if run[0] <= unit < run[1]), None)
         return (given[1] if given else None) or self.default_reason

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from ctxwindow._checker import (
+    kept_units_problems,
     record_problems,
     stand_ins_problems,
     synthetic_problems,
@@ -74,16 +75,25 @@ class TimeLimit:
 
 
 class _ByUnit(Sequence[T]):
-    """One value per unit, held as the few that differ from a default: a visit's
-    decisions cost what the strategy decided, and are spelled out unit by unit only
-    when the record's decisions are read."""
+    """One value per unit, held as the few that differ from a default and the runs of
+    units given one value at once: a visit's decisions cost what the strategy decided,
+    and are spelled out unit by unit only when the record's decisions are read."""
 
-    __slots__ = ("_count", "default", "given")
+    __slots__ = ("_count", "default", "given", "runs")
 
-    def __init__(self, count: int, default: T, given: dict[int, T]) -> None:
+    def __init__(
+        self,
+        count: int,
+        default: T,
+        given: dict[int, T],
+        runs: Sequence[tuple[int, int, T]] = (),
+    ) -> None:
         self._count = count
         self.default = default
+        #: Values by unit, each newer than any run that covers the unit.
         self.given = given
+        #: (start, stop, value) for units given a value at once, oldest first.
+        self.runs = tuple(runs)
 
     def __len__(self) -> int:
         return self._count
@@ -97,7 +107,13 @@ class _ByUnit(Sequence[T]):
             return [self[u] for u in range(*unit.indices(self._count))]
         if not 0 <= unit < self._count:
             raise IndexError(unit)
-        return self.given.get(unit, self.default)
+        given = self.given
+        if unit in given:
+            return given[unit]
+        for start, stop, value in reversed(self.runs):
+            if start <= unit < stop:
+                return value
+        return self.default
 
     def __setitem__(self, unit: int, value: T) -> None:
         if not 0 <= unit < self._count:
@@ -105,8 +121,12 @@ class _ByUnit(Sequence[T]):
         self.given[unit] = value
 
     def __iter__(self) -> Iterator[T]:
-        given, default = self.given, self.default
-        return (given.get(unit, default) for unit in range(self._count))
+        values = [self.default] * self._count
+        for start, stop, value in self.runs:
+            values[start:stop] = [value] * (stop - start)
+        for unit, value in self.given.items():
+            values[unit] = value
+        return iter(values)
 
 
 def _by_unit(
@@ -114,15 +134,19 @@ def _by_unit(
 ) -> tuple[list[str] | _ByUnit[str], list[str | None] | _ByUnit[str | None]]:
     """The runner's own copy of a selection's actions and reasons: lists when the
     strategy spelled them out (read or changed them directly), else what it decided."""
-    decided = selection._decisions()
-    if decided is None:
+    made = selection._decisions()
+    if made is None:
         return list(selection.actions), list(selection.reasons)
+    decided, runs = made
     count = len(selection.history.units)
     actions = {unit: action for unit, (action, _) in decided.items()}
     reasons: dict[int, str | None] = {
         unit: reason for unit, (_, reason) in decided.items() if reason is not None
     }
-    return _ByUnit(count, "dropped", actions), _ByUnit(count, None, reasons)
+    return (
+        _ByUnit(count, "dropped", actions, [run[:3] for run in runs]),
+        _ByUnit(count, None, reasons, [(*run[:2], run[3]) for run in runs]),
+    )
 
 
 @dataclasses.dataclass
@@ -346,14 +370,21 @@ class Visit:
         for position, message in chosen.stand_ins.items():  # checked: counted from here on
             history._replace(position, message)
             chosen.actions[history.unit_of(position)] = "replaced"  # type: ignore[index]
-        positions, synthetic = _layout(history, chosen)
         limit = self.limit if self.bounded else None
-        problems, tokens = window_problems(
-            history, positions, synthetic, limit, self.must_keep, self.counter
-        )
-        if problems:
-            raise self.windower.violation(problems)
-        output = _output(history, positions, synthetic, self.replaced, chosen.stand_ins)
+        if not chosen.synthetic:  # whole units, in order: laid out by the runs of them
+            runs = _unit_runs(history, chosen.kept)
+            problems, tokens = kept_units_problems(history, chosen.kept, limit, self.must_keep)
+            if problems:
+                raise self.windower.violation(problems)
+            output = _run_output(history, runs, self.replaced, chosen.stand_ins)
+        else:
+            positions, synthetic = _layout(history, chosen)
+            problems, tokens = window_problems(
+                history, positions, synthetic, limit, self.must_keep, self.counter
+            )
+            if problems:
+                raise self.windower.violation(problems)
+            output = _output(history, positions, synthetic, self.replaced, chosen.stand_ins)
         notes = tuple(self.notes) + chosen.notes
         defect_decisions = tuple(self.defect_decisions)
 
@@ -414,8 +445,8 @@ class Visit:
         if len(chosen.actions) != count or len(chosen.reasons) != count:
             problems.append(f"the selection must hold one action and reason per unit ({count})")
         else:
-            decided = chosen.actions.given if isinstance(chosen.actions, _ByUnit) else None
-            problems.extend(record_problems(chosen.actions, chosen.kept, count, decided))
+            by_unit = chosen.actions if isinstance(chosen.actions, _ByUnit) else None
+            problems.extend(record_problems(chosen.actions, chosen.kept, count, by_unit))
         problems.extend(synthetic_problems(chosen.synthetic, count))
         stand_ins = history._replacements
         if stand_ins.keys() != self.replaced.keys() or any(
@@ -471,6 +502,24 @@ class Visit:
         )
 
 
+def _unit_runs(history: History, kept: set[int]) -> list[tuple[int, int]]:
+    """The kept units' messages as runs of positions, in order: the window of a visit
+    that made and replaced nothing, in time linear in the runs' count, not their size."""
+    starts, stops, size = history._starts, history._stops, len(history)
+    runs: list[tuple[int, int]] = []
+    run_start = run_stop = -1
+    for unit in sorted(kept):
+        start = starts[unit]
+        if start != run_stop:
+            if run_stop > run_start:
+                runs.append((run_start, run_stop))
+            run_start = start
+        run_stop = min(stops[unit], size)
+    if run_stop > run_start:
+        runs.append((run_start, run_stop))
+    return runs
+
+
 def _layout(history: History, chosen: _Chosen) -> tuple[list[int | None], list[Message]]:
     """Window positions in order (None for a synthetic message) and the synthetic ones."""
     inserts: dict[int, list[Message]] = {}
@@ -500,10 +549,7 @@ def _output(
     replacements: Mapping[int, Message],
     stand_ins: Mapping[int, Message],
 ) -> list[Any]:
-    """The window in the caller's own objects; made messages follow the caller's kind.
-
-    A strategy's stand-in is the original's fields with the stand-in's content, and
-    metadata that says it was made and which message it stands for."""
+    """The window in the caller's own objects; made messages follow the caller's kind."""
     if not synthetic and not replacements and not stand_ins:  # the common case
         return list(map(history._originals.__getitem__, positions))  # type: ignore[arg-type]
     wants_dicts = len(history) == 0 or not isinstance(history.original(0), Message)
@@ -513,30 +559,68 @@ def _output(
         if position is None:
             message = next(made)
             output.append(message.to_dict() if wants_dicts else message)
-        elif position in stand_ins:
-            original = history.original(position)
-            stand_in = stand_ins[position]
-            metadata = {**stand_in.metadata, "stands_in_for": position}
-            if isinstance(original, Message):
-                output.append(dataclasses.replace(stand_in, metadata=metadata))
-            else:
-                content = stand_in.to_dict()["content"]
-                output.append({**original, "content": content, "metadata": metadata})
-        elif position in replacements:
-            original = history.original(position)
-            replacement = replacements[position]
-            if replacement.role == "tool":  # a cut tool result says which one it is
-                metadata = {**replacement.metadata, "stands_in_for": position}
-                replacement = dataclasses.replace(replacement, metadata=metadata)
-            if isinstance(original, Message):
-                output.append(replacement)
-            elif replacement.role == "tool":
-                output.append({**original, **_content_and_metadata(replacement)})
-            else:
-                output.append({**original, "content": replacement.to_dict()["content"]})
+        elif position in stand_ins or position in replacements:
+            output.append(_sent_instead(history, position, replacements, stand_ins))
         else:
             output.append(history.original(position))
     return output
+
+
+def _run_output(
+    history: History,
+    runs: list[tuple[int, int]],
+    replacements: Mapping[int, Message],
+    stand_ins: Mapping[int, Message],
+) -> list[Any]:
+    """The caller's own messages of each run, in order (a slice per run of a list),
+    with what is sent instead of a message in its place."""
+    originals = history._originals
+    if isinstance(originals, (list, tuple)):
+        output = [message for start, stop in runs for message in originals[start:stop]]
+    else:
+        output = [originals[position] for start, stop in runs for position in range(start, stop)]
+    changed = sorted(stand_ins.keys() | replacements.keys())
+    if changed:
+        offset, index = 0, 0
+        for start, stop in runs:
+            while index < len(changed) and changed[index] < stop:
+                position = changed[index]
+                if position >= start:
+                    output[offset + position - start] = _sent_instead(
+                        history, position, replacements, stand_ins
+                    )
+                index += 1
+            offset += stop - start
+    return output
+
+
+def _sent_instead(
+    history: History,
+    position: int,
+    replacements: Mapping[int, Message],
+    stand_ins: Mapping[int, Message],
+) -> Any:
+    """What the window sends in place of message ``position``, in the caller's kind.
+
+    A strategy's stand-in is the original's fields with the stand-in's content, and
+    metadata that says it was made and which message it stands for; a cut tool result
+    says which one it is."""
+    original = history.original(position)
+    if position in stand_ins:
+        stand_in = stand_ins[position]
+        metadata = {**stand_in.metadata, "stands_in_for": position}
+        if isinstance(original, Message):
+            return dataclasses.replace(stand_in, metadata=metadata)
+        return {**original, "content": stand_in.to_dict()["content"], "metadata": metadata}
+    replacement = replacements[position]
+    if replacement.role == "tool":
+        metadata = {**replacement.metadata, "stands_in_for": position}
+        replacement = dataclasses.replace(replacement, metadata=metadata)
+    if isinstance(original, Message):
+        return replacement
+    if replacement.role == "tool":
+        return {**original, **_content_and_metadata(replacement)}
+    return {**original, "content": replacement.to_dict()["content"]}
 
 
 def _content_and_metadata(message: Message) -> dict[str, Any]:
