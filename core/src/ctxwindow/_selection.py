@@ -117,12 +117,14 @@ class Selection:
         decided = self._decided
         if (  # the common case, as _decide records it, inline: a strategy keeps each unit
             decided is not None
-            and score is None
             and type(unit) is int
             and 0 <= unit < self._count
             and type(reason) is str
+            and (score is None or type(score) is float)
         ):
             decided[unit] = ("kept", reason)
+            if score is not None:
+                self.scores[unit] = score
             self.kept.add(unit)
             return
         self.kept.add(self._decide(unit, "kept", reason, score))

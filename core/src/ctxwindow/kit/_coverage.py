@@ -135,8 +135,12 @@ class Coverage:
         self._found[unit] = found
         return found
 
-    def add(self, unit: int) -> None:
-        self.covered.update(self.of(unit))
+    def add(self, unit: int) -> int:
+        """Cover ``unit``'s identifiers; how many it added."""
+        covered = self.covered
+        before = len(covered)
+        covered.update(self.of(unit))
+        return len(covered) - before
 
     def add_text(self, text: str) -> None:
         self.covered.update(identifiers(text))

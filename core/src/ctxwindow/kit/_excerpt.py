@@ -385,9 +385,7 @@ def keep_best(
             room -= _keep_excerpt(selection, found, coverage, score, why)
             excerpted.append(unit)
             continue
-        added = len(coverage.of(unit) - coverage.covered) if coverage else 0
-        if coverage is not None:
-            coverage.add(unit)
+        added = coverage.add(unit) if coverage is not None else 0
         selection.keep(unit, reason(rank, unit, added), _finite(score(unit)))
         room -= history.unit_tokens(unit)
     return _restore_whole(history, selection, sorted(excerpted), forms, room, score, reason)

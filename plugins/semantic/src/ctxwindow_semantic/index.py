@@ -47,18 +47,27 @@ class UnitIndex:
         return len(self.lexical)
 
     def update(
-        self, history: History, embed: Callable[[Sequence[str]], np.ndarray], stop: int
-    ) -> None:
+        self,
+        history: History,
+        embed: Callable[[Sequence[str]], np.ndarray],
+        stop: int,
+        also: Sequence[str] = (),
+    ) -> np.ndarray:
         """Index the units before ``stop`` this index has not seen yet (a chat loop: one
-        or two). Units from ``stop`` on are not stored: they hold a stand-in message (the
-        host's cut of an oversized newest message) that a later visit may not need."""
+        or two); the vectors of the texts ``also`` (the query, stand-ins), embedded in
+        the same call, so a turn pays one cache look-up and at most one model call.
+        Units from ``stop`` on are not stored: they hold a stand-in message (the host's
+        cut of an oversized newest message) that a later visit may not need."""
         with self.lock:
             start = len(self.lexical)
-            if start >= stop:
-                return
             texts = [unit_text(history, unit) for unit in range(start, stop)]
-            self.vectors.extend(embed(texts))
-            self.lexical.extend(texts)
+            if not texts and not also:
+                return np.zeros((0, 0), dtype=np.float32)
+            vectors = embed([*texts, *also])
+            if texts:
+                self.vectors.extend(vectors[: len(texts)])
+                self.lexical.extend(texts)
+            return vectors[len(texts) :]
 
     def similarity(self, query: np.ndarray, stop: int) -> np.ndarray:
         """Dense similarity of each of the first ``stop`` units to ``query``: one
@@ -95,12 +104,17 @@ class UnitIndex:
             figures: np.ndarray = self.excerpts.view[:stop].reshape(-1, 2)
             return figures
 
-    def identifier_counts(self, history: History, stop: int) -> np.ndarray:
+    def identifier_counts(
+        self, history: History, stop: int, read: Callable[[int], frozenset[str]] | None = None
+    ) -> np.ndarray:
         """How many identifiers each of the first ``stop`` units (stand-in free) holds,
-        read on first need: only an agent's history ranks by them."""
+        read on first need (only an agent's history ranks by them) by ``read``: the
+        visit's :class:`~ctxwindow.kit.Coverage` keeps each unit's identifiers with the
+        conversation, so a unit read here is not read again when a later visit keeps it."""
         with self.lock:
             units = range(len(self.identifiers), stop)
-            self.identifiers.extend([len(identifiers(unit_text(history, u))) for u in units])
+            found = read or (lambda unit: identifiers(unit_text(history, unit)))
+            self.identifiers.extend([len(found(unit)) for unit in units])
             return self.identifiers.view[:stop]
 
 

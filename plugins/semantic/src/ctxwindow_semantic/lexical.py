@@ -60,8 +60,12 @@ class BM25Index:
             lengths.append(sum(counts.values()))
         for term, (units, found) in batch.items():
             posting = self.postings.get(term) or self.postings.setdefault(term, Posting())
-            posting.units.extend(units)
-            posting.counts.extend(found)
+            if len(units) == 1:  # a chat turn's new unit
+                posting.units.append(units[0])
+                posting.counts.append(found[0])
+            else:
+                posting.units.extend(units)
+                posting.counts.extend(found)
         before = int(self._ends.view[-1]) if first else 0
         self._ends.extend(np.cumsum(lengths, dtype=np.int64) + before)
         self.lengths.extend(lengths)

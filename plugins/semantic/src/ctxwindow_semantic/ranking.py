@@ -24,18 +24,24 @@ SAMPLE = 2_048
 
 
 class _Pending:
-    """The candidates not valued yet, handed out highest bounds first, in chunks."""
+    """The candidates not valued yet, handed out highest bounds first, in chunks; those
+    too big for the room left are dropped as they are met (the room only shrinks, so
+    they could never be taken: the kit's heap pops them and passes over them)."""
 
-    def __init__(self, bounds: np.ndarray) -> None:
+    def __init__(self, bounds: np.ndarray, sizes: np.ndarray) -> None:
         self.bounds = bounds
+        self.sizes = sizes
         self.rest = np.arange(len(bounds))
         self.chunk = FIRST_CHUNK
         #: No pending candidate's bound is above this.
         self.top = float(bounds.max()) if len(bounds) else -math.inf
 
-    def take(self) -> np.ndarray:
-        """The next chunk: pending candidates whose bounds are above every other's."""
-        rest, values = self.rest, self.bounds[self.rest]
+    def take(self, room: int) -> np.ndarray:
+        """The next chunk that fits ``room``: pending candidates whose bounds are above
+        every other's."""
+        rest = self.rest
+        rest = rest[self.sizes[rest] <= room]
+        values = self.bounds[rest]
         if len(rest) > self.chunk:
             cut = _about_kth_largest(values, self.chunk)
             above = values > cut
@@ -79,33 +85,43 @@ def best_first(
     ``value`` says of the keys it values). The caller keeps what it takes, as with the
     kit's.
     """
-    heap: list[tuple[float, int]] = []  # (-value, rank), as in the kit's heap
-    pending = _Pending(bounds)
+    #: (-value, rank, size, key, exact): ordered as the kit's heap, by its first two
+    heap: list[tuple[float, int, int, int, bool]] = []
+    pending = _Pending(bounds, sizes)
+    smallest = int(sizes.min()) if len(sizes) else 0
+    taken: set[int] = set()  # units taken, in either form
 
     def settle() -> None:
         """Value candidates until the heap's top outranks every one not valued: then the
         heap's top is the kit's heap's top."""
         while len(pending.rest) and (not heap or -heap[0][0] <= pending.top):
-            ranks = pending.take()
+            ranks = pending.take(room)
+            constant = exact[ranks]
             keys = -bounds[ranks]
-            for row in np.flatnonzero(~exact[ranks]).tolist():
+            for row in np.flatnonzero(~constant).tolist():
                 keys[row] = -first_value(int(candidates[ranks[row]]))
-            heap.extend(zip(keys.tolist(), ranks.tolist(), strict=True))
+            heap.extend(
+                zip(
+                    keys.tolist(),
+                    ranks.tolist(),
+                    sizes[ranks].tolist(),
+                    candidates[ranks].tolist(),
+                    constant.tolist(),
+                    strict=True,
+                )
+            )
             heapq.heapify(heap)
 
-    smallest = int(sizes.min()) if len(sizes) else 0
-    constant = exact.tolist()
-    taken: set[int] = set()  # units taken, in either form
-    while True:
-        settle()
-        if not heap or room < smallest:
+    pop = heapq.heappop
+    while room >= smallest:
+        if len(pending.rest) and (not heap or -heap[0][0] <= pending.top):
+            settle()
+        if not heap:
             return
-        stale, rank = heapq.heappop(heap)
-        size = int(sizes[rank])
+        stale, rank, size, unit, constant = pop(heap)
         if size > room:
             continue
-        unit = int(candidates[rank])
-        if constant[rank]:  # still worth its bound, so it comes now, as the kit's would
+        if constant:  # still worth its bound, so it comes now, as the kit's would
             if (~unit if unit < 0 else unit) in taken:
                 continue  # its other form was taken: worth nothing now, and never again
         else:
@@ -114,7 +130,7 @@ def best_first(
                 continue
             settle()
             if heap and fresh < -heap[0][0] and fresh < -stale:
-                heapq.heappush(heap, (-fresh, rank))
+                heapq.heappush(heap, (-fresh, rank, size, unit, constant))
                 continue
         room -= size
         taken.add(~unit if unit < 0 else unit)

@@ -46,3 +46,13 @@ class Rows:
             self._buffer = buffer = grown
         buffer[self._size : size] = new
         self._size = size
+
+    def append(self, value: float) -> None:
+        """Append one value to rows of single values: what a term's postings gain in a
+        turn, at the cost of one store rather than an array's making."""
+        buffer = self._buffer
+        if buffer is None or buffer.ndim != 1 or self._size == len(buffer):
+            self.extend([value])
+            return
+        buffer[self._size] = value
+        self._size += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -15,7 +16,6 @@ from ctxwindow.kit import (
     Coverage,
     excerpt_options,
     identifier_weight_option,
-    identifiers,
     keep_best,
     unit_text,
 )
@@ -122,14 +122,14 @@ class SemanticWindow(BaseStrategy):
         if size == 0 or not query.strip():
             return np.arange(size, dtype=np.float32) / max(size, 1)
         stable = _stable_units(history)
-        index.update(history, self.embed, stable)
-        self.indexes.trim(keep=history.conversation)
         extra = [unit_text(history, unit) for unit in range(stable, size)]
+        vectors = index.update(history, self.embed, stable, [query, *extra])
+        wanted = vectors[0]
+        self.indexes.trim(keep=history.conversation)
         lexical = index.lexical.scores(query, stable, extra)
-        wanted = self.embed([query])[0]
         dense = index.similarity(wanted, stable)
         if extra:  # the stand-in units: scored, never stored
-            dense = np.concatenate([dense, dot_rows(self.embed(extra), wanted)])
+            dense = np.concatenate([dense, dot_rows(vectors[1:], wanted)])
         fused = fuse(dense, lexical, self.options["lexical_weight"])
         return spread_to_neighbours(fused, self.options["neighbours"], self.options["reach"])
 
@@ -159,7 +159,7 @@ class SemanticWindow(BaseStrategy):
             return Coverage(history, selection.kept, spoken_weight=spoken, weight=weight)
 
         coverage = covered() if weight else None
-        holds = _identifier_counts(history, index, unit + 1) if weight else None
+        holds = None if coverage is None else _identifier_counts(history, index, unit + 1, coverage)
         candidates, sizes, bounds, exact = _older_units(
             history, index, relevance, unit + 1, weight * (1 + spoken), holds
         )
@@ -182,7 +182,7 @@ class SemanticWindow(BaseStrategy):
             candidates, sizes, bounds, exact, room, value, lambda u: value(u, at_start)
         )
         for rank, candidate in enumerate(chosen):
-            reason = _reason(history, rank, candidate, coverage)
+            reason = _reason(history, coverage, rank, candidate)
             if coverage is not None:
                 coverage.add(candidate)
             selection.keep(candidate, reason, scores[candidate])
@@ -229,8 +229,10 @@ def _keep_with_excerpts(
             return math.inf  # the task statement comes first when the core could not
         return scores[candidate]
 
-    def reason(rank: int, candidate: int, added: int) -> str:
-        return _reason(history, rank, candidate, coverage, added)
+    # keep_best calls both for each unit it keeps: without a frame of their own where
+    # they can do without (no task statement to rank first)
+    scored = scores.__getitem__ if history.task_unit is None else score
+    reason = functools.partial(_reason, history, coverage)
 
     def order(
         value: Callable[[int], float],
@@ -239,7 +241,7 @@ def _keep_with_excerpts(
     ) -> Iterator[int]:
         return best_first(keys, sizes, bounds, exact, room, value, first_value)
 
-    keep_best(history, selection, [], room, score, coverage, reason, order=order)
+    keep_best(history, selection, [], room, scored, coverage, reason, order=order)
 
 
 def excerpt_bounds(
@@ -267,9 +269,9 @@ def excerpt_bounds(
 
 def _reason(
     history: History,
+    coverage: Coverage | None,
     rank: int,
     unit: int,
-    coverage: Coverage | None,
     added: int | None = None,
 ) -> str:
     """Why an older unit was kept: its rank (negative: restored whole in room left over)
@@ -323,17 +325,22 @@ def _per_unit_rows(
     stable = min(_stable_units(history), stop)
     rest = [read(history, unit) for unit in range(stable, stop)]
     known = stored(history, stable)
+    if not rest:
+        return known
     return np.concatenate([known, np.asarray(rest, dtype=np.int64).reshape(-1, 2)])
 
 
-def _identifier_counts(history: History, index: UnitIndex, stop: int) -> np.ndarray:
-    """How many identifiers each unit before ``stop`` holds, as :class:`Coverage` reads
-    them (a unit holding a stand-in, as it is now)."""
+def _identifier_counts(
+    history: History, index: UnitIndex, stop: int, coverage: Coverage
+) -> np.ndarray:
+    """How many identifiers each unit before ``stop`` holds, as ``coverage`` reads them
+    (a unit holding a stand-in, as it is now), and through it: what it reads, it keeps."""
 
     def read(unit: int) -> int:
-        return len(identifiers(unit_text(history, unit)))
+        return len(coverage.of(unit))
 
-    return _per_unit(history, stop, index.identifier_counts, read)
+    stored = functools.partial(index.identifier_counts, read=coverage.of)
+    return _per_unit(history, stop, stored, read)
 
 
 def _per_unit(
