@@ -50,6 +50,21 @@ def test_extractive_keeps_names_dates_and_numbers_and_is_deterministic() -> None
     assert "Porto" in extended.text and "Lisbon" in extended.text  # previous facts stay
 
 
+def test_a_chat_summary_rolls_on_instead_of_freezing_once_full() -> None:
+    """Extended with newer facts at the same size, a full chat summary takes them in
+    (the least salient old sentence goes), and small talk takes nothing's place."""
+    counter = ctxwindow.get_counter("approx")
+    summarizer = ExtractiveSummarizer()
+    early = [f"user: {FACTS[i]}" for i in FACTS]
+    first = summarizer.summarize(SummaryRequest(None, early, 45, counter)).text
+    assert counter.count_text(first) > 35  # full: no room for another sentence
+    later = ["Alma: Our wedding: Lisbon, 9 August 2026, 140 guests.", "user: ok sure, nice lol"]
+    rolled = summarizer.summarize(SummaryRequest(first, later, 45, counter)).text
+    assert "Lisbon" in rolled and "ok sure" not in rolled
+    assert "Okafor" in rolled  # the most salient old fact stays
+    assert counter.count_text(rolled) <= 45
+
+
 def agent_texts() -> list[str]:
     """An agent's older units, as the strategy hands them over (kit.unit_text, roles)."""
     lookups = [
@@ -103,12 +118,39 @@ def test_window_is_a_summary_plus_the_recent_part() -> None:
     verbatim = {m["id"] for m in window.messages if "id" in m}
     every = {m["id"] for m in messages}
     assert every == covers | verbatim  # nothing is silently lost
-    assert not covers & verbatim
+    # the summary covers the oldest messages (the system message and the task
+    # statement, the first user message, stay); the newest of them may be verbatim as
+    # well, in the room the summary leaves, and the summary sits before those
+    order = [m["id"] for m in messages]
+    assert {order.index(i) for i in covers} == set(range(2, len(covers) + 2))
+    assert [m.get("id") for m in window.messages[:2]] == ["sys", "u0"]
+    assert window.messages[2] is summary
     assert "Porto" in summary["content"] and "18500" in summary["content"]
     positions = [messages.index(m) for m in window.messages if m is not summary]
     assert positions == sorted(positions)
     actions = {d.action for d in window.record.decisions}
     assert actions == {"kept", "summarized"}
+
+
+@pytest.mark.parametrize("turns", range(40, 60))
+def test_the_verbatim_part_fills_what_the_summary_leaves(turns: int) -> None:
+    """Wherever the history ends between two checkpoints, the window is full: the
+    newest units the summary was written from that fit beside it are verbatim instead."""
+    budget = 500
+    strategy = SummarizeWindow()
+    window = strategy.select(history(turns), budget)
+    counter = ctxwindow.get_counter("approx")
+    biggest = max(counter.count_message(ctxwindow.Message.from_dict(m)) for m in history(turns))
+    assert budget - biggest < window.record.tokens_after <= budget
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    covers = set(summary["metadata"]["covers"])
+    summarized = {i for d in window.record.decisions if d.action == "summarized" for i in d.ids}
+    verbatim = {m["id"] for m in window.messages if "id" in m}
+    assert summarized == covers - verbatim and {"sys", "u0"} <= verbatim
+    assert summarized | verbatim == {m["id"] for m in history(turns)}
+    # the newest messages it was written from are verbatim as well: it is not rewritten
+    # for them (the summarizer is called once per checkpoint)
+    assert covers & verbatim
 
 
 def test_reselecting_the_same_history_calls_nothing(counted: Any) -> None:

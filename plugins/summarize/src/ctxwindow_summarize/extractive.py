@@ -17,9 +17,12 @@ In an agent's history (the strategy hands over texts with roles, see
 - pieces are then taken for the identifiers they add per token, so what later steps
   pass on (a payment id, a flight number) survives where boilerplate does not.
 
-The previous summary's sentences come first and are kept before new ones, so facts
-summarized once are not lost to newer small talk; everything is written back in its
-original order.
+Rolling, the previous summary's sentences are read again with the new pieces. In an
+agent's history they come first and are kept before new ones (the task and the values
+already summarized stay). In a chat they compete with the new sentences on salience:
+kept first, they would fill the summary once and then hold the chat's first part
+forever; small talk has no salience, so facts summarized once are not lost to it.
+Everything is written back in its original order.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ _COMMON = frozenset(
     hey hi hello thanks thank great good nice cool sure lol wow""".split()
 )
 PREFIX = "Summary of the earlier conversation: "
+#: How a collapsed line of tool calls begins.
+CALLED = "Called "
 #: A tool-result piece sharing this much of its words with one already kept is dropped.
 NEAR_DUPLICATE = 0.8
 #: Values listed per collapsed tool call line, and the shortest listed (a flag or a
@@ -179,7 +184,7 @@ def pieces(texts: Sequence[str]) -> list[Piece]:
         shown = ", ".join(arguments[:CALL_VALUES])
         shown += ", ..." if len(arguments) > CALL_VALUES else ""
         times = f" x{count}" if count > 1 else ""
-        text = f"Called {function}{times}" + (f": {shown}." if shown else ".")
+        text = f"{CALLED}{function}{times}" + (f": {shown}." if shown else ".")
         out.append(Piece(text, order, call=True, said=shown))
     return sorted((p for p in out if p.text), key=lambda p: p.order)
 
@@ -264,12 +269,22 @@ def _pick(
     budget: int,
     request: SummaryRequest,
 ) -> list[str]:
-    """The previous summary's sentences first, then the user's words, then the other
-    new pieces for what they add (salience, and identifiers not yet in the summary);
-    written in order."""
+    """A chat's: the most salient of the previous summary's sentences and the new ones.
+    An agent's: the previous summary's sentences first, then the user's words, then the
+    other new pieces for what they add (salience, and identifiers not yet in the
+    summary). Written in order."""
     count = request.counter.count_text
     room = budget
     score = Salience(rarity)
+    if not _agent(previous, fresh):
+        # A chat's summary is chosen afresh each time, the previous one's sentences
+        # beside the new ones: kept first, it would fill the target once and then hold
+        # the chat's first hours forever, whatever came after.
+        pool = [Piece(sentence, (-1, index)) for index, sentence in enumerate(previous)]
+        pool.extend(fresh)
+        chosen: set[int] = set()
+        _fill(pool, chosen, None, score, room, count)
+        return [pool[index].text for index in sorted(chosen)]
     worth = [score(sentence) for sentence in previous]
     kept_previous: set[int] = set()
     for index in sorted(range(len(previous)), key=lambda i: -worth[i]):
@@ -277,23 +292,30 @@ def _pick(
         if worth[index] > 0 and cost <= room:
             kept_previous.add(index)
             room -= cost
-    # A chat is summarized by salience alone; an agent's history (tool calls in it) puts
-    # the user's words first and values what later steps pass on: identifiers.
-    agent = any(piece.call or piece.observation for piece in fresh)
+    # An agent's history puts the user's words first and values what later steps pass
+    # on: identifiers.
     covered: set[str] = set()
     kept: set[int] = set()
-    if agent:
-        for index in kept_previous:
-            covered |= identifiers(previous[index])
-        instructions = [i for i, p in enumerate(fresh) if p.instruction]
-        for index in sorted(instructions, key=lambda i: -score(fresh[i].text)):
-            cost = count(fresh[index].text) + 1
-            if cost <= room:
-                kept.add(index)
-                room -= cost
-                covered |= identifiers(fresh[index].text)
-    _fill(fresh, kept, covered if agent else None, score, room, count)
+    for index in kept_previous:
+        covered |= identifiers(previous[index])
+    instructions = [i for i, p in enumerate(fresh) if p.instruction]
+    for index in sorted(instructions, key=lambda i: -score(fresh[i].text)):
+        cost = count(fresh[index].text) + 1
+        if cost <= room:
+            kept.add(index)
+            room -= cost
+            covered |= identifiers(fresh[index].text)
+    _fill(fresh, kept, covered, score, room, count)
     return [previous[i] for i in sorted(kept_previous)] + [fresh[i].text for i in sorted(kept)]
+
+
+def _agent(previous: Sequence[str], fresh: Sequence[Piece]) -> bool:
+    """Whether this is an agent's history: tool calls or results among the new pieces,
+    or a collapsed call line in the previous summary (a stretch of plain talk in an
+    agent's run is still an agent's history)."""
+    return any(piece.call or piece.observation for piece in fresh) or any(
+        sentence.startswith(CALLED) for sentence in previous
+    )
 
 
 def _fill(

@@ -267,30 +267,54 @@ class SummarizeWindow(BaseStrategy):
     def _finish(self, history: History, plan: _Plan, outcome: Outcome) -> Selection:
         selection = history.selection()
         candidates = plan.candidates
-        for unit in candidates.units(plan.start, len(candidates)):
-            selection.keep(unit, "recent, verbatim")
         for note in outcome.failures:
             selection.notes.append(note)
         selection.llm = outcome.usage
-        if outcome.summary is not None:
-            by = outcome.summary.summarizer
+        # The verbatim part fills what the summary leaves, not only its own room: the
+        # boundary sits at a checkpoint (the summary is written once per step), so that
+        # room is filled from low_water to whole, and the rest would go unused. The
+        # newest units the summary was written from are then kept verbatim as well.
+        summary = outcome.summary
+        first = plan.start
+        if summary is not None or outcome.dropped:
+            text = summary.text if summary is not None else None
+            first = min(first, _first_fitting(history, candidates, text))
+        summarized = min(outcome.covered, first)
+        for unit in candidates.units(first, plan.start):
+            selection.keep(unit, "verbatim, in the room the summary leaves")
+        for unit in candidates.units(plan.start, len(candidates)):
+            selection.keep(unit, "recent, verbatim")
+        if summary is not None and summarized:
+            by = summary.summarizer
             why = f"older than the recent part; in the summary ({by})"
-            _decide_all(selection, candidates, range(outcome.covered), "summarized", why)
+            _decide_all(selection, candidates, range(summarized), "summarized", why)
             message = Message(
                 role="system",
-                content=outcome.summary.text,
+                content=summary.text,
                 metadata={
                     "synthetic": True,
+                    # what it was written from: the same tuple on every visit until
+                    # the next checkpoint, though the newest of those may be verbatim
                     "covers": candidates.refs(outcome.covered),
                     "summarizer": by,
                 },
             )
-            last = candidates.unit(outcome.covered - 1) if outcome.covered else -1
+            last = candidates.unit(summarized - 1)
             selection.add_synthetic(message, before_unit=last + 1)
         why = "; ".join(outcome.failures) or "no summary could be written"
         why = f"dropped, not summarized ({why})"
-        _decide_all(selection, candidates, outcome.dropped, "dropped", why)
+        dropped = range(outcome.dropped.start, min(outcome.dropped.stop, first))
+        _decide_all(selection, candidates, dropped, "dropped", why)
         return selection
+
+
+def _first_fitting(history: History, candidates: Candidates, summary: str | None) -> int:
+    """The first candidate from which the rest fits beside the must-keep messages and
+    the summary (its text: the message the window sends, whatever it covers)."""
+    used = history.counter.count_message(Message("system", summary)) if summary else 0
+    room = history.budget - history.must_keep_tokens - used
+    total = candidates.tokens(len(candidates))
+    return 0 if total <= room else candidates.first_reaching(total - room)
 
 
 @dataclass
@@ -334,18 +358,17 @@ def _stable_room(history: History, reserve: int) -> int:
 def _decide_all(
     selection: Selection, candidates: Candidates, run: range, action: str, reason: str
 ) -> None:
-    """What ``selection.summarize`` (or ``drop``) would record for each candidate in
-    ``run``, written a stretch of units at a time: a summary stands for nearly the whole
-    history, and a call per unit would cost a turn a pass over it. The candidates of a
-    run are every unit between its first and last but the must-keep ones (never in the
-    kept set), so the stretches are the gaps between those."""
+    """``selection.summarize`` (or ``drop``) of each candidate in ``run``, a range of
+    units at a time: a summary stands for nearly the whole history, and a call per unit
+    would cost a turn a pass over it. The candidates of a run are every unit between its
+    first and last but the must-keep ones, so the ranges are the gaps between those."""
     if not run:
         return
     first, stop = candidates.unit(run.start), candidates.unit(run.stop - 1) + 1
-    kept = [unit for unit in selection.history.must_keep if first <= unit < stop]
+    kept = sorted(unit for unit in selection.history.must_keep if first <= unit < stop)
+    decide = selection.summarize if action == "summarized" else selection.drop
     for start, end in zip([first, *(unit + 1 for unit in kept)], [*kept, stop], strict=True):
-        selection.actions[start:end] = [action] * (end - start)
-        selection.reasons[start:end] = [reason] * (end - start)
+        decide(range(start, end), reason)
 
 
 def _staged(
