@@ -90,7 +90,7 @@ PLUGIN_EXTRAS = {
     "plugins/stores": "[redis]",
     "plugins/adapters": "[openai,anthropic,langchain,pydantic-ai]",
     "plugins/eval": "[langchain]",
-    "plugins/serve": "[otel,test]",
+    "plugins/serve": "[otel,test,fast]",
 }
 
 

@@ -32,6 +32,8 @@ class Seen:
     method: str
     headers: dict[str, str]
     body: bytes
+    #: The path and query as they came on the request line (percent-encoded).
+    target: str = ""
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -123,11 +125,22 @@ def response_object(model: str) -> dict[str, Any]:
 def recording_app(upstream: Upstream) -> Starlette:
     """The upstream: records each request; answers each API's minimal valid response.
     Model ``"gated"`` streams its first chunk, then waits for ``upstream.gate``; model
-    ``"fail-429"`` answers a rate-limit error."""
+    ``"fail-429"`` answers a rate-limit error; ``GET /cookies`` sets two cookies and
+    ``GET /moved`` redirects."""
 
     async def answer(request: Request) -> Response:  # noqa: PLR0911
         body = await request.body()
-        upstream.seen.append(Seen(request.url.path, request.method, dict(request.headers), body))
+        query = request.scope["query_string"]
+        target = (request.scope["raw_path"] + (b"?" + query if query else b"")).decode()
+        upstream.seen.append(
+            Seen(request.url.path, request.method, dict(request.headers), body, target)
+        )
+        if request.url.path == "/cookies":
+            cookies = Response(b"{}", media_type="application/json")
+            cookies.raw_headers += [(b"set-cookie", b"a=1; Path=/"), (b"set-cookie", b"b=2")]
+            return cookies
+        if request.url.path == "/moved":
+            return Response(status_code=307, headers={"location": "/elsewhere"})
         if request.method != "POST":
             return JSONResponse(
                 {
@@ -181,12 +194,14 @@ class Running:
         self.thread.join(10)
 
 
-def serve(app: Any) -> Running:
-    """``app`` under uvicorn on a free loopback port, in a thread, started."""
+def serve(app: Any, http: str = "auto", loop: str = "auto") -> Running:
+    """``app`` under uvicorn on a free loopback port, in a thread, started (with the
+    HTTP parser and event loop uvicorn picks, unless told which)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", http=http, loop=loop)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -218,12 +233,14 @@ MODELS = (
 
 @pytest.fixture
 def start_proxy(upstream: Upstream) -> Iterator[Callable[..., Running]]:
-    """Starts a proxy to ``upstream`` with MODELS and the given settings."""
+    """Starts a proxy to ``upstream`` with MODELS and the given settings (and uvicorn's
+    HTTP parser and loop, ``server=(http, loop)``, when given)."""
     started: list[Running] = []
 
-    def start(**settings: Any) -> Running:
+    def start(server: tuple[str, str] = ("auto", "auto"), **settings: Any) -> Running:
         settings.setdefault("models", MODELS)
-        running = serve(build_app(ServeSettings(upstream=upstream.url, **settings)))
+        app = build_app(ServeSettings(upstream=upstream.url, **settings))
+        running = serve(app, *server)
         running.app = running.server.config.app  # type: ignore[attr-defined]
         started.append(running)
         return running

@@ -46,6 +46,7 @@ def test_a_client_that_goes_away_closes_the_upstream_stream(proxy, upstream, mak
         client.stream("POST", f"{proxy.url}/v1/chat/completions", json=body) as answer,
     ):
         next(answer.iter_raw())
-    # the client closed its connection: the proxy closes the upstream's stream
-    upstream.gate.set()
+    # the client closed its connection: the proxy closes the upstream's stream, which
+    # is still holding back its second chunk (the gate stays shut)
     assert upstream.closed.wait(10)
+    assert not upstream.gate.is_set()

@@ -2,23 +2,31 @@
 
 An upstream that answers at once (a small JSON completion, or three SSE chunks) runs in
 one process, the proxy in front of it in another, and this process sends the same
-requests to each, alternating, over kept-alive connections: a chat history of
-``--messages`` messages growing by one message a request, so the proxy is warm (it
-recognises the history it saw and reads the new message only). Reports the median and
-p90 of each arm's latency (and time to the first streamed chunk), their difference and
-their ratio.
+requests to each, alternating, over kept-alive connections (``http.client``, whose own
+cost is the same in both arms): a chat history of ``--messages`` messages growing by one
+message a request, so the proxy is warm (it recognises the history it saw and reads the
+new message only). Reports the median and p90 of each arm's latency (and time to the
+first streamed chunk), their difference and their ratio, the proxy process's CPU time
+per request (steady where the machine is busy and latencies are not), and what the
+proxy ran on (parser, loop, client, JSON library); ``--pure`` runs the proxy on the
+pure-Python parts whatever is installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import multiprocessing
+import os
 import socket
 import statistics
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit
+
+from ctxwindow_serve import runtime
 
 #: The model the bench's config windows.
 MODEL = "bench"
@@ -71,7 +79,9 @@ def _run_upstream(port: int) -> None:
     uvicorn.run(_upstream_app(), host="127.0.0.1", port=port, log_level="warning")
 
 
-def _run_proxy(port: int, upstream: str, strategy: str, context: int) -> None:
+def _run_proxy(port: int, upstream: str, strategy: str, context: int, pure: bool = False) -> None:
+    if pure:  # before aiohttp is imported
+        os.environ["AIOHTTP_NO_EXTENSIONS"] = "1"
     import uvicorn
 
     from ctxwindow_serve import ModelEntry, ServeSettings, build_app
@@ -81,7 +91,10 @@ def _run_proxy(port: int, upstream: str, strategy: str, context: int) -> None:
         strategy={"strategy": strategy, "counter": "approx"},
         models=(ModelEntry(MODEL, context=context, output=256, reserve=0.0),),
     )
-    uvicorn.run(build_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    http, loop = (runtime.PURE_HTTP, runtime.PURE_LOOP) if pure else ("auto", "auto")
+    uvicorn.run(
+        build_app(settings), host="127.0.0.1", port=port, log_level="warning", http=http, loop=loop
+    )
 
 
 def _free_port() -> int:
@@ -92,16 +105,23 @@ def _free_port() -> int:
 
 
 def _wait(url: str) -> None:
-    import httpx
-
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        connection = _connect(url)
         try:
-            httpx.post(url, content=b"{}", timeout=1)
+            connection.request("POST", urlsplit(url).path, b"{}")
+            connection.getresponse().read()
             return
-        except httpx.HTTPError:
+        except OSError:
             time.sleep(0.1)
+        finally:
+            connection.close()
     raise RuntimeError(f"{url} did not start")
+
+
+def _connect(url: str) -> http.client.HTTPConnection:
+    parts = urlsplit(url)
+    return http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
 
 
 def _message(number: int) -> dict[str, str]:
@@ -109,18 +129,25 @@ def _message(number: int) -> dict[str, str]:
     return {"role": role, "content": f"message {number}: " + "some words of a chat " * 8}
 
 
-def _time(client: Any, url: str, body: bytes, stream: bool) -> tuple[float, float]:
-    """(total ms, ms to the first body chunk) of one request."""
+def _body(model: str, history: list[dict[str, str]], stream: bool) -> bytes:
+    """The request, compact as SDKs send it: the upstream finds ``"stream":true`` in
+    it alike whether it came directly or through the proxy."""
+    request = {"model": model, "messages": history, "max_tokens": 256, "stream": stream}
+    return json.dumps(request, separators=(",", ":")).encode()
+
+
+def _time(connection: http.client.HTTPConnection, path: str, body: bytes) -> tuple[float, float]:
+    """(total ms, ms to the first body chunk) of one request on a kept-alive connection."""
     started = time.perf_counter()
     first = None
-    with client.stream(
-        "POST", url, content=body, headers={"content-type": "application/json"}
-    ) as answer:
-        for _ in answer.iter_raw():
-            if first is None:
-                first = time.perf_counter()
-        if answer.status_code != 200:
-            raise RuntimeError(f"{url} answered {answer.status_code}")
+    connection.request("POST", path, body, {"content-type": "application/json"})
+    answer = connection.getresponse()
+    while answer.read1(65536):
+        if first is None:
+            first = time.perf_counter()
+    answer.read()  # the end of the body: the connection is ready for the next request
+    if answer.status != 200:
+        raise RuntimeError(f"{path} answered {answer.status}")
     ended = time.perf_counter()
     return (ended - started) * 1000, ((first or ended) - started) * 1000
 
@@ -132,10 +159,9 @@ def measure(
     stream: bool,
     passthrough: bool = False,
     warmup: int = 20,
+    pure: bool = False,
 ) -> dict[str, Any]:
     """Start the upstream and the proxy, alternate requests between them, summarise."""
-    import httpx
-
     context = CONTEXT
     up_port, proxy_port = _free_port(), _free_port()
     upstream = f"http://127.0.0.1:{up_port}"
@@ -144,7 +170,7 @@ def measure(
         spawn.Process(target=_run_upstream, args=(up_port,), daemon=True),
         spawn.Process(
             target=_run_proxy,
-            args=(proxy_port, upstream, strategy, context),
+            args=(proxy_port, upstream, strategy, context, pure),
             daemon=True,
         ),
     ]
@@ -158,26 +184,49 @@ def measure(
         history = [_message(number) for number in range(messages)]
         model = "not-configured" if passthrough else MODEL  # forwarded as it came
         arms: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy": []}
-        with httpx.Client(timeout=30) as client:
+        connections = {"direct": _connect(direct_url), "proxy": _connect(proxy_url)}
+        path = urlsplit(direct_url).path
+        cpu: list[float | None] = []
+        try:
             for number in range(warmup + requests):
+                if number == warmup:
+                    cpu.append(_cpu_seconds(processes[1].pid))
                 history.append(_message(messages + number))
-                body = json.dumps(
-                    {"model": model, "messages": history, "max_tokens": 256, "stream": stream}
-                ).encode()
+                body = _body(model, history, stream)
                 order = ("direct", "proxy") if number % 2 == 0 else ("proxy", "direct")
                 for arm in order:
-                    timing = _time(
-                        client, direct_url if arm == "direct" else proxy_url, body, stream
-                    )
+                    timing = _time(connections[arm], path, body)
                     if number >= warmup:
                         arms[arm].append(timing)
+            cpu.append(_cpu_seconds(processes[1].pid))
+        finally:
+            for connection in connections.values():
+                connection.close()
     finally:
         for process in processes:
             process.terminate()
             process.join(10)
     summary = _summary(arms, messages, requests, strategy, stream)
     summary["passthrough"] = passthrough
+    before, after = cpu
+    summary["proxy_cpu_ms"] = (
+        round((after - before) * 1000 / requests, 3)
+        if before is not None and after is not None
+        else None
+    )
+    summary["runtime"] = runtime.describe(pure)
     return summary
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """The CPU time (user and system) process ``pid`` has used: what the proxy spends
+    on a request whatever else the machine runs (Linux only; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _summary(
@@ -217,19 +266,20 @@ SUITE = (
 )
 
 
-def suite(requests: int, strategy: str) -> dict[str, Any]:
+def suite(requests: int, strategy: str, pure: bool = False) -> dict[str, Any]:
     """Every run of :data:`SUITE`, with the machine they ran on (docs/results/serve-bench.json)."""
     import os
     import platform
 
     runs = []
     for label, messages, stream, passthrough in SUITE:
-        run = measure(messages, requests, strategy, stream, passthrough)
+        run = measure(messages, requests, strategy, stream, passthrough, pure=pure)
         runs.append({"label": label, **run})
-        print(f"{label}: added {run['added_total_ms']} ms", file=sys.stderr)
+        added = run["added_first_chunk_ms" if stream else "added_total_ms"]
+        print(f"{label}: added {added} ms, proxy CPU {run['proxy_cpu_ms']} ms", file=sys.stderr)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "load": load}
-    return {"machine": machine, "runs": runs}
+    return {"machine": machine, "runtime": runtime.describe(pure), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,12 +299,25 @@ def main(argv: list[str] | None = None) -> int:
         help="every run the docs show (windowed JSON and SSE, two passthroughs), one after "
         "another; --messages, --stream and --passthrough are then ignored",
     )
+    parser.add_argument(
+        "--pure",
+        action="store_true",
+        help="serve the proxy on the pure-Python parts (h11, asyncio's loop, aiohttp without "
+        "its compiled parser) even where the fast ones are installed",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     args = parser.parse_args(argv)
     if args.suite:
-        result = suite(args.requests, args.strategy)
+        result = suite(args.requests, args.strategy, args.pure)
     else:
-        result = measure(args.messages, args.requests, args.strategy, args.stream, args.passthrough)
+        result = measure(
+            args.messages,
+            args.requests,
+            args.strategy,
+            args.stream,
+            args.passthrough,
+            pure=args.pure,
+        )
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -64,7 +64,7 @@ class _Cell:
 
 @dataclass
 class _Summary:
-    """A summary one strategy sent, placed after the last message it covers."""
+    """A summary one strategy sent, placed after the last message it stands for."""
 
     column: int
     message: Mapping[str, Any]
@@ -221,7 +221,9 @@ def _window_extras(
             summarized = [
                 p for d in record.decisions if d.action == "summarized" for p in d.positions
             ]
-            after = max(covered or summarized or [previous])
+            # where the window sent it: after what it stands for, before what is
+            # verbatim (the newest it was written from may be verbatim as well)
+            after = max(summarized or covered or [previous])
             summaries.append((shown, covered, min(after, size - 1)))
             continue
         target = next((p for p in missing if p > previous and p not in stand_ins), None)

@@ -15,9 +15,7 @@ import uuid
 from collections.abc import AsyncIterator
 from functools import partial
 
-import httpx
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import (
@@ -25,36 +23,33 @@ from starlette.responses import (
     JSONResponse,
     PlainTextResponse,
     Response,
-    StreamingResponse,
 )
 from starlette.routing import Route
 
 from ctxwindow_serve import telemetry
 from ctxwindow_serve.metrics import Metrics
 from ctxwindow_serve.records import VisitLog, visit_entry
+from ctxwindow_serve.relay import Relay
 from ctxwindow_serve.security import (
     CLIENT_KEY_HEADER,
     BodyTooLarge,
     key_matches,
     read_body,
     request_headers,
-    response_headers,
 )
 from ctxwindow_serve.settings import ServeSettings
 from ctxwindow_serve.shapes import CHAT, ROUTES, Shape
 from ctxwindow_serve.ui import CONTENT_SECURITY_POLICY, RecentVisits, Visit
+from ctxwindow_serve.upstream import Upstream, UpstreamUnreachable
 from ctxwindow_serve.windowing import Outcome, Windowing, header_value
 
 logger = logging.getLogger("ctxwindow.serve")
 
-#: The upstream may take its time to answer (a long generation): no read timeout.
-UPSTREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=10.0)
-UPSTREAM_LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=100)
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 class Proxy:
-    """The state of one proxy: settings, the Windowers, the upstream client, metrics
+    """The state of one proxy: settings, the Windowers, the upstream session, metrics
     and the visit log."""
 
     def __init__(self, settings: ServeSettings) -> None:
@@ -62,22 +57,17 @@ class Proxy:
         self.windowing = Windowing(settings)
         self.metrics = Metrics()
         self.log: VisitLog | None = None
-        self.client: httpx.AsyncClient | None = None
+        self.upstream = Upstream(settings.upstream)
         self.recent = RecentVisits(settings.ui_visits) if settings.ui else None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.client = httpx.AsyncClient(
-            base_url=self.settings.upstream,
-            timeout=UPSTREAM_TIMEOUT,
-            limits=UPSTREAM_LIMITS,
-            trust_env=False,
-        )
+        self.upstream.open()
         self.log = VisitLog(self.settings.log) if self.settings.log else None
         try:
             yield
         finally:
-            await self.client.aclose()
+            await self.upstream.close()
             if self.log is not None:
                 self.log.close()
 
@@ -104,7 +94,7 @@ class Proxy:
     async def forward(self, request: Request) -> Response:
         """Any request: checked, windowed when its route is one of the three, forwarded."""
         started = time.perf_counter()
-        path = request.url.path
+        path: str = request.scope["path"]
         shape = ROUTES.get(path.rstrip("/")) if request.method == "POST" else None
         if not key_matches(self.settings.client_key, request.headers.get(CLIENT_KEY_HEADER)):
             return _unauthorised(shape or CHAT)
@@ -128,7 +118,8 @@ class Proxy:
             self._finish(path, outcome, response.status_code, started, extra)
         elif response.status_code >= 400:
             self.metrics.upstream_error(path)
-        response.headers.update(extra)
+        if extra:
+            response.headers.update(extra)
         return response
 
     # -- the steps -----------------------------------------------------------------
@@ -144,27 +135,19 @@ class Proxy:
             return Outcome(raw, "untouched", note=f"windowing failed: {type(error).__name__}")
 
     async def _send(self, request: Request, content: bytes, shape: Shape | None) -> Response:
-        assert self.client is not None, "the app's lifespan opens the upstream client"
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        upstream = self.client.build_request(
-            request.method,
-            target,
-            headers=request_headers(request.headers.items()),
-            content=content,
-        )
+        scope = request.scope
+        path = scope.get("raw_path") or scope["path"].encode()  # as the client encoded it
+        query = scope.get("query_string")
+        target = (path + b"?" + query if query else path).decode("latin-1")
+        headers = request_headers(request.headers.items())
         try:
-            answer = await self.client.send(upstream, stream=True)
-        except httpx.HTTPError as error:
-            message = f"ctxwindow proxy: upstream unreachable: {type(error).__name__}"
+            answer = await self.upstream.send(request.method, target, headers, content)
+        except UpstreamUnreachable as error:
+            message = f"ctxwindow proxy: upstream unreachable: {error}"
             return JSONResponse(
                 (shape or CHAT).error_body("upstream_unreachable", message), status_code=502
             )
-        return StreamingResponse(
-            answer.aiter_raw(),
-            status_code=answer.status_code,
-            headers=dict(response_headers(answer.headers.multi_items())),
-            background=BackgroundTask(answer.aclose),
-        )
+        return Relay(answer)
 
     def _finish(
         self,

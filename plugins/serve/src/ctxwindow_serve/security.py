@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 
 #: The header a client sends the proxy's own key in (``--require-key``); not forwarded.
 CLIENT_KEY_HEADER = "x-ctxwindow-key"
-#: Headers about one hop, not the request (RFC 9110 7.6.1), and those httpx sets itself.
+#: Headers about one hop, not the request (RFC 9110 7.6.1), and those the client sets itself.
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
      "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
 )  # fmt: skip
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", CLIENT_KEY_HEADER}
-_NOT_RETURNED = HOP_BY_HOP | {"content-length"}
+_NOT_RETURNED = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length"})
 
 
 class BodyTooLarge(Exception):
@@ -47,10 +47,12 @@ def request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]
     return [(name, value) for name, value in headers if name.lower() not in _NOT_FORWARDED]
 
 
-def response_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The upstream's headers to send back: all but those of its hop (the body passes as
-    it came, still compressed, so content-encoding stays)."""
-    return [(name, value) for name, value in headers if name.lower() not in _NOT_RETURNED]
+def response_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The upstream's headers to send back, names lowercased as ASGI wants them: all but
+    those of its hop (the body passes as it came, still compressed, so content-encoding
+    stays)."""
+    lowered = ((name.lower(), value) for name, value in headers)
+    return [(name, value) for name, value in lowered if name not in _NOT_RETURNED]
 
 
 async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], limit: int) -> bytes:

@@ -4,6 +4,7 @@ attributes and ctxwindow's own. Never headers, never message text."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,19 +21,37 @@ def enabled() -> bool:
 
 
 def record_span(outcome: Outcome, provider: str, upstream: str, max_tokens: int | None) -> None:
-    """One span for the visit (ended at once: it records the windowing, not the call)."""
+    """One span for the visit (ended at once: it records the windowing, not the call).
+    The attributes samplers read are given at the start; the rest only when the span
+    records (with no SDK configured, a request pays for an empty span, not a dict)."""
     if trace is None:
         return
-    parts = urlsplit(upstream)
+    host, port = _address(upstream)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
-        "server.address": parts.hostname or "",
-        "server.port": parts.port or (443 if parts.scheme == "https" else 80),
-        "ctxwindow.outcome": outcome.outcome,
+        "server.address": host,
+        "server.port": port,
     }
     if outcome.model:
         attributes["gen_ai.request.model"] = outcome.model
+    name = f"chat {outcome.model}" if outcome.model else "chat"
+    span = trace.get_tracer("ctxwindow_serve").start_span(
+        name, kind=trace.SpanKind.CLIENT, attributes=attributes
+    )
+    if span.is_recording():
+        span.set_attributes(_visit_attributes(outcome, max_tokens))
+    span.end()
+
+
+@functools.lru_cache(maxsize=8)
+def _address(upstream: str) -> tuple[str, int]:
+    parts = urlsplit(upstream)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _visit_attributes(outcome: Outcome, max_tokens: int | None) -> dict[str, Any]:
+    attributes: dict[str, Any] = {"ctxwindow.outcome": outcome.outcome}
     if max_tokens:
         attributes["gen_ai.request.max_tokens"] = max_tokens
     record = outcome.record
@@ -49,7 +68,4 @@ def record_span(outcome: Outcome, provider: str, upstream: str, max_tokens: int 
         )
     if outcome.fallback:
         attributes["ctxwindow.fallback"] = outcome.fallback
-    tracer = trace.get_tracer("ctxwindow_serve")
-    name = f"chat {outcome.model}" if outcome.model else "chat"
-    with tracer.start_as_current_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes):
-        pass
+    return attributes
