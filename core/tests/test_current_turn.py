@@ -114,6 +114,26 @@ def test_a_tool_result_too_big_for_the_budget_is_cut_head_and_tail_with_a_note()
     assert len(window.messages) > 4
 
 
+def test_a_result_its_images_keep_from_being_cut_leaves_the_others_to_be_cut() -> None:
+    """A result whose images alone cost more than the cut size cannot be cut to it; the
+    bigger text result beside it still is, and the window fits (found by hypothesis)."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    pictured = [{"type": "text", "text": "chart"}, *[image] * 5]  # 430 tokens, 425 of images
+    messages = [
+        {"role": "system", "content": "be brief"},
+        user("plot the log and read it"),
+        calls("chart", "log"),
+        {"role": "tool", "tool_call_id": "chart", "content": pictured},
+        result("log", "HEAD line\n" + "noise " * 3_000 + "\nTAIL: failed"),
+    ]
+    window = ctxwindow.select(messages, 1_000, "newest")  # results cut to ~360 each
+    assert window.tokens <= 1_000
+    assert window.messages[3] is messages[3]  # not cut: its images cost more than the size
+    assert window.messages[4]["content"].endswith("TAIL: failed")
+    assert window.messages[4] is not messages[4]
+    assert any(n.startswith("cut the tool result of message 4") for n in window.record.notes)
+
+
 def test_oversize_raise_names_the_tool_result_that_is_too_big() -> None:
     with pytest.raises(BudgetTooSmall) as caught:
         ctxwindow.select(oversized_exchange(), 600, "newest", oversize="raise")

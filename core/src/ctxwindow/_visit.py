@@ -310,13 +310,13 @@ class Visit:
         if room < len(results) * MIN_CUT_TOKENS:
             room = self.limit - others
         level = _water_level(sorted(sizes.values()), room)
-        for position in results:
+        for position in sorted(results, key=sizes.__getitem__, reverse=True):
             if sizes[position] <= level:
-                continue
+                break
             message = history.messages[position]
             cut = _truncate(message, level, self.counter.count_uncached, tail=True)
-            if cut is None:
-                return  # not even the marker fits: BudgetTooSmall names the biggest
+            if cut is None:  # its images alone cost more: the others may still make room
+                continue
             history._replace(position, cut)
             self.replaced[position] = cut
             call = message.tool_call_id
