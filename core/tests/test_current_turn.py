@@ -307,3 +307,17 @@ def test_a_grown_covers_tuple_is_held_to_what_it_adds() -> None:
         strategy.select(conversation, budget)
     strategy.more = ("no-such-id",)  # an id the history lacks: not placeable, not held
     assert strategy.select(conversation, budget).messages[-1]["content"] == "S."
+
+
+def test_covers_ref_names_a_message_by_an_id_only_when_the_id_leads_back_to_it() -> None:
+    """Apps send repeated ids (and ids that look like positions): a summary's covers
+    must name each message so that the checker finds that very message."""
+    messages = [
+        {"role": "user", "content": "a", "id": "m1"},
+        {"role": "assistant", "content": "b", "id": "m1"},  # repeats the first's id
+        {"role": "user", "content": "c", "id": "#0"},  # looks like a position
+        {"role": "assistant", "content": "d", "id": "unique"},
+        {"role": "user", "content": "e"},
+    ]
+    history = Conversation(messages).view(ctxwindow.get_counter("approx"), 100)
+    assert [history.covers_ref(p) for p in range(5)] == ["m1", "#1", "#2", "unique", "#4"]

@@ -597,6 +597,19 @@ class History:
         item = self._conversation._messages[position]
         return None if isinstance(item, tuple) else item.id  # a simple dict has no id
 
+    def covers_ref(self, position: int) -> str:
+        """How a made message's ``metadata.covers`` names message ``position``: by its
+        id when the id leads back to it (ids may repeat in what apps send), else as
+        ``#position``, which is what the checker reads either way."""
+        message_id = self.message_id(position)
+        if (
+            message_id
+            and self.position_of_id(message_id) == position
+            and not (message_id.startswith("#") and message_id[1:].isdigit())
+        ):
+            return message_id
+        return f"#{position}"
+
     def position_of_id(self, message_id: str) -> int | None:
         """The first position of the message with this id, in this view (None if none)."""
         position = self._conversation._ids.get(message_id)

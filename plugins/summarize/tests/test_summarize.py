@@ -334,3 +334,20 @@ def test_a_role_heading_is_not_scored_as_a_fact() -> None:
     target = counter.count_text(PREFIX + " ".join(facts)) + len(facts)
     text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, target, counter)).text
     assert all(fact in text for fact in facts), text
+
+
+def test_a_summary_of_messages_with_repeated_ids_sits_where_they_were() -> None:
+    """Apps resend ids (here every message says ``m1``): the summary's covers name each
+    message so the checker finds it, and the window is laid out in order (an id that
+    named another message put the summary after pinned messages newer than it)."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "be brief", "id": "m1"}]
+    for turn in range(12):
+        pinned = {"metadata": {"pinned": True}} if turn in (4, 9) else {}
+        messages.append({"role": "user", "content": f"question {turn} " * 8, "id": "m1", **pinned})
+        messages.append({"role": "assistant", "content": f"answer {turn} " * 12, "id": "m1"})
+    messages.append({"role": "user", "content": "and now?", "id": "m1"})
+    window = SummarizeWindow().select(messages, 220)  # the contract is checked
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    covers = summary["metadata"]["covers"]
+    assert covers and all(ref == "#" + ref[1:] and ref[1:].isdigit() for ref in covers[1:])
+    assert window.record.count("summarized") > 5

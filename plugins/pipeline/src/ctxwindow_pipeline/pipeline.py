@@ -368,7 +368,7 @@ def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Me
     if "covers" not in message.metadata:
         return message
     covers = [
-        history.message_id(position) or f"#{position}"
+        history.covers_ref(position)
         for unit in sorted(origin.covers)
         for position in history.span(unit)
     ]

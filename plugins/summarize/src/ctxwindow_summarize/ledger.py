@@ -38,11 +38,6 @@ def text_digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-def message_ref(history: History, position: int) -> str:
-    """A message's id, or its position when it has none."""
-    return history.message_id(position) or f"#{position}"
-
-
 class Ledger:
     """A conversation's summarizable units before ``frontier``, with their running
     token sums (by one counter), prefix keys and covered messages."""
@@ -102,7 +97,7 @@ class Ledger:
                 self.sums.append(self.sums[-1] + history.unit_tokens(unit))
                 self.running.update(text_digest(unit_text(history, unit, roles=True)))
                 self.digests += self.running.digest()
-                self.refs.extend(message_ref(history, p) for p in history.span(unit))
+                self.refs.extend(map(history.covers_ref, history.span(unit)))
                 self.ref_counts.append(len(self.refs))
             self.frontier = max(self.frontier, frontier)
             return len(self.units), self.running.copy()
@@ -168,14 +163,14 @@ class Candidates:
         return unit_text(self.history, unit, roles=True)
 
     def refs(self, count: int) -> tuple[str, ...]:
-        """The messages of the first ``count`` units, as ids (``#position`` without):
-        the ledger's (made once per boundary), then the tail's."""
+        """The messages of the first ``count`` units, as ``History.covers_ref`` names
+        them: the ledger's (made once per boundary), then the tail's."""
         refs = self.ledger.covers_of(min(count, self.settled))
         tail = self.tail[: max(count - self.settled, 0)]
         if not tail:
             return refs
-        span, ref = self.history.span, message_ref
-        return refs + tuple(ref(self.history, p) for unit in tail for p in span(unit))
+        span, ref = self.history.span, self.history.covers_ref
+        return refs + tuple(ref(p) for unit in tail for p in span(unit))
 
 
 class Ledgers:
