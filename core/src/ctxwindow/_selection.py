@@ -93,12 +93,7 @@ class Selection:
             reasons[unit] = reason
         self._actions, self._reasons = actions, reasons
 
-    def _decisions(
-        self,
-    ) -> (
-        tuple[dict[int, tuple[str, str | None]], tuple[tuple[int, int, str, str | None], ...]]
-        | None
-    ):
+    def _decisions(self) -> tuple[dict[int, tuple[str, str | None]], tuple[Run, ...]] | None:
         """The decisions made so far: by unit (a copy), and the runs of units decided at
         once, oldest first (a unit's own decision is newer than the runs covering it;
         a unit in neither is dropped with no reason). None once ``actions`` or
@@ -212,10 +207,10 @@ class Selection:
         decisions made so far, not in the range."""
         count = self._count
         if units.step != 1 or not 0 <= units.start <= count or not 0 <= units.stop <= count:
+            method = {"kept": "keep", "dropped": "drop"}.get(action, "summarize")
             raise InvalidSelection(
-                f"{action[:-1] if action.endswith('ed') else action} of {units!r}: a range "
-                f"of units must step by 1 within 0 to {count} (units are numbered 0 to "
-                f"{count - 1})"
+                f"{method}({units!r}): a range of units must step by 1 within 0 to {count} "
+                f"(units are numbered 0 to {count - 1})"
             )
         if score is not None:
             raise InvalidSelection("a score is given per unit, not for a range of units")

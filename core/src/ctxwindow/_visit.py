@@ -503,8 +503,9 @@ class Visit:
 
 
 def _unit_runs(history: History, kept: set[int]) -> list[tuple[int, int]]:
-    """The kept units' messages as runs of positions, in order: the window of a visit
-    that made and replaced nothing, in time linear in the runs' count, not their size."""
+    """The kept units' messages as runs of consecutive positions, in order: the layout
+    of a window with no made message, in time linear in the kept units, not in their
+    messages (each run is then copied as one slice)."""
     starts, stops, size = history._starts, history._stops, len(history)
     runs: list[tuple[int, int]] = []
     run_start = run_stop = -1
