@@ -65,13 +65,18 @@ def test_the_window_and_record_are_the_same_whether_the_lists_were_read_or_not()
     assert {"dropped after the lists were read", "older than the newest units that fit"} <= reasons
 
 
-def test_a_visit_that_only_keeps_and_drops_spells_out_no_list(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def no_spelling_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the per-unit lists fails the visit (a PluginError saying so)."""
+
     def spelled_out(self: Selection) -> None:
         raise AssertionError("the per-unit lists were built")
 
     monkeypatch.setattr(Selection, "_spell_out", spelled_out)
+
+
+@pytest.mark.usefixtures("no_spelling_out")
+def test_a_visit_that_only_keeps_and_drops_spells_out_no_list() -> None:
     window = Windower(_Decided(), 600, "approx").select(HISTORY)
     assert window.record.count("kept") > 3  # the record is spelled out from the decisions
     with pytest.raises(ctxwindow.PluginError, match="lists were built"):
@@ -143,13 +148,8 @@ def test_a_range_decides_as_a_call_per_unit_would() -> None:
     assert actions[4] == ("summarized", "summarize as a range")
 
 
-def test_a_range_costs_one_decision_until_the_lists_are_read(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def spelled_out(self: Selection) -> None:
-        raise AssertionError("the per-unit lists were built")
-
-    monkeypatch.setattr(Selection, "_spell_out", spelled_out)
+@pytest.mark.usefixtures("no_spelling_out")
+def test_a_range_costs_one_decision_until_the_lists_are_read() -> None:
     window = Windower(_Ranged(by_range=True), 600, "approx").select(HISTORY)
     assert window.record.count("summarized") > 10
 

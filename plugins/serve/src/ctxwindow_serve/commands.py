@@ -1,5 +1,5 @@
 """The ``serve`` command, added to ``ctxwindow`` through the ``register_commands`` hook.
-Starlette, uvicorn and httpx are imported when the command runs, not when the command
+Starlette, uvicorn and aiohttp are imported when the command runs, not when the command
 line is built."""
 
 from __future__ import annotations
