@@ -1,6 +1,6 @@
-"""Excerpts of tool results (ctxwindow.kit._excerpt): what a result is cut to, the
-stand-in message that carries the cut, its memo, and keep_best's choice between whole
-units and their excerpts."""
+"""Excerpts of tool results and assistant messages (ctxwindow.kit._excerpt): what a
+message is cut to, the stand-in message that carries the cut, its memo, and keep_best's
+choice between whole units and their excerpts."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ctxwindow.kit import (
     identifiers,
     keep_best,
 )
-from ctxwindow.kit._excerpt import HEADER, ID_COLUMN, MAX_LEAF_CHARS
+from ctxwindow.kit._excerpt import ASSISTANT_HEADER, HEADER, ID_COLUMN, MAX_LEAF_CHARS
 
 # -- histories ---------------------------------------------------------------------------
 
@@ -345,7 +345,78 @@ def test_a_unit_with_a_large_result_gets_a_marked_stand_in() -> None:
 def test_a_unit_without_a_tool_result_has_no_excerpt() -> None:
     history = view(agent_messages())
     assert excerpt_unit(history, 1) is None  # the task
-    assert excerpt_unit(history, 3) is None  # an answer in words
+    assert excerpt_unit(history, 3) is None  # an answer in words (too small to cut)
+
+
+OPTIONS = """Here are the direct flights from JFK to SEA on May 20th that I found for you:
+
+1. **Flight HAT069**
+   - Departs at 06:00 and arrives at 12:00, in the morning as you asked
+   - Economy is the cheaper cabin, and there are plenty of seats left in it
+2. **Flight HAT083**
+   - Departs at 01:00 and arrives at 07:00, which is rather early
+   - Economy is nearly full, so it would be best to book it soon if you like it
+
+Please let me know which of these you would like, or whether I should look further
+for connecting flights later in the day, since you said you prefer not to fly early."""
+
+
+def test_an_assistant_message_is_cut_to_its_lines_with_identifiers() -> None:
+    messages = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Find me a flight to Seattle."},
+        {"role": "assistant", "content": OPTIONS},
+        {"role": "user", "content": "The first one."},
+    ]
+    history = view(messages)
+    found = excerpt_unit(history, 2)
+    assert found is not None and list(found.stand_ins) == [2]
+    stand_in = found.stand_ins[2]
+    whole, kept = history.tokens(2), history.counter.count_message(stand_in)
+    header, body = stand_in.text.split("\n", 1)
+    assert header == ASSISTANT_HEADER.format(kept=kept, tokens=whole)
+    assert body.splitlines() == [
+        line.strip()
+        for line in OPTIONS.splitlines()
+        if any(code in line for code in ("JFK", "HAT", ":00"))
+    ]
+    assert "Economy" not in body and "Please" not in body  # lines in words go
+    assert stand_in.role == "assistant" and kept <= 0.75 * whole
+    assert stand_in.metadata == {
+        "synthetic": True,
+        "excerpt": {"tokens": whole, "kept_tokens": kept},
+    }
+    assert "assistant message" in found.reason and "HAT069" in found.identifiers
+
+
+def test_an_assistant_messages_tool_calls_stay_whole_in_its_excerpt() -> None:
+    messages = [
+        {"role": "user", "content": "Find me a flight to Seattle."},
+        {**call("c1", "book", flight="HAT069"), "content": OPTIONS},
+        {"role": "tool", "tool_call_id": "c1", "content": "booked"},
+        {"role": "user", "content": "Thanks."},
+    ]
+    history = view(messages)
+    found = excerpt_unit(history, 1)
+    assert found is not None and list(found.stand_ins) == [1]
+    assert found.stand_ins[1].tool_calls == history.messages[1].tool_calls
+    assert '"flight": "HAT069"' in found.text  # the call's arguments count
+
+
+def test_an_assistant_message_in_words_or_all_identifiers_is_not_cut() -> None:
+    words = "I am sorry to hear that; let me look into it for you right away. " * 8
+    codes = "\n".join(f"Reservation AB{n:04d} on HAT{n:03d}" for n in range(12))
+    messages = [
+        {"role": "user", "content": "Help."},
+        {"role": "assistant", "content": words},
+        {"role": "user", "content": "Which ones?"},
+        {"role": "assistant", "content": codes},
+        {"role": "user", "content": "Thanks."},
+    ]
+    history = view(messages)
+    assert min(history.tokens(1), history.tokens(3)) >= 60
+    assert excerpt_unit(history, 1) is None  # nothing an agent passes on
+    assert excerpt_unit(history, 3) is None  # every line is: nothing to save
 
 
 def test_a_tiny_result_is_not_excerpted() -> None:

@@ -1,11 +1,13 @@
-"""Excerpts: an older tool result cut to the parts an agent may pass on.
+"""Excerpts: an older tool result, or an assistant's message, cut to the parts an
+agent may pass on.
 
 An agent re-passes ids, codes, dates and amounts it read in a tool result (a payment id
-from a profile, a flight number from a search), rarely its prose. When a whole result
-is too dear to keep, an excerpt of it may still be worth its tokens: for JSON, the
-leaves that hold identifiers, with their keys (lists of records as tables); for text,
-the lines that hold identifiers. It stands in for the result (``Selection.replace``),
-headed by a marker that says it is an excerpt and what it kept.
+from a profile, a flight number from a search), or that it wrote to the user itself
+(the options it listed), rarely the prose around them. When a whole message is too dear
+to keep, an excerpt of it may still be worth its tokens: for a JSON tool result, the
+leaves that hold identifiers, with their keys (lists of records as tables); for any
+other text, the lines that hold identifiers. It stands in for the message
+(``Selection.replace``), headed by a marker that says it is an excerpt and what it kept.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ MAX_SHARE = 0.75
 #: A string leaf longer than this is prose, not a value an agent passes on.
 MAX_LEAF_CHARS = 40
 HEADER = "[excerpt of {tool} result: {kept} of {tokens} tokens kept; identifiers only]"
+#: The marker of an assistant message's excerpt: its lines that hold identifiers.
+ASSISTANT_HEADER = (
+    "[excerpt of this assistant message: {kept} of {tokens} tokens kept; lines with identifiers]"
+)
 #: The head of a table's first column when its rows are keyed by ids (a map's keys).
 ID_COLUMN = "id"
 #: A table's cell for a column its row has no kept value in.
@@ -265,7 +271,9 @@ def _cut(history: History, unit: int) -> Excerpt | None:
             kept = history.counter.count_message(stand_in)
             stand_ins[position] = stand_in
             parts.append(stand_in.text)
-            named.append(f"{tool} result {original:,} -> {kept:,} tokens")
+            parts.extend(call.arguments for call in stand_in.tool_calls)
+            what = f"{tool} result" if message.role == "tool" else "assistant message"
+            named.append(f"{what} {original:,} -> {kept:,} tokens")
             tokens += kept
             continue
         parts.append(message.text)
@@ -277,32 +285,42 @@ def _cut(history: History, unit: int) -> Excerpt | None:
 
 
 def _excerpt_of(message: Message, tool: str, tokens: int, counter: TokenCounter) -> Message | None:
-    """The stand-in for a tool result of ``tokens`` tokens, or None when it is too small
-    to cut, has no identifiers, or would not save enough."""
-    if message.role != "tool" or tokens < MIN_TOKENS:
+    """The stand-in for a tool result or an assistant's text of ``tokens`` tokens, or
+    None when it is too small to cut, has no identifiers, or would not save enough. An
+    assistant message's tool calls stay whole: only its text is cut."""
+    if tokens < MIN_TOKENS:
         return None
-    body = excerpt_text(message.text)
+    if message.role == "tool":
+        body = excerpt_text(message.text)
+        header = HEADER
+    elif message.role == "assistant" and message.text:
+        body = _lines_with_identifiers(message.text)
+        header = ASSISTANT_HEADER
+    else:
+        return None
     if body is None:
         return None
-    stand_in = _stand_in(message, tool, body, tokens, counter)
+    stand_in = _stand_in(message, tool, header, body, tokens, counter)
     return stand_in if counter.count_message(stand_in) <= tokens * MAX_SHARE else None
 
 
 def _stand_in(
-    message: Message, tool: str, body: str, tokens: int, counter: TokenCounter
+    message: Message, tool: str, header: str, body: str, tokens: int, counter: TokenCounter
 ) -> Message:
-    """``message`` with ``body`` as its content under the :data:`HEADER` marker, marked
-    synthetic; its role, call id and name stay, so the tool exchange stays valid."""
+    """``message`` with ``body`` as its content under the ``header`` marker (its
+    ``{tool}``, ``{kept}`` and ``{tokens}`` filled in), marked synthetic; its role, call
+    id, name and tool calls stay, so the tool exchange stays valid."""
 
     def made(kept: int) -> Message:
-        header = HEADER.format(tool=tool, kept=kept, tokens=tokens)
+        marker = header.format(tool=tool, kept=kept, tokens=tokens)
         return replace(
             message,
-            content=f"{header}\n{body}",
+            content=f"{marker}\n{body}",
             metadata={
                 **message.metadata,
                 "synthetic": True,
-                "excerpt": {"tool": tool, "tokens": tokens, "kept_tokens": kept},
+                "excerpt": {"tokens": tokens, "kept_tokens": kept}
+                | ({"tool": tool} if message.role == "tool" else {}),
             },
         )
 
