@@ -121,6 +121,17 @@ def test_sqlite_round_trip_is_plain_bytes_with_parameterized_queries(tmp_path: P
     assert kinds == {"blob"}
 
 
+def test_sqlite_commits_without_waiting_on_the_disk(tmp_path: Path) -> None:
+    """WAL with synchronous=NORMAL: a cache's write (one a chat turn) does not fsync;
+    the file stays sound after a crash, only the newest writes may be lost."""
+    store = SQLiteStore(tmp_path / "cache.sqlite3")
+    store.put_many(values(3))
+    db = store._db
+    assert db is not None
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL (FULL is 2)
+
+
 def test_sqlite_file_that_is_not_a_database_is_left_alone_with_one_warning(
     tmp_path: Path, caught: list[warnings.WarningMessage]
 ) -> None:

@@ -1,6 +1,8 @@
 """SQLite: the embedded persistent store, one file shared by threads and processes.
 
-WAL mode, a busy timeout, one table of (key, value, time written), parameterized
+WAL mode with ``synchronous=NORMAL`` (a write commits without waiting on the disk; a
+power cut may lose the newest writes, never the file: right for a cache, written on
+every chat turn), a busy timeout, one table of (key, value, time written), parameterized
 queries only, bounded by ``max_entries`` (the oldest writes go first). What goes wrong
 with the file is met without raising, each kind reported once:
 
@@ -193,6 +195,7 @@ class SQLiteStore:
         while True:
             try:
                 db.execute("PRAGMA journal_mode=WAL").fetchone()
+                db.execute("PRAGMA synchronous=NORMAL")  # per connection; see the docstring
                 for statement in _SCHEMA:
                     db.execute(statement)
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
