@@ -493,7 +493,8 @@ SERVE_ADDED_MS = 2.0
 
 def serve_table() -> str:
     """What the proxy adds, from ``docs/results/serve-bench.json`` (written by
-    ``python -m ctxwindow_serve.bench --suite``), with the machine's load at the time."""
+    ``python -m ctxwindow_serve.bench --suite``), with the machine's load at the time,
+    the proxy's CPU time per request and what it ran on."""
     results = json.loads((DOCS / "results" / "serve-bench.json").read_text(encoding="utf-8"))
     machine = results["machine"]
     load = machine.get("load")
@@ -503,24 +504,39 @@ def serve_table() -> str:
         + (f", load average {load:.1f} when the run ended" if load is not None else "")
         + f"; medians of {results['runs'][0]['requests']} requests per arm:",
         "",
-        "| run | messages | direct | through the proxy | added | ratio |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| run | messages | direct | through the proxy | added | ratio | proxy CPU (ms) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for run in results["runs"]:
         key = "first_chunk_ms" if run["stream"] else "total_ms"
         direct, proxied = run["direct"][key]["median"], run["proxy"][key]["median"]
         lines.append(
             f"| {run['label']} | {run['messages']:,} | {_ms(direct)} ms | {_ms(proxied)} ms "
-            f"| {_ms(run[f'added_{key}'])} ms | {_times(run[f'ratio_{key}'])} |"
+            f"| {_ms(run[f'added_{key}'])} ms | {_times(run[f'ratio_{key}'])} "
+            f"| {_ms(run.get('proxy_cpu_ms'))} |"
         )
-    windowed = [r for r in results["runs"] if not r["passthrough"] and not r["stream"]]
-    added = windowed[0]["added_total_ms"] if windowed else None
-    met = added is not None and added <= SERVE_ADDED_MS
+    runtime = results.get("runtime")
+    if runtime:
+        lines += [
+            "",
+            f"Run on {runtime['server']} ({runtime['http']}, {runtime['loop']}), "
+            f"upstream client {runtime['client']}, JSON {runtime['json']}.",
+        ]
+    windowed = [r for r in results["runs"] if not r["passthrough"]]
+    added = {
+        "JSON" if not r["stream"] else "first SSE chunk": r[
+            "added_first_chunk_ms" if r["stream"] else "added_total_ms"
+        ]
+        for r in windowed
+    }
+    met = bool(added) and all(value <= SERVE_ADDED_MS for value in added.values())
+    figures = ", ".join(f"{name} {_ms(value)} ms" for name, value in added.items())
     lines += [
         "",
-        f"The bar, at most {SERVE_ADDED_MS:g} ms added to a warm windowed request: "
+        f"The bar, at most {SERVE_ADDED_MS:g} ms added to a warm windowed request and to its "
+        "first streamed chunk: "
         + ("met" if met else "**not met**")
-        + (f" ({_ms(added)} ms) in this run." if added is not None else "."),
+        + (f" ({figures}) in this run." if figures else "."),
         SERVE_END,
     ]
     return "\n".join(lines)

@@ -136,3 +136,55 @@ def test_a_growing_chat_is_windowed_each_turn(validate, proxy, upstream, make_hi
         sent = validate(MESSAGES, upstream.last.json()["messages"])
         assert sent[0] == messages[0]  # the system prompt is kept
     assert len(sent) < len(messages)
+
+
+def test_a_chat_read_in_part_is_windowed_as_if_read_whole(validate, proxy, upstream, make_history):
+    """From the second request on, a conversation's body is parsed in part (the history
+    it starts with is recognised by its bytes): the window is the strategy's own on the
+    whole history each turn, an old message edited in place included."""
+    messages = make_history(20)
+    chat = client(proxy)
+    strategy = ctxwindow.get_strategy("fixed")
+    for turn in range(6):
+        if turn == 4:  # an app edits a message the window keeps: parsed whole again
+            messages[-3] = {**messages[-3], "content": "edited " + "word " * 20}
+        chat.chat.completions.create(model="small", messages=messages, max_tokens=50)
+        expected = check_window(strategy, messages, 350)
+        assert expected is not None
+        assert validate(MESSAGES, upstream.last.json()["messages"]) == expected.messages
+        # each turn's body replaces the one it grew from; the edit starts a second one
+        assert len(proxy.app.state.proxy.windowing.bodies) == (1 if turn < 4 else 2)
+        messages.append({"role": "assistant", "content": f"answer {turn}"})
+        messages.append({"role": "user", "content": f"turn {turn} " + "word " * 20})
+    assert any(m["content"].startswith("edited") for m in upstream.last.json()["messages"])
+
+
+def test_a_message_the_window_made_goes_with_the_apis_fields_only(
+    validate, start_proxy, upstream, make_history
+):
+    """A summary is ctxwindow's message: its ``metadata`` (what it covers, that it is
+    synthetic) is the record's, not the upstream's, which may refuse unknown fields.
+    The client's own messages go as they came, extra keys and all."""
+    proxy = start_proxy(strategy={"strategy": "summarize"})
+    messages = make_history(20)
+    messages[-1] = {**messages[-1], "name": "ada", "x-app-note": "the client's own key"}
+    answer = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={"model": "small", "messages": messages, "max_tokens": 50},
+        headers={"authorization": "Bearer sk-x"},
+    )
+    assert answer.status_code == 200
+    assert "summarized=0" not in answer.headers["x-ctxwindow"]
+    forwarded = upstream.last.json()["messages"]
+    expected = check_window(ctxwindow.get_strategy("summarize"), messages, 350)
+    assert expected is not None
+    own = set(map(id, messages))
+    made = [m for m in expected.messages if id(m) not in own]
+    assert made and all(m["metadata"]["synthetic"] for m in made)  # a summary, say
+    assert forwarded == [
+        m if id(m) in own else {k: v for k, v in m.items() if k != "metadata"}
+        for m in expected.messages
+    ]
+    assert forwarded[-1] == messages[-1]  # the client's extra key went as it came
+    assert all("metadata" not in m for m in forwarded)
+    validate(MESSAGES, forwarded[:-1])

@@ -3,7 +3,8 @@ piece of the body as it arrives; a client that goes away stops the upstream's an
 
 Starlette's ``StreamingResponse`` does the same with an anyio task group watching for
 the disconnect, which costs ~0.2 ms a request (measured: 190 us against 13 us for this
-one asyncio task), a tenth of the proxy's latency bar.
+one asyncio task, and none for an answer whose body has all arrived when it starts: it
+is sent at once, its last piece marked as the last), a tenth of the proxy's latency bar.
 """
 
 from __future__ import annotations
@@ -37,18 +38,22 @@ class Relay(Response):
             gone.set()
             answer.abort()
 
-        watcher = asyncio.get_running_loop().create_task(watch())
+        # an answer that has all arrived is sent at once: no wait for the client to leave in
+        watcher = None if answer.arrived else asyncio.get_running_loop().create_task(watch())
         try:
             await send(
                 {"type": "http.response.start", "status": self.status_code,
                  "headers": self.raw_headers}
             )  # fmt: skip
-            async for chunk in answer.chunks():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            more = True
+            while more:  # the last piece says so when it is known to be the last: one send less
+                chunk = await answer.read()
+                more = bool(chunk) and not answer.ended
+                await send({"type": "http.response.body", "body": chunk, "more_body": more})
         except UpstreamBroken:
             if not gone.is_set():  # the upstream broke off: the client's connection closes
                 raise
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             answer.close()

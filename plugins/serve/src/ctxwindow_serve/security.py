@@ -61,9 +61,11 @@ async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], li
     declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(int(declared), limit)
-    received = bytearray()
+    received: list[bytes] = []
+    size = 0
     async for chunk in chunks:
-        received += chunk
-        if len(received) > limit:
-            raise BodyTooLarge(len(received), limit)
-    return bytes(received)
+        received.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(size, limit)
+    return b"".join(received)  # one copy (none for a body that came in one piece)

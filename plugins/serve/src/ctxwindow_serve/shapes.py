@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxwindow import Window, Windower
+from ctxwindow import Window, Windower, to_openai
 from ctxwindow_adapters import anthropic as anthropic_adapter
 from ctxwindow_adapters import openai_responses
 
@@ -45,6 +45,10 @@ class Shape(Protocol):
 
     async def window(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
         """The window of the body's history at ``budget`` tokens."""
+
+    def sent(self, window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
+        """The window's items as the upstream gets them (ctxwindow's own fields left out
+        of the messages it made)."""
 
     def error_body(self, kind: str, message: str) -> dict[str, Any]:
         """An error in this API's own shape, for errors the proxy answers itself."""
@@ -91,8 +95,27 @@ class ChatShape:
     async def window(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
         return await windower.aselect(body[self.history_key], budget=budget)
 
+    def sent(self, window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
+        """The client's messages as they came; a message the window made (a summary, a
+        cut or cleared copy, an excerpt: each carries ``metadata``) with the API's
+        fields only, as ``ctxwindow.to_openai`` gives them: the API knows no
+        ``metadata`` on a message, and ctxwindow's record is not the upstream's."""
+        made = [index for index, item in enumerate(window) if _has_metadata(item)]
+        if not made:
+            return list(window)
+        originals = set(map(id, history))  # only for a window with a made message
+        out = list(window)
+        for index in made:
+            if id(out[index]) not in originals:
+                (out[index],) = to_openai([out[index]])
+        return out
+
     def error_body(self, kind: str, message: str) -> dict[str, Any]:
         return _openai_error(kind, message)
+
+
+def _has_metadata(item: Any) -> bool:
+    return isinstance(item, Mapping) and "metadata" in item
 
 
 @dataclass(frozen=True)
@@ -126,6 +149,9 @@ class ResponsesShape:
             body[self.history_key], budget=budget, windower=windower
         )
 
+    def sent(self, window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
+        return list(window)  # the adapter gives back the API's own items
+
     def error_body(self, kind: str, message: str) -> dict[str, Any]:
         return _openai_error(kind, message)
 
@@ -152,6 +178,9 @@ class AnthropicShape:
         return await anthropic_adapter.aselect(
             body[self.history_key], budget=budget, system=body.get("system"), windower=windower
         )
+
+    def sent(self, window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
+        return list(window)  # the adapter gives back the API's own items
 
     def error_body(self, kind: str, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": kind, "message": message}}

@@ -36,12 +36,17 @@ def record_span(outcome: Outcome, provider: str, upstream: str, max_tokens: int 
     if outcome.model:
         attributes["gen_ai.request.model"] = outcome.model
     name = f"chat {outcome.model}" if outcome.model else "chat"
-    span = trace.get_tracer("ctxwindow_serve").start_span(
-        name, kind=trace.SpanKind.CLIENT, attributes=attributes
-    )
+    span = _tracer().start_span(name, kind=trace.SpanKind.CLIENT, attributes=attributes)
     if span.is_recording():
         span.set_attributes(_visit_attributes(outcome, max_tokens))
     span.end()
+
+
+@functools.cache
+def _tracer() -> Any:
+    """The tracer, got once (the API's proxy tracer turns to the SDK's when one is set)."""
+    assert trace is not None
+    return trace.get_tracer("ctxwindow_serve")
 
 
 @functools.lru_cache(maxsize=8)

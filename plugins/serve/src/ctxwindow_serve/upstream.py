@@ -13,7 +13,7 @@ followed, no decompression (the body goes back as it came, ``content-encoding`` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import aiohttp
@@ -47,17 +47,27 @@ class Answer:
     headers: tuple[tuple[bytes, bytes], ...]
     _response: aiohttp.ClientResponse
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The body, each piece as soon as it arrives (an SSE event is not held back)."""
+    async def read(self) -> bytes:
+        """The body's next piece as soon as it arrives (an SSE event is not held back);
+        ``b""`` at its end."""
         try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
+            return await self._response.content.readany()
         except aiohttp.ClientError as error:
             raise UpstreamBroken(type(error).__name__) from error
 
+    @property
+    def arrived(self) -> bool:
+        """Whether the whole body has arrived (it is read without waiting)."""
+        return self._response.content.is_eof()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the whole body has been read (the last piece can say it is the last)."""
+        return self._response.content.at_eof()
+
     def abort(self) -> None:
         """Stop the answer now: its connection closes (the upstream stops generating)
-        and ``chunks`` ends or raises :class:`UpstreamBroken`."""
+        and ``read`` gives ``b""`` or raises :class:`UpstreamBroken`."""
         self._response.close()
 
     def close(self) -> None:
