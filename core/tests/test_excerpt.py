@@ -602,6 +602,53 @@ def test_best_first_never_yields_a_candidate_worth_minus_infinity() -> None:
     assert units[1] not in taken and len(taken) == 2
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # a base score: ties are common
+            st.frozensets(st.integers(0, 8), max_size=4),  # the identifiers it adds
+            st.integers(1, 40),  # its size
+            st.integers(0, 5),  # how far its bound is above its first value
+        ),
+        max_size=14,
+    ),
+    st.integers(0, 200),
+)
+def test_best_first_takes_the_same_in_the_same_order_from_bounds(
+    candidates: list[tuple[int, frozenset[int], int, int]], room: int
+) -> None:
+    """A bound only spares valuations: with values that fall as others are taken
+    (identifiers covered), the candidates taken and their order are the same."""
+    history = view(agent_messages(2))
+
+    def taken(with_bound: bool) -> list[int]:
+        covered: set[int] = set()
+
+        def value(unit: int) -> float:
+            score, ids, _size, _slack = candidates[unit]
+            return score + len(ids - covered) / 2
+
+        def bound(unit: int) -> float:
+            score, ids, _size, slack = candidates[unit]
+            return score + len(ids) / 2 + slack
+
+        out = []
+        for unit in best_first(
+            history,
+            range(len(candidates)),
+            room,
+            value,
+            size=lambda unit: candidates[unit][2],
+            bound=bound if with_bound else None,
+        ):
+            out.append(unit)
+            covered.update(candidates[unit][1])
+        return out
+
+    assert taken(with_bound=True) == taken(with_bound=False)
+
+
 # -- identifiers, as the excerpts and the coverage read them ----------------------------
 
 

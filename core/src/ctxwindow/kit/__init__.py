@@ -12,9 +12,10 @@
   step needs from older units (the ids, numbers and paths a unit adds to the window),
   and the older units taken in that order;
 - :func:`excerpt_text`, :func:`excerpt_unit` and :func:`keep_best`: an older tool
-  result or assistant message as an excerpt of its identifiers (marked as such), and the older units taken
-  best first, each whole or as that excerpt (``sliding``'s and ``semantic``'s choice in
-  an agent's history, with the options of :func:`excerpt_options`);
+  result or assistant message as an excerpt of its identifiers (marked as such), and
+  the older units taken best first, each whole or as that excerpt (``sliding``'s and
+  ``semantic``'s choice in an agent's history, with the options of
+  :func:`excerpt_options`);
 - :func:`redact`: a URL without its password, for messages, records and reprs;
 - :func:`unit_anchors`, :func:`spans_in`, :func:`query_spans` and :func:`time_match`:
   time as a signal: when each unit was said (a timestamp, or the date line before it),

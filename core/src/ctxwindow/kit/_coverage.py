@@ -172,6 +172,11 @@ class Coverage:
         """The novelty of ``unit`` (see :meth:`novelty_of`)."""
         return self.novelty_of(self.of(unit), self.history.unit_tokens(unit), covered)
 
+    def novelty_bound(self, found: frozenset[str], tokens: int) -> float:
+        """At least :meth:`novelty_of` ``found`` at ``tokens``, whatever is covered and
+        whoever wrote them (each identifier new and spoken), without reading either."""
+        return self.weight * (1 + self.spoken_weight) * len(found) * NOVELTY_TOKENS / max(tokens, 1)
+
 
 def _read_spoken(history: History, memo: _UnitIdentifiers, stable: int) -> frozenset[str]:
     """Record where the messages before ``stable`` not read yet first write each
@@ -202,6 +207,7 @@ def best_first(
     *,
     above: float | None = None,
     size: Callable[[Any], int] | None = None,
+    bound: Callable[[Any], float] | None = None,
 ) -> Iterator[Any]:
     """The candidates that fit in ``room`` tokens, highest ``value`` first; ties in
     the order given. ``value`` may fall as units are taken (coverage), never rise:
@@ -209,12 +215,15 @@ def best_first(
     units valued at or below it are not taken; a unit valued -inf never is. The
     caller keeps what it takes, and updates whatever ``value`` reads, before asking for
     the next. With ``size``, the candidates may be other keys than units (a unit's
-    excerpt), sized by it."""
+    excerpt), sized by it. With ``bound``, a cheaper number at least ``value`` for each
+    candidate: the heap starts from it, so a candidate whose bound is below what is
+    taken is never valued at all; what is taken, and its order, are the same."""
     import heapq  # here: `import ctxwindow` does without it; a second import is a lookup
 
     order = list(candidates)
     sizes = {unit: (size or history.unit_tokens)(unit) for unit in order}
-    heap = [(-value(unit), rank, unit) for rank, unit in enumerate(order)]
+    first = bound or value
+    heap = [(-first(unit), rank, unit) for rank, unit in enumerate(order)]
     heapq.heapify(heap)
     smallest = min(sizes.values(), default=0)
     while heap and room >= smallest:
@@ -224,7 +233,8 @@ def best_first(
         fresh = value(unit)
         if fresh == -math.inf:  # worth nothing now, and never again (values never rise)
             continue
-        if heap and fresh < -heap[0][0] and fresh < -stale:
+        # valued again, it goes back unless it still comes first (ties by rank)
+        if heap and fresh < -stale and (-fresh, rank) > heap[0][:2]:
             heapq.heappush(heap, (-fresh, rank, unit))
             continue
         if above is not None and fresh <= above:

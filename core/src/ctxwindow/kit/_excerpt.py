@@ -233,25 +233,40 @@ def excerpt_unit(history: History, unit: int) -> Excerpt | None:
     :data:`MAX_SHARE` of its tokens replaced by its excerpt; None when none does, or
     when the unit holds a stand-in of the host's (it is not what the conversation
     holds). Cut once per unit of a conversation and counter."""
-    span = history.span(unit)
-    replaced = history.replacements
-    if replaced and any(position in replaced for position in span):
-        return None
-    with _MEMO_LOCK:
-        memo = _MEMO.get(history.conversation)
-        if memo is None:
-            memo = _MEMO[history.conversation] = _Memo()
-    spans = memo.spans(history.counter)
-    key = (span.start, span.stop)
-    if key in spans:
-        found = spans[key]
+    return _Cuts(history).excerpt(unit)
+
+
+class _Cuts:
+    """The excerpts of one visit's history, read from (and added to) its conversation's
+    memo, which is looked up once per visit rather than once per unit."""
+
+    def __init__(self, history: History) -> None:
+        self.history = history
+        with _MEMO_LOCK:
+            memo = _MEMO.get(history.conversation)
+            if memo is None:
+                memo = _MEMO[history.conversation] = _Memo()
+        self.memo = memo
+        self.spans = memo.spans(history.counter)
+
+    def excerpt(self, unit: int) -> Excerpt | None:
+        """:func:`excerpt_unit`."""
+        history = self.history
+        span = history.span(unit)
+        replaced = history.replacements
+        if replaced and any(position in replaced for position in span):
+            return None
+        key = (span.start, span.stop)
+        spans = self.spans
+        if key in spans:
+            found = spans[key]
+        else:
+            found = _cut(history, unit)
+            with self.memo.lock:
+                self.spans[key] = found
         if found is None or found.unit == unit:
             return found
         return replace(found, unit=unit)
-    found = _cut(history, unit)
-    with memo.lock:
-        spans[key] = found
-    return found
 
 
 def _cut(history: History, unit: int) -> Excerpt | None:
@@ -386,7 +401,9 @@ def keep_best(
     forms = _Forms(history, score, coverage, excerpts=coverage is not None and excerpts)
     if order is None:
         keys = [*candidates, *(_excerpt_key(u) for u in candidates if forms.excerpt(u))]
-        chosen = best_first(history, keys, room, forms.value, above=above, size=forms.size)
+        chosen = best_first(
+            history, keys, room, forms.value, above=above, size=forms.size, bound=forms.bound
+        )
     else:
         chosen = order(forms.value, forms.first_value, forms.size)
     excerpted: list[int] = []
@@ -429,12 +446,14 @@ class _Forms:
         self.covered_at_start = frozenset(coverage.covered) if coverage else frozenset()
         self.taken: set[int] = set()
         self._cut: dict[int, Excerpt | None] = {}
+        self._cuts = _Cuts(history) if excerpts else None
 
     def excerpt(self, unit: int) -> Excerpt | None:
-        if not self.excerpts:
+        cuts = self._cuts
+        if cuts is None:
             return None
         if unit not in self._cut:
-            self._cut[unit] = excerpt_unit(self.history, unit)
+            self._cut[unit] = cuts.excerpt(unit)
         return self._cut[unit]
 
     def size(self, key: int) -> int:
@@ -450,6 +469,21 @@ class _Forms:
         if unit in self.taken:  # the other form of it was taken
             return -math.inf
         return self._value(key, None)
+
+    def bound(self, key: int) -> float:
+        """At least :meth:`value`, before any key is taken, without what the window
+        covers: the score as it is, the novelty as if every identifier were new."""
+        unit, excerpt = _form(key)
+        coverage = self.coverage
+        if coverage is None:
+            return self.score(unit)
+        if not excerpt:
+            tokens = self.history.unit_tokens(unit)
+            return self.score(unit) + coverage.novelty_bound(coverage.of(unit), tokens)
+        found = self.excerpt(unit)
+        assert found is not None, "an excerpt key for a unit without an excerpt"
+        share = found.tokens / max(self.history.unit_tokens(unit), 1)
+        return self.score(unit) * share + coverage.novelty_bound(found.identifiers, found.tokens)
 
     def first_value(self, key: int) -> float:
         return self._value(key, self.covered_at_start)

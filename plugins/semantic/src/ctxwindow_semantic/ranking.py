@@ -129,7 +129,8 @@ def best_first(
             if fresh == -math.inf:  # worth nothing now, and never again (as the kit's)
                 continue
             settle()
-            if heap and fresh < -heap[0][0] and fresh < -stale:
+            # valued again, it goes back unless it still comes first (ties by rank)
+            if heap and fresh < -stale and (-fresh, rank) > heap[0][:2]:
                 heapq.heappush(heap, (-fresh, rank, size, unit, constant))
                 continue
         room -= size
