@@ -213,16 +213,25 @@ def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessag
     return type(error)(items[0], error.problem)
 
 
-@dataclass
 class _Slot:
-    """One entry of the output: an item (with its kept parts) or a made message."""
+    """One entry of the output: an item (with its kept parts) or a made message. Plain
+    slots: a window of a long chat makes one per message, on every turn."""
 
-    item: int | None
-    made: Message | None = None
-    kept: set[int] | None = field(default_factory=set)  # None: the whole item
-    cut: tuple[frozenset[int] | None, str] | None = None  # the newest user message, cut
-    stand_ins: list[tuple[frozenset[int] | None, str]] = field(default_factory=list)
-    messages: list[Message] = field(default_factory=list)
+    __slots__ = ("cut", "item", "kept", "made", "messages", "stand_ins")
+
+    def __init__(
+        self,
+        item: int | None,
+        made: Message | None = None,
+        kept: set[int] | None = None,  # None: the whole item
+        messages: list[Message] | None = None,
+    ) -> None:
+        self.item = item
+        self.made = made
+        self.kept = kept
+        self.cut: tuple[frozenset[int] | None, str] | None = None  # the newest user message, cut
+        self.stand_ins: list[tuple[frozenset[int] | None, str]] = []
+        self.messages: list[Message] = messages if messages is not None else []
 
 
 def finish(
@@ -240,8 +249,15 @@ def finish(
     )  # fmt: skip
     slots: list[_Slot] = []
     by_item: dict[int, _Slot] = {}
+    sources, parts_of, position_of = converted.sources, converted.parts, converted.position_of
     for message in window.messages:
-        position = converted.position_of(message)
+        position = position_of(message)
+        if position is not None and parts_of[position] is None:
+            items = sources[position]
+            if len(items) == 1 and items[0] not in by_item:  # a whole item of its own
+                alone = by_item[items[0]] = _Slot(items[0], messages=[message])
+                slots.append(alone)
+                continue
         cut = stand_in = None
         # a stand-in: a strategy's (a cleared tool output) or the host's cut tool result
         stood = _stands_in_for(message, len(converted.messages)) if position is None else None
@@ -256,7 +272,7 @@ def finish(
         for item in converted.sources[position]:
             slot = by_item.get(item)
             if slot is None:
-                slot = by_item[item] = _Slot(item)
+                slot = by_item[item] = _Slot(item, kept=set())
                 slots.append(slot)
             slot.messages.append(message)
             if parts is None:
@@ -274,6 +290,9 @@ def finish(
             continue
         assert slot.item is not None
         item = converted.items[slot.item]
+        if slot.kept is None and slot.cut is None and not slot.stand_ins:
+            output.append(item)
+            continue
         whole = slot.kept is None or len(slot.kept) == converted.split.get(slot.item, -1)
         for stand_in in slot.stand_ins:  # results keep their places: parts do not move
             item = shape.rebuild(item, None, stand_in)
