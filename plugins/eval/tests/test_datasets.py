@@ -4,6 +4,7 @@ stands for the source (``CTXWINDOW_DATASET_MIRROR``); the network is never used.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -11,13 +12,14 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ctxwindow._cli import main
 from ctxwindow.errors import ConfigError
 from ctxwindow_eval import datasets
 
@@ -105,6 +107,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: Source) -> Pa
 
 
 def run_eval(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ctxwindow eval ARGS`` as a user runs it, with the shipped pins."""
     return subprocess.run(
         [sys.executable, "-m", "ctxwindow", "eval", *args],
         capture_output=True,
@@ -115,11 +118,39 @@ def run_eval(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@dataclasses.dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def pinned_to_served(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., Ran]:
+    """``ctxwindow eval ARGS`` run in this process (``ctxwindow``'s own ``main``), with
+    the named datasets pinned to the file the local server serves in place of the
+    published one: the published file is never fetched here."""
+
+    def run(served: bytes, name: str, *args: str) -> Ran:
+        public = datasets.DATASETS[name]
+        digest = hashlib.sha256(served).hexdigest()
+        monkeypatch.setitem(datasets.DATASETS, name, dataclasses.replace(public, sha256=digest))
+        capsys.readouterr()
+        code = main(["eval", name, *args])
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
+
+
 def test_eval_locomo_fetches_once_checks_and_says_source_and_licence(
-    source: Source, cache: Path
+    source: Source, cache: Path, pinned_to_served: Callable[..., Ran]
 ) -> None:
     data = source.serve("locomo10.json", [LOCOMO_SAMPLE])
-    first = run_eval("locomo", "-s", "fixed", "--budgets", "60,400")
+    run = functools.partial(pinned_to_served, data, "locomo")
+    first = run("-s", "fixed", "--budgets", "60,400")
     assert first.returncode == 0, first.stderr
     assert source.requests == ["/locomo10.json"]
     said = " ".join(first.stdout.split())
@@ -130,20 +161,22 @@ def test_eval_locomo_fetches_once_checks_and_says_source_and_licence(
     assert cached.read_bytes() == data
     assert "1 conversations" in said and "evidence recall" in said.lower()
 
-    again = run_eval("locomo", "-s", "fixed", "--budgets", "400")
+    again = run("-s", "fixed", "--budgets", "400")
     assert again.returncode == 0, again.stderr
     assert source.requests == ["/locomo10.json"]  # not fetched again
     assert f"cached at {cached}" in " ".join(again.stdout.split())
 
     cached.write_bytes(data.replace(b"Biscuit", b"Pickles"))  # changed after the fetch
-    changed = run_eval("locomo", "-s", "fixed", "--budgets", "400")
+    changed = run("-s", "fixed", "--budgets", "400")
     assert changed.returncode == 1
     assert "changed since it was fetched" in " ".join(changed.stderr.split())
 
 
-def test_eval_tau_airline_is_read_as_agent_trajectories(source: Source, cache: Path) -> None:
-    source.serve("gpt-4o-airline.json", tau_trajectories())
-    done = run_eval("tau-airline", "-s", "fixed", "--budgets", "400")
+def test_eval_tau_airline_is_read_as_agent_trajectories(
+    source: Source, cache: Path, pinned_to_served: Callable[..., Ran]
+) -> None:
+    data = source.serve("gpt-4o-airline.json", tau_trajectories())
+    done = pinned_to_served(data, "tau-airline", "-s", "fixed", "--budgets", "400")
     assert done.returncode == 0, done.stderr
     said = " ".join(done.stdout.split())
     assert "2 trajectories" in said and "next-action" in said
@@ -197,9 +230,28 @@ def test_an_unreachable_source_names_the_mirror_variable(
     assert not (cache / "locomo" / "locomo10.json").exists()
 
 
-def test_the_sources_are_pinned_to_a_commit() -> None:
+def test_the_sources_are_pinned_to_a_commit_and_a_hash() -> None:
     for public in datasets.DATASETS.values():
         assert public.url.startswith("https://raw.githubusercontent.com/")
         ref = public.url.split("/")[5]
-        assert len(ref) >= 8 and all(c in "0123456789abcdef" for c in ref), public.url
-        assert public.sha256 is None or len(public.sha256) == 64
+        assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), public.url
+        assert public.sha256 is not None and len(public.sha256) == 64, public.name
+        assert all(c in "0123456789abcdef" for c in public.sha256), public.name
+
+
+@pytest.mark.parametrize(
+    ("name", "file_name"), [("locomo", "locomo10.json"), ("tau-airline", "gpt-4o-airline.json")]
+)
+def test_the_shipped_pin_refuses_a_file_that_is_not_the_published_one(
+    source: Source, cache: Path, name: str, file_name: str
+) -> None:
+    """A mirror (or a tampered source) serving another file: ``ctxwindow eval NAME`` as a
+    user runs it fails, says why, and keeps nothing."""
+    source.serve(file_name, [LOCOMO_SAMPLE] if name == "locomo" else tau_trajectories())
+    done = run_eval(name, "-s", "fixed", "--budgets", "400")
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert "not the published file" in said and datasets.DATASETS[name].sha256 in said
+    assert source.requests == [f"/{file_name}"]
+    folder = cache / name
+    assert not folder.exists() or not any(folder.iterdir())

@@ -2,11 +2,13 @@
 authors publish it, once, into the user's cache, and says where it came from and under
 which licence (a user has no copy of the repository's benchmark folder).
 
-Each file is pinned to a commit of its source repository. Its sha256 is checked: against
-the hash pinned here when there is one, else against the hash recorded beside the file
-when it was first fetched (trust on first use, and the hash is printed so it can be
-compared with the source). ``CTXWINDOW_DATASET_MIRROR`` names a base URL to fetch
-``<base>/<file name>`` from instead (a mirror, or a local server in tests).
+Each file is pinned to a commit of its source repository and to its sha256 there: a
+download (from the source or a mirror) that is not that file is refused and not saved,
+and the cached copy is checked again on every use. A dataset without a pinned hash
+would be checked against the hash recorded beside it when it was first fetched (trust on
+first use, the hash printed so it can be compared with the source).
+``CTXWINDOW_DATASET_MIRROR`` names a base URL to fetch ``<base>/<file name>`` from
+instead (a mirror, or a local server in tests), checked the same way.
 """
 
 from __future__ import annotations
@@ -49,8 +51,11 @@ DATASETS = {
     "locomo": PublicDataset(
         name="locomo",
         kind="locomo",
-        url="https://raw.githubusercontent.com/snap-research/locomo/3eb6f2c5/data/locomo10.json",
-        sha256=None,
+        url="https://raw.githubusercontent.com/snap-research/locomo/"
+        "3eb6f2c585f5e1699204e3c3bdf7adc5c28cb376/data/locomo10.json",
+        # 2,805,274 bytes, as LoCoMo's users publish it (for instance the tests of
+        # harnesses that pin this commit)
+        sha256="79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4",
         what="LoCoMo, the 10 long conversations of data/locomo10.json (Maharana et al., "
         '"Evaluating Very Long-Term Conversational Memory of LLM Agents", ACL 2024)',
         licence="CC BY-NC 4.0: non-commercial use, credit the authors where results are shown",
@@ -60,7 +65,9 @@ DATASETS = {
         kind="agent",
         url="https://raw.githubusercontent.com/sierra-research/tau-bench/"
         "7362a1708d720a4d697d042f21fd8637ea144c3b/historical_trajectories/gpt-4o-airline.json",
-        sha256=None,
+        # 4,114,038 bytes (LF line ends, as GitHub serves it; a Windows clone's CRLF copy
+        # hashes otherwise)
+        sha256="e9e6c0297660c537f83d4fd9c476ce7a9a86ecd2784874b7bfc13be598e37bfa",
         what="tau-bench airline, gpt-4o agent trajectories "
         "(sierra-research/tau-bench, historical_trajectories/gpt-4o-airline.json)",
         licence="MIT",
