@@ -12,16 +12,16 @@ from __future__ import annotations
 import math
 import re
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow._options import Option
+from ctxwindow.kit._memo import PerConversation
 from ctxwindow.kit._text import unit_text
 
 if TYPE_CHECKING:
-    from ctxwindow._history import Conversation, History
+    from ctxwindow._history import History
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./@:]*[A-Za-z0-9]")
 #: What makes a token of three or more characters an identifier, short of capitals.
@@ -76,8 +76,7 @@ class _UnitIdentifiers:
         self.lock = threading.Lock()
 
 
-_MEMO: weakref.WeakKeyDictionary[Conversation, _UnitIdentifiers] = weakref.WeakKeyDictionary()
-_MEMO_LOCK = threading.Lock()
+_MEMO: PerConversation[_UnitIdentifiers] = PerConversation(_UnitIdentifiers)
 
 
 class Coverage:
@@ -100,11 +99,7 @@ class Coverage:
         self.covered: set[str] = set()
         self.spoken_weight = spoken_weight
         self.weight = weight
-        with _MEMO_LOCK:
-            memo = _MEMO.get(history.conversation)
-            if memo is None:
-                memo = _MEMO[history.conversation] = _UnitIdentifiers()
-        self._memo = memo
+        self._memo = memo = _MEMO.of(history.conversation)
         #: What ``of`` found on this visit, by unit: a visit values a unit many times.
         self._found: dict[int, frozenset[str]] = {}
         replaced = {history.unit_of(position) for position in history.replacements}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import re
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -23,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwindow._options import Option
 from ctxwindow.kit._coverage import Coverage, best_first, has_identifier, identifiers
+from ctxwindow.kit._memo import PerConversation
 
 if TYPE_CHECKING:
-    from ctxwindow._history import Conversation, History
+    from ctxwindow._history import History
     from ctxwindow._messages import Message
     from ctxwindow._selection import Selection
     from ctxwindow._tokens import TokenCounter
@@ -224,8 +224,7 @@ class _Memo:
             return entry[1]
 
 
-_MEMO: weakref.WeakKeyDictionary[Conversation, _Memo] = weakref.WeakKeyDictionary()
-_MEMO_LOCK = threading.Lock()
+_MEMO: PerConversation[_Memo] = PerConversation(_Memo)
 
 
 def excerpt_unit(history: History, unit: int) -> Excerpt | None:
@@ -242,11 +241,7 @@ class _Cuts:
 
     def __init__(self, history: History) -> None:
         self.history = history
-        with _MEMO_LOCK:
-            memo = _MEMO.get(history.conversation)
-            if memo is None:
-                memo = _MEMO[history.conversation] = _Memo()
-        self.memo = memo
+        self.memo = memo = _MEMO.of(history.conversation)
         self.spans = memo.spans(history.counter)
 
     def excerpt(self, unit: int) -> Excerpt | None:
