@@ -436,11 +436,11 @@ class _Forms:
         self.history = history
         self.score = score
         self.coverage = coverage
-        self.excerpts = excerpts
         #: What the window covered before any key was taken, for ``first_value``.
         self.covered_at_start = frozenset(coverage.covered) if coverage else frozenset()
         self.taken: set[int] = set()
         self._cut: dict[int, Excerpt | None] = {}
+        #: None when excerpts are not offered (no coverage, or the option is off).
         self._cuts = _Cuts(history) if excerpts else None
 
     def excerpt(self, unit: int) -> Excerpt | None:
