@@ -258,7 +258,7 @@ class _Cuts:
         else:
             found = _cut(history, unit)
             with self.memo.lock:
-                self.spans[key] = found
+                spans[key] = found
         if found is None or found.unit == unit:
             return found
         return replace(found, unit=unit)

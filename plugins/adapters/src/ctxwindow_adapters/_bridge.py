@@ -262,14 +262,14 @@ def finish(
         # a stand-in: a strategy's (a cleared tool output) or the host's cut tool result
         stood = _stands_in_for(message, len(converted.messages)) if position is None else None
         if stood is not None:
-            position, stand_in = stood, (converted.parts[stood], message.text)
+            position, stand_in = stood, (parts_of[stood], message.text)
         elif position is None and message.metadata.get("truncated") and newest_user is not None:
-            position, cut = newest_user, (converted.parts[newest_user], message.text)
+            position, cut = newest_user, (parts_of[newest_user], message.text)
         if position is None:
-            slots.append(_Slot(None, made=message, kept=None, messages=[message]))
+            slots.append(_Slot(None, made=message, messages=[message]))
             continue
-        parts = converted.parts[position]
-        for item in converted.sources[position]:
+        parts = parts_of[position]
+        for item in sources[position]:
             slot = by_item.get(item)
             if slot is None:
                 slot = by_item[item] = _Slot(item, kept=set())
