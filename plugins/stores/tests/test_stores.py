@@ -106,6 +106,58 @@ def test_memory_store_from_many_threads_loses_nothing_within_its_bound() -> None
     assert not errors and len(store) == 8 * 400
 
 
+class _HeldBack(MemoryStore):
+    """A back layer whose first write waits until the test lets it go on."""
+
+    where = "held"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.go_on = threading.Event(), threading.Event()
+        self.fetched: dict[str, bytes] = {}
+        self.while_fetching: Any = None
+
+    def put_many(self, items: Any) -> None:
+        if not self.entered.is_set():
+            self.entered.set()
+            assert self.go_on.wait(10)
+        super().put_many(items)
+
+    def get_many(self, keys: Any) -> dict[str, bytes]:
+        if self.while_fetching is not None:
+            self.while_fetching()
+        return {**super().get_many(keys), **self.fetched}
+
+
+def test_layered_store_layers_agree_when_two_threads_write_one_key() -> None:
+    """Without one lock over both layers, the second writer could finish in between:
+    memory would hold its value and the back store the first writer's, so this process
+    and the next (reading the file) would see two different summaries for one key."""
+    back = _HeldBack()
+    store = LayeredStore(MemoryStore(), back)
+    first = threading.Thread(target=store.put_many, args=({"k": b"first"},), daemon=True)
+    first.start()
+    assert back.entered.wait(10)
+    second = threading.Thread(target=store.put_many, args=({"k": b"second"},), daemon=True)
+    second.start()
+    second.join(0.3)  # done by now if nothing holds it back
+    back.go_on.set()
+    first.join(10)
+    second.join(10)
+    assert store.front.get_many(["k"]) == back.get_many(["k"]) == {"k": b"second"}
+
+
+def test_layered_store_read_does_not_overwrite_a_newer_write_in_memory() -> None:
+    """A read that missed memory and fetched an older value from the back store while
+    another thread wrote a newer one returns, and leaves in memory, the newer one."""
+    back = _HeldBack()
+    back.fetched = {"k": b"older"}
+    store = LayeredStore(MemoryStore(), back)
+    back.while_fetching = lambda: store.front.put_many({"k": b"newer"})  # the other write
+    assert store.get_many(["k"]) == {"k": b"newer"}
+    assert store.front.get_many(["k"]) == {"k": b"newer"}
+
+
 # -- SQLite ----------------------------------------------------------------------------
 def test_sqlite_round_trip_is_plain_bytes_with_parameterized_queries(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite3"

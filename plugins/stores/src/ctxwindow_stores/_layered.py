@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,8 @@ if TYPE_CHECKING:
 
 
 class LayeredStore:
-    """Reads memory first, then ``back`` (remembering what it found there); writes both.
+    """Reads memory first, then ``back`` (remembering what it found there); writes both,
+    one writer at a time, so that both layers hold the same value for a key.
 
     If ``back`` fails it reports that itself and behaves as empty, so the memory layer
     keeps serving: the fallback for a Redis outage or an unusable SQLite file.
@@ -21,20 +23,23 @@ class LayeredStore:
         self.front = front
         self.back = back
         self.where = back.where
+        #: Writes go to both layers under it, so that two threads writing one key leave
+        #: the same value in both (each layer's own lock alone could order them apart).
+        self._writing = threading.Lock()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         found = self.front.get_many(keys)
         missing = [key for key in keys if key not in found]
         if missing:
             fetched = self.back.get_many(missing)
-            if fetched:
-                self.front.put_many(fetched)
-                found.update(fetched)
+            if fetched:  # a value written meanwhile is newer than the one fetched
+                found.update(self.front.put_missing(fetched))
         return found
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
-        self.front.put_many(items)
-        self.back.put_many(items)
+        with self._writing:
+            self.front.put_many(items)
+            self.back.put_many(items)
 
     def close(self) -> None:
         self.back.close()

@@ -49,18 +49,31 @@ class MemoryStore:
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
         with self._lock:
-            for key, value in items.items():
-                cost = _cost(key, value)
-                if cost > self.max_bytes:
-                    continue  # one value bigger than the whole bound: not kept
-                old = self._entries.pop(key, None)
-                if old is not None:
-                    self._bytes -= _cost(key, old)
-                self._entries[key] = bytes(value)
-                self._bytes += cost
-            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
-                key, value = self._entries.popitem(last=False)
-                self._bytes -= _cost(key, value)
+            self._put(items)
+
+    def put_missing(self, items: Mapping[str, bytes]) -> dict[str, bytes]:
+        """Put the items whose key holds nothing yet; what each key holds after (a value
+        another thread put meanwhile wins over ``items``')."""
+        with self._lock:
+            entries = self._entries
+            held = {key: entries[key] for key in items if key in entries}
+            self._put({key: value for key, value in items.items() if key not in held})
+            return {**items, **held}
+
+    def _put(self, items: Mapping[str, bytes]) -> None:
+        """Put ``items`` (the lock held), then forget what is past the bounds."""
+        for key, value in items.items():
+            cost = _cost(key, value)
+            if cost > self.max_bytes:
+                continue  # one value bigger than the whole bound: not kept
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= _cost(key, old)
+            self._entries[key] = bytes(value)
+            self._bytes += cost
+        while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+            key, value = self._entries.popitem(last=False)
+            self._bytes -= _cost(key, value)
 
     def clear(self) -> None:
         with self._lock:
