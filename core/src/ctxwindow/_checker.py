@@ -92,14 +92,19 @@ def window_problems(
 
 
 def kept_units_problems(
-    history: History, kept: set[int], limit: int | None, must_keep: Mapping[int, str]
+    history: History,
+    kept: set[int],
+    runs: Sequence[tuple[int, int]],
+    limit: int | None,
+    must_keep: Mapping[int, str],
 ) -> tuple[list[str], int]:
     """Problems with a window of whole units as they are, and its token count: what
-    :func:`window_problems` finds of such a window, in time linear in its units.
+    :func:`window_problems` finds of such a window, in time linear in its runs.
 
-    The runner lays such a window out itself, every unit whole and in order, so only
-    what the strategy decided can be wrong: the must-keep units and the budget."""
-    tokens = sum(map(history.unit_tokens, kept))
+    The runner lays such a window out itself, every unit whole and in order, as
+    ``runs`` of message positions, so only what the strategy decided can be wrong: the
+    must-keep units and the budget."""
+    tokens = history.positions_tokens(runs)
     problems = [
         f"unit {unit} ({reason}) must be kept but was dropped"
         for unit, reason in must_keep.items()
@@ -275,6 +280,24 @@ def record_problems(
     ``decided``: the actions the strategy gave, by unit and by run of units, when every
     other unit is dropped; then the check costs what was decided (a run as one), not the
     length of the history."""
+    agrees = decided is not None and _agrees(decided, kept)
+    problems = [] if agrees else _kept_problems(actions, kept, count)
+    if problems or decided is None:
+        return problems or _listed_problems(actions, kept, count)
+    given = decided.given
+    for start, stop, action in decided.runs:
+        if action == "kept" and not agrees:  # each unit kept, unless decided otherwise since
+            stray = [u for u in range(start, stop) if u not in kept and u not in given]
+            problems = _unexpected_actions([(u, action) for u in stray[:1]], kept)
+        elif action != "kept":
+            problems = _unexpected_actions([(start, action)], kept)
+        if problems:
+            return problems
+    return _unexpected_actions(given.items(), kept)
+
+
+def _kept_problems(actions: Sequence[str], kept: set[int], count: int) -> list[str]:
+    """A kept unit that is not a unit, or that the record does not say is kept."""
     action_of = actions.__getitem__
     for unit in kept:
         if type(unit) is not int or not 0 <= unit < count:
@@ -284,23 +307,42 @@ def record_problems(
                 f"unit {unit} is in the window but its record says {actions[unit]!r}; "
                 f"use keep(), drop() and summarize(), not the kept set"
             ]
-    if decided is not None:
-        given = decided.given
-        for start, stop, action in decided.runs:
-            if action == "kept":  # each unit kept, unless decided otherwise since
-                stray = [u for u in range(start, stop) if u not in kept and u not in given]
-                problems = _unexpected_actions([(u, action) for u in stray[:1]], kept)
-            else:
-                problems = _unexpected_actions([(start, action)], kept)
-            if problems:
-                return problems
-        return _unexpected_actions(given.items(), kept)
+    return []
+
+
+def _listed_problems(actions: Sequence[str], kept: set[int], count: int) -> list[str]:
+    """What :func:`_unexpected_actions` finds of actions listed unit by unit."""
     # the common case in one fast pass: every other unit dropped or summarized (mostly
     # the very "dropped" object a Selection starts with, so the count compares identities)
     listed = list(actions)
     if listed.count("dropped") + listed.count("summarized") + len(kept) == count:
         return []
     return _unexpected_actions(enumerate(actions), kept)
+
+
+def _agrees(decided: Decided, kept: set[int]) -> bool:
+    """Whether ``kept`` is exactly the units the decisions keep, all ints (a float or a
+    bool compares equal): one comparison of sets."""
+    return kept == _kept_by(decided) and set(map(type, kept)) <= {int}
+
+
+def _kept_by(decided: Decided) -> set[int]:
+    """The units the decisions keep: runs in order, then each unit's own decision (set
+    operations on ranges, so a run of hundreds of units costs about one)."""
+    units: set[int] = set()
+    for start, stop, action in decided.runs:
+        if action == "kept":
+            units.update(range(start, stop))
+        elif stop - start < len(units):
+            units.difference_update(range(start, stop))
+        else:  # a long run summarized or dropped: what it takes from the few kept
+            units.difference_update([unit for unit in units if start <= unit < stop])
+    for unit, action in decided.given.items():
+        if action == "kept":
+            units.add(unit)
+        else:
+            units.discard(unit)
+    return units
 
 
 class Decided(Protocol):

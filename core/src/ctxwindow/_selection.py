@@ -204,7 +204,7 @@ class Selection:
 
     def _decide_run(self, units: range, action: str, reason: str, score: float | None) -> None:
         """Record one decision for every unit of ``units``, in time linear in the
-        decisions made so far, not in the range."""
+        smaller of the range and the decisions made so far."""
         count = self._count
         if units.step != 1 or not 0 <= units.start <= count or not 0 <= units.stop <= count:
             method = {"kept": "keep", "dropped": "drop"}.get(action, "summarize")
@@ -227,14 +227,21 @@ class Selection:
             self._actions[start:stop] = [action] * (stop - start)
             self._reasons[start:stop] = [reason] * (stop - start)
             return
-        for unit in [unit for unit in decided if start <= unit < stop]:
-            del decided[unit]  # the run is newer
+        if stop - start < len(decided):  # the run is newer: its units' own decisions go
+            for unit in range(start, stop):
+                decided.pop(unit, None)
+        else:
+            for unit in [unit for unit in decided if start <= unit < stop]:
+                del decided[unit]
         self._runs.append((start, stop, action, reason))
 
     def _unkeep(self, units: range) -> None:
-        """Take ``units`` out of the kept set, in time linear in the kept set."""
+        """Take ``units`` out of the kept set, in time linear in the smaller of the two."""
         kept = self.kept
-        kept.difference_update([unit for unit in kept if units.start <= unit < units.stop])
+        if len(units) < len(kept):
+            kept.difference_update(units)
+        else:
+            kept.difference_update([unit for unit in kept if units.start <= unit < units.stop])
 
     def _unit_index(self, unit: object) -> int:
         """``unit`` as an index into the units (an int subclass, numpy's ints), or raise."""

@@ -29,7 +29,7 @@ from ctxwindow._recent import RECENT
 from ctxwindow._selection import Selection
 from ctxwindow._window import Decision, Window, WindowRecord, decisions_from
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
-from ctxwindow.kit import recent_units
+from ctxwindow.kit import keep_run, recent_run
 
 if TYPE_CHECKING:
     from ctxwindow._windower import Windower
@@ -373,7 +373,9 @@ class Visit:
         limit = self.limit if self.bounded else None
         if not chosen.synthetic:  # whole units, in order: laid out by the runs of them
             runs = _unit_runs(history, chosen.kept)
-            problems, tokens = kept_units_problems(history, chosen.kept, limit, self.must_keep)
+            problems, tokens = kept_units_problems(
+                history, chosen.kept, runs, limit, self.must_keep
+            )
             if problems:
                 raise self.windower.violation(problems)
             output = _run_output(history, runs, self.replaced, chosen.stand_ins)
@@ -415,8 +417,9 @@ class Visit:
         history = self.history
         selection = history.selection()
         selection.default_reason = OLDER_REASON
-        for unit in recent_units(history, history.budget - history.must_keep_tokens):
-            selection.keep(unit, RECENT_REASON)
+        keep_run(
+            selection, recent_run(history, history.budget - history.must_keep_tokens), RECENT_REASON
+        )
         selection.notes.append(limit.note(name))
         return self.finish(selection)
 
@@ -504,9 +507,15 @@ class Visit:
 
 def _unit_runs(history: History, kept: set[int]) -> list[tuple[int, int]]:
     """The kept units' messages as runs of consecutive positions, in order: the layout
-    of a window with no made message, in time linear in the kept units, not in their
-    messages (each run is then copied as one slice)."""
+    of a window with no made message, in time linear in the kept units (set operations
+    when no defective message lies between units), not in their messages (each run is
+    then copied as one slice)."""
     starts, stops, size = history._starts, history._stops, len(history)
+    if not history.defects:  # units lie end to end: a run of units is a run of messages
+        after = set(map((1).__add__, kept))
+        firsts, ends = sorted(kept - after), sorted(after - kept)
+        pairs = zip(firsts, ends, strict=True)
+        return [(starts[first], min(stops[end - 1], size)) for first, end in pairs]
     runs: list[tuple[int, int]] = []
     run_start = run_stop = -1
     for unit in sorted(kept):

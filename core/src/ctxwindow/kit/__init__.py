@@ -1,8 +1,10 @@
 """The strategy author's kit: what strategies share instead of copying it.
 
-- :func:`recent_units`: the newest run of units that fits a room of tokens (``fixed``'s
-  whole choice, ``sliding``'s recent run, the runner's fallback when a strategy runs
-  out of time);
+- :func:`recent_units`: the newest run of units that fits a room of tokens, unit by
+  unit (``sliding``'s recent run); :func:`recent_run` finds the same run by bisection,
+  and :func:`keep_run` keeps it at the cost of a few calls, one per :func:`stretches`
+  between must-keep units (``fixed``'s whole choice, the runner's fallback when a
+  strategy runs out of time, ``summarize``'s verbatim part and summarized runs);
 - :func:`terms` and :func:`stem`: one tokenizer for the keyword scorers (``sliding``'s
   ``keywords``, ``semantic``'s BM25), so that "paintings" meets "paint" the same way
   in both;
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ctxwindow._history import History
+    from ctxwindow._selection import Selection
 
 from ctxwindow.kit._coverage import (
     NOVELTY_TOKENS,
@@ -87,12 +90,15 @@ __all__ = [
     "identifier_weight_option",
     "identifiers",
     "keep_best",
+    "keep_run",
     "query_spans",
+    "recent_run",
     "recent_units",
     "redact",
     "spans_in",
     "starts_with",
     "stem",
+    "stretches",
     "terms",
     "time_match",
     "time_words",
@@ -145,6 +151,58 @@ def recent_units(
             return
         room -= tokens
         yield unit
+
+
+def recent_run(history: History, room: int, *, before: int | None = None) -> range:
+    """The units :func:`recent_units` yields, as one range from the oldest it yields to
+    ``before`` (must-keep units within included; empty when it yields none).
+
+    Found by bisection over the history's running totals, so a turn costs O(log n)
+    however many units fit: an agent's window of hundreds of units, every turn."""
+    stop = len(history.units) if before is None else before
+    must_keep = history.must_keep
+    if history.defects:  # units do not lie end to end: walk
+        walked = list(recent_units(history, room, before=before))
+        return range(walked[-1] if walked else stop, stop)
+    kept = [(unit, history.unit_tokens(unit)) for unit in must_keep if unit < stop]
+
+    def cost(start: int) -> int:  # of units start..stop-1, must-keep ones free
+        return history.run_tokens(range(start, stop)) - sum(t for u, t in kept if u >= start)
+
+    low, high = 0, stop  # the first start whose run fits
+    while low < high:
+        middle = (low + high) // 2
+        if cost(middle) <= room:
+            high = middle
+        else:
+            low = middle + 1
+    while low < stop and low in must_keep:  # the oldest unit it yields comes first
+        low += 1
+    return range(low, stop)
+
+
+def stretches(history: History, units: range) -> list[range]:
+    """The stretches of ``units`` (a step-1 range) between must-keep units, which a
+    strategy does not decide: what keeps, drops or summarizes a run a call each."""
+    parts = []
+    start = units.start
+    for unit in history.must_keep:  # sorted by unit
+        if unit >= units.stop:
+            break
+        if unit >= start:
+            if unit > start:
+                parts.append(range(start, unit))
+            start = unit + 1
+    if start < units.stop:
+        parts.append(range(start, units.stop))
+    return parts
+
+
+def keep_run(selection: Selection, units: range, reason: str) -> None:
+    """Keep every unit of ``units`` (a step-1 range) with ``reason``, but the must-keep
+    ones, which keep their own reason: one call per stretch between them."""
+    for part in stretches(selection.history, units):
+        selection.keep(part, reason)
 
 
 def redact(url: str) -> str:

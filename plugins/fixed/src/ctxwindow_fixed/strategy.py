@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ctxwindow import BaseStrategy, History, Option, Selection
-from ctxwindow.kit import recent_units
+from ctxwindow.kit import keep_run, recent_run, recent_units
 
 OLDER = "outside the most recent units that fit the budget"
+KEPT = "among the most recent units that fit"
 #: The must-keep reasons of the messages max_messages does not count.
 UNCOUNTED = ("system message", "developer message", "pinned")
 
@@ -17,7 +18,8 @@ class FixedWindow(BaseStrategy):
 
     The window is a contiguous run of the newest units: at the first unit that does not
     fit, older ones are dropped too, even smaller ones, so the model never sees a gap in
-    the recent conversation. Cost is linear in what it keeps once counts are cached.
+    the recent conversation. Once counts are cached, a turn finds that run by bisection
+    and keeps it whole, in time logarithmic in the history.
     """
 
     name = "fixed"
@@ -38,17 +40,19 @@ class FixedWindow(BaseStrategy):
     def choose(self, history: History) -> Selection:
         selection = history.selection()
         selection.default_reason = OLDER
+        room = history.budget - history.must_keep_tokens
         messages_left = self.options["max_messages"]
-        if messages_left is not None:
-            messages_left -= _counted(history)
-        for unit in recent_units(history, history.budget - history.must_keep_tokens):
-            if messages_left is not None:
-                span = history.span(unit)
-                if len(span) > messages_left:
-                    selection.default_reason = f"beyond max_messages={self.options['max_messages']}"
-                    break
-                messages_left -= len(span)
-            selection.keep(unit, "among the most recent units that fit")
+        if messages_left is None:  # the common case: the run found by bisection
+            keep_run(selection, recent_run(history, room), KEPT)
+            return selection
+        messages_left -= _counted(history)
+        for unit in recent_units(history, room):
+            span = history.span(unit)
+            if len(span) > messages_left:
+                selection.default_reason = f"beyond max_messages={self.options['max_messages']}"
+                break
+            messages_left -= len(span)
+            selection.keep(unit, KEPT)
         return selection
 
     def engages_within_budget(self, history: History) -> bool:

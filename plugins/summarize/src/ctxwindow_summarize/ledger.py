@@ -134,9 +134,6 @@ class Candidates:
         settled = self.settled
         return self.ledger.units[index] if index < settled else self.tail[index - settled]
 
-    def units(self, start: int, stop: int) -> list[int]:
-        return [self.unit(index) for index in range(start, stop)]
-
     def tokens(self, index: int) -> int:
         """What the first ``index`` units cost."""
         settled = self.settled

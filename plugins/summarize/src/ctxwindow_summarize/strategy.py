@@ -18,6 +18,7 @@ from ctxwindow import (
     SummaryRequest,
     get_summarizer,
 )
+from ctxwindow.kit import keep_run, stretches
 from ctxwindow_stores import cache_options
 from ctxwindow_summarize.errors import SummarizerFailed
 from ctxwindow_summarize.extractive import ExtractiveSummarizer
@@ -280,10 +281,12 @@ class SummarizeWindow(BaseStrategy):
             text = summary.text if summary is not None else None
             first = min(first, _first_fitting(history, candidates, text))
         summarized = min(outcome.covered, first)
-        for unit in candidates.units(first, plan.start):
-            selection.keep(unit, "verbatim, in the room the summary leaves")
-        for unit in candidates.units(plan.start, len(candidates)):
-            selection.keep(unit, "recent, verbatim")
+        verbatim = range(first, plan.start)
+        keep_run(
+            selection, _units_of(candidates, verbatim), "verbatim, in the room the summary leaves"
+        )
+        recent = range(plan.start, len(candidates))
+        keep_run(selection, _units_of(candidates, recent), "recent, verbatim")
         if summary is not None and summarized:
             by = summary.summarizer
             why = f"older than the recent part; in the summary ({by})"
@@ -364,11 +367,17 @@ def _decide_all(
     first and last but the must-keep ones, so the ranges are the gaps between those."""
     if not run:
         return
-    first, stop = candidates.unit(run.start), candidates.unit(run.stop - 1) + 1
-    kept = sorted(unit for unit in selection.history.must_keep if first <= unit < stop)
     decide = selection.summarize if action == "summarized" else selection.drop
-    for start, end in zip([first, *(unit + 1 for unit in kept)], [*kept, stop], strict=True):
-        decide(range(start, end), reason)
+    for part in stretches(selection.history, _units_of(candidates, run)):
+        decide(part, reason)
+
+
+def _units_of(candidates: Candidates, run: range) -> range:
+    """The units from the first candidate of ``run`` to its last: the candidates, and
+    the must-keep units between them."""
+    if not run:
+        return range(0)
+    return range(candidates.unit(run.start), candidates.unit(run.stop - 1) + 1)
 
 
 def _staged(
