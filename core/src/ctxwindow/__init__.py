@@ -91,7 +91,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
     from ctxwindow._strategy import BaseStrategy
     from ctxwindow._tokens import ApproxCounter, CachedCounter, TokenCounter
     from ctxwindow._units import Unit
-    from ctxwindow._window import Decision, LLMUsage, Window, WindowRecord
+    from ctxwindow._window import Decision, DecisionRun, LLMUsage, Window, WindowRecord
     from ctxwindow._windower import Windower
     from ctxwindow.hookspecs import hookimpl
 
@@ -145,7 +145,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "ctxwindow._strategy": ("BaseStrategy",),
     "ctxwindow._tokens": ("ApproxCounter", "CachedCounter", "TokenCounter"),
     "ctxwindow._units": ("Unit",),
-    "ctxwindow._window": ("Decision", "LLMUsage", "Window", "WindowRecord"),
+    "ctxwindow._window": ("Decision", "DecisionRun", "LLMUsage", "Window", "WindowRecord"),
     "ctxwindow._windower": ("Windower",),
     "ctxwindow.hookspecs": ("hookimpl",),
 }
@@ -197,6 +197,7 @@ __all__ = [
     "CounterFailed",
     "CtxWindowError",
     "Decision",
+    "DecisionRun",
     "DuplicateName",
     "Embedder",
     "EmbedderUnavailable",

@@ -9,7 +9,9 @@ limits, errors) is :class:`~ctxwindow.Windower`'s.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -27,7 +29,7 @@ from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
 from ctxwindow._messages import ContentPart, Message
 from ctxwindow._recent import RECENT
 from ctxwindow._selection import Selection
-from ctxwindow._window import Decision, Window, WindowRecord, decisions_from
+from ctxwindow._window import Decision, DecisionRun, Window, WindowRecord, decisions_from
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
 from ctxwindow.kit import keep_run, recent_run
 
@@ -119,6 +121,18 @@ class _ByUnit(Sequence[T]):
         if not 0 <= unit < self._count:
             raise IndexError(unit)
         self.given[unit] = value
+
+    def pieces(self, bounds: Sequence[int]) -> list[T]:
+        """The value of each piece ``bounds[i]`` to ``bounds[i + 1]`` (sorted bounds that
+        include every edge of the runs and of the units given a value, so that a piece
+        has one value throughout): the runs painted oldest first, a bisection each."""
+        values = [self.default] * (len(bounds) - 1)
+        for start, stop, value in self.runs:
+            first, end = bisect.bisect_left(bounds, start), bisect.bisect_left(bounds, stop)
+            values[first:end] = [value] * (end - first)
+        for unit, value in self.given.items():
+            values[bisect.bisect_left(bounds, unit)] = value
+        return values
 
     def __iter__(self) -> Iterator[T]:
         values = [self.default] * self._count
@@ -403,9 +417,13 @@ class Visit:
                 + defect_decisions
             )
 
+        def decide_runs() -> tuple[DecisionRun, ...]:
+            return _decision_runs(history, chosen) + tuple(
+                DecisionRun(range(0), d.positions, d.action, d.reason) for d in defect_decisions
+            )
+
         record = self._record(tokens, True, len(output), notes, decide, chosen.llm)
-        if chosen.stages:
-            record = dataclasses.replace(record, stages=chosen.stages)
+        record = dataclasses.replace(record, stages=chosen.stages, _decide_runs=decide_runs)
         return Window(output, record)
 
     def timed_out(self, limit: TimeLimit) -> Window[Any]:
@@ -503,6 +521,43 @@ class Visit:
             notes=notes,
             _decide=decide,
         )
+
+
+def _decision_runs(history: History, chosen: _Chosen) -> tuple[DecisionRun, ...]:
+    """The chosen actions and reasons as runs of consecutive units with one of each, in
+    time linear in what the strategy decided (the edges of its runs and the units it
+    decided one by one) when it did not spell out a list per unit."""
+    actions, reasons, default = chosen.actions, chosen.reasons, chosen.default_reason
+    count = len(history.units)
+    if isinstance(actions, _ByUnit) and isinstance(reasons, _ByUnit):
+        edges = {0, count}
+        for by_unit in (actions, reasons):
+            edges.update(edge for start, stop, _ in by_unit.runs for edge in (start, stop))
+            edges.update(edge for unit in by_unit.given for edge in (unit, unit + 1))
+        bounds = sorted(edges)
+        pieces = zip(
+            itertools.pairwise(bounds), actions.pieces(bounds), reasons.pieces(bounds), strict=True
+        )
+    else:
+        pieces = zip(((unit, unit + 1) for unit in range(count)), actions, reasons, strict=True)
+    runs: list[tuple[int, int, str, str]] = []
+    for (start, stop), action, given in pieces:  # each piece: one action, one reason
+        reason = given or default
+        if runs and runs[-1][1] == start and runs[-1][2:] == (action, reason):
+            runs[-1] = (runs[-1][0], stop, action, reason)
+        else:
+            runs.append((start, stop, action, reason))
+    return tuple(
+        DecisionRun(range(start, stop), _positions(history, start, stop), action, reason)  # type: ignore[arg-type]
+        for start, stop, action, reason in runs
+    )
+
+
+def _positions(history: History, start: int, stop: int) -> Sequence[int]:
+    """The positions of units ``start`` to ``stop - 1``: a range when they lie end to end."""
+    if not history.defects:
+        return range(history._starts[start], min(history._stops[stop - 1], len(history)))
+    return tuple(position for unit in range(start, stop) for position in history.span(unit))
 
 
 def _unit_runs(history: History, kept: set[int]) -> list[tuple[int, int]]:

@@ -40,6 +40,19 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
+class DecisionRun:
+    """Consecutive units with one action and reason: what ``decisions`` say, a run at
+    a time (ids and scores left out), for a reader that needs no per-unit detail, such
+    as a strategy made of stages following each stage's window. ``units`` is empty for
+    the runner's decision about defective messages, which belong to no unit."""
+
+    units: range
+    positions: Sequence[int]  # a range when the units' messages lie end to end
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class LLMUsage:
     """What an LLM-backed strategy spent on one visit."""
 
@@ -82,6 +95,9 @@ class WindowRecord:
     notes: tuple[str, ...] = ()
     _decide: Callable[[], tuple[Decision, ...]] = field(default=tuple, repr=False, compare=False)
     stages: tuple[WindowRecord, ...] = ()
+    _decide_runs: Callable[[], tuple[DecisionRun, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def decisions(self) -> tuple[Decision, ...]:
@@ -91,9 +107,22 @@ class WindowRecord:
             object.__setattr__(self, "_decisions", cached)
         return cached
 
+    @property
+    def decision_runs(self) -> tuple[DecisionRun, ...]:
+        """The decisions as runs of consecutive units with one action and reason, in
+        order, then those about no unit. Read from what the strategy decided when the
+        runner can (a turn that drops 100,000 units in one range reads one run), else
+        grouped from ``decisions``."""
+        cached: tuple[DecisionRun, ...] | None = self.__dict__.get("_runs")
+        if cached is None:
+            cached = self._decide_runs() if self._decide_runs else _grouped(self.decisions)
+            object.__setattr__(self, "_runs", cached)
+        return cached
+
     def count(self, action: Action) -> int:
-        """How many units got ``action``."""
-        return sum(1 for decision in self.decisions if decision.action == action)
+        """How many units got ``action`` (a decision about defective messages counts
+        as one), read from the runs of decisions."""
+        return sum(len(run.units) or 1 for run in self.decision_runs if run.action == action)
 
     def to_dict(self, decisions: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -192,6 +221,24 @@ def decisions_from(
             )
         )
     return tuple(built)
+
+
+def _grouped(decisions: Sequence[Decision]) -> tuple[DecisionRun, ...]:
+    """Decisions in runs of consecutive units with one action and reason."""
+    runs: list[tuple[int, int, list[int], Action, str]] = []  # first, stop, positions...
+    for decision in decisions:
+        unit, action, reason = decision.unit, decision.action, decision.reason
+        last = runs[-1] if runs else None
+        if last is not None and 0 <= unit == last[1] > last[0] and last[3:] == (action, reason):
+            runs[-1] = (last[0], unit + 1, last[2], action, reason)
+            last[2].extend(decision.positions)
+        else:
+            first, stop = (unit, unit + 1) if unit >= 0 else (0, 0)
+            runs.append((first, stop, list(decision.positions), action, reason))
+    return tuple(
+        DecisionRun(range(first, stop), tuple(positions), action, reason)
+        for first, stop, positions, action, reason in runs
+    )
 
 
 def _span(positions: Sequence[int]) -> str:

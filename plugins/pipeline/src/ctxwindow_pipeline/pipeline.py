@@ -15,6 +15,8 @@ from typing import Any, ClassVar, NamedTuple
 
 from ctxwindow import (
     BaseStrategy,
+    Decision,
+    DecisionRun,
     History,
     LLMUsage,
     Message,
@@ -250,7 +252,7 @@ class _Run:
         if not record.engaged:
             return
         label = stage.label
-        decisions = record.decisions
+        decisions = _decisions(record)
         kept = sorted(p for d in decisions if d.action in KEEPING for p in d.positions)
         items: list[Any] = []
         origins: list[_Origin | None] = []
@@ -305,10 +307,11 @@ class _Run:
         self.origins = [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
+        said = f"{label}: {reason}"
         for origin in carried:
             if origin.position is not None:
                 (unit,) = origin.covers
-                why = f"{label}: {reason}"
+                why = said
                 if unit in self.replaced_reason:  # cleared first, then went
                     verb = f" dropped it: {reason}" if action == "dropped" else f": {reason}"
                     why = f"{self.replaced_reason[unit]}; then {label}{verb}"
@@ -327,17 +330,16 @@ class _Run:
         history = self.history
         selection = history.selection()
         present = {next(iter(o.covers)) for o in self.origins if o.position is not None}
-        for unit in range(len(history.units)):
-            if unit in history.must_keep:
-                continue
-            if unit in present:
-                selection.keep(unit, self.kept_reason.get(unit, KEPT_ALL_FIT))
-            elif unit in self.fate:
-                action, reason = self.fate[unit]
-                if action == "summarized":
-                    selection.summarize(unit, reason)
-                else:
-                    selection.drop(unit, reason)
+        must_keep, kept_reason, fate = history.must_keep, self.kept_reason, self.fate
+        decided: list[tuple[str, str] | None] = [
+            None
+            if unit in must_keep
+            else ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
+            if unit in present
+            else fate.get(unit)
+            for unit in range(len(history.units))
+        ]
+        _decide_in_runs(selection, decided)
         for origin in self.origins:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
@@ -360,6 +362,34 @@ class _Run:
         selection.llm = _usage(self.records)
         selection.stages.extend(self.records)
         return selection
+
+
+def _decisions(record: WindowRecord) -> Sequence[Decision | DecisionRun]:
+    """A stage's decisions as ``apply`` reads them (positions, action, reason): in runs
+    of units, unless a run summarized several units, whose made messages are matched to
+    what they cover unit by unit (a note per exchange)."""
+    runs = record.decision_runs
+    if any(run.action == "summarized" and len(run.units) > 1 for run in runs):
+        return record.decisions
+    return runs
+
+
+def _decide_in_runs(selection: Selection, decided: Sequence[tuple[str, str] | None]) -> None:
+    """Each unit's (action, reason), None for a unit left as the selection has it, told
+    to ``selection`` a run of consecutive units with one decision at a time: a stage
+    drops nearly the whole history every turn, and a call per unit would cost a turn a
+    pass of calls over it."""
+    decide = {"kept": selection.keep, "summarized": selection.summarize}
+    start = 0
+    for unit in range(1, len(decided) + 1):
+        if unit < len(decided) and decided[unit] == decided[start]:
+            continue
+        decision = decided[start]
+        if decision is not None:
+            action, reason = decision
+            run = range(start, unit)
+            decide.get(action, selection.drop)(run.start if len(run) == 1 else run, reason)
+        start = unit
 
 
 def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Message:
