@@ -422,8 +422,9 @@ class Visit:
                 DecisionRun(range(0), d.positions, d.action, d.reason) for d in defect_decisions
             )
 
-        record = self._record(tokens, True, len(output), notes, decide, chosen.llm)
-        record = dataclasses.replace(record, stages=chosen.stages, _decide_runs=decide_runs)
+        record = self._record(tokens, True, len(output), notes, decide, chosen.llm, decide_runs)
+        if chosen.stages:
+            record = dataclasses.replace(record, stages=chosen.stages)
         return Window(output, record)
 
     def timed_out(self, limit: TimeLimit) -> Window[Any]:
@@ -505,7 +506,14 @@ class Visit:
         )
 
     def _record(
-        self, tokens: int, engaged: bool, size: int, notes: tuple[str, ...], decide: Any, llm: Any
+        self,
+        tokens: int,
+        engaged: bool,
+        size: int,
+        notes: tuple[str, ...],
+        decide: Any,
+        llm: Any,
+        decide_runs: Any = None,
     ) -> WindowRecord:
         return WindowRecord(
             strategy=self.strategy.name,
@@ -520,6 +528,7 @@ class Visit:
             llm=llm,
             notes=notes,
             _decide=decide,
+            _decide_runs=decide_runs,
         )
 
 
