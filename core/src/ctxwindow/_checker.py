@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ctxwindow._history import NOT_UNIT, History
 from ctxwindow._messages import Message
+from ctxwindow._selection import in_range
 from ctxwindow._tokens import TokenCounter
 
 
@@ -333,10 +334,8 @@ def _kept_by(decided: Decided) -> set[int]:
     for start, stop, action in decided.runs:
         if action == "kept":
             units.update(range(start, stop))
-        elif stop - start < len(units):
-            units.difference_update(range(start, stop))
-        else:  # a long run summarized or dropped: what it takes from the few kept
-            units.difference_update([unit for unit in units if start <= unit < stop])
+        else:
+            units.difference_update(in_range(units, range(start, stop)))
     for unit, action in decided.given.items():
         if action == "kept":
             units.add(unit)

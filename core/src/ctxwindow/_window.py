@@ -223,21 +223,21 @@ def decisions_from(
     return tuple(built)
 
 
+def _row_key(decision: Decision) -> tuple[str, str, float | None]:
+    """What an ``explain`` row shares: action, reason and score."""
+    return decision.action, decision.reason, decision.score
+
+
 def _grouped(decisions: Sequence[Decision]) -> tuple[DecisionRun, ...]:
     """Decisions in runs of consecutive units with one action and reason."""
-    runs: list[tuple[int, int, list[int], Action, str]] = []  # first, stop, positions...
-    for decision in decisions:
-        unit, action, reason = decision.unit, decision.action, decision.reason
-        last = runs[-1] if runs else None
-        if last is not None and 0 <= unit == last[1] > last[0] and last[3:] == (action, reason):
-            runs[-1] = (last[0], unit + 1, last[2], action, reason)
-            last[2].extend(decision.positions)
-        else:
-            first, stop = (unit, unit + 1) if unit >= 0 else (0, 0)
-            runs.append((first, stop, list(decision.positions), action, reason))
     return tuple(
-        DecisionRun(range(first, stop), tuple(positions), action, reason)
-        for first, stop, positions, action, reason in runs
+        DecisionRun(
+            range(group[0].unit, group[-1].unit + 1) if group[0].unit >= 0 else range(0),
+            tuple(position for decision in group for position in decision.positions),
+            group[0].action,
+            group[0].reason,
+        )
+        for group in _runs(decisions, lambda d: (d.action, d.reason))
     )
 
 
@@ -249,17 +249,15 @@ def _span(positions: Sequence[int]) -> str:
     return f"{positions[0]}" if len(positions) == 1 else f"{positions[0]}-{positions[-1]}"
 
 
-def _runs(decisions: Sequence[Decision]) -> list[list[Decision]]:
+def _runs(
+    decisions: Sequence[Decision], key: Callable[[Decision], object] = _row_key
+) -> list[list[Decision]]:
+    """Decisions grouped in runs of consecutive units with one ``key``; a decision about
+    no unit (-1) stands alone."""
     runs: list[list[Decision]] = []
     for decision in decisions:
         last = runs[-1][-1] if runs else None
-        if (
-            last is not None
-            and decision.unit >= 0
-            and last.unit == decision.unit - 1
-            and (last.action, last.reason, last.score)
-            == (decision.action, decision.reason, decision.score)
-        ):
+        if last is not None and 0 <= last.unit == decision.unit - 1 and key(last) == key(decision):
             runs[-1].append(decision)
         else:
             runs.append([decision])

@@ -180,32 +180,24 @@ def _apply(
     """Keep ``units`` (newest first), each cleared as planned, and note what clearing
     saved. Units kept as they are go in runs of consecutive units, a call per run."""
     done = []
-    run_start = run_stop = -1
+    run_start = run_stop = 0
     for unit, clearing in reversed(units):  # oldest first
         if clearing is None:
             if unit != run_stop:
-                _keep(selection, range(run_start, run_stop), kept_reason)
+                selection.keep(range(run_start, run_stop), kept_reason)
                 run_start = unit
             run_stop = unit + 1
             continue
         done.append(clearing)
         for position, stub in clearing.stubs.items():
             selection.replace(position, stub, clearing.reason)
-    _keep(selection, range(run_start, run_stop), kept_reason)
+    selection.keep(range(run_start, run_stop), kept_reason)
     if done:
         before = sum(c.tokens_before for c in done)
         after = sum(c.tokens_after for c in done)
         selection.notes.append(
             f"cleared the tool output of {len(done)} exchange(s): {before:,} -> {after:,} tokens"
         )
-
-
-def _keep(selection: Selection, units: range, reason: str) -> None:
-    """Keep a run of units: one unit on its own, a longer run as one range."""
-    if len(units) == 1:
-        selection.keep(units.start, reason)
-    elif units:
-        selection.keep(units, reason)
 
 
 def _clearing(history: History, unit: int, cleared: list[int]) -> Clearing | None:

@@ -387,8 +387,7 @@ def _decide_in_runs(selection: Selection, decided: Sequence[tuple[str, str] | No
         decision = decided[start]
         if decision is not None:
             action, reason = decision
-            run = range(start, unit)
-            decide.get(action, selection.drop)(run.start if len(run) == 1 else run, reason)
+            decide.get(action, selection.drop)(range(start, unit), reason)
         start = unit
 
 
