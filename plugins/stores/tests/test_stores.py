@@ -27,6 +27,7 @@ from ctxwindow_stores import (
     cache_key,
     content_hash,
     open_store,
+    put_first,
 )
 
 if TYPE_CHECKING:
@@ -156,6 +157,94 @@ def test_layered_store_read_does_not_overwrite_a_newer_write_in_memory() -> None
     back.while_fetching = lambda: store.front.put_many({"k": b"newer"})  # the other write
     assert store.get_many(["k"]) == {"k": b"newer"}
     assert store.front.get_many(["k"]) == {"k": b"newer"}
+
+
+# -- first writer wins ----------------------------------------------------------------
+@pytest.fixture(params=["sqlite", "redis"])
+def shared_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where two replicas share their entries: one SQLite file, or one Redis server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "shared.sqlite3")
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return server.url
+
+
+def test_replicas_agree_on_the_first_value_written_under_a_key(shared_spec: str) -> None:
+    """Two replicas (each its own memory layer, one shared store) write different values
+    under one key: both get back, and from then on read, the first one written; a key
+    the other wrote nothing under takes each writer's own value."""
+    first, second = (
+        open_store(shared_spec, memory_entries=10, memory_bytes=10**6) for _ in range(2)
+    )
+    assert put_first(first, {"k": b"first"}) == {"k": b"first"}
+    second.put_many({"mine": b"earlier"})  # memory may hold an older value of its own
+    assert put_first(second, {"k": b"second", "other": b"own"}) == {
+        "k": b"first",
+        "other": b"own",
+    }
+    for replica in (first, second):
+        assert replica.get_many(["k", "other"]) == {"k": b"first", "other": b"own"}
+    fresh = open_store(shared_spec, memory_entries=10, memory_bytes=10**6)
+    assert fresh.get_many(["k", "other"]) == {"k": b"first", "other": b"own"}
+
+
+def test_first_writer_wins_across_many_threads(shared_spec: str) -> None:
+    """Eight writers racing on the same keys, each through its own store: every one gets
+    back the same value per key, and it is what the shared store holds."""
+    stores = [open_store(shared_spec, memory_entries=100, memory_bytes=10**6) for _ in range(8)]
+    keys = [f"race{i}" for i in range(20)]
+    results: dict[int, dict[str, bytes]] = {}
+
+    def write(number: int) -> None:
+        results[number] = put_first(stores[number], {k: f"{k} by {number}".encode() for k in keys})
+
+    run_threads(write, 8)
+    winners = results[0]
+    assert all(result == winners for result in results.values())
+    assert open_store(shared_spec, memory_entries=100, memory_bytes=10**6).get_many(keys) == winners
+
+
+def test_redis_first_writer_keeps_its_ttl(redis_server: RedisServer) -> None:
+    import redis
+
+    store = open_store(redis_server.url, memory_entries=10, memory_bytes=10**6, ttl=600)
+    put_first(store, {"k": b"v"})
+    assert 0 < redis.Redis.from_url(redis_server.url).ttl("k") <= 600
+
+
+def test_put_first_writes_a_store_without_put_new_plainly() -> None:
+    """A store written before put_new existed still takes the write; its values come back."""
+
+    class OldStore:
+        where = "old"
+
+        def __init__(self) -> None:
+            self.held: dict[str, bytes] = {"k": b"held"}
+
+        def get_many(self, keys: Any) -> dict[str, bytes]:
+            return {k: self.held[k] for k in keys if k in self.held}
+
+        def put_many(self, items: Any) -> None:
+            self.held.update(items)
+
+        def close(self) -> None:
+            pass
+
+    old = OldStore()
+    assert put_first(old, {"k": b"new"}) == {"k": b"new"}
+    assert old.held == {"k": b"new"}
+
+
+def test_unwritable_sqlite_gives_the_writers_own_value_back(tmp_path: Path) -> None:
+    """A store that cannot write (here: the file is not a database, left alone) still
+    answers put_first, with the value given, so the cache carries on from memory."""
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = open_store(str(path), memory_entries=10, memory_bytes=10**6)
+        assert put_first(store, {"k": b"mine"}) == {"k": b"mine"}
+        assert store.get_many(["k"]) == {"k": b"mine"}
 
 
 # -- SQLite ----------------------------------------------------------------------------

@@ -76,6 +76,28 @@ def test_a_second_strategy_on_the_same_store_makes_no_summarizer_call(
     assert again.messages == window.messages
 
 
+@pytest.mark.parametrize("where", ["memory", "sqlite", "redis"])
+def test_replicas_that_summarize_one_prefix_at_once_send_the_first_summary(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two replicas (here two caches on one store) summarized the same prefix at once and
+    wrote different texts (a rolling summary depends on what each had cached): each gets
+    back the first written, and reads it from then on, so they send one summary."""
+    spec = {
+        "memory": None,
+        "sqlite": str(tmp_path / "summaries.sqlite3"),
+        "redis": request.getfixturevalue("redis_server").url if where == "redis" else None,
+    }[where]
+    caches = [SummaryCache(spec) for _ in range(2)]
+    if where == "memory":  # one process: the replicas are threads sharing one cache
+        caches[1] = caches[0]
+    key = f"{7:064x}"
+    first = caches[0].put("extractive", 100, key, Summary("first text", "extractive"))
+    second = caches[1].put("extractive", 100, key, Summary("second text", "extractive"))
+    assert first == second == Summary("first text", "extractive")
+    assert [cache.get("extractive", 100, key) for cache in caches] == [first, first]
+
+
 def test_summaries_are_stored_as_json_under_hashed_keys(redis_server: RedisServer) -> None:
     import redis
 

@@ -11,9 +11,13 @@ appears in a key, and store values they encode themselves (raw float32, JSON).
   shared by every process that names the same server;
 - anything else: a SQLite file path, memory in front of it.
 
-Persistent stores never raise from ``get_many`` or ``put_many``: a cache must never be
-the reason a window fails. A problem (a corrupt, locked or read-only file, an
-unreachable server) is reported once with a ``RuntimeWarning`` naming the place and
+A cache whose values depend on what it cached before (rolling summaries) writes with
+:func:`put_first`: the first value written under a key wins and every writer gets it
+back, so replicas sharing SQLite or Redis agree (each store's ``put_new``).
+
+Persistent stores never raise from ``get_many``, ``put_many`` or ``put_new``: a cache
+must never be the reason a window fails. A problem (a corrupt, locked or read-only
+file, an unreachable server) is reported once with a ``RuntimeWarning`` naming the place and
 what to do, and the cache carries on with what still works.
 """
 
@@ -28,6 +32,7 @@ from ctxwindow import Option
 from ctxwindow.errors import InvalidOption
 from ctxwindow_stores._layered import LayeredStore
 from ctxwindow_stores._memory import MemoryStore
+from ctxwindow_stores._put import put_first
 from ctxwindow_stores._redis import RedisStore
 from ctxwindow_stores._sqlite import SQLiteStore
 
@@ -44,6 +49,7 @@ __all__ = [
     "content_hash",
     "is_redis_url",
     "open_store",
+    "put_first",
     "spec_problem",
 ]
 

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ctxwindow_stores._put import put_first
+
 if TYPE_CHECKING:
     from ctxwindow_stores import Store
     from ctxwindow_stores._memory import MemoryStore
@@ -33,13 +35,22 @@ class LayeredStore:
         if missing:
             fetched = self.back.get_many(missing)
             if fetched:  # a value written meanwhile is newer than the one fetched
-                found.update(self.front.put_missing(fetched))
+                found.update(self.front.put_new(fetched))
         return found
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
         with self._writing:
             self.front.put_many(items)
             self.back.put_many(items)
+
+    def put_new(self, items: Mapping[str, bytes]) -> dict[str, bytes]:
+        """Hold ``items`` where ``back`` holds nothing yet under their keys; what it holds
+        after, which memory then holds too: replicas sharing ``back`` agree on the first
+        writer's value, whatever each wrote or remembered before."""
+        with self._writing:
+            held = put_first(self.back, items)
+            self.front.put_many(held)
+            return held
 
     def close(self) -> None:
         self.back.close()

@@ -51,9 +51,9 @@ class MemoryStore:
         with self._lock:
             self._put(items)
 
-    def put_missing(self, items: Mapping[str, bytes]) -> dict[str, bytes]:
+    def put_new(self, items: Mapping[str, bytes]) -> dict[str, bytes]:
         """Put the items whose key holds nothing yet; what each key holds after (a value
-        another thread put meanwhile wins over ``items``')."""
+        put before wins over ``items``')."""
         with self._lock:
             entries = self._entries
             held = {key: entries[key] for key in items if key in entries}

@@ -101,6 +101,31 @@ class RedisStore:
             return
         self._back()
 
+    def put_new(self, items: Mapping[str, bytes]) -> dict[str, bytes]:
+        """Hold ``items`` under the keys the server holds nothing for yet (``SET NX``);
+        what each key holds after (another replica's value where it wrote first). While
+        the server is away, ``items`` as given."""
+        held = dict(items)
+        if not items or self._skipping():
+            return held
+        pairs = list(items.items())
+        try:
+            for start in range(0, len(pairs), _CHUNK):
+                chunk = pairs[start : start + _CHUNK]
+                pipe = self._client.pipeline(transaction=False)
+                for key, value in chunk:
+                    pipe.set(key, bytes(value), ex=self.ttl, nx=True)
+                    pipe.get(key)
+                replies = pipe.execute()
+                for (key, _), value in zip(chunk, replies[1::2], strict=True):
+                    if isinstance(value, (bytes, bytearray)):
+                        held[key] = bytes(value)
+        except self._errors as error:
+            self._gone(error)
+            return dict(items)
+        self._back()
+        return held
+
     def close(self) -> None:
         with contextlib.suppress(*self._errors):
             self._client.close()

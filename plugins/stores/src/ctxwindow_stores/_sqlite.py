@@ -77,42 +77,42 @@ class SQLiteStore:
 
     # -- the two operations ---------------------------------------------------------
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
         with self._lock:
             db = self._usable(writing=False)
             if db is None:
-                return found
+                return {}
             try:
-                for start in range(0, len(keys), _CHUNK):
-                    chunk = list(keys[start : start + _CHUNK])
-                    marks = ",".join("?" * len(chunk))  # only "?" is formatted in
-                    rows = db.execute(
-                        f"SELECT key, CAST(value AS BLOB) FROM {TABLE} WHERE key IN ({marks})",
-                        chunk,
-                    ).fetchall()
-                    for key, value in rows:
-                        if isinstance(key, str) and isinstance(value, bytes):
-                            found[key] = value
+                return _select(db, keys)
             except sqlite3.Error as error:
                 self._trouble(error, writing=False)
                 return {}
-        return found
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
+        self._write(items, "INSERT OR REPLACE")
+
+    def put_new(self, items: Mapping[str, bytes]) -> dict[str, bytes]:
+        """Hold ``items`` under the keys the file holds nothing for yet; what each key
+        holds after (another process's value where it wrote first). When the file cannot
+        be written, ``items`` as given."""
+        held = self._write(items, "INSERT OR IGNORE")
+        return {**items, **held}
+
+    def _write(self, items: Mapping[str, bytes], insert: str) -> dict[str, bytes]:
+        """Write ``items`` in one transaction (``insert``: replace or keep what is held);
+        what the keys hold once written, read inside it ({} when nothing was written)."""
         if not items:
-            return
+            return {}
         now = time.time()
         rows = [(key, bytes(value), now) for key, value in items.items()]
         with self._lock:
             db = self._usable(writing=True)
             if db is None:
-                return
+                return {}
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    db.executemany(
-                        f"INSERT OR REPLACE INTO {TABLE} (key, value, at) VALUES (?, ?, ?)", rows
-                    )
+                    db.executemany(f"{insert} INTO {TABLE} (key, value, at) VALUES (?, ?, ?)", rows)
+                    held = _select(db, list(items)) if insert == "INSERT OR IGNORE" else {}
                     self._since_check += len(rows)
                     if self._since_check >= max(1, self.max_entries // 20):
                         self._since_check = 0
@@ -124,6 +124,8 @@ class SQLiteStore:
                     raise
             except sqlite3.Error as error:
                 self._trouble(error, writing=True)
+                return {}
+        return held
 
     def _prune(self, db: sqlite3.Connection) -> None:
         """Past ``max_entries``, delete the oldest writes (inside the write transaction)."""
@@ -333,6 +335,21 @@ class SQLiteStore:
                 self._db.close()
             self._db = None
             self._identity = None
+
+
+def _select(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
+    """The values the file holds for ``keys``, in queries of at most _CHUNK keys."""
+    found: dict[str, bytes] = {}
+    for start in range(0, len(keys), _CHUNK):
+        chunk = list(keys[start : start + _CHUNK])
+        marks = ",".join("?" * len(chunk))  # only "?" is formatted in
+        rows = db.execute(
+            f"SELECT key, CAST(value AS BLOB) FROM {TABLE} WHERE key IN ({marks})", chunk
+        ).fetchall()
+        for key, value in rows:
+            if isinstance(key, str) and isinstance(value, bytes):
+                found[key] = value
+    return found
 
 
 def _code(error: sqlite3.Error) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxwindow_stores import Store, as_store, cache_key
+from ctxwindow_stores import Store, as_store, cache_key, put_first
 from ctxwindow_summarize.ledger import Candidates
 
 
@@ -95,9 +95,16 @@ class SummaryCache:
                 found[wanted[stored]] = summary
         return found
 
-    def put(self, summarizer: str, target: int, key: str, summary: Summary) -> None:
+    def put(self, summarizer: str, target: int, key: str, summary: Summary) -> Summary:
+        """Hold ``summary`` unless one is held for this prefix already; the one held
+        after. The first summary written wins, so that replicas sharing the store send
+        one summary for a prefix, not each its own (a rolling summary depends on which
+        earlier ones were cached, so two replicas can write different ones)."""
+        stored = self.store_key(summarizer, target, key)
         value = json.dumps({"text": summary.text, "summarizer": summary.summarizer})
-        self.store.put_many({self.store_key(summarizer, target, key): value.encode("utf-8")})
+        held = put_first(self.store, {stored: value.encode("utf-8")}).get(stored)
+        first = _decode(held) if held is not None else None
+        return first if first is not None else summary
 
 
 def _decode(value: bytes) -> Summary | None:

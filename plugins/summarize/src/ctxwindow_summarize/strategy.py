@@ -238,8 +238,7 @@ class SummarizeWindow(BaseStrategy):
                 if isinstance(error.usage, LLMUsage):
                     usage.add(error.usage)
                 continue
-            summary = Summary(text, summarizer.name)
-            self.cache.put(primary, target, key, summary)
+            summary = self.cache.put(primary, target, key, Summary(text, summarizer.name))
             return Outcome(summary, start, failures=failures, usage=usage.total())
         # Every summarizer failed: keep the previous summary, drop what it does not cover.
         return Outcome(previous, previous_at, range(previous_at, start), failures, usage.total())
