@@ -99,3 +99,41 @@ def test_a_named_strategy_is_built_once_and_each_call_has_its_budget() -> None:
     one = ctxwindow.cached_windower("sliding", 100)
     other = ctxwindow.cached_windower("sliding", 900)
     assert one.strategy is other.strategy and (one.budget, other.budget) == (100, 900)
+
+
+def test_a_conversion_handed_out_keeps_its_sources_when_a_later_read_redoes_the_tail() -> None:
+    """Conversions share their sources and parts lists (no copy per call): a later call
+    that reads the unsettled last item again, into other Messages, must not change what
+    an earlier conversion (perhaps still being finished in another thread) reads at its
+    positions."""
+
+    def read_from(items: Any, start: int, into: Any) -> int:
+        for position in range(start, len(items)):
+            if position == len(items) - 1:  # last: one Message for both parts
+                into.add(ctxwindow.Message("user", f"{items[position]} whole"), (position,), BOTH)
+                continue
+            for part in (0, 1):  # followed: a Message per part
+                text = f"{items[position]} part {part}"
+                into.add(ctxwindow.Message("user", text), (position,), frozenset({part}))
+        return len(items) - 1  # the last item reads otherwise once another follows
+
+    reads = RecentReads(read_from, lambda item: item)
+    items = [f"item {n}" for n in range(40)]
+    earlier = reads.read(items)
+    held = [(m.text, earlier.sources[p], earlier.parts[p]) for p, m in enumerate(earlier.messages)]
+    assert held[-1] == ("item 39 whole", (39,), BOTH)
+    later = reads.read([*items, "item 40"])
+    assert [m.text for m in later.messages[-3:]] == [
+        "item 39 part 0",
+        "item 39 part 1",
+        "item 40 whole",
+    ]
+    assert later.parts[len(earlier.messages) - 1] == frozenset({0})
+    assert [
+        (m.text, earlier.sources[p], earlier.parts[p]) for p, m in enumerate(earlier.messages)
+    ] == held
+    assert earlier.split == dict.fromkeys(range(40), 2)
+    assert later.split == dict.fromkeys(range(41), 2)
+
+
+BOTH = frozenset({0, 1})

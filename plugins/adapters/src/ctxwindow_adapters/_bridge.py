@@ -79,9 +79,12 @@ class Converted(Generic[T]):
             self.split[item] = self.split.get(item, 0) + len(parts)
 
     def truncate(self, count: int) -> None:
-        """Forget the Messages from ``count`` on (to be read again). Their ``where``
-        entries stay: a copy handed out before may still hold them, and
+        """Forget the Messages from ``count`` on (to be read again), in new lists: one
+        handed out before keeps what it held, so these lists only ever grow and a
+        conversion can be handed out without copying them. Their ``where`` entries stay:
         :meth:`position_of` checks the Message at the position it finds."""
+        if count >= len(self.messages):
+            return
         for items, parts in zip(self.sources[count:], self.parts[count:], strict=True):
             if parts is not None:
                 (item,) = items
@@ -90,7 +93,11 @@ class Converted(Generic[T]):
                     self.split[item] = left
                 else:
                     del self.split[item]
-        del self.messages[count:], self.sources[count:], self.parts[count:]
+        self.messages, self.sources, self.parts = (
+            self.messages[:count],
+            self.sources[:count],
+            self.parts[:count],
+        )
 
 
 @dataclass(frozen=True)
@@ -242,6 +249,31 @@ def finish(
     trim: Trim | None,
 ) -> Window[Any]:
     """The window as the framework's items, with the record in the caller's positions."""
+    alone = _items_alone(window.messages, converted)
+    if alone is not None:  # the common case: each a whole item, given back as it is
+
+        def slot(number: int) -> _Slot:
+            return _Slot(alone[number], messages=[window.messages[number]])
+
+        output = [converted.items[item] for item in alone]
+    else:
+        slots = _slots(window, converted)
+
+        def slot(number: int) -> _Slot:
+            return slots[number]
+
+        output = _items(slots, converted, shape)
+    gone = trim.remove(output) if trim else set()
+    trimmed = [slot(number) for number in sorted(gone)]
+    if gone:
+        output = [entry for number, entry in enumerate(output) if number not in gone]
+    record = _record(window.record, converted, shape, len(output), trimmed, windower, trim)
+    return Window(output, record)
+
+
+def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
+    """The output's entries, in order: each item once with the parts kept and any
+    stand-ins, and each message a strategy made."""
     newest_user = next(
         (p for p in range(len(converted.messages) - 1, -1, -1)
          if converted.messages[p].role == "user"),
@@ -283,6 +315,12 @@ def finish(
                 slot.cut = cut
             if stand_in is not None:
                 slot.stand_ins.append(stand_in)
+    return slots
+
+
+def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> list[Any]:
+    """The framework's items for ``slots``: the caller's own where kept whole, else
+    rebuilt from the kept parts, the cut text and the stand-ins."""
     output: list[Any] = []
     for slot in slots:
         if slot.made is not None:
@@ -300,11 +338,24 @@ def finish(
             output.append(item)
         else:
             output.append(shape.rebuild(item, None if whole else sorted(slot.kept or ()), slot.cut))
-    gone = trim.remove(output) if trim else set()
-    trimmed = [slot for number, slot in enumerate(slots) if number in gone]
-    output = [entry for number, entry in enumerate(output) if number not in gone]
-    record = _record(window.record, converted, shape, len(output), trimmed, windower, trim)
-    return Window(output, record)
+    return output
+
+
+def _items_alone(messages: Sequence[Message], converted: Converted[Any]) -> list[int] | None:
+    """The item each of ``messages`` is, when each is one of the converted Messages
+    standing alone for a whole item of its own, each item once (else None): what most
+    windows are, given back without a slot per message."""
+    position_of, sources, parts = converted.position_of, converted.sources, converted.parts
+    alone: list[int] = []
+    for message in messages:
+        position = position_of(message)
+        if position is None or parts[position] is not None:
+            return None
+        items = sources[position]
+        if len(items) != 1:
+            return None
+        alone.append(items[0])
+    return alone if len(set(alone)) == len(alone) else None
 
 
 def _stands_in_for(message: Message, size: int) -> int | None:

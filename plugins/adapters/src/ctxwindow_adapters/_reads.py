@@ -93,16 +93,13 @@ class _Read:
             self.contents.extend(map(content, items[known:]))
 
     def converted(self, items: Sequence[T]) -> Converted[T]:
-        """The caller's ``items`` with the Messages read for them (copies of the lists:
-        a later call may grow this conversion)."""
+        """The caller's ``items`` with the Messages read for them: a copy of the Message
+        list, which is the history windowed; the sources and parts lists as they are
+        (they only grow, see :meth:`Converted.truncate`, and are read at the positions
+        of these Messages only)."""
         read = self.read
         return Converted(
-            items,
-            list(read.messages),
-            list(read.sources),
-            list(read.parts),
-            dict(read.split),
-            where=read.where,
+            items, list(read.messages), read.sources, read.parts, dict(read.split), where=read.where
         )
 
 
@@ -118,7 +115,7 @@ class RecentReads(Generic[T]):
         """The Messages of ``given``, for the caller's ``items`` (by default ``given``
         itself; else the list the sources of the pieces index, such as ``given`` without
         a leading stand-in for a ``system`` outside it)."""
-        given = list(given)
+        given = given if type(given) is list else list(given)  # no copy: read, not kept
         out: Sequence[Any] = given if items is None else items
         if len(given) >= REMEMBER_FROM:
             for entry in self.remembered.candidates(given):
