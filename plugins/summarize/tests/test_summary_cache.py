@@ -96,6 +96,14 @@ def test_replicas_that_summarize_one_prefix_at_once_send_the_first_summary(
     second = caches[1].put("extractive", 100, key, Summary("second text", "extractive"))
     assert first == second == Summary("first text", "extractive")
     assert [cache.get("extractive", 100, key) for cache in caches] == [first, first]
+    # a damaged entry (written by something else) is no first value: it is replaced, not
+    # kept, which would have the summary made again on every visit
+    damaged = f"{8:064x}"
+    outside = caches[0].store if spec is None else SummaryCache(spec).store
+    outside.put_many({SummaryCache.store_key("extractive", 100, damaged): b"\xff{"})
+    mine = Summary("mine", "extractive")
+    assert caches[1].put("extractive", 100, damaged, mine) == mine
+    assert [cache.get("extractive", 100, damaged) for cache in caches] == [mine, mine]
 
 
 def test_summaries_are_stored_as_json_under_hashed_keys(redis_server: RedisServer) -> None:

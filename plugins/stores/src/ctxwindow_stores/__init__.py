@@ -17,8 +17,8 @@ back, so replicas sharing SQLite or Redis agree (each store's ``put_new``).
 
 Persistent stores never raise from ``get_many``, ``put_many`` or ``put_new``: a cache
 must never be the reason a window fails. A problem (a corrupt, locked or read-only
-file, an unreachable server) is reported once with a ``RuntimeWarning`` naming the place and
-what to do, and the cache carries on with what still works.
+file, an unreachable server) is reported once with a ``RuntimeWarning`` naming the
+place and what to do, and the cache carries on with what still works.
 """
 
 from __future__ import annotations

@@ -102,9 +102,13 @@ class SummaryCache:
         earlier ones were cached, so two replicas can write different ones)."""
         stored = self.store_key(summarizer, target, key)
         value = json.dumps({"text": summary.text, "summarizer": summary.summarizer})
-        held = put_first(self.store, {stored: value.encode("utf-8")}).get(stored)
+        item = {stored: value.encode("utf-8")}
+        held = put_first(self.store, item).get(stored)
         first = _decode(held) if held is not None else None
-        return first if first is not None else summary
+        if first is None:  # what the key held is not a summary (damaged): replace it
+            self.store.put_many(item)
+            return summary
+        return first
 
 
 def _decode(value: bytes) -> Summary | None:
