@@ -239,6 +239,34 @@ def test_a_cut_newest_user_message_reaches_the_stages_cut() -> None:
     assert window.record.decisions[-1].action == "truncated"
 
 
+class SDKMessage:
+    """A message object an SDK returns (read through ``model_dump()``, as the openai
+    SDK's): an agent loop appends the response's message to its history as it is."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def model_dump(self, **_: Any) -> dict[str, Any]:
+        return dict(self.fields)
+
+
+@pytest.mark.parametrize("stages", [["fixed"], [CLEAR, "sliding"]])
+def test_sdk_message_objects_in_the_current_turn_are_pinned_for_the_stages(stages: Any) -> None:
+    call = {"id": "a", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    response = SDKMessage(role="assistant", content=None, tool_calls=[call])
+    messages: list[Any] = [
+        {"role": "system", "content": "agent"},
+        {"role": "user", "content": "task " * 200},
+        {"role": "user", "content": "next"},
+        response,
+        {"role": "tool", "tool_call_id": "a", "content": "x" * 400},
+    ]
+    window = PipelineStrategy(stages=stages).select(messages, 150)
+    assert window.tokens <= 150
+    # the current turn (its exchange pinned for the stages) comes back as passed
+    assert window.messages[-3:] == messages[-3:] and window.messages[-2] is response
+
+
 # -- configuration errors, each naming the stage ---------------------------------------
 def select_with(stages: Any) -> None:
     ctxwindow.from_config({"strategy": "pipeline", "budget": 1000, "stages": stages})

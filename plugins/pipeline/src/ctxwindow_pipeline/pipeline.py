@@ -9,7 +9,7 @@ budget, so the last one guarantees it, and the runner checks the final window to
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple
 
@@ -160,6 +160,15 @@ def _set_aside(selection: Selection, shares: bool) -> Selection:
     return selection
 
 
+def _as_copied(item: Any, position: int, history: History) -> Message | Mapping[str, Any]:
+    """``item`` in a form the stages' input can hold a changed copy of (pinned, or cut by
+    the host): a dict or Message as it is; any other object the core reads (an SDK's
+    message, a model with ``model_dump()``) as the Message the core read from it."""
+    if isinstance(item, (Message, Mapping)):
+        return item
+    return history.messages[position]
+
+
 def _pinned(item: Any) -> Any:
     """A copy of ``item`` pinned, for the stages. What the pipeline's budget must keep
     depends on sizes at some tiers (the task statement, the rest of the current turn),
@@ -236,6 +245,8 @@ class _Run:
             covers = frozenset((unit,))
             for position in span(unit):
                 item = original(position)
+                if position in replaced or unit in pin:
+                    item = _as_copied(item, position, history)
                 if position in replaced:
                     cut = replaced[position]
                     item = cut if isinstance(item, Message) else {**item, **_content(cut)}
