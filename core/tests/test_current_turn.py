@@ -114,6 +114,29 @@ def test_a_tool_result_too_big_for_the_budget_is_cut_head_and_tail_with_a_note()
     assert len(window.messages) > 4
 
 
+def test_the_task_statement_is_weighed_again_once_the_current_turn_is_cut() -> None:
+    """Before the cut, the pending result leaves no room for the task statement; after
+    it, the task fits in what is left, and stays, though an exchange too big for the
+    older share sits between it and the current turn (recency alone would drop it)."""
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        user("TASK: fix ISSUE-4711 in acme/widgets (test_parse_dates)."),
+        calls("c1"),
+        result("c1", "ok " * 3_000),
+        user("Go on."),
+        calls("c2"),
+        result("c2", "FAILED line\n" * 3_000),
+    ]
+    for name in ("newest", "fixed"):
+        window = ctxwindow.select(messages, 2_000, name)
+        assert window.tokens <= 2_000
+        assert messages[1] in window.messages and reasons(window)[1] == TASK
+        assert messages[3] not in window.messages  # the older exchange: too big to stay
+        assert window.messages[-1] is not messages[-1]  # the pending result, cut
+    off = ctxwindow.select(messages, 2_000, "newest", task_statement=False)
+    assert messages[1] not in off.messages
+
+
 def test_a_result_its_images_keep_from_being_cut_leaves_the_others_to_be_cut() -> None:
     """A result whose images alone cost more than the cut size cannot be cut to it; the
     bigger text result beside it still is, and the window fits (found by hypothesis)."""
@@ -132,6 +155,30 @@ def test_a_result_its_images_keep_from_being_cut_leaves_the_others_to_be_cut() -
     assert window.messages[4]["content"].endswith("TAIL: failed")
     assert window.messages[4] is not messages[4]
     assert any(n.startswith("cut the tool result of message 4") for n in window.record.notes)
+
+
+@pytest.mark.parametrize("oversize", ["cut", "truncate"])
+def test_too_small_for_every_cut_says_the_least_budget_that_works(oversize: str) -> None:
+    """Four parallel results that even cut to their markers exceed the budget: the error
+    names the least budget that works (cutting the newest message cannot help)."""
+    messages = [
+        {"role": "system", "content": "agent"},
+        user("task: audit"),
+        calls("a", "b", "c", "d"),
+        result("c", "C" * 200),
+        result("a", "A\n" * 25_000),
+        result("d", "D" * 3_000),
+        result("b", "B" * 40),
+    ]
+    with pytest.raises(BudgetTooSmall) as caught:
+        ctxwindow.select(messages, 100, "newest", oversize=oversize)
+    text = str(caught.value)
+    assert "4 tool result(s)" in text and "cut to their markers" in text
+    assert "oversize='truncate'" not in text and "shorten the system" not in text
+    least = int(text.split("to at least ")[1].split(" tokens", maxsplit=1)[0].replace(",", ""))
+    assert ctxwindow.select(messages, least, "newest", oversize=oversize).tokens <= least
+    with pytest.raises(BudgetTooSmall):
+        ctxwindow.select(messages, least - 1, "newest", oversize=oversize)
 
 
 def test_oversize_raise_names_the_tool_result_that_is_too_big() -> None:

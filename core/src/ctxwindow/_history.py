@@ -574,7 +574,8 @@ class History:
         then the rest of the current turn when it fits in what they leave, else its
         newest tool exchange (the one the model is waiting on) alone; then the task
         statement (the first user message) when it fits in what is left and costs at
-        most a quarter of the budget.
+        most a quarter of the budget (weighed again once the host has cut the current
+        turn's tool results to fit: it stays when it fits in what the cut left).
         """
         return self._must_keep
 
@@ -678,6 +679,18 @@ class History:
             if cost <= room and cost <= self.budget // TASK_SHARE:
                 reasons[unit] = TASK_STATEMENT
         return dict(sorted(reasons.items()))
+
+    def _admit_task_statement(self) -> None:
+        """Weigh the task statement again once the host has cut what must stay (the
+        current turn's tool results): it stays when it fits in what the cut left, as
+        it would have had the turn been that size."""
+        unit = self.task_unit
+        if unit is None or unit in self._must_keep:
+            return
+        cost = self.unit_tokens(unit)
+        if cost <= self.budget - self.must_keep_tokens and cost <= self.budget // TASK_SHARE:
+            reasons = {**self._must_keep, unit: TASK_STATEMENT}
+            self._must_keep = MappingProxyType(dict(sorted(reasons.items())))
 
     def _is_exchange(self, unit: int) -> bool:
         """Whether a unit holds a tool call or result (a reply in words is not one: the

@@ -281,8 +281,24 @@ class Visit:
             self._cut_tool_results()
         needed = history.must_keep_tokens
         if needed <= self.limit:
+            if self.replaced:  # cut to fit: the task statement may fit in what is left
+                history._admit_task_statement()
+                self.must_keep = MappingProxyType(dict(history.must_keep))
             return
         newest = history.newest_user
+        least = self._least_needed(policy) if policy != "raise" else needed
+        truncating_helps = policy == "cut" and self._least_needed("truncate") <= self.limit
+        if self._cut_positions("cut") and least > self.limit and not truncating_helps:
+            # tool results the policy may cut, but no cut can help: say what budget would
+            raise BudgetTooSmall(
+                needed,
+                self.limit,
+                f"to at least {least + self.budget - self.limit:,} tokens: even with "
+                f"{self._cuttable(policy)} cut to their markers, what must stay needs "
+                f"{least:,}",
+                **self._biggest(),
+                least=True,
+            )
         if policy != "truncate" or newest is None:
             raise BudgetTooSmall(needed, self.limit, **self._biggest())
         message = history.messages[newest]
@@ -339,6 +355,38 @@ class Visit:
                 f"{sizes[position]:,} to {history.tokens(position):,} tokens to fit the budget, "
                 f"its head and tail kept; the whole result is in the history you passed"
             )
+
+    def _cut_positions(self, policy: str) -> list[int]:
+        """The must-keep messages ``policy`` may cut: the current turn's tool results,
+        and with 'truncate' the newest user message."""
+        history = self.history
+        found = [
+            position
+            for unit in history.current_turn
+            if unit in history.must_keep
+            for position in history.span(unit)
+            if history.messages[position].role == "tool"
+        ]
+        if policy == "truncate" and history.newest_user is not None:
+            found.append(history.newest_user)
+        return found
+
+    def _least_needed(self, policy: str) -> int:
+        """What the must-keep messages cost at the least ``policy`` allows: each message
+        it may cut cut to its marker alone, where that is cheaper."""
+        history = self.history
+        count = self.counter.count_uncached
+        least = history.must_keep_tokens
+        for position in self._cut_positions(policy):
+            message = history.messages[position]
+            marker = _cut_to(message, 0, tail=message.role == "tool")
+            least -= max(0, history.tokens(position) - count(marker))
+        return least
+
+    def _cuttable(self, policy: str) -> str:
+        """The messages ``policy`` may cut, in words (the current turn has results)."""
+        said = f"the current turn's {len(self._cut_positions('cut'))} tool result(s)"
+        return f"{said} and the newest user message" if policy == "truncate" else said
 
     def _biggest(self) -> dict[str, Any]:
         """The biggest message that must stay, for BudgetTooSmall: in words, and as its
@@ -713,27 +761,35 @@ def _water_level(sizes: Sequence[int], room: int) -> int:
     return sizes[-1] if sizes else 0
 
 
+def _cut_to(message: Message, keep: int, tail: bool) -> Message:
+    """``message`` with ``keep`` characters of its text and a marker saying how many
+    went (with ``tail``: head and tail, a third of what is kept from the end); its other
+    parts (images) stay."""
+    text = message.text
+    others: tuple[ContentPart, ...] = ()
+    if isinstance(message.content, tuple):
+        others = tuple(part for part in message.content if part.text is None)
+    removed = len(text) - keep
+    if tail:
+        end = keep // 3
+        marker = TOOL_CUT_MARKER.format(removed=removed)
+        marked = text[: keep - end] + marker + (text[len(text) - end :] if end else "")
+    else:
+        marked = text[:keep] + TRUNCATION_MARKER.format(removed=removed)
+    content: Any = (ContentPart("text", marked), *others) if others else marked
+    metadata = {**message.metadata, "truncated": True}
+    return dataclasses.replace(message, content=content, metadata=metadata)
+
+
 def _truncate(
     message: Message, room: int, count: Callable[[Message], int], tail: bool = False
 ) -> Message | None:
     """The longest head of the message's text (with ``tail``: head and tail, a third of
     what is kept from the end), with a marker, that costs <= ``room``."""
     text = message.text
-    others: tuple[ContentPart, ...] = ()
-    if isinstance(message.content, tuple):
-        others = tuple(part for part in message.content if part.text is None)
 
     def cut(keep: int) -> Message:
-        removed = len(text) - keep
-        if tail:
-            end = keep // 3
-            marker = TOOL_CUT_MARKER.format(removed=removed)
-            marked = text[: keep - end] + marker + (text[len(text) - end :] if end else "")
-        else:
-            marked = text[:keep] + TRUNCATION_MARKER.format(removed=removed)
-        content: Any = (ContentPart("text", marked), *others) if others else marked
-        metadata = {**message.metadata, "truncated": True}
-        return dataclasses.replace(message, content=content, metadata=metadata)
+        return _cut_to(message, keep, tail)
 
     low, high = 0, len(text)
     if count(cut(0)) > room:

@@ -153,6 +153,7 @@ class BudgetTooSmall(CtxWindowError, ValueError):
         *,
         position: int | None = None,
         biggest_tokens: int | None = None,
+        least: bool = False,
     ) -> None:
         self.needed = needed
         self.budget = budget
@@ -163,10 +164,12 @@ class BudgetTooSmall(CtxWindowError, ValueError):
             "pass oversize='truncate' to cut the newest user message's text with a marker"
         )
         named = f"; the biggest is {biggest}" if biggest else ""
+        # ``least``: ``detail`` says how far to raise the budget, as nothing else helps
+        remedy = f"the budget {advice}" if least else f"the budget, or {advice}"
         super().__init__(
             f"the messages that must be kept (system, pinned, newest user, the current "
             f"turn's newest exchange) need {needed} tokens but the budget leaves "
-            f"{budget}{named}; raise the budget, or {advice}"
+            f"{budget}{named}; raise {remedy}"
         )
 
 
