@@ -79,6 +79,29 @@ def test_select_takes_settings_from_a_config_file(run: Run, tmp_path: Path) -> N
     assert len(window) < len(original)
 
 
+def test_strategy_flag_sets_aside_the_config_strategys_own_options(
+    run: Run, tmp_path: Path
+) -> None:
+    """A config written for one strategy (with its options) still serves another named
+    by --strategy: its budget, counter and visit bounds apply, and the options the other
+    strategy takes too; the rest is set aside, and --explain says so."""
+    config = tmp_path / "ctxwindow.toml"
+    config.write_text('strategy = "bare-newest"\nbudget = 300\ntime_limit = 5\nmax_messages = 40\n')
+    result = run("select", str(EXAMPLE), "--config", str(config), "-s", "newest", "--explain")
+    assert result.returncode == 0, result.stderr
+    original = json.loads(EXAMPLE.read_text())
+    same = ctxwindow.select(original, 300, "newest", time_limit=5)
+    assert json.loads(result.stdout) == same.messages
+    assert "its options for strategy 'bare-newest' (max_messages) set aside" in result.stderr
+    # the config's own strategy still gets them, and rejects the one it does not know
+    plain = run("select", str(EXAMPLE), "--config", str(config))
+    assert plain.returncode != 0 and "max_messages" in plain.stderr
+    # an option the other strategy takes too stays, checked as ever
+    config.write_text('strategy = "bare-newest"\nbudget = 300\noversize = "bogus"\n')
+    bogus = run("select", str(EXAMPLE), "--config", str(config), "-s", "newest")
+    assert bogus.returncode != 0 and "'oversize' must be one of" in bogus.stderr
+
+
 @pytest.mark.parametrize(
     ("content", "expected"),
     [

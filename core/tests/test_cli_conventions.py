@@ -490,6 +490,28 @@ def test_a_hook_that_raises_is_logged(
     )
 
 
+def test_an_unknown_strategy_names_the_plugins_that_failed(
+    ctxwindow_register: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The strategy asked for may be a broken plugin's: the error, and the table of
+    strategies, say which plugins failed and why, not only what is installed."""
+
+    class Broken:
+        @ctxwindow.hookimpl
+        def register_strategies(self, register: Any) -> None:
+            raise RuntimeError("no strategies today")
+
+    ctxwindow_register(Broken(), name="questions", distribution="ctxwindow-questions")
+    with pytest.raises(ctxwindow.UnknownStrategy) as raised:
+        ctxwindow.select([{"role": "user", "content": "hi"}], 100, "questions")
+    [failed] = [f for f in raised.value.failed if "ctxwindow-questions" in f]
+    assert "RuntimeError: no strategies today" in failed
+    assert "failed to load" in str(raised.value) and failed in str(raised.value)
+    assert main(["strategies"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "ctxwindow-questions" in shown and "no strategies today" in shown
+
+
 def test_the_library_prints_no_log_output_by_default() -> None:
     code = (
         "import ctxwindow\n"

@@ -19,14 +19,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ctxwindow._config import HOST_KEYS, check_keys, find_config_file, from_config, load_config_file
+from ctxwindow._config import (
+    HOST_KEYS,
+    VISIT_KEYS,
+    check_keys,
+    find_config_file,
+    from_config,
+    load_config_file,
+)
+from ctxwindow._contract import declared_options
 from ctxwindow._plugins import (
     core_version,
     describe_strategies,
+    failed_plugins,
     get_plugins,
     install_hint,
     plugin_problems,
     plugins,
+    strategy_class,
     strategy_entry,
 )
 from ctxwindow._requests import read_request
@@ -155,7 +165,10 @@ def _parser() -> argparse.ArgumentParser:
         help="messages file: JSON array or JSONL, or a request body; '-' for stdin",
     )
     select.add_argument(
-        "--strategy", "-s", help="strategy name (default: from config, else 'fixed')"
+        "--strategy",
+        "-s",
+        help="strategy name (default: from config, else 'fixed'); naming another than the "
+        "config's sets aside the config's options for that one",
     )
     select.add_argument("--budget", "-b", type=int, help="token budget (default: from config)")
     select.add_argument(
@@ -299,6 +312,9 @@ def _strategies(args: argparse.Namespace) -> int:
         conflicts = [s["conflict"] for s in described if s["conflict"]]
         for conflict in conflicts:
             print(textwrap.fill(conflict, width, initial_indent="(!) ", subsequent_indent="    "))
+        for failed in failed_plugins():  # its strategies are missing from the table
+            said = f"failed to load or register, so its strategies may be missing: {failed}"
+            print(textwrap.fill(said, width, initial_indent="(!) ", subsequent_indent="    "))
         if not args.verbose:
             if described:
                 print("\nOptions: ctxwindow strategies NAME, or --verbose for all.")
@@ -340,6 +356,7 @@ def _select(args: argparse.Namespace) -> int:
         config, used = ({}, None) if found is None else (found[1], found[0])
     if used is not None:
         logger.info("config from %s", used)
+    set_aside = _other_strategys_options(config, args.strategy)
     for key, value in (
         ("strategy", args.strategy),
         ("budget", args.budget),
@@ -372,10 +389,30 @@ def _select(args: argparse.Namespace) -> int:
             else "config: none (no ctxwindow.toml or [tool.ctxwindow] here)"
         )
         print(window.record.explain(), file=sys.stderr)
+        if set_aside:
+            source += f"; {set_aside}"
         print(source, file=sys.stderr)  # last: the record's table opens the output
     if args.record:
         _write(args.record, json.dumps(window.record.to_dict(), indent=2), "--record")
     return 0
+
+
+def _other_strategys_options(config: dict[str, Any], strategy: str | None) -> str:
+    """Take out of ``config`` the options of its strategy when --strategy names another
+    (they are that strategy's, and another would reject them); the budget, the counter,
+    the visit bounds and the options the other strategy takes too (``oversize``, say)
+    stay. Says what was set aside, if any."""
+    configured = config.get("strategy")
+    if strategy is None or configured is None or configured == strategy:
+        return ""
+    takes = (option.name for option in declared_options(strategy_class(strategy)))
+    shared = {*HOST_KEYS, *VISIT_KEYS, *takes}
+    other = sorted(key for key in config if key not in shared)
+    for key in other:
+        del config[key]
+    if not other:
+        return ""
+    return f"its options for strategy {configured!r} ({', '.join(other)}) set aside for --strategy"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

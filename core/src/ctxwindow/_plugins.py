@@ -608,8 +608,19 @@ def strategy_entry(name: str) -> Registered:
             install_hint("strategy", name),
             [f"{dist} ({variable})" for dist, variable in sorted(current.skipped.items())],
             known=sorted(_hints().get("strategy", {})),
+            failed=failed_plugins(),
         )
     return entry
+
+
+def failed_plugins() -> list[str]:
+    """The plugins that failed to load or in a hook, one line each ("name from
+    distribution: error"): what a lookup that found nothing should name."""
+    return [
+        f"{info.name!r} from {info.distribution}: {info.error}"
+        for info in get_plugins()
+        if info.error
+    ]
 
 
 def strategy_class(name: str) -> Any:

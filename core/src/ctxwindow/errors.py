@@ -78,12 +78,16 @@ class UnknownStrategy(CtxWindowError, LookupError):
         install_hint: str | None,
         skipped: Sequence[str] = (),
         known: Sequence[str] = (),
+        failed: Sequence[str] = (),
     ) -> None:
         self.name = name
         self.installed = tuple(installed)
         self.install_hint = install_hint
         #: Installed plugins the environment kept from loading, "distribution (VARIABLE)".
         self.skipped = tuple(skipped)
+        #: Installed plugins that failed to load or register, "name from distribution:
+        #: error": the strategy asked for may be one of theirs.
+        self.failed = tuple(failed)
         #: The installed name (else a first-party one from ``known``) closest to ``name``.
         self.suggestion = closest(name, self.installed) or closest(name, known)
         have = ", ".join(self.installed) if self.installed else "none"
@@ -98,6 +102,11 @@ class UnknownStrategy(CtxWindowError, LookupError):
             text += f". {name!r} is a first-party strategy: install it with `{install_hint}`"
         if self.skipped:
             text += f". Not loaded because of the environment: {', '.join(self.skipped)}"
+        if self.failed:
+            text += (
+                f". Plugins that failed to load (details: `ctxwindow plugins`): "
+                f"{'; '.join(self.failed)}"
+            )
         super().__init__(text)
 
 
