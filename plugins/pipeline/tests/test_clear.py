@@ -83,6 +83,41 @@ def test_min_tokens_spares_small_results_and_keep_recent_counts_results() -> Non
     assert messages[3] in window.messages and messages[15] in window.messages
 
 
+def blocked_by_a_newest_result() -> list[dict]:
+    """Ten older results, then one among the newest too big for any budget below, then
+    a new question: keep_recent protects the big one."""
+    messages = agent(10, words=200)
+    messages.append({"role": "user", "content": "Now the big one."})
+    messages.append(call("big", "search", query="everything"))
+    messages.append(output("big", 8_000, "big"))
+    messages.append({"role": "assistant", "content": "That was a lot."})
+    messages.append({"role": "user", "content": "What did we learn?"})
+    return messages
+
+
+@pytest.mark.parametrize("stages", [None, ["clear_tool_outputs", "fixed"]])
+def test_a_protected_result_too_big_to_stay_is_cleared_not_the_end_of_the_window(
+    stages: list[str] | None,
+) -> None:
+    messages = blocked_by_a_newest_result()
+    budget = 3_000
+    if stages is None:
+        window = ClearToolOutputs().select(messages, budget)
+    else:
+        window = ctxwindow.select(messages, budget, "pipeline", stages=stages)
+    assert window.tokens <= budget
+    stubs = cleared(window)
+    assert "big" in [d["tool_call_id"] for d in stubs]  # cleared, though the newest result
+    # the older exchanges (their calls, with stubs or whole) stay, not just the must-keep
+    assert sum(1 for m in window.messages if m.get("tool_calls")) >= 8
+    position = len(messages) - 3  # the big result's
+    big = next(d for d in window.record.decisions if position in d.positions)
+    assert "among the newest keep_recent results" in big.reason
+    # a result among the newest that fits stays whole
+    fits = ClearToolOutputs().select(messages[:-5] + messages[-1:], budget)
+    assert all(d["tool_call_id"] not in ("call_9", "call_8", "call_7") for d in cleared(fits))
+
+
 def test_parallel_calls_clear_only_the_large_result_and_keep_the_small_one() -> None:
     messages = [
         {"role": "system", "content": "Agent."},

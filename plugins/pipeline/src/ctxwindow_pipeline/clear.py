@@ -20,6 +20,10 @@ STUB = "[tool output of {tool} ({call_id}) cleared by ctxwindow: {tokens:,} toke
 KEPT = "not an old, large tool output"
 FITS_AFTER = "among the most recent units that fit once tool outputs were cleared"
 DROPPED = "outside the most recent units that fit once tool outputs were cleared"
+TOO_BIG = (
+    "cleared though among the newest keep_recent results: its exchange is bigger than "
+    "what the budget leaves once the must-keep messages are in"
+)
 
 
 @dataclass(frozen=True)
@@ -40,9 +44,11 @@ class ClearToolOutputs(BaseStrategy):
     ``min_tokens`` becomes ``[tool output of <tool> (<call id>) cleared by ctxwindow:
     <n> tokens]``: still a tool message answering the same call, which stays, so the
     exchange remains valid for every provider. A stub is made only where it is cheaper
-    than the result. Alone it then drops the oldest units if the history
-    still does not fit; as a ``pipeline`` stage before others it only clears (see
-    :meth:`transform`) and leaves the fitting to the stages after it.
+    than the result. One of the newest results is cleared too when its exchange is
+    bigger than the budget leaves: kept whole it could not be. Alone it then drops the
+    oldest units if the history still does not fit; as a ``pipeline`` stage before
+    others it only clears (see :meth:`transform`) and leaves the fitting to the stages
+    after it.
     """
 
     name = "clear_tool_outputs"
@@ -51,7 +57,9 @@ class ClearToolOutputs(BaseStrategy):
             "keep_recent",
             int,
             3,
-            "The newest this many tool results stay whole (counted in results, newest first).",
+            "The newest this many tool results stay whole (counted in results, newest "
+            "first), unless one's exchange is bigger than the budget leaves once the "
+            "must-keep messages are in.",
             minimum=0,
         ),
         Option(
@@ -117,7 +125,10 @@ class ClearToolOutputs(BaseStrategy):
     def _units(self, history: History) -> Iterator[tuple[int, Clearing | None]]:
         """Each unit, newest first, with how to clear it (None: as it is). A result is
         cleared when it is older than the newest ``keep_recent`` results (must-keep
-        units' included), costs at least ``min_tokens``, and is not must-keep.
+        units' included), costs at least ``min_tokens``, and is not must-keep; one of
+        the newest is cleared too when its exchange is bigger than the budget leaves
+        once the must-keep units are in (kept whole it could not be, and the newest
+        units that fit would end before it, with nothing older).
 
         A unit's first message is never a tool result (results join the unit of the
         call they answer), so a unit of one message is passed over unread."""
@@ -125,22 +136,28 @@ class ClearToolOutputs(BaseStrategy):
         min_tokens: int = self.options["min_tokens"]
         memo = self._memo_of(history)
         messages, span_of, must_keep = history.messages, history.span, history.must_keep
+        room = history.budget - history.must_keep_tokens  # the most any older unit gets
         seen = 0
         for unit in range(len(history.units) - 1, -1, -1):
             span = span_of(unit)
             if len(span) == 1:
                 yield unit, None
                 continue
-            chosen = []
+            chosen: list[int] = []
+            protected: list[int] = []  # among the newest keep_recent results
             for position in range(span.stop - 1, span.start, -1):
                 if messages[position].role != "tool":
                     continue
                 seen += 1
-                if seen <= keep_recent or unit in must_keep:
+                if unit in must_keep or history.tokens(position) < min_tokens:
                     continue
-                if history.tokens(position) >= min_tokens:
-                    chosen.append(position)
-            yield unit, memo.clearing(history, unit, sorted(chosen)) if chosen else None
+                (protected if seen <= keep_recent else chosen).append(position)
+            clearing = memo.clearing(history, unit, sorted(chosen)) if chosen else None
+            if protected:
+                cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
+                if cost > room:  # never kept whole: it would only end the window here
+                    clearing = _too_big(memo.clearing(history, unit, sorted(chosen + protected)))
+            yield unit, clearing
 
     def _memo_of(self, history: History) -> _Memo:
         with self._lock:
@@ -148,6 +165,13 @@ class ClearToolOutputs(BaseStrategy):
             if memo is None or memo.counter is not history.counter:
                 memo = self._memos[history.conversation] = _Memo(history.counter)
             return memo
+
+
+def _too_big(clearing: Clearing | None) -> Clearing | None:
+    """A clearing of results ``keep_recent`` protects, saying why they went."""
+    if clearing is None:
+        return None
+    return replace(clearing, reason=f"{clearing.reason}; {TOO_BIG}")
 
 
 class _Memo:
