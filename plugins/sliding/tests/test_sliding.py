@@ -58,7 +58,7 @@ def test_keeps_the_old_fact_that_fixed_loses_in_chronological_order() -> None:
     assert positions == sorted(positions)
     kept = decision(sliding, fact)
     assert kept.action == "kept"
-    assert kept.reason.startswith("important (score ")
+    assert kept.reason.startswith("important (rank ")
     assert kept.score is not None and kept.score >= 1.0  # the best match, scaled to 1
     dropped = [d for d in sliding.record.decisions if d.action == "dropped"]
     assert dropped and all((d.score or 0.0) < kept.score for d in dropped)
@@ -239,7 +239,7 @@ def test_a_third_party_scorer_registered_by_hook_is_selected_by_name(
     assert strategy.scorer.name == "longest x2" and third_party == ["2"]
     window = strategy.select(messages, 250)
     assert messages[long_one] in window.messages
-    assert decision(window, long_one).reason == "important (score 1)"
+    assert decision(window, long_one).reason == "important (rank 1)"
     longest = len(messages[long_one]["content"])
     for dropped in (d for d in window.record.decisions if d.action == "dropped"):
         text = messages[dropped.positions[0]]["content"]
@@ -318,7 +318,7 @@ def test_the_readme_scorer_example_works(ctxwindow_register: Any) -> None:
     long_one = at(messages, "a30")
     messages[long_one] = {**messages[long_one], "content": "A long story. " * 12}
     window = SlidingWindow(scorer="longest").select(messages, 200)
-    assert decision(window, long_one).reason == "important (score 1)"
+    assert decision(window, long_one).reason == "important (rank 1)"
 
 
 @pytest.mark.parametrize("value", [10**400, -(10**400), float("nan"), float("inf")])

@@ -224,10 +224,11 @@ class SlidingWindow(BaseStrategy):
         candidates = self._candidates(history, scores, before, coverage)
 
         def reason(rank: int, unit: int, added: int) -> str:
-            score = scores.get(unit, 0.0)
+            # the score itself is the decision's (Decision.score), shown beside the reason
+            where = f"rank {rank + 1}" if rank >= 0 else "ranked"
             if coverage is None:
-                return f"important (score {score:.3g})"
-            return f"important (score {score:.3g}, adds {added} identifiers)"
+                return f"important ({where})"
+            return f"important ({where}, adds {added} identifiers)"
 
         return keep_best(
             history,
