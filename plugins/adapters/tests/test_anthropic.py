@@ -231,14 +231,55 @@ def test_user_first_removes_leading_assistant_turns() -> None:
     assert free.messages[0]["role"] == "assistant"  # what Anthropic's own API accepts
     window = adapter.select(messages, 260, **plain)
     first = window.messages[0]
-    assert first["role"] == "user" and isinstance(first["content"], str)
-    removed = len(free.messages) - len(window.messages)
-    assert removed > 0 and window.messages == free.messages[removed:]
+    # the first user turn in words: a question, or the follow-up that shared a turn
+    # with older results (sent with its words alone, those results gone with their call)
+    assert first["role"] == "user" and not results_of(first)
+    removed = len(free.messages) - len(window.messages) + 1
+    assert removed > 1 and window.messages[1:] == free.messages[removed:]
     check_messages(window.messages)
-    assert window.record.notes[-1].startswith(f"removed {removed} more message(s)")
+    assert window.record.notes[-1].startswith("removed ")
     assert window.record.tokens_after < free.record.tokens_after
     reasons = [d.reason for d in window.record.decisions if "user_first" in d.reason]
     assert reasons and all(d.startswith("among the most recent") for d in reasons)
+
+
+def test_user_first_opens_on_a_turn_that_answers_tools_and_asks_anew() -> None:
+    """The first kept user turn carries an older call's result and new words: the
+    call's exchange goes, and that turn comes back with its words alone, so the window
+    still starts with the user (no item opens a turn as it was)."""
+
+    def use(call_id: str) -> dict[str, Any]:
+        block = {"type": "tool_use", "id": call_id, "name": "grep", "input": {"q": call_id}}
+        return {"role": "assistant", "content": [block]}
+
+    messages = [
+        {"role": "user", "content": "TASK: fix the bug. " + "context " * 400},
+        use("t1"),
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "small"},
+                {"type": "text", "text": "Please continue."},
+            ],
+        },
+        use("t2"),
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "two"}],
+        },
+    ]
+    before = copy.deepcopy(messages)
+    free = adapter.select(messages, 200, "fixed", user_first=False)
+    assert [m["role"] for m in free.messages] == ["assistant", "user", "assistant", "user"]
+    window = adapter.select(messages, 200, "fixed")
+    assert window.messages[0] == {"role": "user", "content": [messages[2]["content"][1]]}
+    assert window.messages[1:] == messages[3:]
+    check_messages(window.messages)
+    assert messages == before  # the caller's turn is rebuilt, not edited
+    exchange = next(d for d in window.record.decisions if d.positions == (1, 2))
+    assert exchange.action == "dropped" and "user_first" in exchange.reason
+    assert window.record.notes[-1].startswith("removed 2 more message(s)")
+    assert window.record.tokens_after < free.record.tokens_after
 
 
 def results_of(message: Any) -> dict[str, Any]:

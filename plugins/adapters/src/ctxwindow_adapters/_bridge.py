@@ -103,10 +103,15 @@ class Converted(Generic[T]):
 @dataclass(frozen=True)
 class Trim:
     """A last pass over a window in the framework's shape: ``remove(window)`` gives the
-    indices to take out (whole units only), and ``reason`` says why, for the record."""
+    indices to take out (whole units only), and ``reason`` says why, for the record.
+    ``before(messages)``, when given, runs first on the window's ctxwindow messages and
+    gives the indices of those to take out (whole units): where an item holds parts of
+    two units (an Anthropic user turn with a tool result and new words), the item is
+    rebuilt from the parts that stay."""
 
     remove: Callable[[list[Any]], set[int]]
     reason: str
+    before: Callable[[Sequence[Message]], set[int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,11 @@ def finish(
     trim: Trim | None,
 ) -> Window[Any]:
     """The window as the framework's items, with the record in the caller's positions."""
+    early = trim.before(window.messages) if trim and trim.before else set()
+    taken_early = [_Slot(None, messages=[window.messages[i]]) for i in sorted(early)]
+    if early:
+        kept = [message for i, message in enumerate(window.messages) if i not in early]
+        window = Window(kept, window.record)
     alone = _items_alone(window.messages, converted)
     if alone is not None:  # the common case: each a whole item, given back as it is
 
@@ -264,7 +274,7 @@ def finish(
 
         output = _items(slots, converted, shape)
     gone = trim.remove(output) if trim else set()
-    trimmed = [slot(number) for number in sorted(gone)]
+    trimmed = [*taken_early, *(slot(number) for number in sorted(gone))]
     if gone:
         output = [entry for number, entry in enumerate(output) if number not in gone]
     record = _record(window.record, converted, shape, len(output), trimmed, windower, trim)
@@ -382,6 +392,14 @@ def _record(
     removed = {slot.item for slot in trimmed if slot.item is not None}
     why = trim.reason if trim else ""
     gone = {id(m): m for slot in trimmed for m in slot.messages}
+    # positions of the messages taken out before the items were built (Trim.before)
+    early = {
+        position
+        for slot in trimmed
+        if slot.item is None
+        for position in map(converted.position_of, slot.messages)
+        if position is not None
+    }
     freed = sum(windower.counter.count_message(m) for m in gone.values())
     inner = record
 
@@ -390,7 +408,8 @@ def _record(
         for decision in inner.decisions:
             positions = sorted({item for p in decision.positions for item in sources[p]})
             action, reason = decision.action, decision.reason
-            if removed and removed.intersection(positions) and action != "dropped":
+            taken = removed.intersection(positions) or early.intersection(decision.positions)
+            if taken and action != "dropped":
                 action, reason = "dropped", f"{reason}; then removed: {why}"
             out.append(
                 dataclasses.replace(

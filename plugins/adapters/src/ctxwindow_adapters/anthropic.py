@@ -309,5 +309,20 @@ def _before_first_user(window: list[Any]) -> set[int]:
     return {i for i in range(first) if window[i].get("role") != "system"}
 
 
+def _units_before_first_words(messages: Sequence[Message]) -> set[int]:
+    """The window's messages before its first user message in words (not a tool
+    result), instructions aside: the assistant turns and the tool results answering
+    them, which a user turn that also carries words (results, then a new request) would
+    otherwise drag in front of it. None when no user message has words."""
+    first = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+    if first is None:
+        return set()
+    return {i for i in range(first) if messages[i].role not in ("system", "developer")}
+
+
 SHAPE: Shape[Any] = Shape("anthropic", _rebuild, _made)
-USER_FIRST = Trim(_before_first_user, "a request starts with a user message (user_first)")
+USER_FIRST = Trim(
+    _before_first_user,
+    "a request starts with a user message (user_first)",
+    before=_units_before_first_words,
+)
