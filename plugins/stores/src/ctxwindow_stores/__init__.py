@@ -1,8 +1,9 @@
 """Key-value stores for caches: bytes in, bytes out, never pickle.
 
 Caches (embeddings, summaries) name an entry by a key built with :func:`cache_key`,
-``ctxwindow:v1:<kind>:<model or summarizer>:<content hash>``, so message text never
-appears in a key, and store values they encode themselves (raw float32, JSON).
+``ctxwindow:v1:<kind>:<model or summarizer>:<digest>`` (a summary's digest is its size
+and a hash of what it covers), so message text never appears in a key, and store values
+they encode themselves (raw float32, JSON).
 
 :func:`open_store` turns a cache option into a store:
 
@@ -90,7 +91,8 @@ def content_hash(*parts: str) -> str:
 
 def cache_key(kind: str, namespace: str, digest: str) -> str:
     """``ctxwindow:v1:<kind>:<namespace>:<digest>``; ``namespace`` is the model or
-    summarizer the value came from, so entries of two models never meet."""
+    summarizer the value came from, so entries of two models never meet; ``digest``
+    is the content's hash (a summary's: ``<size>:<hash>``)."""
     return f"{KEY_PREFIX}:{kind}:{namespace}:{digest}"
 
 
