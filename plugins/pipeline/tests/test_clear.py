@@ -118,6 +118,21 @@ def test_a_protected_result_too_big_to_stay_is_cleared_not_the_end_of_the_window
     assert all(d["tool_call_id"] not in ("call_9", "call_8", "call_7") for d in cleared(fits))
 
 
+def test_a_protected_result_the_room_left_cannot_hold_is_cleared_and_older_units_follow() -> None:
+    """keep_recent's newest results stay whole where they fit; one that fits the budget
+    but not the room the newer units left is cleared instead of ending the window."""
+    messages = agent(5, words=200)
+    window = ClearToolOutputs().select(messages, 1_300)
+    assert window.tokens <= 1_300
+    assert messages[15] in window.messages  # call_3's result: protected, and it fits
+    by_positions = {d.positions: d for d in window.record.decisions}
+    squeezed = by_positions[(10, 11)]  # call_2's: protected, but no room left for it whole
+    assert squeezed.action == "replaced"
+    assert squeezed.reason.endswith("did not fit whole in the room the newer units left")
+    # the older exchanges follow, cleared: nothing dropped
+    assert window.record.count("dropped") == 0 and len(window.messages) == len(messages)
+
+
 def test_parallel_calls_clear_only_the_large_result_and_keep_the_small_one() -> None:
     messages = [
         {"role": "system", "content": "Agent."},

@@ -24,6 +24,10 @@ TOO_BIG = (
     "cleared though among the newest keep_recent results: its exchange is bigger than "
     "what the budget leaves once the must-keep messages are in"
 )
+NO_ROOM_LEFT = (
+    "cleared though among the newest keep_recent results: its exchange did not fit whole "
+    "in the room the newer units left"
+)
 
 
 @dataclass(frozen=True)
@@ -86,11 +90,11 @@ class ClearToolOutputs(BaseStrategy):
 
     def plan(self, history: History) -> list[Clearing]:
         """The exchanges to clear, oldest first: only those the stubs make cheaper."""
-        return [clearing for _, clearing in reversed(list(self._units(history))) if clearing]
+        return [clearing for _, clearing, _ in reversed(list(self._units(history))) if clearing]
 
     def engages_within_budget(self, history: History) -> bool:
         """With ``when='always'``, clear even though everything fits."""
-        return self.options["when"] == "always" and any(c for _, c in self._units(history))
+        return self.options["when"] == "always" and any(c for _, c, _ in self._units(history))
 
     def transform(self, history: History) -> Selection:
         """Clear, and keep everything else, even if the window is still over budget.
@@ -99,7 +103,7 @@ class ClearToolOutputs(BaseStrategy):
         fit the budget, with the cleared history as their input.
         """
         selection = history.selection()
-        units = [(u, c) for u, c in self._units(history) if u not in history.must_keep]
+        units = [(u, c) for u, c, _ in self._units(history) if u not in history.must_keep]
         _apply(selection, units, KEPT)
         return selection
 
@@ -110,10 +114,15 @@ class ClearToolOutputs(BaseStrategy):
         selection = history.selection()
         room = history.budget - history.must_keep_tokens
         units: list[tuple[int, Clearing | None]] = []
-        for unit, clearing in self._units(history):
+        for unit, planned, protected in self._units(history):
             if unit in history.must_keep:
                 continue
+            clearing = planned
             cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
+            if cost > room and protected:  # kept whole it would end the window here
+                memo = self._memo_of(history)
+                clearing = _with_protected(history, memo, planned, protected) or planned
+                cost = clearing.tokens_after if clearing else cost
             if cost > room:
                 selection.default_reason = DROPPED
                 break
@@ -122,13 +131,15 @@ class ClearToolOutputs(BaseStrategy):
         _apply(selection, units, FITS_AFTER if selection.default_reason == DROPPED else KEPT)
         return selection
 
-    def _units(self, history: History) -> Iterator[tuple[int, Clearing | None]]:
+    def _units(self, history: History) -> Iterator[tuple[int, Clearing | None, list[int]]]:
         """Each unit, newest first, with how to clear it (None: as it is). A result is
         cleared when it is older than the newest ``keep_recent`` results (must-keep
         units' included), costs at least ``min_tokens``, and is not must-keep; one of
         the newest is cleared too when its exchange is bigger than the budget leaves
         once the must-keep units are in (kept whole it could not be, and the newest
-        units that fit would end before it, with nothing older).
+        units that fit would end before it, with nothing older). Each comes with its
+        results the newest ``keep_recent`` protect and this did not clear (for
+        :meth:`choose`, which clears them too where the room left is too small).
 
         A unit's first message is never a tool result (results join the unit of the
         call they answer), so a unit of one message is passed over unread."""
@@ -141,7 +152,7 @@ class ClearToolOutputs(BaseStrategy):
         for unit in range(len(history.units) - 1, -1, -1):
             span = span_of(unit)
             if len(span) == 1:
-                yield unit, None
+                yield unit, None, []
                 continue
             chosen: list[int] = []
             protected: list[int] = []  # among the newest keep_recent results
@@ -156,8 +167,9 @@ class ClearToolOutputs(BaseStrategy):
             if protected:
                 cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
                 if cost > room:  # never kept whole: it would only end the window here
-                    clearing = _too_big(memo.clearing(history, unit, sorted(chosen + protected)))
-            yield unit, clearing
+                    wider = _with_protected(history, memo, clearing, protected, TOO_BIG)
+                    clearing, protected = wider or clearing, []
+            yield unit, clearing, protected
 
     def _memo_of(self, history: History) -> _Memo:
         with self._lock:
@@ -167,11 +179,20 @@ class ClearToolOutputs(BaseStrategy):
             return memo
 
 
-def _too_big(clearing: Clearing | None) -> Clearing | None:
-    """A clearing of results ``keep_recent`` protects, saying why they went."""
-    if clearing is None:
-        return None
-    return replace(clearing, reason=f"{clearing.reason}; {TOO_BIG}")
+def _with_protected(
+    history: History,
+    memo: _Memo,
+    clearing: Clearing | None,
+    protected: list[int],
+    why: str = NO_ROOM_LEFT,
+) -> Clearing | None:
+    """``clearing`` widened to the ``protected`` results of its unit, saying why they
+    went (None: no stub saves anything)."""
+    unit = history.unit_of(protected[0])
+    assert unit is not None
+    cleared = sorted({*(clearing.stubs if clearing else ()), *protected})
+    wider = memo.clearing(history, unit, cleared)
+    return None if wider is None else replace(wider, reason=f"{wider.reason}; {why}")
 
 
 class _Memo:
