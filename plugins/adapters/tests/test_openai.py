@@ -229,6 +229,45 @@ def test_responses_strategies_give_valid_input(server, strategy: str) -> None:
     assert bodies[-1][1]["input"] == window.messages
 
 
+def interleaved_history(turns: int) -> list[dict[str, Any]]:
+    """A reasoning model's parallel calls, each output put right after its call (as
+    many agent loops append them), turn after turn."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "audit the service"}]
+    for t in range(turns):
+        items.append(
+            {"type": "reasoning", "id": f"rs_{t}", "summary": [], "encrypted_content": "e"}
+        )
+        for call in ("a", "b"):
+            call_id = f"{call}{t}"
+            items.append(
+                {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id,
+                 "name": "read", "arguments": json.dumps({"path": f"{call_id}.py"})}
+            )  # fmt: skip
+            items.append({"type": "function_call_output", "call_id": call_id, "output": "x " * 60})
+    items.append({"role": "user", "content": "and now?"})
+    return items
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding", "clear_tool_outputs"])
+@pytest.mark.parametrize("budget", [150, 300, 600])
+def test_responses_parallel_calls_with_outputs_between_keep_their_reasoning(
+    strategy: str, budget: int
+) -> None:
+    items = interleaved_history(6)
+    window = responses.select(items, budget, strategy)
+    kept = window.messages
+    positions = [next(p for p, i in enumerate(items) if i is m) for m in kept]
+    assert positions == sorted(positions)  # the caller's order
+    check_pairs(kept)
+    for position in positions:  # a kept call's response keeps its reasoning item
+        if items[position].get("type") == "function_call":
+            reasoning = max(p for p in range(position) if items[p].get("type") == "reasoning")
+            assert reasoning in positions, (position, reasoning)
+    pydantic.TypeAdapter(ResponseInputParam).validate_python(kept)
+    turn = next(d for d in window.record.decisions if 1 in d.positions)
+    assert turn.positions == (1, 2, 3, 4, 5)  # one response: reasoning, calls, outputs
+
+
 def test_responses_sdk_objects_come_back_as_themselves() -> None:
     items = responses_history(6)
     for index, item in enumerate(items):
@@ -436,8 +475,9 @@ def test_responses_grown_item_by_item_reads_only_the_new_items(
     """Each item kind in turn (a user message, reasoning, calls, outputs, an answer):
     the new item is read, with the run of model output it may continue, and the window
     is a first read's."""
-    # at most the new item and the run it continues: reasoning and two calls
-    counted_reads(responses).check_growth(responses_history(14), 450, strategy, most=4)
+    # at most the new item and the response it may continue: reasoning, two calls and
+    # their outputs (a call after them would belong to that response)
+    counted_reads(responses).check_growth(responses_history(14), 450, strategy, most=6)
 
 
 def test_responses_an_item_changed_in_place_is_read_again(counted_reads: Any) -> None:

@@ -325,7 +325,24 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
                 slot.cut = cut
             if stand_in is not None:
                 slot.stand_ins.append(stand_in)
-    return slots
+    return _in_item_order(slots)
+
+
+def _in_item_order(slots: list[_Slot]) -> list[_Slot]:
+    """The caller's items in the caller's order between made messages: a Message read
+    from several items (a Responses turn whose outputs the caller put between its
+    calls) lays its items out before the outputs read after it."""
+    out: list[_Slot] = []
+    group: list[_Slot] = []
+    for slot in slots:
+        if slot.item is None:
+            out.extend(sorted(group, key=lambda s: s.item or 0))
+            out.append(slot)
+            group = []
+        else:
+            group.append(slot)
+    out.extend(sorted(group, key=lambda s: s.item or 0))
+    return out
 
 
 def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> list[Any]:

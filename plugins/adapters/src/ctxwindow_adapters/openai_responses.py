@@ -124,29 +124,65 @@ def read_items(items: Sequence[Any]) -> Converted[Any]:
 
 def _read_from(items: Sequence[Any], start: int, converted: Converted[Any]) -> int:
     """Read ``items[start:]`` into ``converted``; the start of a run of model output at
-    the end (the next items may continue it), else the number of items."""
+    the end (the next items may continue it), else the number of items.
+
+    A run that holds a reasoning item goes on past the outputs answering its calls to
+    the calls after them, up to the next reasoning item or words (the next response's):
+    an app that puts each output right after its call splits one response's parallel
+    calls, and the API rejects a call sent without its response's reasoning item. Those
+    outputs are read after the run's turn (the window gives the items back in the
+    caller's order)."""
     run: list[int] = []
+    held: list[int] = []  # outputs answering the run's calls, read after its turn
+
+    def close() -> None:
+        converted.add(_turn(items, run), tuple(run))
+        for index in held:
+            converted.add(_answer(items[index], index), (index,))
+        run.clear()
+        held.clear()
+
     for index in range(start, len(items)):
         item = items[index]
         kind = _kind(item, index)
         if kind == "output":
+            if held and not _calls(item):  # reasoning or words: the next response's
+                close()
             run.append(index)
             continue
+        if kind == "answer" and run and _reasoned(items, run):
+            held.append(index)
+            continue
         if run:
-            converted.add(_turn(items, run), tuple(run))
-            run = []
+            close()
         if kind == "input":
             converted.add(_input_message(item, index), (index,))
         elif kind == "answer":
-            output = _text(get(item, "output"), index)
-            message = Message("tool", output, tool_call_id=get(item, "call_id"), id=_item_id(item))
-            converted.add(message, (index,))
+            converted.add(_answer(item, index), (index,))
         else:  # kept whole; assistant, so that it is never taken for the newest user message
             converted.add(Message("assistant", _dump(item), id=_item_id(item)), (index,))
     if run:
-        converted.add(_turn(items, run), tuple(run))
-        return run[0]
+        first = run[0]
+        close()
+        return first
     return len(items)
+
+
+def _calls(item: Any) -> bool:
+    """Whether a model-output item is a call (of any tool kind)."""
+    kind = get(item, "type")
+    return isinstance(kind, str) and (kind in CALL_TYPES or kind.endswith("_call"))
+
+
+def _reasoned(items: Sequence[Any], run: list[int]) -> bool:
+    """Whether a run of model output holds a reasoning item."""
+    return any(get(items[index], "type") == "reasoning" for index in run)
+
+
+def _answer(item: Any, index: int) -> Message:
+    """A call's output item as the tool message answering its call."""
+    output = _text(get(item, "output"), index)
+    return Message("tool", output, tool_call_id=get(item, "call_id"), id=_item_id(item))
 
 
 def _content_of(item: Any) -> tuple[Any, ...]:
