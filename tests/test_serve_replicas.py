@@ -89,7 +89,10 @@ def config_text(upstream: str, cache: str | None) -> str:
     assert example_cache in text and example_upstream in text, "the example changed"
     text = text.replace(example_cache, f'cache = "{cache}"\n' if cache else "")
     text = text.replace(example_upstream, f'upstream = "{upstream}"')
-    return text + f'\n[models."{MODEL}"]\ncontext = {CONTEXT}\noutput = 4096\nreserve = {RESERVE}\n'
+    return (
+        text
+        + f'\n[models."{MODEL}"]\ncontext = {CONTEXT}\noutput = {MAX_TOKENS}\nreserve = {RESERVE}\n'
+    )
 
 
 def _free_port() -> int:

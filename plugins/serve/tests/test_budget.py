@@ -51,12 +51,12 @@ def test_tools_formats_and_instructions_take_their_tokens():
 def test_model_entries_match_exactly_then_by_the_longest_prefix():
     settings = load_settings(
         {"serve": {"upstream": "http://up"},
-         "models": {"gpt-4o": {"context": 1}, "gpt-*": {"context": 2},
-                    "gpt-4*": {"context": 3}}}
+         "models": {"gpt-4o": {"context": 10_000}, "gpt-*": {"context": 20_000},
+                    "gpt-4*": {"context": 30_000}}}
     )  # fmt: skip
-    assert settings.model("gpt-4o").context == 1
-    assert settings.model("gpt-4o-mini").context == 3
-    assert settings.model("gpt-3.5").context == 2
+    assert settings.model("gpt-4o").context == 10_000
+    assert settings.model("gpt-4o-mini").context == 30_000
+    assert settings.model("gpt-3.5").context == 20_000
     assert settings.model("claude") is None
     assert settings.model(None) is None
 
@@ -69,6 +69,10 @@ def test_model_entries_match_exactly_then_by_the_longest_prefix():
         ({"serve": {"upstream": "http://up"}, "models": {"m": {"context": 0}}}, "positive"),
         ({"serve": {"upstream": "http://up"}, "models": {"m": {"context": 9, "reserve": 1}}},
          "reserve"),
+        ({"serve": {"upstream": "http://up"}, "models": {"m": {"context": 100, "output": 200}}},
+         r"leaves no room for a history: output \(200\)"),
+        ({"serve": {"upstream": "http://up"}, "models": {"m": {"context": 4096}}},
+         "lower output"),
         ({}, "no upstream"),
         ({"serve": {"upstream": "ftp://up"}}, "http"),
         ({"serve": {"upstream": "http://up", "histories": 0}}, "histories"),

@@ -105,6 +105,23 @@ def test_bad_json_is_forwarded_for_the_upstream_to_answer(proxy, upstream):
     assert answer.headers["x-ctxwindow"] == "outcome=not_json"
 
 
+@pytest.mark.parametrize("max_tokens", [400, 400.0])
+def test_a_request_with_no_room_for_history_is_refused_and_says_so(
+    proxy, upstream, make_history, max_tokens
+):
+    """The model's context (400) less the output the request asks for leaves nothing:
+    a 400 in the API's shape, never sent on, with the outcome in the header as every
+    other answer has it; a whole float counts as the number it is (lenient servers
+    take 400.0 as 400)."""
+    before = len(upstream.seen)
+    body = {"model": "small", "messages": make_history(2), "max_tokens": max_tokens}
+    answer = post(proxy, body)
+    assert answer.status_code == 400
+    assert answer.headers["x-ctxwindow"] == "outcome=refused"
+    assert "no room for any history" in answer.json()["error"]["message"]
+    assert len(upstream.seen) == before
+
+
 def test_an_unreachable_upstream_is_a_502_in_the_apis_shape(run_app, make_history):
     from ctxwindow_serve import build_app
 

@@ -52,6 +52,15 @@ def test_an_upstream_path_prefix_is_kept(upstream, run_app):
     assert upstream.last.target == "/prefix/v1/models?x=1"
 
 
+def test_the_answer_has_one_date_and_one_server_header(proxy, upstream):
+    """The upstream's Date and Server give way to the proxy's own server's: a response
+    may carry one Date only."""
+    for path in ("/v1/models", "/cookies"):
+        answer = _raw_get(proxy.url, path, {})
+        assert len(answer.headers.get_all("date") or []) == 1, path
+        assert len(answer.headers.get_all("server") or []) == 1, path
+
+
 def test_every_cookie_goes_to_its_client_and_no_further(proxy, upstream):
     answer = httpx.get(f"{proxy.url}/cookies")
     assert answer.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2"]

@@ -108,11 +108,11 @@ class Proxy:
         extra: dict[str, str] = {}
         if shape is not None:
             outcome = await self._visit(shape, raw)
-            if outcome.refusal is not None:
-                self._finish(path, outcome, None, started)
-                return JSONResponse(outcome.refusal, status_code=400)
-            raw = outcome.content
             extra = {"x-ctxwindow": header_value(outcome), "x-ctxwindow-visit": uuid.uuid4().hex}
+            if outcome.refusal is not None:  # says so in the header too, as every outcome
+                self._finish(path, outcome, None, started, extra)
+                return JSONResponse(outcome.refusal, status_code=400, headers=extra)
+            raw = outcome.content
         response = await self._send(request, raw, shape)
         if outcome is not None:
             self._finish(path, outcome, response.status_code, started, extra)

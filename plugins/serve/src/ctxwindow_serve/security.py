@@ -19,7 +19,10 @@ HOP_BY_HOP = frozenset(
      "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
 )  # fmt: skip
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", CLIENT_KEY_HEADER}
-_NOT_RETURNED = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length"})
+#: The server the client talks to (uvicorn) writes its own Date and Server: the
+#: upstream's would make two of each, and a response may hold one Date only.
+_SERVER_OWN = {"date", "server"}
+_NOT_RETURNED = frozenset(name.encode() for name in HOP_BY_HOP | {"content-length"} | _SERVER_OWN)
 
 
 class BodyTooLarge(Exception):
@@ -49,8 +52,8 @@ def request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]
 
 def response_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """The upstream's headers to send back, names lowercased as ASGI wants them: all but
-    those of its hop (the body passes as it came, still compressed, so content-encoding
-    stays)."""
+    those of its hop and the Date and Server the proxy's own server writes (the body
+    passes as it came, still compressed, so content-encoding stays)."""
     lowered = ((name.lower(), value) for name, value in headers)
     return [(name, value) for name, value in lowered if name not in _NOT_RETURNED]
 

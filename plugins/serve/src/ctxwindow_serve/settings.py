@@ -147,13 +147,20 @@ def _model(name: str, table: Mapping[str, Any]) -> ModelEntry:
     if not isinstance(reserve, (int, float)) or not 0 <= reserve < 1:
         raise ConfigError(f'[models."{name}"] reserve must be a share in [0, 1), got {reserve!r}')
     counter = table.get("counter")
-    return ModelEntry(
+    entry = ModelEntry(
         name=name,
         context=_positive(table["context"], f'models."{name}".context'),
         counter=str(counter) if counter else None,
         output=_positive(table.get("output", 4096), f'models."{name}".output'),
         reserve=float(reserve),
     )
+    if entry.output + entry.reserved >= entry.context:  # every request would be refused
+        raise ConfigError(
+            f'[models."{name}"] leaves no room for a history: output ({entry.output}) and '
+            f"reserve ({entry.reserved} tokens) take the whole context ({entry.context}); "
+            f"lower output (what a request naming no max tokens is assumed to use)"
+        )
+    return entry
 
 
 def _table(value: object, name: str) -> dict[str, Any]:

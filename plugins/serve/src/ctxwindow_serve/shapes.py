@@ -68,8 +68,12 @@ def _list_history(body: Mapping[str, Any], key: str) -> str | None:
 
 
 def _first(body: Mapping[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` the body gives a positive whole number of tokens: an int,
+    or a float with no fraction (``1900.0``, which lenient servers take as 1900)."""
     for key in keys:
         value = body.get(key)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
