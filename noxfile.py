@@ -199,7 +199,8 @@ def demo(session: nox.Session) -> None:
 def eval(session: nox.Session) -> None:
     """Both shipped benchmarks, every installed strategy, into docs/results and the
     README's strategy table: evidence recall on LoCoMo, next-action recall on agent
-    trajectories. Other data: `nox -s eval -- LOCOMO.json TRAJECTORIES.json`."""
+    trajectories; then the sliding and semantic configurations their READMEs' tables
+    show. Other data: `nox -s eval -- LOCOMO.json TRAJECTORIES.json`."""
     install_project(session)
     locomo, agent = session.posargs if len(session.posargs) == 2 else (LOCOMO, TAU_AIRLINE)
     session.run(
@@ -215,6 +216,9 @@ def eval(session: nox.Session) -> None:
         "--plot", "docs/img/agent.png",
     )  # fmt: skip
     session.run("python", "docs_gen/readme_table.py")
+    # the plugin READMEs' tables of measured configurations (the defaults' rows are
+    # read from the run above)
+    session.run("python", "docs_gen/ablation_tables.py", "--eval", locomo)
 
 
 @nox.session

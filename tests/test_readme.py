@@ -82,3 +82,16 @@ def test_the_strategy_table_shows_the_figures_in_docs_results() -> None:
     assert "LoCoMo evidence recall" in table and "next-action recall" in table
     for name in ("fixed", "sliding", "semantic", "summarize"):
         assert reference.result_rows(name) and reference.result_rows(name, "agent"), name
+
+
+def test_the_plugin_tables_of_configurations_show_the_figures_in_docs_results() -> None:
+    """The sliding and semantic READMEs' tables of measured configurations are read from
+    docs/results by docs_gen/ablation_tables.py (the defaults' rows from the run behind
+    the README's strategy table, so the two agree); `nox -s eval` rewrites them."""
+    reference = docs_scripts.load("reference")
+    for readme in reference.ABLATIONS:
+        page = (ROOT / readme).read_text(encoding="utf-8")
+        table = reference.ablation_table(readme)
+        assert table in page, f"{readme}: run python docs_gen/ablation_tables.py"
+    defaults = {row["budget"]: row["recall"] for row in reference.result_rows("sliding")}
+    assert f"**{defaults[1000]:.3f}**" in reference.ablation_table("plugins/sliding/README.md")
