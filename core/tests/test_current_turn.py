@@ -127,7 +127,7 @@ def test_the_task_statement_is_weighed_again_once_the_current_turn_is_cut() -> N
         calls("c2"),
         result("c2", "FAILED line\n" * 3_000),
     ]
-    for name in ("newest", "fixed"):
+    for name in ("newest", "bare-newest"):
         window = ctxwindow.select(messages, 2_000, name)
         assert window.tokens <= 2_000
         assert messages[1] in window.messages and reasons(window)[1] == TASK
