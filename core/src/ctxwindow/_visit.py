@@ -786,18 +786,13 @@ def _truncate(
 ) -> Message | None:
     """The longest head of the message's text (with ``tail``: head and tail, a third of
     what is kept from the end), with a marker, that costs <= ``room``."""
-    text = message.text
-
-    def cut(keep: int) -> Message:
-        return _cut_to(message, keep, tail)
-
-    low, high = 0, len(text)
-    if count(cut(0)) > room:
+    low, high = 0, len(message.text)
+    if count(_cut_to(message, 0, tail)) > room:
         return None
     while low < high:
         middle = (low + high + 1) // 2
-        if count(cut(middle)) <= room:
+        if count(_cut_to(message, middle, tail)) <= room:
             low = middle
         else:
             high = middle - 1
-    return cut(low)
+    return _cut_to(message, low, tail)

@@ -121,7 +121,7 @@ class ClearToolOutputs(BaseStrategy):
             cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
             if cost > room and protected:  # kept whole it would end the window here
                 memo = self._memo_of(history)
-                clearing = _with_protected(history, memo, planned, protected) or planned
+                clearing = _with_protected(history, memo, unit, planned, protected) or planned
                 cost = clearing.tokens_after if clearing else cost
             if cost > room:
                 selection.default_reason = DROPPED
@@ -167,7 +167,7 @@ class ClearToolOutputs(BaseStrategy):
             if protected:
                 cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
                 if cost > room:  # never kept whole: it would only end the window here
-                    wider = _with_protected(history, memo, clearing, protected, TOO_BIG)
+                    wider = _with_protected(history, memo, unit, clearing, protected, TOO_BIG)
                     clearing, protected = wider or clearing, []
             yield unit, clearing, protected
 
@@ -182,14 +182,13 @@ class ClearToolOutputs(BaseStrategy):
 def _with_protected(
     history: History,
     memo: _Memo,
+    unit: int,
     clearing: Clearing | None,
     protected: list[int],
     why: str = NO_ROOM_LEFT,
 ) -> Clearing | None:
-    """``clearing`` widened to the ``protected`` results of its unit, saying why they
+    """``clearing`` widened to the ``protected`` results of ``unit``, saying why they
     went (None: no stub saves anything)."""
-    unit = history.unit_of(protected[0])
-    assert unit is not None
     cleared = sorted({*(clearing.stubs if clearing else ()), *protected})
     wider = memo.clearing(history, unit, cleared)
     return None if wider is None else replace(wider, reason=f"{wider.reason}; {why}")
