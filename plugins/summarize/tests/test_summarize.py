@@ -108,6 +108,40 @@ def test_a_chat_without_tool_calls_is_summarized_by_salience_alone() -> None:
     assert "18500" in text and "hello there" not in text  # no place of honour for small talk
 
 
+def test_one_sentence_too_long_for_the_summary_is_cut_not_lost() -> None:
+    """A task pasted as one long paragraph used to give an empty summary, and the
+    strategy then dropped it with a failure note: the start of it is what to keep."""
+    counter = ctxwindow.get_counter("approx")
+    task = "user: TASK: fix the date parser in widgets/dates.py " + "and keep going " * 200
+    target = 60
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, [task], target, counter)).text
+    assert text.startswith(PREFIX + "User: TASK: fix the date parser in widgets/dates.py")
+    assert text.endswith("[...]") and counter.count_text(text) <= target
+
+
+def test_the_long_task_is_summarized_in_the_window_not_dropped() -> None:
+    def call(n: str) -> dict[str, Any]:
+        arguments = '{"q": "%s"}' % n
+        function = {"name": "grep", "arguments": arguments}
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": n, "type": "function", "function": function}
+        ]}  # fmt: skip
+
+    messages = [
+        {"role": "user", "content": "TASK: fix the bug. " + "context " * 400},
+        call("t1"),
+        {"role": "tool", "tool_call_id": "t1", "content": "small"},
+        {"role": "user", "content": "Please continue."},
+        call("t2"),
+        {"role": "tool", "tool_call_id": "t2", "content": "result two"},
+    ]
+    window = ctxwindow.select(messages, 200, "summarize", counter="approx")
+    summary = window.messages[0]
+    assert summary["metadata"]["covers"] == ("#0",)
+    assert "TASK: fix the bug." in summary["content"]
+    assert [d.action for d in window.record.decisions if 0 in d.positions] == ["summarized"]
+
+
 def test_window_is_a_summary_plus_the_recent_part() -> None:
     messages = history(40)
     window = SummarizeWindow().select(messages, 500)

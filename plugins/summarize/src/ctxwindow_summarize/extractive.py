@@ -61,6 +61,8 @@ _COMMON = frozenset(
     hey hi hello thanks thank great good nice cool sure lol wow""".split()
 )
 PREFIX = "Summary of the earlier conversation: "
+#: Ends a piece cut to fit (see :func:`_head`).
+CUT = " [...]"
 #: How a collapsed line of tool calls begins.
 CALLED = "Called "
 #: A tool-result piece sharing this much of its words with one already kept is dropped.
@@ -254,7 +256,9 @@ class ExtractiveSummarizer:
         fresh = pieces(request.texts)
         rarity = rarities([*previous, *(p.text for p in fresh)])
         budget = request.target_tokens - request.counter.count_text(PREFIX)
-        chosen = _pick(previous, fresh, rarity, budget, request)
+        chosen = _pick(previous, fresh, rarity, budget, request) or _head(
+            fresh, Salience(rarity), budget, request.counter.count_text
+        )
         text = PREFIX + " ".join(chosen)
         return SummaryResult(text if chosen else "")
 
@@ -307,6 +311,26 @@ def _pick(
             covered |= identifiers(fresh[index].text)
     _fill(fresh, kept, covered, score, room, count)
     return [previous[i] for i in sorted(kept_previous)] + [fresh[i].text for i in sorted(kept)]
+
+
+def _head(
+    fresh: Sequence[Piece], score: Salience, budget: int, count: Callable[[str], int]
+) -> list[str]:
+    """When no piece fits whole (one long sentence: a task pasted as a single paragraph),
+    the start of the user's first words (else of the most salient piece), cut at a word
+    to fit and marked as cut: a summary that opens the task beats none at all."""
+    said = [p for p in fresh if p.instruction] or sorted(fresh, key=lambda p: -score(p.text))
+    if not said or budget <= 0:
+        return []
+    words = said[0].text.split()
+    low, high = 0, len(words)  # the most words whose cut text fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(" ".join(words[:middle]) + CUT) + 1 <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return [" ".join(words[:low]) + CUT] if low else []
 
 
 def _agent(previous: Sequence[str], fresh: Sequence[Piece]) -> bool:
