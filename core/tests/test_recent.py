@@ -89,6 +89,55 @@ def test_content_edited_in_place_where_apps_edit_is_read_again(where: str) -> No
     assert window.tokens <= 400
 
 
+class SdkMessage:
+    """What an SDK gives back (the openai SDK's ChatCompletionMessage, say): an object
+    whose ``content`` the app may change in place, as it does a dict's."""
+
+    def __init__(self, role: str, content: Any) -> None:
+        self.role, self.content = role, content
+
+    def model_dump(self, **_: Any) -> dict[str, Any]:
+        return {"role": self.role, "content": self.content}
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("where", ["system", "newest"])
+def test_an_sdk_object_edited_in_place_is_read_again(where: str) -> None:
+    """A history holding an SDK object was compared by value alone: the object equals
+    itself after an edit, so the window came from the old read, over the budget."""
+    history: list[Any] = chat(40)
+    position = {"system": 0, "newest": len(history) - 1}[where]
+    history[position] = SdkMessage(history[position]["role"], history[position]["content"])
+    ctxwindow.select(history, 400, "newest")
+    history[position].content = "much longer now " * 40  # the same object, changed
+    window = ctxwindow.select(history, 400, "newest")
+    same_window(window, fresh(history, 400))
+    assert window.tokens <= 400
+
+
+@pytest.mark.parametrize("edit", ["part appended", "part text streamed into"])
+def test_a_content_list_edited_in_place_is_read_again(edit: str) -> None:
+    """A list content was compared with itself (the remembered reference): a part
+    appended to it, or text streamed into a part, went unseen."""
+    history = chat(40)
+    parts = [{"type": "text", "text": "short"}]
+    history.append({"role": "assistant", "content": parts})
+    conversation = Conversation(history)
+    windower = Windower(Newest(), 400)
+    windower.select(conversation)
+    ctxwindow.select(history, 400, "newest")
+    if edit == "part appended":
+        parts.append({"type": "text", "text": "much longer now " * 40})
+    else:
+        parts[0]["text"] += " much longer now" * 40
+    same_window(ctxwindow.select(history, 400, "newest"), fresh(history, 400))
+    same_window(windower.select(conversation), fresh(history, 400))
+
+
 def test_a_replaced_message_anywhere_is_seen() -> None:
     history = chat(40)
     ctxwindow.select(history, 300, "newest")

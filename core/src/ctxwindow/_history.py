@@ -107,9 +107,10 @@ class Conversation:
         self._sums: dict[int, tuple[object, list[int]]] = {}  # by id of the exact counter
         self._ids: dict[str, int] = {}  # each message id's first position
         self._contents: list[Any] = []  # each original's ``content`` as read
-        #: Whether every original is a dict: then ``_contents`` is what the remembered
-        #: histories compare a caller's list with (see :mod:`ctxwindow._recent`).
+        #: Whether every original is a dict (whose contents are read at C speed), and
+        #: whether every one is a ctxwindow Message (immutable: nothing to compare).
         self.all_dicts = True
+        self.all_messages = True
         #: The conversation read again after an edit in place was seen: it holds the
         #: history from then on, and this one only forwards to it (the views taken
         #: before stay as they were).
@@ -159,11 +160,13 @@ class Conversation:
                 self._note(start, parsed)
             self._originals.extend(entries)
             try:  # for a list of dicts, at C speed
-                self._contents.extend(map(dict.get, entries, repeat("content")))
+                contents = _snapshots(list(map(dict.get, entries, repeat("content"))))
             except TypeError:  # not all dicts: Messages, SDK objects, other mappings
                 self.all_dicts = False
-                del self._contents[len(self._originals) - len(entries) :]
-                self._contents.extend(map(_content_of, entries))
+                contents = list(map(_content_of, entries))
+            if self.all_messages and entries and not set(map(type, entries)) <= {Message}:
+                self.all_messages = False
+            self._contents.extend(contents)
 
     def message(self, position: int) -> Message:
         """The message at ``position``, built now if it was read as a simple dict: once,
@@ -360,16 +363,32 @@ class Conversation:
 
 
 def _content_of(message: Any) -> Any:
-    """A message's ``content`` as the caller holds it (a key, or an attribute)."""
+    """A message's ``content`` as the caller holds it (a key, or an attribute), as
+    :func:`_snapshot` keeps it."""
     if isinstance(message, Mapping):
-        return message.get("content")
-    return getattr(message, "content", None)
+        return _snapshot(message.get("content"))
+    return _snapshot(getattr(message, "content", None))
+
+
+def _snapshot(content: Any) -> Any:
+    """What is compared of a ``content`` on later visits: itself (a string, None), or a
+    list's parts as they are now, each part dict's fields: a list kept by reference
+    would equal itself after a part was appended to it, or its text streamed in place."""
+    if type(content) is not list:
+        return content
+    return tuple(tuple(part.items()) if type(part) is dict else part for part in content)
+
+
+def _snapshots(contents: list[Any]) -> list[Any]:
+    """:func:`_snapshot` of each: the strings of a chat's dicts as they are, at C speed."""
+    return list(map(_snapshot, contents)) if list in set(map(type, contents)) else contents
 
 
 def _contents(messages: Sequence[Any]) -> list[Any]:
-    """Each message's ``content``: for a list of dicts, at C speed."""
+    """Each message's ``content``, as :func:`_snapshot` keeps it: for a list of dicts,
+    at C speed."""
     try:
-        return list(map(dict.get, messages, repeat("content")))
+        return _snapshots(list(map(dict.get, messages, repeat("content"))))
     except TypeError:  # not all dicts: Messages, SDK objects, other mappings
         return list(map(_content_of, messages))
 

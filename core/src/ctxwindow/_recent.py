@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxwindow._history import Conversation, History
+from ctxwindow._history import Conversation, History, _content_of
 from ctxwindow._messages import check_message_list
 from ctxwindow._tokens import TokenCounter
 from ctxwindow.errors import InvalidOption
@@ -25,23 +25,23 @@ from ctxwindow.kit._prefixes import ITEMS_KEPT, LISTS_KEPT, REMEMBER_FROM, Recen
 
 
 class _Entry:
-    """A remembered history: its Conversation and, per message, its ``content`` as read
-    (the Conversation's own list, for dict messages; None when the history holds
-    anything else)."""
+    """A remembered history: its Conversation, whose list of each message's ``content``
+    as read is what a caller's list is compared with (None when every message is a
+    ctxwindow Message, which cannot change in place)."""
 
-    __slots__ = ("contents", "conversation")
+    __slots__ = ("conversation",)
 
-    def __init__(self, conversation: Conversation, contents: list[Any] | None) -> None:
+    def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
-        self.contents = contents
 
     @property
     def originals(self) -> Sequence[Any]:
         return self.conversation._originals
 
-
-def _content(message: Any) -> Any:
-    return message.get("content")
+    @property
+    def contents(self) -> list[Any] | None:
+        conversation = self.conversation
+        return None if conversation.all_messages else conversation._contents
 
 
 class RecentHistories:
@@ -67,7 +67,7 @@ class RecentHistories:
         for entry in self.remembered.candidates(given) if remember else ():
             conversation = entry.conversation
             with conversation._lock:  # held until the view: no other visit grows it past
-                if not starts_with(given, entry, _content, conversation._kept_always):
+                if not starts_with(given, entry, _content_of, conversation._kept_always):
                     continue
                 self._grow(entry, given[len(conversation) :])
                 history = conversation.view(
@@ -76,7 +76,7 @@ class RecentHistories:
             self.remembered.remember(entry)
             return history
         conversation = Conversation(given)
-        entry = _Entry(conversation, conversation._contents if conversation.all_dicts else None)
+        entry = _Entry(conversation)
         if remember:
             self.remembered.remember(entry)
         return entry.conversation.view(
@@ -87,12 +87,8 @@ class RecentHistories:
     def _grow(entry: _Entry, new: list[Any]) -> None:
         """Read what the caller's list adds to the entry's history (all of it, or none if
         a message is invalid, which raises InvalidMessage naming its position)."""
-        if not new:
-            return
-        conversation = entry.conversation
-        conversation.extend(new)  # the entry's contents are the conversation's: grown too
-        if not conversation.all_dicts:
-            entry.contents = None  # from here on, compared by value alone
+        if new:  # the entry's contents are the conversation's: grown too
+            entry.conversation.extend(new)
 
     def clear(self) -> None:
         """Forget every remembered history."""
