@@ -395,3 +395,151 @@ def test_a_tool_result_too_big_for_the_budget_comes_back_as_a_cut_tool_message()
     assert cut.content.startswith("HEAD") and cut.content.endswith("TAIL")
     assert "characters cut by ctxwindow from this tool result" in cut.content
     assert window.messages[-2] is messages[-2]
+
+
+# -- what agent loops hold: chunks, data blocks, garbled calls, edits in place ---------
+def test_a_streamed_reply_accumulated_as_a_chunk_is_windowed() -> None:
+    """An agent loop appends the AIMessageChunk its stream added up to (tool calls
+    included): it was rejected as 'cannot be windowed'."""
+    from langchain_core.messages import AIMessageChunk
+
+    streamed = AIMessageChunk(
+        "", id="s", tool_call_chunks=[{"name": "lookup", "args": '{"q": 1}', "id": "c", "index": 0}]
+    )
+    messages = [*history(2), streamed, ToolMessage("found", tool_call_id="c", id="tc")]
+    window = adapter.select(messages, 10_000)
+    assert window.messages == messages and window.messages[-2] is streamed
+    small = adapter.select(messages, 200)
+    check_valid(small.messages)
+    assert small.messages[-2:] == messages[-2:]  # the pending exchange
+
+
+def test_a_data_block_is_counted_as_the_words_it_holds() -> None:
+    """A tool result given as a json block was read as a part without text: 9 tokens
+    where LangChain's counter counts 1,255, and the window went far over the budget."""
+    data = {"rows": [{"id": f"R{i:04d}", "note": "seat changed " * 3} for i in range(60)]}
+    messages = [
+        HumanMessage("Which rows changed?", id="ask"),
+        AIMessage("", id="call", tool_calls=[{"name": "rows", "args": {}, "id": "r"}]),
+        ToolMessage([{"type": "json", "json": data}], tool_call_id="r", id="rows"),
+        AIMessage("Sixty of them.", id="answer"),
+        HumanMessage("Thanks. And the next step?", id="next"),
+    ]
+    for counter in ("approx", count_tokens_approximately):
+        window = adapter.select(messages, 200, counter=counter)
+        assert messages[2] not in window.messages  # too big to keep
+        if counter is count_tokens_approximately:
+            assert count_tokens_approximately(window.messages) <= 200
+        assert window.record.tokens_before > 1000
+
+
+def test_garbled_tool_calls_keep_their_error_results() -> None:
+    """An AIMessage's invalid_tool_calls are sent to the provider as calls, and a tool
+    answers each with an error: the answer was an orphan, and the history refused."""
+    garbled = AIMessage(
+        "",
+        id="g",
+        invalid_tool_calls=[
+            {
+                "name": "lookup",
+                "args": '{"q": ',
+                "id": "bad",
+                "error": "bad JSON",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
+    error = ToolMessage("error: arguments are not JSON", tool_call_id="bad", status="error", id="e")
+    messages = [*history(2), garbled, error, HumanMessage("try again", id="again")]
+    window = adapter.select(messages, 10_000)
+    assert window.messages == messages
+    small = adapter.select(messages, 260)
+    kept = {id(m) for m in small.messages}
+    assert (id(garbled) in kept) == (id(error) in kept)  # a call and its result together
+
+
+def test_a_cleared_tool_result_drops_its_media_blocks() -> None:
+    """A cleared result kept its image block (10 KB of base64) beside the stub, where
+    the core counted the stub alone: the window went over the budget."""
+    image = {
+        "type": "image",
+        "source_type": "base64",
+        "mime_type": "image/png",
+        "data": "A" * 10_000,
+    }
+    messages: list[BaseMessage] = [HumanMessage("Check the pages.", id="task")]
+    for n in range(5):
+        page = [{"type": "text", "text": f"page {n}: " + "lorem ipsum " * 150}, image]
+        messages.append(
+            AIMessage(
+                "", id=f"a{n}", tool_calls=[{"name": "shot", "args": {"n": n}, "id": f"c{n}"}]
+            )
+        )
+        messages.append(ToolMessage(page, tool_call_id=f"c{n}", id=f"t{n}"))
+    messages.append(HumanMessage("Which page is broken?", id="ask"))
+    counter = count_tokens_approximately
+    window = adapter.select(messages, 700, "clear_tool_outputs", keep_recent=1, counter=counter)
+    stand_ins = [m for m in window.messages if not any(m is o for o in messages)]
+    assert stand_ins and all(isinstance(m.content, str) for m in stand_ins)
+    assert counter(window.messages) == window.record.tokens_after <= 700
+
+
+@pytest.mark.parametrize("edit", ["system", "task", "block text", "block appended", "call added"])
+def test_an_edit_in_place_is_windowed_from_the_new_content(edit: str) -> None:
+    """Edits in place were windowed from the stale read: a system prompt or the task
+    statement (beyond the newest 256 messages compared), a content block list (kept by
+    reference, so equal to itself), a parallel call added to the newest AIMessage."""
+    messages = history(60)  # 302 messages
+    messages.insert(1, HumanMessage("The task: book the flight.", id="task"))
+    newest = AIMessage(
+        [{"type": "text", "text": "thinking"}],
+        id="newest",
+        tool_calls=[{"name": "f", "args": {}, "id": "x1"}],
+    )
+    messages.append(newest)
+    blocks: list[Any] = newest.content  # type: ignore[assignment]
+    messages.append(ToolMessage("one", tool_call_id="x1", id="rx1"))
+    adapter.select(messages, 3000)
+    if edit == "system":
+        messages[0].content = "You are terse. " + "POLICY " * 400
+    elif edit == "task":
+        messages[1].content = "The task, reworded: " + "detail " * 400
+    elif edit == "block text":
+        blocks[0]["text"] += " more" * 400
+    elif edit == "block appended":
+        blocks.append({"type": "text", "text": "more " * 400})
+    else:
+        newest.tool_calls.append({"name": "f", "args": {}, "id": "x2", "type": "tool_call"})
+        messages.append(ToolMessage("two", tool_call_id="x2", id="rx2"))
+    window = adapter.select(messages, 3000)
+    adapter._READS.remembered.clear()
+    fresh = adapter.select(messages, 3000)
+    assert window.messages == fresh.messages
+    assert window.record.tokens_before == fresh.record.tokens_before
+    assert window.record.tokens_after == fresh.record.tokens_after <= 3000
+
+
+@pytest.mark.parametrize("count", [0.9, "7", True])
+def test_a_langchain_counter_that_does_not_count_in_ints_is_named(count: Any) -> None:
+    with pytest.raises(InvalidOption, match="must return a whole number of tokens"):
+        adapter.select(history(1), 50, counter=lambda messages: count)
+
+
+def test_trim_messages_keeps_the_task_unless_told_not_to() -> None:
+    """The README's second difference from LangChain's trim_messages, and its way out."""
+    messages = history(6)
+    messages.insert(1, HumanMessage("The task: " + "detail " * 20, id="task"))
+    ours = adapter.trim_messages(messages, max_tokens=400, start_on="human")
+    theirs = langchain_trim_messages(
+        messages, max_tokens=400, token_counter=count_tokens_approximately, strategy="last",
+        include_system=True, start_on="human",
+    )  # fmt: skip
+    assert ours[1] is messages[1] and theirs[1] is not messages[1]
+    plain = adapter.trim_messages(
+        messages,
+        max_tokens=400,
+        start_on="human",
+        token_counter="approximate",
+        task_statement=False,
+    )
+    assert [id(m) for m in plain] == [id(m) for m in theirs]

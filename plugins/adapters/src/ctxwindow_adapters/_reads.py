@@ -57,7 +57,10 @@ class _Read:
     """One remembered conversion: the items and their contents as read, the Messages
     read from them, and how many items (and their Messages) read the same for good."""
 
-    __slots__ = ("contents", "lock", "originals", "read", "settled", "settled_messages")
+    __slots__ = (
+        "checked", "contents", "first_user", "lock", "originals", "read", "settled",
+        "settled_messages",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.originals: list[Any] = []
@@ -65,6 +68,11 @@ class _Read:
         self.read: Converted[Any] = Converted([], where={})
         self.settled = 0
         self.settled_messages = 0
+        #: The items apps edit in place wherever they are (a system prompt refreshed,
+        #: the task statement reworded, a pinned message): compared on every call, as
+        #: the newest are (positions of the items the pieces' sources name).
+        self.checked: set[int] = set()
+        self.first_user: int | None = None
         self.lock = threading.Lock()
 
     def extend(
@@ -78,8 +86,10 @@ class _Read:
         read.truncate(self.settled_messages)
         if len(read.where or ()) > 2 * len(read.messages) + 64:  # stale entries: start anew
             read.where = {id(m): p for p, m in enumerate(read.messages)}
+        self._forget_checked(self.settled)
         for message, sources, parts in zip(fresh.messages, fresh.sources, fresh.parts, strict=True):
             read.add(message, sources, parts)
+            self._note_checked(message, sources)
         unsettled = (
             number
             for number, sources in enumerate(fresh.sources)
@@ -91,6 +101,21 @@ class _Read:
         self.originals.extend(items[known:])
         if self.contents is not None:
             self.contents.extend(map(content, items[known:]))
+
+    def _forget_checked(self, start: int) -> None:
+        """Forget what was noted of the items from ``start`` on: they are read again."""
+        self.checked = {position for position in self.checked if position < start}
+        if self.first_user is not None and self.first_user >= start:
+            self.first_user = None
+
+    def _note_checked(self, message: Message, sources: tuple[int, ...]) -> None:
+        if not sources:
+            return
+        if message.role == "user" and self.first_user is None:
+            self.first_user = sources[0]
+            self.checked.update(sources)
+        elif message.role in ("system", "developer") or message.pinned:
+            self.checked.update(sources)
 
     def converted(self, items: Sequence[T]) -> Converted[T]:
         """The caller's ``items`` with the Messages read for them: a copy of the Message
@@ -118,9 +143,11 @@ class RecentReads(Generic[T]):
         given = given if type(given) is list else list(given)  # no copy: read, not kept
         out: Sequence[Any] = given if items is None else items
         if len(given) >= REMEMBER_FROM:
+            offset = len(given) - len(out)  # a stand-in for a system outside the list
             for entry in self.remembered.candidates(given):
                 with entry.lock:
-                    if not starts_with(given, entry, self._content):
+                    checked = [position + offset for position in entry.checked]
+                    if not starts_with(given, entry, self._content, checked):
                         continue
                     entry.extend(given, self._read_from, self._content)
                     converted = entry.converted(out)

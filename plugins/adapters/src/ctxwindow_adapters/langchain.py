@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import operator
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -225,25 +226,14 @@ def _read(message: Any, index: int) -> Message:
         raise InvalidMessage(
             index, f"expected a LangChain BaseMessage, got {type(message).__name__}"
         )
-    role = _ROLES.get(message.type)
-    if role is None and message.type == "chat":
-        given = getattr(message, "role", None)
-        role = given if given in _CHAT_ROLES else "user"
+    role = _role(message)
     if role is None:
         raise InvalidMessage(
             index,
             f"a {type(message).__name__} cannot be windowed; use SystemMessage, HumanMessage, "
             f"AIMessage (with tool_calls) or ToolMessage",
         )
-    calls: tuple[ToolCall, ...] = ()
-    if isinstance(message, AIMessage) and message.tool_calls:
-        read = []
-        for number, call in enumerate(message.tool_calls):
-            call_id = call.get("id")
-            if not isinstance(call_id, str) or not call_id:
-                raise InvalidMessage(index, f"tool call {number} has no 'id'")
-            read.append(ToolCall(call_id, call["name"], text_of(call.get("args", {}))))
-        calls = tuple(read)
+    calls = _calls(message, index) if isinstance(message, AIMessage) else ()
     content = _content(message.content)
     tool_call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
     try:
@@ -259,10 +249,58 @@ def _read(message: Any, index: int) -> Message:
         raise InvalidMessage(index, error.problem) from None
 
 
+def _role(message: BaseMessage) -> str | None:
+    """The ctxwindow role of a message, a streamed chunk's too (``AIMessageChunk`` is an
+    ``AIMessage``: the accumulated reply an agent loop appends); None for one that has
+    no place in a chat request (a ``RemoveMessage``, a legacy ``FunctionMessage``)."""
+    role = _ROLES.get(message.type)
+    if role is not None:
+        return role
+    for kind, name in _KINDS:
+        if isinstance(message, kind):
+            return name
+    if message.type in ("chat", "ChatMessageChunk"):
+        given = getattr(message, "role", None)
+        return given if given in _CHAT_ROLES else "user"
+    return None
+
+
+_KINDS: tuple[tuple[type[BaseMessage], str], ...] = (
+    (ToolMessage, "tool"),
+    (AIMessage, "assistant"),
+    (HumanMessage, "user"),
+    (SystemMessage, "system"),
+)
+
+
+def _calls(message: AIMessage, index: int) -> tuple[ToolCall, ...]:
+    """The message's tool calls, its ``invalid_tool_calls`` too (arguments the model
+    garbled): providers' integrations send both, and a tool answers each (with an
+    error), so each is a call its results must stay with, and costs its arguments."""
+    read = []
+    for number, call in enumerate(message.tool_calls):
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(index, f"tool call {number} has no 'id'")
+        read.append(ToolCall(call_id, call["name"], text_of(call.get("args", {}))))
+    for garbled in message.invalid_tool_calls:
+        call_id, name, arguments = garbled.get("id"), garbled.get("name"), garbled.get("args")
+        if isinstance(call_id, str) and call_id:  # without an id no result can answer it
+            read.append(ToolCall(call_id, name if isinstance(name, str) else "",
+                                 arguments if isinstance(arguments, str) else ""))  # fmt: skip
+    return tuple(read)
+
+
 def _fields(message: Any) -> tuple[Any, ...]:
-    """What an app may change in place on a message it keeps: read again if it differs."""
+    """What an app may change in place on a message it keeps: read again if it differs.
+    A list (content blocks, tool calls) as it is now, not by reference: a list kept by
+    reference equals itself after a block was appended or text streamed into one."""
     calls = message.tool_calls if isinstance(message, AIMessage) else None
-    return (message.content, calls, message.name, message.id)
+    return (_now(message.content), calls and repr(calls), message.name, message.id)
+
+
+def _now(content: Any) -> Any:
+    return content if isinstance(content, str) else repr(content)
 
 
 #: The conversions made before: a history that grew costs converting what it added.
@@ -272,17 +310,37 @@ _READS: RecentReads[BaseMessage] = RecentReads(one_each(_read), _fields)
 def _content(content: Any) -> str | tuple[ContentPart, ...]:
     if isinstance(content, str):
         return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(ContentPart("text", block))
-        elif isinstance(block, dict):
-            text = block.get("text", block.get("thinking", block.get("reasoning")))
-            kind = str(block.get("type", "text"))
-            parts.append(ContentPart(kind, text if isinstance(text, str) else None))
-        else:
-            parts.append(ContentPart("unknown"))
-    return tuple(parts)
+    return tuple(map(_part, content))
+
+
+#: Blocks a model sees as media (counted as such, kept beside a cut text) and blocks
+#: that repeat the message's tool calls (counted with the calls).
+_MEDIA = ("image", "audio", "file", "video")
+_CALL_BLOCKS = ("tool_use", "tool_call", "function_call", "server_tool_use")
+
+
+def _part(block: Any) -> ContentPart:
+    """A content block as a ContentPart: its words as text; a block of data (a
+    ``json`` block, a search result) as the JSON of its fields, which the model reads
+    as words and so is counted as words; media and call blocks as parts without text,
+    their fields kept, for a LangChain counter to count as it counts them."""
+    if isinstance(block, str):
+        return ContentPart("text", block)
+    if not isinstance(block, dict):
+        return ContentPart("unknown")
+    kind = str(block.get("type", "text"))
+    text = block.get("text", block.get("thinking", block.get("reasoning")))
+    if isinstance(text, str):
+        return ContentPart(kind, text)
+    fields = {key: value for key, value in block.items() if key != "type"}
+    data = json.dumps(fields, sort_keys=True, default=str) if fields else None
+    if _is_media(kind) or kind in _CALL_BLOCKS:
+        return ContentPart(kind, None, data)
+    return ContentPart(kind, data or "")
+
+
+def _is_media(kind: str) -> bool:
+    return kind.startswith(_MEDIA) or kind.startswith("input_") or kind.endswith("_url")
 
 
 # -- writing --------------------------------------------------------------------------
@@ -294,11 +352,12 @@ def _rebuild(
     if cut is None:
         return message
     content = message.content
-    if isinstance(content, list):
-        others = [b for b in content if isinstance(b, dict) and "text" not in b]
-        new: Any = [{"type": "text", "text": cut[1]}, *others]
-    else:
-        new = cut[1]
+    new: Any = cut[1]
+    if isinstance(content, list) and not isinstance(message, ToolMessage):
+        # the newest user message cut to fit keeps its media, as the core's cut does; a
+        # tool result's stand-in (cleared, or cut) is its text alone, as counted
+        media = [b for b in content if isinstance(b, dict) and _part(b).text is None]
+        new = [{"type": "text", "text": cut[1]}, *media] if media else cut[1]
     return message.model_copy(update={"content": new})
 
 
@@ -348,10 +407,23 @@ class LangChainCounter:
             )
 
     def count_text(self, text: str) -> int:
-        return int(self._count([HumanMessage(text)]))
+        return self._checked(self._count([HumanMessage(text)]))
 
     def count_message(self, message: Message) -> int:
-        return int(self._count([_to_langchain(message)]))
+        return self._checked(self._count([_to_langchain(message)]))
+
+    def _checked(self, count: Any) -> int:
+        """The count as an int; a fraction or a string is the counter's mistake, named
+        (rounded, 0.9 a message would count a long history as nothing)."""
+        if not isinstance(count, bool):
+            try:
+                return operator.index(count)  # an int, numpy's too
+            except TypeError:
+                pass
+        raise InvalidOption(
+            f"token counter {self.name!r} returned {count!r}; a LangChain token counter "
+            "must return a whole number of tokens (an int)"
+        )
 
 
 def _takes_one_message(function: Callable[..., Any]) -> bool:
