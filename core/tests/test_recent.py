@@ -77,12 +77,12 @@ def test_rebuilt_dicts_are_recognised_and_come_back_as_the_callers_objects(
     same_window(window, fresh(rebuilt, 300))
 
 
-@pytest.mark.parametrize("where", ["system", "newest", "pinned"])
+@pytest.mark.parametrize("where", ["system", "newest", "pinned", "task"])
 def test_content_edited_in_place_where_apps_edit_is_read_again(where: str) -> None:
-    history = chat(40)
+    history = chat(CHECKED)  # the task statement is older than the newest CHECKED
     history[5]["metadata"] = {"pinned": True}
     ctxwindow.select(history, 400, "newest")
-    position = {"system": 0, "newest": len(history) - 1, "pinned": 5}[where]
+    position = {"system": 0, "newest": len(history) - 1, "pinned": 5, "task": 1}[where]
     history[position]["content"] = "much longer now " * 40  # the same dict, changed
     window = ctxwindow.select(history, 400, "newest")
     same_window(window, fresh(history, 400))

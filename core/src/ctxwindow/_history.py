@@ -344,13 +344,20 @@ class Conversation:
                 originals=self._originals if originals is None else originals,
             )
 
+    @property
+    def checked_always(self) -> list[int]:
+        """Positions of the messages apps edit in place wherever they stand, compared on
+        every visit beside the newest CHECKED: the instructions and pins, the first and
+        newest user message."""
+        named = (*self._kept_always, self._first_user, self._newest_user)
+        return [position for position in named if position is not None]
+
     def _edited(self) -> bool:
-        """Whether the content of a message apps edit in place (the newest CHECKED, the
-        instructions and pins, the first and newest user message) is not what was read.
-        Cheap: about 20 microseconds a visit, whatever the length."""
+        """Whether the content of a message apps edit in place (the newest CHECKED and
+        :attr:`checked_always`) is not what was read. Cheap: about 20 microseconds a
+        visit, whatever the length."""
         with self._lock:
-            named = (*self._kept_always, self._first_user, self._newest_user)
-            checked = [p for p in named if p is not None]
+            checked = self.checked_always
             return not contents_unchanged(self._originals, self._contents, _contents, checked)
 
     def _reread(self) -> Conversation:

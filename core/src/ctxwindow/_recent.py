@@ -4,8 +4,8 @@ list each turn) pays for the new messages only, as a :class:`~ctxwindow.Conversa
 does.
 
 A list that starts with a remembered history (see :mod:`ctxwindow.kit._prefixes`: equal
-messages, and for dicts the same ``content`` in the newest messages and the system,
-developer and pinned ones) grows that history's Conversation by what it adds; anything
+messages, and the same ``content`` in the newest messages, the system, developer and
+pinned ones and the task statement) grows that history's Conversation by what it adds; anything
 else (a shorter list, an edited one, a branch) is read whole, as before, and remembered
 in turn. An older message's dict edited in place is not seen: replace it with a new
 dict instead, as with a Conversation. Bounded and thread-safe as RecentLists is; the
@@ -67,7 +67,7 @@ class RecentHistories:
         for entry in self.remembered.candidates(given) if remember else ():
             conversation = entry.conversation
             with conversation._lock:  # held until the view: no other visit grows it past
-                if not starts_with(given, entry, _content_of, conversation._kept_always):
+                if not starts_with(given, entry, _content_of, conversation.checked_always):
                     continue
                 self._grow(entry, given[len(conversation) :])
                 history = conversation.view(
