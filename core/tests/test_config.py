@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -413,3 +414,17 @@ def test_a_strategy_spec_keeps_commas_inside_brackets_and_quotes(
 def test_a_strategy_spec_pair_without_a_value_names_itself() -> None:
     with pytest.raises(InvalidOption, match=r"'oops' is not key=value"):
         ctxwindow.parse_strategy_spec("fixed:max_messages=3,oops")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(math.nan, "must be a finite number"), (math.inf, "must be a finite number"),
+     (-math.inf, "must be >= 0.0")],
+)  # fmt: skip
+def test_a_weight_that_is_not_a_finite_number_is_refused(value: float, message: str) -> None:
+    """NaN passed every range check (each comparison is False) and made rankings
+    garbage; an infinite weight swamps every other term."""
+    weight = Option("weight", float, 1.0, "a weight", minimum=0.0)
+    with pytest.raises(InvalidOption, match=f"option 'weight' {message}, got"):
+        weight.validate("strategy 'x'", value)
+    assert weight.validate("strategy 'x'", 2) == 2.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,10 @@ class Option:
             problem = self.check(value)
             if problem:
                 raise InvalidOption(f"{owner}: option {self.name!r} {problem}")
+        if isinstance(number, float) and not math.isfinite(number):  # NaN passed the ranges
+            raise InvalidOption(
+                f"{owner}: option {self.name!r} must be a finite number, got {value!r}"
+            )
         return value
 
     def describe(self) -> dict[str, Any]:
