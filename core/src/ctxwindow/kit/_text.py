@@ -15,7 +15,9 @@ def unit_text(history: History, unit: int, *, roles: bool = False) -> str:
     With ``roles`` (for a summarizer, which must tell the user's instructions from tool
     output), a message without a name is headed by its role, each tool call gets a line
     of its own (``assistant called search({...})``) and a tool result reads
-    ``search result: ...``."""
+    ``search result: ...``; a message's own line breaks are indented by two spaces, so
+    every line that is not indented starts a message (a line of tool output reading
+    ``user: ...`` is not the user's)."""
     parts = []
     called: dict[str | None, str] = {}  # call id -> function, to name the results
     for position in history.span(unit):
@@ -30,10 +32,17 @@ def unit_text(history: History, unit: int, *, roles: bool = False) -> str:
             continue
         if message.role == "tool":
             function = message.name or called.get(message.tool_call_id) or "tool"
-            parts.append(f"{function} result: {text}")
+            parts.append(f"{function} result: {_indented(text)}")
             continue
         speaker = message.name or message.role
         if text.strip() and text.strip() != "None":  # some agents write "None" for no text
-            parts.append(f"{speaker}: {text}")
-        parts.extend(f"{speaker} called {c.name}({c.arguments})" for c in message.tool_calls)
+            parts.append(f"{speaker}: {_indented(text)}")
+        parts.extend(
+            f"{speaker} called {c.name}({_indented(c.arguments)})" for c in message.tool_calls
+        )
     return "\n".join(parts)
+
+
+def _indented(text: str) -> str:
+    """``text`` with its later lines indented: continuation, not a message of its own."""
+    return "\n  ".join(text.splitlines()) if "\n" in text or "\r" in text else text

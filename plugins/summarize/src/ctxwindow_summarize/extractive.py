@@ -32,7 +32,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +43,12 @@ from ctxwindow.kit import NOVELTY_TOKENS, identifiers
 #: checks run only after a stop (in that order the split is ~5x faster on long texts).
 _SENTENCE = re.compile(
     r"(?<=[.!?])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bMrs\.)(?<!\bSt\.)(?<!\bvs\.)"
-    r"(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z0-9\"'(\[])|\n+"
+    r"(?<!\be\.g\.)(?<!\bi\.e\.)\s+(?=[A-Z0-9\"'(\[]|[a-z_][\w.\-]*: )|\n+"
 )
+#: The stand-in ctxwindow-pipeline's clear_tool_outputs sends for an output it cleared.
+_CLEARED = re.compile(r"\[tool output of .* cleared by ctxwindow: [\d,]+ tokens\]")
+_CALLS_LINE = re.compile(r"Called (\S+?)(?: x(\d+))?(?:: (.*))?\.", re.DOTALL)
+_LIST_MARKER = re.compile(r"\d{1,3}[.)]|[-*\u2022]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+|\d[\d,.:/-]*")
 _CALL = re.compile(r"^(\S+) called ([\w.\-]+)\((.*)\)$", re.DOTALL)
 _RESULT = re.compile(r"^([\w.\-]+) result: (.*)$", re.DOTALL)
@@ -63,8 +67,9 @@ _COMMON = frozenset(
 PREFIX = "Summary of the earlier conversation: "
 #: Ends a piece cut to fit (see :func:`_head`).
 CUT = " [...]"
-#: How a collapsed line of tool calls begins.
+#: How a collapsed line of tool calls begins, and how one of the user's sentences does.
 CALLED = "Called "
+USER = "User: "
 #: A tool-result piece sharing this much of its words with one already kept is dropped.
 NEAR_DUPLICATE = 0.8
 #: Values listed per collapsed tool call line, and the shortest listed (a flag or a
@@ -76,7 +81,16 @@ AGENT_SALIENCE = 0.25
 
 
 def sentences(text: str) -> list[str]:
-    return [part.strip() for part in _SENTENCE.split(text) if part and part.strip()]
+    out: list[str] = []
+    marker = ""
+    for split in _SENTENCE.split(text):
+        part = split.strip() if split else ""
+        if _LIST_MARKER.fullmatch(part):  # "1." before its item: not a sentence of its own
+            marker = f"{marker} {part}".strip()
+        elif part:
+            out.append(f"{marker} {part}" if marker else part)
+            marker = ""
+    return out
 
 
 @dataclass
@@ -160,7 +174,7 @@ def pieces(texts: Sequence[str]) -> list[Piece]:
     out: list[Piece] = []
     calls: dict[str, tuple[tuple[int, int], list[str], int]] = {}
     for number, text in enumerate(texts):
-        for line in text.splitlines():
+        for line in _messages(text):
             order = (number, len(out))
             call = _CALL.match(line)
             if call:
@@ -169,6 +183,8 @@ def pieces(texts: Sequence[str]) -> list[Piece]:
                 calls[call.group(2)] = (first, arguments, count + 1)
                 continue
             result = _RESULT.match(line)
+            if result and _CLEARED.fullmatch(result.group(2)):
+                continue  # a stand-in for a cleared output says nothing of what it held
             if result:
                 for field, values in _fields(result.group(2)):
                     headed = f"{result.group(1)}: {field}"
@@ -178,17 +194,27 @@ def pieces(texts: Sequence[str]) -> list[Piece]:
             if sep and len(speaker) <= 40 and " " not in speaker.strip():
                 user = speaker == "user"
                 for sentence in sentences(said):
-                    text_of = f"User: {sentence}" if user else f"{speaker}: {sentence}"
+                    text_of = f"{USER}{sentence}" if user else f"{speaker}: {sentence}"
                     out.append(Piece(text_of, order, instruction=user))
             else:
                 out.extend(Piece(sentence, order) for sentence in sentences(line))
     for function, (order, arguments, count) in calls.items():
-        shown = ", ".join(arguments[:CALL_VALUES])
-        shown += ", ..." if len(arguments) > CALL_VALUES else ""
-        times = f" x{count}" if count > 1 else ""
-        text = f"{CALLED}{function}{times}" + (f": {shown}." if shown else ".")
-        out.append(Piece(text, order, call=True, said=shown))
+        text = _calls_line(function, count, arguments)
+        out.append(Piece(text, order, call=True, said=", ".join(arguments[:CALL_VALUES])))
     return sorted((p for p in out if p.text), key=lambda p: p.order)
+
+
+def _messages(text: str) -> list[str]:
+    """A unit's text (``unit_text`` with roles) as its messages, one each: a line
+    indented by two spaces continues the message before it (a user's list of
+    constraints, an indented JSON result), whatever it reads like."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("  ") and out:
+            out[-1] += "\n" + line[2:]
+        else:
+            out.append(line)
+    return out
 
 
 def _values(arguments: str) -> list[str]:
@@ -259,7 +285,7 @@ class ExtractiveSummarizer:
         chosen = _pick(previous, fresh, rarity, budget, request) or _head(
             fresh, Salience(rarity), budget, request.counter.count_text
         )
-        text = PREFIX + " ".join(chosen)
+        text = PREFIX + "\n".join(chosen)
         return SummaryResult(text if chosen else "")
 
     async def asummarize(self, request: SummaryRequest) -> SummaryResult:
@@ -274,9 +300,9 @@ def _pick(
     request: SummaryRequest,
 ) -> list[str]:
     """A chat's: the most salient of the previous summary's sentences and the new ones.
-    An agent's: the previous summary's sentences first, then the user's words, then the
-    other new pieces for what they add (salience, and identifiers not yet in the
-    summary). Written in order."""
+    An agent's: the user's words first, then the other pieces for what they add
+    (salience, and identifiers not yet in the summary), the previous summary's beside
+    the new. Written in order."""
     count = request.counter.count_text
     room = budget
     score = Salience(rarity)
@@ -289,28 +315,61 @@ def _pick(
         chosen: set[int] = set()
         _fill(pool, chosen, None, score, room, count)
         return [pool[index].text for index in sorted(chosen)]
-    worth = [score(sentence) for sentence in previous]
-    kept_previous: set[int] = set()
-    for index in sorted(range(len(previous)), key=lambda i: -worth[i]):
-        cost = count(previous[index]) + 1
-        if worth[index] > 0 and cost <= room:
-            kept_previous.add(index)
-            room -= cost
-    # An agent's history puts the user's words first and values what later steps pass
-    # on: identifiers.
-    covered: set[str] = set()
+    # An agent's: the user's words first (the previous summary's and the new ones
+    # alike, so a constraint said mid-run gets in once the summary is full), then
+    # everything else for what it adds; calls to one function on one line, the
+    # previous summary's count and values merged with the new calls'.
+    pool = _merged_calls(
+        [Piece(sentence, (-1, index), instruction=sentence.startswith(USER))
+         for index, sentence in enumerate(previous)],
+        fresh,
+    )  # fmt: skip
     kept: set[int] = set()
-    for index in kept_previous:
-        covered |= identifiers(previous[index])
-    instructions = [i for i, p in enumerate(fresh) if p.instruction]
-    for index in sorted(instructions, key=lambda i: -score(fresh[i].text)):
-        cost = count(fresh[index].text) + 1
-        if cost <= room:
-            kept.add(index)
-            room -= cost
-            covered |= identifiers(fresh[index].text)
-    _fill(fresh, kept, covered, score, room, count)
-    return [previous[i] for i in sorted(kept_previous)] + [fresh[i].text for i in sorted(kept)]
+    covered: set[str] = set()
+    users = {index for index, piece in enumerate(pool) if piece.instruction}
+    room = _fill(pool, kept, covered, score, room, count, among=users)
+    _fill(pool, kept, covered, score, room, count)
+    return [pool[index].text for index in sorted(kept, key=lambda i: pool[i].order)]
+
+
+def _merged_calls(previous: list[Piece], fresh: Sequence[Piece]) -> list[Piece]:
+    """The previous summary's sentences and the new pieces, a new line of calls to a
+    function the summary already lists merged into its line (``x3`` and ``x2`` make
+    ``x5``, the values of both): the line says what the whole run called."""
+    lines = {}
+    for piece in previous:
+        found = _CALLS_LINE.fullmatch(piece.text)
+        if found:
+            lines[found.group(1)] = piece
+            piece.call = True
+    out = list(previous)
+    for piece in fresh:
+        found = _CALLS_LINE.fullmatch(piece.text) if piece.call else None
+        older = lines.get(found.group(1)) if found else None
+        if found is None or older is None:
+            out.append(piece)
+            continue
+        before = _CALLS_LINE.fullmatch(older.text)
+        assert before is not None
+        times = int(before.group(2) or 1) + int(found.group(2) or 1)
+        values = _listed(before.group(3))
+        values += [value for value in _listed(found.group(3)) if value not in values]
+        older.text = _calls_line(found.group(1), times, values)
+        older.said = ", ".join(values)
+    return out
+
+
+def _listed(shown: str | None) -> list[str]:
+    return [v for v in (shown or "").removesuffix(", ...").split(", ") if v and v != "..."]
+
+
+def _calls_line(function: str, times: int, values: list[str]) -> str:
+    shown = ", ".join(values[:CALL_VALUES]) + (", ..." if len(values) > CALL_VALUES else "")
+    return (
+        f"{CALLED}{function}"
+        + (f" x{times}" if times > 1 else "")
+        + (f": {shown}." if shown else ".")
+    )
 
 
 def _head(
@@ -349,11 +408,18 @@ def _fill(
     score: Salience,
     room: int,
     count: Callable[[str], int],
-) -> None:
-    """Take the other pieces by value: salience, plus (``covered`` given, in an agent's
-    history) the identifiers a piece adds per token, lazily re-valued as they get
-    covered; tool-result pieces that nearly repeat one already kept are dropped."""
-    costs = {i: count(p.text) + 1 for i, p in enumerate(fresh) if i not in kept}
+    among: Collection[int] | None = None,
+) -> int:
+    """Take the other pieces (of those ``among``, if given) by value: salience, plus
+    (``covered`` given, in an agent's history) the identifiers a piece adds per token,
+    lazily re-valued as they get covered; a piece worth nothing (thanks, "Sure!") is
+    not taken, and tool-result pieces that nearly repeat one already kept are dropped.
+    Gives back the room left."""
+    costs = {
+        i: count(p.text) + 1
+        for i, p in enumerate(fresh)
+        if i not in kept and (among is None or i in among)
+    }
     agent = covered is not None
     found = {i: identifiers(fresh[i].body) if covered is not None else frozenset() for i in costs}
     covered = set() if covered is None else covered
@@ -390,6 +456,7 @@ def _fill(
         covered |= found[index]
         if fresh[index].observation:
             kept_observations.append(words[index])
+    return room
 
 
 def _overlap(one: set[str], other: set[str]) -> float:

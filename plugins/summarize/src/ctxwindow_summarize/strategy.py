@@ -204,7 +204,10 @@ class SummarizeWindow(BaseStrategy):
         if start == 0:
             return Outcome(None, 0)
         if plan.summary_room < MIN_SUMMARY_TOKENS:
-            why = f"no room for a summary: the must-keep messages leave {plan.summary_room} tokens"
+            why = (
+                f"no room for a summary: the must-keep messages and the recent part leave "
+                f"{max(0, plan.summary_room)} tokens for one (it needs {MIN_SUMMARY_TOKENS})"
+            )
             return Outcome(None, 0, range(start), [why])
         primary = self._summarizers[0].name if self._summarizers else DROP
         target = plan.summary_room
