@@ -46,7 +46,7 @@ def require_redis_server() -> str:
     try:
         import redis  # noqa: F401
     except ImportError:
-        _missing("the redis client is not installed: pip install 'ctxwindow[redis]'")
+        _missing("the redis client is not installed: pip install 'ctxwindow-stores[redis]'")
     return found
 
 

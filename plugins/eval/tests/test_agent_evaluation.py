@@ -181,3 +181,117 @@ def test_cli_finds_the_kind_and_writes_table_json_markdown_and_plot(tmp_path: Pa
         timeout=120,
     )
     assert wrong.returncode != 0 and "agent-runs.jsonl' is not JSON" in wrong.stderr
+
+
+def test_needed_values_leave_out_a_leading_system_prompt_only() -> None:
+    """A log without a system prompt opens with the task statement: its values count."""
+    with_system = run()
+    without = with_system[1:]
+    action = {"role": "assistant", "tool_calls": [call("c9", "refund", user="ann_77")]}
+    assert needed_values(action, without[:1]) == {"ann_77"}
+    assert needed_values(action, with_system[:1]) == set()  # only in the system prompt
+    developer = [{"role": "developer", "content": "Ticket for ann_77."}, *without[1:2]]
+    assert needed_values(action, developer) == set()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        (
+            "first-is-a-chat.jsonl",
+            json.dumps({"id": "chat", "messages": run()[:2]}) + "\n" + json.dumps(run()) + "\n",
+        ),
+        ("first-is-a-chat.json", json.dumps([{"id": "chat", "messages": run()[:2]}, run()])),
+        ("one-pretty.json", json.dumps({"id": "one", "messages": run()}, indent=2)),
+    ],
+)
+def test_trajectories_are_found_by_their_shape_not_a_first_tool_call(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert looks_like_trajectories(path)
+    assert sum(len(list(t.actions())) for t in load_trajectories(path)) == 3
+
+
+def test_a_jsonl_with_a_broken_line_is_read_as_trajectories_naming_the_line(
+    tmp_path: Path,
+) -> None:
+    from ctxwindow.testing.commands import run_command
+
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps({"id": "ok", "messages": run()}) + '\n{"id": "cut", "mess\n')
+    assert looks_like_trajectories(path)
+    error = run_command("eval", str(path), "-s", "fixed").error()
+    assert "line 2 is not JSON" in error and "LoCoMo" not in error
+
+
+def test_a_file_of_neither_kind_says_what_each_kind_is(tmp_path: Path) -> None:
+    from ctxwindow.testing.commands import run_command
+
+    path = tmp_path / "neither.json"
+    path.write_text('[{"no": "messages"}]')
+    assert not looks_like_trajectories(path)
+    error = run_command("eval", str(path), "-s", "fixed").error()
+    assert "sample 0 is not a LoCoMo sample" in error
+    assert "agent trajectories" in error and "OpenAI message lists" in error
+    assert "--kind agent" in error and "--kind locomo" in error
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("\n".join(json.dumps(m) for m in run()[:2]))
+    assert "no assistant message" in run_command("eval", str(chat), "-s", "fixed").error()
+
+
+class Flaky(BaseStrategy):
+    name = "flaky"
+
+    def choose(self, history: History) -> Selection:
+        raise RuntimeError("upstream embedding service down")
+
+
+class Breaks(BaseStrategy):
+    name = "breaks-contract"
+
+    def choose(self, history: History) -> Selection:
+        selection = Selection(history)
+        selection.keep(10_000, "a unit the history does not have")
+        return selection
+
+
+@pytest.fixture
+def failing(ctxwindow_register: Any) -> None:
+    ctxwindow_register(Flaky, name="flaky")
+    ctxwindow_register(Breaks, name="breaks-contract")
+
+
+@pytest.mark.usefixtures("failing")
+def test_a_strategy_that_fails_keeps_nothing_and_the_others_are_still_scored() -> None:
+    runs = load_trajectories(RUNS)
+    with pytest.warns(RuntimeWarning) as caught:
+        result = evaluate_agent(["fixed", "flaky", "breaks-contract"], runs, budgets=[400, 600])
+    fixed = result.row("fixed", 400)
+    assert fixed.steps > 0 and fixed.raised == 0 and fixed.first_error is None
+    for name, error in (("flaky", "PluginError"), ("breaks-contract", "ContractViolation")):
+        row = result.row(name, 400)
+        assert row.steps == fixed.steps and row.raised == row.steps and row.too_small == 0
+        assert row.recall == 0.0 and row.task_kept == 0.0
+        assert row.first_error is not None and row.first_error.startswith(error)
+    assert "upstream embedding service down" in (result.row("flaky", 400).first_error or "")
+    warned = [str(w.message) for w in caught if "ctxwindow eval" in str(w.message)]
+    assert len(warned) == 2 and "'flaky'" in warned[0] and "'breaks-contract'" in warned[1]
+    rows = {(r["strategy"], r["budget"]): r for r in result.to_dict()["rows"]}
+    assert rows[("flaky", 600)]["raised"] == result.row("flaky", 600).steps
+    assert "RuntimeError: upstream" in rows[("flaky", 600)]["first_error"]
+    from ctxwindow_eval import report
+
+    head, cells = report.columns(result)
+    assert cells[2][head.index("raised")] == str(result.row("flaky", 400).raised)
+    assert report.failures(result)[0].startswith(f"flaky at 400: {fixed.steps} raised")
+
+
+def test_the_plot_leaves_out_budgets_where_nothing_was_measured() -> None:
+    from ctxwindow_eval import report
+
+    result = evaluate_agent(["fixed"], load_trajectories(RUNS), budgets=[400, 100_000])
+    assert result.row("fixed", 100_000).recall is None  # no step over that budget
+    ((budget, recall), (roomy, nothing)) = report.series(result)["fixed"]
+    assert (budget, roomy, nothing) == (400, 100_000, None) and recall is not None

@@ -428,3 +428,26 @@ def test_cli_eval_json_without_a_file_goes_to_stdout(tmp_path: Path) -> None:
         {k: v for k, v in r.items() if k not in timed} for r in data["rows"]
     ]
     assert "Evidence recall" in run.out and not run.err
+
+
+class Flaky(BaseStrategy):
+    name = "flaky"
+
+    def choose(self, history: History) -> Selection:
+        raise RuntimeError("upstream embedding service down")
+
+
+def test_a_strategy_that_raises_keeps_nothing_and_the_others_are_still_scored(
+    tmp_path: Path, ctxwindow_register: Any
+) -> None:
+    ctxwindow_register(Flaky, name="flaky")
+    chat, asked = own_data(tmp_path, [{"question": "My locker code?", "evidence": ["u3"]}])
+    conversations, _ = load_jsonl(chat, asked)
+    with pytest.warns(RuntimeWarning, match="strategy 'flaky' raised at 1 question,"):
+        result = evaluate(["fixed", "flaky"], conversations, budgets=[300, 100_000])
+    assert result.recall("fixed", 300) == 0.0 and result.recall("fixed", 100_000) == 1.0
+    flaky = next(r for r in result.rows if r.strategy == "flaky" and r.budget == 300)
+    assert (flaky.questions, flaky.recall, flaky.raised) == (1, 0.0, 1)
+    assert result.recall("flaky", 100_000) == 1.0  # all fits: the strategy is not asked
+    assert flaky.first_error is not None and "upstream embedding service down" in flaky.first_error
+    assert flaky.to_dict()["raised"] == 1

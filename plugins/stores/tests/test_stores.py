@@ -38,6 +38,7 @@ pytest_plugins = ["redis_server"]
 
 #: Where the redis-server launcher lives (tests/support, on pytest's pythonpath).
 SUPPORT = Path(__file__).resolve().parents[3] / "tests" / "support"
+STORES = Path(__file__).resolve().parents[1]
 
 HOSTILE_KEY = "ctxwindow:v1:x:m:'); DROP TABLE ctxwindow_cache; --"
 
@@ -581,6 +582,68 @@ def test_redis_wrong_port_and_a_hung_server_cost_a_timeout_not_an_error(
         os.kill(redis_server.process.pid, signal.SIGCONT)
     messages = runtime_warnings(caught)
     assert len(messages) == 2 and all("unreachable" in m for m in messages)
+
+
+def test_a_key_of_another_type_is_a_foreign_value_of_that_key_only(
+    redis_server: RedisServer, caught: list[warnings.WarningMessage]
+) -> None:
+    """A hash under a cache key: read as a miss, overwritten, no warning, server in use."""
+    import redis
+
+    from ctxwindow_stores import RedisStore
+
+    client = redis.Redis.from_url(redis_server.url)
+    key = cache_key("summary", "extractive", "72:abc")
+    client.hset(key, "field", "not ours")
+    back = RedisStore(redis_server.url, ttl=600)
+    store = LayeredStore(MemoryStore(), back)
+    assert store.get_many([key]) == {}
+    mine = b'{"text": "t", "summarizer": "extractive"}'
+    assert put_first(store, {key: mine, "other": b"2"}) == {key: mine, "other": b"2"}
+    store.put_many({"after": b"3"})
+    assert client.type(key) == b"string" and client.get(key) == mine and client.ttl(key) > 0
+    assert client.get("other") == b"2" and client.get("after") == b"3"
+    assert back.available and back.outages == 0 and runtime_warnings(caught) == []
+    assert put_first(RedisStore(redis_server.url), {key: b"later"}) == {key: mine}
+
+
+def test_the_redis_hints_name_the_extra_that_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    from redis_server import require_redis_server
+
+    from ctxwindow.errors import InvalidOption
+    from ctxwindow_stores import RedisStore
+
+    project = (STORES / "pyproject.toml").read_text(encoding="utf-8")  # 3.10: no tomllib
+    assert '\nname = "ctxwindow-stores"\n' in project and '\nredis = ["redis' in project
+    hint = "pip install 'ctxwindow-stores[redis]'"
+    monkeypatch.setitem(sys.modules, "redis", None)  # the client is not installed
+    with pytest.raises(InvalidOption) as raised:
+        RedisStore("redis://127.0.0.1:1/0")
+    assert hint in str(raised.value)
+    monkeypatch.setenv("REDIS_SERVER", sys.executable)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        require_redis_server()
+    assert hint in str(skipped.value)
+
+
+def test_default_is_a_keyword_of_the_strategy_that_defines_it_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'default' on a cache whose default is not 'default' names no file made here."""
+    from ctxwindow.errors import InvalidOption
+    from ctxwindow_stores import cache_options, spec_problem
+
+    monkeypatch.chdir(tmp_path)
+    own, _ = cache_options("a summary", None, "where")
+    with pytest.raises(InvalidOption, match="'memory', a SQLite file path or a redis:// URL"):
+        own.validate("strategy 'summarize'", "default")
+    with pytest.raises(InvalidOption, match=r"'\./default'"):
+        open_store("default", memory_entries=1, memory_bytes=1000)
+    semantic, _ = cache_options("an embedding", "default", "where")
+    assert semantic.validate("strategy 'semantic'", "default") == "default"
+    assert spec_problem("./default") is None and spec_problem(Path("default")) is None
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_redis_password_never_appears_in_warnings(caught: list[warnings.WarningMessage]) -> None:

@@ -4,8 +4,9 @@ As ``shared/bench/tau-airline/README.md`` defines them, at every assistant messa
 calls tools (the action at position t), on the window of messages 0..t-1:
 
 - **needed values**: the string leaves of the action's arguments (three or more
-  characters) and its numbers of three or more digits that occur in messages 1..t-1
-  (not only in the system prompt);
+  characters) and its numbers of three or more digits that occur in messages 0..t-1
+  past the leading system (or developer) messages, if any: not only in the system
+  prompt (tau-bench's trajectories open with one, so there messages 1..t-1);
 - **next-action recall**: the share of needed values found in the window's messages
   (content or tool-call arguments, a summary included);
 - **pending exchange kept**: when the history ends in tool results (the model is
@@ -23,6 +24,8 @@ from typing import Any
 
 MIN_CHARACTERS = 3
 MIN_DIGITS = 3
+#: Roles of the instructions a log may open with: values found only there are not needed.
+INSTRUCTION_ROLES = ("system", "developer")
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,10 @@ def _leaves(value: Any) -> Iterator[str]:
 
 
 def needed_values(action: Mapping[str, Any], history: Sequence[Any]) -> set[str]:
-    """The values of the action's arguments that the history (past its first message)
-    holds: what the window had to keep for this step."""
-    body = "\n".join(message_text(message) for message in history[1:])
+    """The values of the action's arguments that the history (past the system prompt it
+    opens with, if any) holds: what the window had to keep for this step."""
+    start = _after_instructions(history)
+    body = "\n".join(message_text(message) for message in history[start:])
     needed: set[str] = set()
     for call in action.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, Mapping) else None
@@ -85,6 +89,20 @@ def needed_values(action: Mapping[str, Any], history: Sequence[Any]) -> set[str]
             continue  # arguments the model garbled name no values
         needed.update(value for value in _leaves(arguments) if value in body)
     return needed
+
+
+def _after_instructions(history: Sequence[Any]) -> int:
+    """Where the history's leading system (or developer) messages end: a log without
+    them starts with the task statement, whose values count."""
+    start = 0
+    while start < len(history) and _role(history[start]) in INSTRUCTION_ROLES:
+        start += 1
+    return start
+
+
+def _role(message: Any) -> str | None:
+    role = message.get("role") if isinstance(message, Mapping) else getattr(message, "role", None)
+    return role if isinstance(role, str) else None
 
 
 def pending_exchange(history: Sequence[Mapping[str, Any]]) -> range | None:

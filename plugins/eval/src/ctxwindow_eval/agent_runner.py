@@ -17,7 +17,7 @@ from typing import Any
 from ctxwindow import Conversation, Message, from_config, get_counter
 from ctxwindow.errors import BudgetTooSmall
 from ctxwindow_eval.agent_metrics import StepScore, needed_values, score_step
-from ctxwindow_eval.runner import StrategySpec
+from ctxwindow_eval.runner import STRATEGY_FAILURES, Raised, StrategySpec, warn_raised
 from ctxwindow_eval.trajectories import Trajectory
 
 AGENT_BUDGETS = (2000, 3000, 4000)
@@ -38,6 +38,9 @@ class AgentRow:
     task_kept: float | None
     too_small: int
     median_ms: float
+    #: Steps whose window the strategy failed to make (scored as keeping nothing).
+    raised: int = 0
+    first_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def rounded(value: float | None) -> float | None:
@@ -55,6 +58,8 @@ class AgentRow:
             "pending_cut": self.pending_cut,
             "task_statement_kept": rounded(self.task_kept),
             "budget_too_small": self.too_small,
+            "raised": self.raised,
+            "first_error": self.first_error,
             "median_ms_per_window": round(self.median_ms, 3),
         }
 
@@ -93,10 +98,12 @@ def evaluate_agent(
     for spec in specs:
         config = {"strategy": spec.name, "budget": max(budgets), "counter": counter}
         windower = from_config({**config, **spec.options})
+        failures: list[Raised] = []
         for budget in budgets:
             scores: list[StepScore] = []
             timings: list[float] = []
             too_small = 0
+            raised = Raised()
             for trajectory, chosen in steps:
                 conversation = Conversation()
                 for action, history_tokens, needed in chosen:
@@ -110,13 +117,20 @@ def evaluate_agent(
                     except BudgetTooSmall:
                         too_small += 1
                         window = []
+                    except STRATEGY_FAILURES as error:
+                        raised.add(error)
+                        window = []
                     else:
                         timings.append(time.perf_counter() - begun)
                     step = trajectory.messages[action]
                     scores.append(score_step(history, step, window, needed))
                 if progress:
                     progress(spec.title, len(chosen))
-            rows.append(_row(spec.title, budget, scores, too_small, timings))
+            row = _row(spec.title, budget, scores, too_small, timings)
+            row.raised, row.first_error = raised.count, raised.first
+            rows.append(row)
+            failures.append(raised)
+        warn_raised(spec.title, failures, "step")
     return AgentResult(rows, counter, [t.id for t in trajectories])
 
 

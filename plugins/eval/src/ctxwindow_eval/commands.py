@@ -24,8 +24,8 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "next-action recall on agent trajectories",
         description="DATA is LoCoMo's JSON; or with --questions a JSONL of your messages "
         "(each with an 'id'); or agent trajectories (a JSON list, or JSONL with one "
-        "trajectory a line, of OpenAI messages with tool calls), found by their tool "
-        "calls or named with --kind agent; or the name of a public benchmark ("
+        "trajectory a line, of OpenAI messages with tool calls), found by their shape "
+        "or named with --kind agent; or the name of a public benchmark ("
         + ", ".join(datasets.DATASETS)
         + "), fetched from its source on first use into the user cache, its sha256 "
         f"checked ({datasets.MIRROR_ENV}: a base URL to fetch it from instead).",
@@ -41,7 +41,7 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=KINDS,
         default="auto",
         help="conversations with questions (locomo) or agent trajectories (agent); "
-        "auto: agent when DATA's first trajectory calls tools",
+        "auto: agent when DATA is JSONL or a JSON list of OpenAI message lists",
     )
     evaluation.add_argument(
         "--strategy",
@@ -117,11 +117,11 @@ def _eval(args: argparse.Namespace) -> int:
     with progress_module.Progress(console=console, transient=True) as bar:
         if agent:
             runs = trajectories.load_trajectories(args.data)
-            steps = sum(len(list(t.actions())) for t in runs)
+            steps = _actions(runs, args.data)
             console.print(f"[dim]{len(runs)} trajectories, {steps} actions[/dim]")
             task = bar.add_task("evaluating", total=steps * len(specs) * len(budgets))
         else:
-            conversations, loaded = _load_benchmark(dataset, args.data, args.questions, args.render)
+            conversations, loaded = _load_conversations(args)
             console.print(f"[dim]{len(conversations)} conversations; {loaded.summary()}[/dim]")
             per_round = _scored_questions(conversations, categories, loaded, args.categories)
             task = bar.add_task("evaluating", total=per_round * len(specs) * len(budgets))
@@ -144,6 +144,8 @@ def _eval(args: argparse.Namespace) -> int:
                 progress=advance,
             )
     console.print(report.table(result))
+    for line in report.failures(result):
+        console.print(line, style="yellow", markup=False, highlight=False)
     if to_stdout:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     elif args.json:
@@ -205,12 +207,47 @@ def _default_specs(console: Any) -> list[str]:
 
 
 def _is_agent(args: argparse.Namespace) -> bool:
-    """Agent trajectories when told so, or (auto) when DATA's first one calls tools."""
+    """Agent trajectories when told so, or (auto) when DATA is shaped as them."""
     if args.kind != "auto":
         if args.kind == "agent" and args.questions:
             raise ConfigError("--questions go with conversations, not with --kind agent")
         return bool(args.kind == "agent")
     return not args.questions and trajectories.looks_like_trajectories(args.data)
+
+
+#: What each kind of DATA is, for the error on a file that is neither.
+KINDS_EXPECTED = (
+    "ctxwindow eval reads agent trajectories (a JSON list, or JSONL with one a line, of "
+    "OpenAI message lists or of objects holding one under traj, messages or trajectory; "
+    "or a JSONL log of one run, one message a line) or LoCoMo's JSON (one list of "
+    "samples, each with a 'conversation' and its 'qa'); name the kind with --kind agent "
+    "or --kind locomo to see what is wrong for that kind"
+)
+
+
+def _load_conversations(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The conversations of DATA; when the kind was guessed, a file that is no LoCoMo
+    was no trajectories either, and the error says what each kind is."""
+    try:
+        return _load_benchmark(dataset, args.data, args.questions, args.render)
+    except ConfigError as error:
+        if args.kind != "auto" or args.questions:
+            raise
+        raise ConfigError(
+            f"{error}; nor does it hold agent trajectories: {KINDS_EXPECTED}"
+        ) from None
+
+
+def _actions(runs: list[Any], data: str) -> int:
+    """How many actions the trajectories hold; none is an error that says why."""
+    steps = sum(len(list(t.actions())) for t in runs)
+    if not steps:
+        raise ConfigError(
+            f"{data}: no assistant message of its {len(runs)} trajectories calls tools "
+            "(after the first message), so there is no step to score; a chat without "
+            "tool calls is evaluated with --questions (a JSONL of questions about it)"
+        )
+    return steps
 
 
 def _load_benchmark(

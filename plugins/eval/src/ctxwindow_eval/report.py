@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,9 @@ def columns(result: Result) -> tuple[list[str], list[list[str]]]:
     shown = result.scored_categories()
     summaries = any(row.recall_with_summaries is not None for row in result.rows)
     head = ["strategy", "budget", "recall", *(CATEGORY_NAMES.get(c, str(c)) for c in shown)]
-    head += ["all kept", *(["with summaries"] if summaries else []), "ms/window"]
+    raised = _any_raised(result)
+    head += ["all kept", *(["with summaries"] if summaries else [])]
+    head += [*(["raised"] if raised else []), "ms/window"]
     cells = []
     for row in result.rows:
         line = [row.strategy, str(row.budget), f"{row.recall:.3f}"]
@@ -48,14 +51,32 @@ def columns(result: Result) -> tuple[list[str], list[list[str]]]:
         if summaries:
             value = row.recall_with_summaries
             line.append("-" if value is None else f"{value:.3f}")
-        line.append(f"{row.median_ms:.2f}")
+        line += [*([str(row.raised)] if raised else []), f"{row.median_ms:.2f}"]
         cells.append(line)
     return head, cells
 
 
+def _any_raised(result: Result) -> bool:
+    """Whether a strategy failed somewhere: only then has the table a 'raised' column."""
+    return any(row.raised for row in result.rows)
+
+
+def failures(result: Result) -> list[str]:
+    """One line per strategy and budget where the strategy raised: how often, and the
+    first error (the table has room for the count only)."""
+    return [
+        f"{row.strategy} at {row.budget}: {row.raised} raised, each scored as keeping "
+        f"nothing; first: {row.first_error}"
+        for row in result.rows
+        if row.raised
+    ]
+
+
 def _agent_columns(result: AgentResult) -> tuple[list[str], list[list[str]]]:
     head = ["strategy", "budget", "steps", "next-action recall", "pending kept"]
-    head += ["pending cut", "task statement kept", "too small", "ms/window"]
+    raised = _any_raised(result)
+    head += ["pending cut", "task statement kept", "too small"]
+    head += [*(["raised"] if raised else []), "ms/window"]
 
     def share(value: float | None, count: int) -> str:
         return "-" if value is None else f"{value:.3f} ({count})"
@@ -70,6 +91,7 @@ def _agent_columns(result: AgentResult) -> tuple[list[str], list[list[str]]]:
             str(row.pending_cut),
             "-" if row.task_kept is None else f"{row.task_kept:.3f}",
             str(row.too_small),
+            *([str(row.raised)] if raised else []),
             f"{row.median_ms:.2f}",
         ]
         for row in result.rows
@@ -127,29 +149,31 @@ def write_json(result: Result, path: str | Path) -> None:
 def plot(result: Result, path: str | Path) -> None:
     """Recall against budget, one line per strategy, as a PNG."""
     if isinstance(result, AgentResult):
-        points = {
-            s: [(r.budget, r.recall or 0.0) for r in result.rows if r.strategy == s]
-            for s in dict.fromkeys(row.strategy for row in result.rows)
-        }
-        _plot(points, path, "next-action recall", "Next-action recall on agent steps")
+        _plot(series(result), path, "next-action recall", "Next-action recall on agent steps")
         return
-    points = {
-        s: [(r.budget, r.recall) for r in result.rows if r.strategy == s]
-        for s in dict.fromkeys(row.strategy for row in result.rows)
-    }
     label = f"evidence recall ({_scope(result)})"
-    _plot(points, path, label, "Evidence recall at a token budget")
+    _plot(series(result), path, label, "Evidence recall at a token budget")
+
+
+def series(result: Result) -> dict[str, list[tuple[int, float | None]]]:
+    """Each strategy's (budget, recall) points, as plotted; None where nothing was
+    measured (no step over that budget): a gap in the line, never a recall of 0."""
+    return {
+        strategy: [(row.budget, row.recall) for row in result.rows if row.strategy == strategy]
+        for strategy in dict.fromkeys(row.strategy for row in result.rows)
+    }
 
 
 def _plot(
-    points: dict[str, list[tuple[int, float]]], path: str | Path, label: str, title: str
+    points: dict[str, list[tuple[int, float | None]]], path: str | Path, label: str, title: str
 ) -> None:
     matplotlib = require("matplotlib")
     matplotlib.use("Agg")
     pyplot = require("matplotlib.pyplot")
     figure, axes = pyplot.subplots(figsize=(7, 4.5), dpi=120)
     for strategy, line in points.items():
-        axes.plot([b for b, _ in line], [r for _, r in line], marker="o", label=strategy)
+        recalls = [math.nan if r is None else r for _, r in line]  # NaN: a gap
+        axes.plot([b for b, _ in line], recalls, marker="o", label=strategy)
     budgets = sorted({budget for line in points.values() for budget, _ in line})
     if budgets and budgets[-1] >= 4 * budgets[0]:
         axes.set_xscale("log", base=2)

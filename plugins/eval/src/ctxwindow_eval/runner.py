@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwindow import Conversation, from_config, parse_strategy_spec
-from ctxwindow.errors import BudgetTooSmall
+from ctxwindow.errors import BudgetTooSmall, ContractViolation, PluginError
 from ctxwindow_eval.dataset import EvalConversation, LoadReport
 from ctxwindow_eval.metrics import Score, score, window_contents
 
 DEFAULT_BUDGETS = (1000, 2000, 4000, 8000)
 HEADLINE_CATEGORIES = (1, 2, 3, 4)
+#: A strategy's own failures while choosing (its code raised, or its window broke the
+#: contract and cannot be scored): that window keeps nothing, and the eval goes on.
+STRATEGY_FAILURES = (PluginError, ContractViolation)
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,35 @@ class StrategySpec:
 
 
 @dataclass
+class Raised:
+    """The windows a strategy failed to make at one budget (each keeps nothing), and
+    the first error, so that a failing plugin shows instead of scoring a plain 0."""
+
+    count: int = 0
+    first: str | None = None
+
+    def add(self, error: Exception) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = f"{type(error).__name__}: {error}"
+
+
+def warn_raised(strategy: str, raised: Sequence[Raised], what: str) -> None:
+    """One warning per strategy, over all its budgets, when any of its windows failed."""
+    failed = [r for r in raised if r.count]
+    if not failed:
+        return
+    count = sum(r.count for r in failed)
+    warnings.warn(
+        f"ctxwindow eval: strategy {strategy!r} raised at {count} {what}"
+        f"{'' if count == 1 else 's'}, each scored as keeping nothing (the 'raised' "
+        f"column); first: {failed[0].first}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+@dataclass
 class Row:
     """One strategy at one budget."""
 
@@ -56,6 +89,9 @@ class Row:
     #: ``recall`` and ``by_category`` of each conversation alone, by its id: the folds a
     #: lever is judged on (chosen on the others, scored on each).
     by_conversation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Questions whose window the strategy failed to make (scored as keeping nothing).
+    raised: int = 0
+    first_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +106,8 @@ class Row:
             if self.recall_with_summaries is None
             else round(self.recall_with_summaries, 4),
             "budget_too_small": self.too_small,
+            "raised": self.raised,
+            "first_error": self.first_error,
             "seconds": round(self.seconds, 3),
             "median_ms_per_window": round(self.median_ms, 3),
             "by_conversation": self.by_conversation,
@@ -130,12 +168,14 @@ def evaluate(
     for spec in specs:
         config = {"strategy": spec.name, "budget": max(budgets), "counter": counter}
         windower = from_config({**config, **spec.options})
+        failures: list[Raised] = []
         for budget in budgets:
             started = time.perf_counter()
             scores: list[tuple[int | None, Score]] = []
             owners: list[str] = []  # the conversation of each score
             timings: list[float] = []
             too_small = 0
+            raised = Raised()
             for item, conversation, texts in prepared:
                 for question in item.questions:
                     if not scored(question.category, wanted):
@@ -143,8 +183,11 @@ def evaluate(
                     begun = time.perf_counter()
                     try:
                         window = windower.select(conversation, query=question.text, budget=budget)
-                    except BudgetTooSmall:
-                        too_small += 1
+                    except (BudgetTooSmall, *STRATEGY_FAILURES) as error:
+                        if isinstance(error, BudgetTooSmall):
+                            too_small += 1
+                        else:
+                            raised.add(error)
                         scores.append((question.category, Score(0.0, 0.0, False)))
                         owners.append(item.id)
                         continue
@@ -156,7 +199,10 @@ def evaluate(
                     progress(spec.title, sum(scored(q.category, wanted) for q in item.questions))
             row = _row(spec.title, budget, scores, too_small, started, timings)
             row.by_conversation = _by_conversation(scores, owners)
+            row.raised, row.first_error = raised.count, raised.first
             rows.append(row)
+            failures.append(raised)
+        warn_raised(spec.title, failures, "question")
     return EvalResult(
         rows,
         counter,

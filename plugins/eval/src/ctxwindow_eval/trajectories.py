@@ -7,8 +7,8 @@ the window needed to hold (see :mod:`ctxwindow_eval.agent_metrics`).
 Accepted files: a JSON list of trajectories, or JSONL with one trajectory a line. A
 trajectory is a list of messages, or an object holding it under ``traj`` (tau-bench's
 historical trajectories), ``messages`` or ``trajectory``, with an optional ``id``
-(else ``task_id`` and ``trial``, else its place in the file). A file whose entries are
-all messages (a JSONL log of one run) is one trajectory.
+(else ``task_id`` and ``trial``, else its place in the file); or one such object. A
+file whose entries are all messages (a JSONL log of one run) is one trajectory.
 """
 
 from __future__ import annotations
@@ -66,18 +66,45 @@ def load_trajectories(path: str | Path) -> list[Trajectory]:
 
 
 def looks_like_trajectories(path: str | Path) -> bool:
-    """Whether ``path`` holds agent trajectories (its first entry is one with a tool
-    call), so ``ctxwindow eval`` can pick the kind of benchmark by itself."""
+    """Whether ``path`` holds agent trajectories, so ``ctxwindow eval`` can pick the kind
+    of benchmark by itself: any JSONL (LoCoMo is one JSON document; a broken line is
+    the trajectory loader's to name), or a JSON list of trajectories or of messages,
+    or one trajectory object (a trajectory need not call tools: a chat before the
+    agent's first tool call is one too)."""
     try:
-        entries = _entries(Path(path))
+        text = _read(Path(path))
     except ConfigError:
+        return False  # the loader of either kind says why
+    try:
+        whole = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return _is_jsonl(text)
+    if isinstance(whole, dict):
+        return _holds_messages(whole)
+    if not isinstance(whole, list) or not whole:
         return False
-    first = entries if _all_messages(entries) else entries[0] if entries else None
-    messages = messages_of(first)
-    return bool(messages) and any(
-        isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool")
-        for m in messages or ()
-    )
+    return _all_messages(whole) or _holds_messages(whole[0])
+
+
+def _holds_messages(entry: Any) -> bool:
+    """Whether ``entry`` is a trajectory: a non-empty list of OpenAI messages (objects
+    with a 'role'), or an object holding one."""
+    messages = messages_of(entry)
+    return bool(messages) and all(isinstance(m.get("role"), str) for m in messages or ())
+
+
+def _is_jsonl(text: str) -> bool:
+    """Whether ``text``, not one JSON document, has a line that is a JSON object or list
+    on its own: JSONL, maybe with broken lines (a JSON document cut short has none)."""
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            if isinstance(json.loads(line), (dict, list)):
+                return True
+        except (json.JSONDecodeError, RecursionError):
+            continue
+    return False
 
 
 def messages_of(entry: Any) -> list[dict[str, Any]] | None:
@@ -103,15 +130,19 @@ def _id_of(entry: Any, number: int) -> str:
     return f"trajectory {number}"
 
 
-def _entries(source: Path) -> Sequence[Any]:
+def _read(source: Path) -> str:
     try:
-        text = source.read_text(encoding="utf-8")
+        return source.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"trajectory file {str(source)!r} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(f"trajectory file {str(source)!r} is a directory") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"trajectory file {str(source)!r} cannot be read: {error}") from None
+
+
+def _entries(source: Path) -> Sequence[Any]:
+    text = _read(source)
     try:
         whole = json.loads(text)
     except json.JSONDecodeError:
@@ -120,6 +151,8 @@ def _entries(source: Path) -> Sequence[Any]:
         raise ConfigError(f"trajectory file {str(source)!r} is not JSON: {error}") from None
     if isinstance(whole, list):
         return whole
+    if isinstance(whole, dict) and messages_of(whole) is not None:
+        return [whole]  # one trajectory object, also when written over many lines
     entries = []
     for line_number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

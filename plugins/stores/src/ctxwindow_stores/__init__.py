@@ -10,7 +10,9 @@ they encode themselves (raw float32, JSON).
 - ``None`` or ``"memory"``: a bounded in-memory LRU only;
 - ``"redis://host:port/db"`` (``rediss://``, ``unix://``): memory in front of Redis,
   shared by every process that names the same server;
-- anything else: a SQLite file path, memory in front of it.
+- anything else: a SQLite file path, memory in front of it; but ``"default"``, which
+  only a strategy that defines it (``semantic``: its file in the user cache folder)
+  accepts, and turns into a path before it opens a store.
 
 A cache whose values depend on what it cached before (rolling summaries) writes with
 :func:`put_first`: the first value written under a key wins and every writer gets it
@@ -57,6 +59,9 @@ __all__ = [
 #: Every key starts with this; bump the version when a value format changes.
 KEY_PREFIX = "ctxwindow:v1"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+#: A strategy's word for its own default file (``semantic``: the user cache folder),
+#: never a file path: elsewhere it is an error, not a file of that name made here.
+RESERVED = "default"
 
 
 @runtime_checkable
@@ -106,6 +111,12 @@ def spec_problem(spec: object) -> str | None:
         return None
     if not isinstance(spec, (str, Path)) or not str(spec).strip():
         return "must be 'memory', a SQLite file path or a redis:// URL"
+    if spec == RESERVED:
+        return (
+            "must be 'memory', a SQLite file path or a redis:// URL: 'default' (a file in "
+            "the user cache folder) is the semantic strategy's own, not this cache's; "
+            "write './default' for a file of that name here"
+        )
     text = str(spec)
     if "://" in text and not is_redis_url(text):
         scheme = text.split("://", maxsplit=1)[0]
@@ -118,7 +129,8 @@ def spec_problem(spec: object) -> str | None:
 def cache_options(entry: str, default: str | None, where: str) -> tuple[Option, Option]:
     """A caching strategy's ``cache`` option, described by ``where``, and its
     ``cache_ttl`` for ``entry`` (one cached value: "an embedding"). The default always
-    passes the check: a strategy's own keyword (``'default'``: its file) included."""
+    passes the check: a strategy's own keyword (``'default'``: its file) included; a
+    strategy without that default refuses ``'default'``."""
 
     def check(value: str) -> str | None:
         return None if value == default else spec_problem(value)

@@ -1,9 +1,11 @@
-"""Redis: a store shared by every replica of an app (``pip install 'ctxwindow[redis]'``).
+"""Redis: a store shared by every replica of an app (``pip install 'ctxwindow-stores[redis]'``).
 
 Short connect and socket timeouts and no client-side retries: a cache lookup must cost
 milliseconds even when the server is gone. On an error the store warns once per outage,
 behaves as empty for ``retry_after`` seconds (the memory layer in front keeps serving),
-then tries the server again; the connection pool reconnects by itself.
+then tries the server again; the connection pool reconnects by itself. A key holding
+another type (a hash, a list: not a cache's value) is a foreign value of that key alone:
+read as a miss and overwritten, the server still in use.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class RedisStore:
             from redis.retry import Retry
         except ImportError:
             raise InvalidOption(
-                "a Redis cache needs the redis client: pip install 'ctxwindow[redis]'"
+                "a Redis cache needs the redis client: pip install 'ctxwindow-stores[redis]'"
             ) from None
         if ttl is not None and not ttl > 0:
             raise InvalidOption(f"Redis cache: ttl must be a number of seconds > 0, got {ttl!r}")
@@ -50,6 +52,7 @@ class RedisStore:
         self.retry_after = retry_after
         self.outages = 0  # times the server was found gone, for tests and the bench
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._refused: type[BaseException] = redis.ResponseError  # one command, one key
         try:
             self._client: Any = redis.Redis.from_url(
                 url,
@@ -111,20 +114,42 @@ class RedisStore:
         pairs = list(items.items())
         try:
             for start in range(0, len(pairs), _CHUNK):
-                chunk = pairs[start : start + _CHUNK]
-                pipe = self._client.pipeline(transaction=False)
-                for key, value in chunk:
-                    pipe.set(key, bytes(value), ex=self.ttl, nx=True)
-                    pipe.get(key)
-                replies = pipe.execute()
-                for (key, _), value in zip(chunk, replies[1::2], strict=True):
-                    if isinstance(value, (bytes, bytearray)):
-                        held[key] = bytes(value)
+                held.update(self._put_new_chunk(pairs[start : start + _CHUNK]))
         except self._errors as error:
             self._gone(error)
             return dict(items)
         self._back()
         return held
+
+    def _put_new_chunk(self, chunk: Sequence[tuple[str, bytes]]) -> dict[str, bytes]:
+        """``SET NX`` then ``GET`` for each pair, in one round trip; what each key holds.
+        A GET refused for one key (WRONGTYPE: another type under it) leaves a foreign
+        value, overwritten as ``put_many`` would; a refused SET is the server's error."""
+        pipe = self._client.pipeline(transaction=False)
+        for key, value in chunk:
+            pipe.set(key, bytes(value), ex=self.ttl, nx=True)
+            pipe.get(key)
+        replies = pipe.execute(raise_on_error=False)
+        held: dict[str, bytes] = {}
+        foreign: dict[str, bytes] = {}
+        for (key, value), written, read in zip(chunk, replies[0::2], replies[1::2], strict=True):
+            if isinstance(written, BaseException):
+                raise written
+            if isinstance(read, self._refused):
+                foreign[key] = held[key] = bytes(value)
+            elif isinstance(read, (bytes, bytearray)):
+                held[key] = bytes(read)
+        if foreign:
+            self._overwrite(foreign)
+        return held
+
+    def _overwrite(self, items: Mapping[str, bytes]) -> None:
+        """Plain ``SET``s, which replace a value of any type (two replicas overwriting
+        one foreign value at once may each keep their own: a rare, harmless case)."""
+        pipe = self._client.pipeline(transaction=False)
+        for key, value in items.items():
+            pipe.set(key, bytes(value), ex=self.ttl)
+        pipe.execute()
 
     def close(self) -> None:
         with contextlib.suppress(*self._errors):
