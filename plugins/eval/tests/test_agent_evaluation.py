@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from ctxwindow import BaseStrategy, BudgetTooSmall, History, Selection
+from ctxwindow.testing.strategies import BadUnit
+from ctxwindow.testing.strategies import Raises as Faulty
 from ctxwindow_eval import evaluate_agent, load_trajectories
 from ctxwindow_eval.agent_metrics import needed_values, pending_exchange, score_step
 from ctxwindow_eval.trajectories import looks_like_trajectories
@@ -241,51 +243,36 @@ def test_a_file_of_neither_kind_says_what_each_kind_is(tmp_path: Path) -> None:
     assert "no assistant message" in run_command("eval", str(chat), "-s", "fixed").error()
 
 
-class Flaky(BaseStrategy):
-    name = "flaky"
-
-    def choose(self, history: History) -> Selection:
-        raise RuntimeError("upstream embedding service down")
-
-
-class Breaks(BaseStrategy):
-    name = "breaks-contract"
-
-    def choose(self, history: History) -> Selection:
-        selection = Selection(history)
-        selection.keep(10_000, "a unit the history does not have")
-        return selection
-
-
 @pytest.fixture
 def failing(ctxwindow_register: Any) -> None:
-    ctxwindow_register(Flaky, name="flaky")
-    ctxwindow_register(Breaks, name="breaks-contract")
+    """The kit's faulty strategies: one whose code raises, one that breaks the contract."""
+    ctxwindow_register(Faulty, name=Faulty.name)
+    ctxwindow_register(BadUnit, name=BadUnit.name)
 
 
 @pytest.mark.usefixtures("failing")
 def test_a_strategy_that_fails_keeps_nothing_and_the_others_are_still_scored() -> None:
     runs = load_trajectories(RUNS)
     with pytest.warns(RuntimeWarning) as caught:
-        result = evaluate_agent(["fixed", "flaky", "breaks-contract"], runs, budgets=[400, 600])
+        result = evaluate_agent(["fixed", Faulty.name, BadUnit.name], runs, budgets=[400, 600])
     fixed = result.row("fixed", 400)
     assert fixed.steps > 0 and fixed.raised == 0 and fixed.first_error is None
-    for name, error in (("flaky", "PluginError"), ("breaks-contract", "ContractViolation")):
+    for name, error in ((Faulty.name, "PluginError"), (BadUnit.name, "ContractViolation")):
         row = result.row(name, 400)
         assert row.steps == fixed.steps and row.raised == row.steps and row.too_small == 0
         assert row.recall == 0.0 and row.task_kept == 0.0
         assert row.first_error is not None and row.first_error.startswith(error)
-    assert "upstream embedding service down" in (result.row("flaky", 400).first_error or "")
+    assert "the scoring table is empty" in (result.row(Faulty.name, 400).first_error or "")
     warned = [str(w.message) for w in caught if "ctxwindow eval" in str(w.message)]
-    assert len(warned) == 2 and "'flaky'" in warned[0] and "'breaks-contract'" in warned[1]
+    assert len(warned) == 2 and f"'{Faulty.name}'" in warned[0] and f"'{BadUnit.name}'" in warned[1]
     rows = {(r["strategy"], r["budget"]): r for r in result.to_dict()["rows"]}
-    assert rows[("flaky", 600)]["raised"] == result.row("flaky", 600).steps
-    assert "RuntimeError: upstream" in rows[("flaky", 600)]["first_error"]
+    assert rows[(Faulty.name, 600)]["raised"] == result.row(Faulty.name, 600).steps
+    assert "ValueError: faulty" in rows[(Faulty.name, 600)]["first_error"]
     from ctxwindow_eval import report
 
     head, cells = report.columns(result)
-    assert cells[2][head.index("raised")] == str(result.row("flaky", 400).raised)
-    assert report.failures(result)[0].startswith(f"flaky at 400: {fixed.steps} raised")
+    assert cells[2][head.index("raised")] == str(result.row(Faulty.name, 400).raised)
+    assert report.failures(result)[0].startswith(f"{Faulty.name} at 400: {fixed.steps} raised")
 
 
 def test_the_plot_leaves_out_budgets_where_nothing_was_measured() -> None:

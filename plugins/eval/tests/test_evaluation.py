@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ctxwindow import BaseStrategy, History, Message, Selection
+from ctxwindow.testing.strategies import Raises
 from ctxwindow_eval import StrategySpec, evaluate, load_jsonl, load_locomo
 from ctxwindow_eval.bench import agent_history, bench_strategy, synthetic_history, to_json
 from ctxwindow_eval.dataset import Question
@@ -430,24 +431,17 @@ def test_cli_eval_json_without_a_file_goes_to_stdout(tmp_path: Path) -> None:
     assert "Evidence recall" in run.out and not run.err
 
 
-class Flaky(BaseStrategy):
-    name = "flaky"
-
-    def choose(self, history: History) -> Selection:
-        raise RuntimeError("upstream embedding service down")
-
-
 def test_a_strategy_that_raises_keeps_nothing_and_the_others_are_still_scored(
     tmp_path: Path, ctxwindow_register: Any
 ) -> None:
-    ctxwindow_register(Flaky, name="flaky")
+    ctxwindow_register(Raises, name=Raises.name)  # the kit's: its choose raises
     chat, asked = own_data(tmp_path, [{"question": "My locker code?", "evidence": ["u3"]}])
     conversations, _ = load_jsonl(chat, asked)
-    with pytest.warns(RuntimeWarning, match="strategy 'flaky' raised at 1 question,"):
-        result = evaluate(["fixed", "flaky"], conversations, budgets=[300, 100_000])
+    with pytest.warns(RuntimeWarning, match=f"strategy '{Raises.name}' raised at 1 question,"):
+        result = evaluate(["fixed", Raises.name], conversations, budgets=[300, 100_000])
     assert result.recall("fixed", 300) == 0.0 and result.recall("fixed", 100_000) == 1.0
-    flaky = next(r for r in result.rows if r.strategy == "flaky" and r.budget == 300)
+    flaky = next(r for r in result.rows if r.strategy == Raises.name and r.budget == 300)
     assert (flaky.questions, flaky.recall, flaky.raised) == (1, 0.0, 1)
-    assert result.recall("flaky", 100_000) == 1.0  # all fits: the strategy is not asked
-    assert flaky.first_error is not None and "upstream embedding service down" in flaky.first_error
+    assert result.recall(Raises.name, 100_000) == 1.0  # all fits: the strategy is not asked
+    assert flaky.first_error is not None and "the scoring table is empty" in flaky.first_error
     assert flaky.to_dict()["raised"] == 1
