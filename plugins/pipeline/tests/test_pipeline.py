@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import ctxwindow
 from ctxwindow import BaseStrategy, History, LLMUsage, Message, Selection, get_counter
 from ctxwindow.errors import InvalidOption, UnknownStrategy
+from ctxwindow.kit import recent_units
 from ctxwindow.testing.conversations import wild_histories
 from ctxwindow_pipeline import ClearToolOutputs, PipelineStrategy
 
@@ -160,7 +161,11 @@ def test_budget_share_leaves_a_later_stage_something_to_choose_from() -> None:
     assert (cleared.budget, summarized.budget, chosen.budget) == (400, 600, 400)
     assert summarized.engaged and 400 < summarized.tokens_after <= 600
     assert chosen.engaged and window.tokens <= 400
-    assert window.record.count("summarized") > 0 and window.record.count("dropped") > 0
+    assert window.record.count("summarized") > 0 and chosen.count("dropped") > 0
+    # what sliding dropped, the summary it keeps was written from: summarized, said so
+    later = [d for d in window.record.decisions if "sliding dropped it" in d.reason]
+    assert later and {d.action for d in later} == {"summarized"}
+    assert all(d.reason.endswith("in the summary stages[1] summarize wrote") for d in later)
     # without the share, summarize fits the budget itself and sliding has nothing to do
     same = PipelineStrategy(stages=[CLEAR, "summarize", "sliding"]).select(messages, 400)
     assert not same.record.stages[2].engaged
@@ -457,3 +462,56 @@ def test_pipelines_with_budget_shares_keep_the_contract(
 
     strategy = PipelineStrategy(stages=[{"strategy": first, "budget_share": share}, "fixed"])
     checked_outcome(strategy, messages, budget)
+
+
+@pytest.fixture
+def summaries_then_newest(ctxwindow_register: Any) -> None:
+    ctxwindow_register(SummariesThenNewest, name=SummariesThenNewest.name)
+
+
+class SummariesThenNewest(BaseStrategy):
+    """A last stage that keeps the summaries it is given, then the newest units."""
+
+    name = "summaries-then-newest"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        room = history.budget - history.must_keep_tokens
+        for unit in range(len(history.units)):
+            if any(history.messages[p].synthetic for p in history.span(unit)):
+                selection.keep(unit, "a summary")
+                room -= history.unit_tokens(unit)
+        for unit in recent_units(history, room, skip=selection.kept):
+            selection.keep(unit, "recent")
+        return selection
+
+
+@pytest.mark.usefixtures("summaries_then_newest")
+def test_a_summary_covers_what_it_was_written_from_when_a_later_stage_drops_it() -> None:
+    """A summary is written from more than the units its stage summarizes: the newest
+    of them stay verbatim in the room it leaves. When a later stage dropped those, the
+    pipeline's covers named only the summarized ones, though the summary quotes the
+    rest, and the record called them dropped."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Plan trips."}]
+    for n in range(40):
+        messages.append(
+            {"role": "user", "content": f"Leg {n}: Lisbon to Porto on day {n}, seat {n}A."}
+        )
+        messages.append({"role": "assistant", "content": f"Noted leg {n}, seat {n}A."})
+    messages.append({"role": "user", "content": "Which seat on leg 3?"})
+    stages = [{"strategy": "summarize", "budget_share": 1.6}, "summaries-then-newest"]
+    window = ctxwindow.select(messages, 500, "pipeline", counter="approx", stages=stages)
+    (summary,) = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+    covers = set(summary["metadata"]["covers"])
+    written = {  # the summarize stage's own decisions, in the caller's positions
+        p
+        for d in window.record.stages[0].decisions
+        if d.action == "kept" and "room the summary leaves" in d.reason
+        for p in d.positions
+    }
+    kept = {id(m) for m in window.messages}
+    dropped_later = {p for p in written if id(messages[p]) not in kept}
+    assert dropped_later, "the case needs a written-from unit the last stage drops"
+    assert {f"#{p}" for p in dropped_later} <= covers
+    action = {p: d.action for d in window.record.decisions for p in d.positions}
+    assert {action[p] for p in dropped_later} == {"summarized"}

@@ -313,6 +313,9 @@ class _Run:
                     covers = frozenset().union(*(o.covers for o in carried))
                     summarized.append((decision.positions[0], covers))
         for index, covers in _covers(made, summarized):
+            written_from = _written_from(items[index], self.items)
+            if written_from is not None:  # what the stage says its message stands for
+                covers = frozenset().union(covers, *(before[p].covers for p in written_from))
             origins[index] = _Origin(None, covers, label)
         self.items = items
         self.origins = [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
@@ -342,12 +345,18 @@ class _Run:
         selection = history.selection()
         present = {next(iter(o.covers)) for o in self.origins if o.position is not None}
         must_keep, kept_reason, fate = history.must_keep, self.kept_reason, self.fate
+        summarized = {  # a unit a summary in the window was written from: its words are there
+            unit: origin.made_by
+            for origin in self.origins
+            if origin.position is None
+            for unit in origin.covers
+        }
         decided: list[tuple[str, str] | None] = [
             None
             if unit in must_keep
             else ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
             if unit in present
-            else fate.get(unit)
+            else _in_summary(fate.get(unit), summarized.get(unit))
             for unit in range(len(history.units))
         ]
         _decide_in_runs(selection, decided)
@@ -373,6 +382,14 @@ class _Run:
         selection.llm = _usage(self.records)
         selection.stages.extend(self.records)
         return selection
+
+
+def _in_summary(fate: tuple[str, str] | None, made_by: str | None) -> tuple[str, str] | None:
+    """A unit's fate, a later stage's drop of a unit an earlier stage's summary was
+    written from (kept verbatim there, in the room it left) being a summarized unit."""
+    if fate is None or made_by is None or fate[0] != "dropped":
+        return fate
+    return "summarized", f"{fate[1]}; in the summary {made_by} wrote"
 
 
 def _decisions(record: WindowRecord) -> Sequence[Decision | DecisionRun]:
@@ -413,6 +430,37 @@ def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Me
         for position in history.span(unit)
     ]
     return replace(message, metadata={**message.metadata, "covers": covers})
+
+
+def _written_from(item: Any, inputs: Sequence[Any]) -> list[int] | None:
+    """The stage's input positions a made message's ``metadata.covers`` names (``#3``, or
+    an id), None when it names none or one that cannot be found. A summary is written
+    from more than the units the stage summarized: the newest of those it covers may
+    stay verbatim, in the room it leaves, and a later stage may then drop them."""
+    metadata = item.metadata if isinstance(item, Message) else item.get("metadata")
+    refs = metadata.get("covers") if isinstance(metadata, Mapping) else None
+    if not isinstance(refs, (list, tuple)) or not refs:
+        return None
+    ids: dict[str, int] | None = None
+    found = []
+    for ref in refs:
+        if not isinstance(ref, str):
+            return None
+        if ref.startswith("#") and ref[1:].isdigit() and int(ref[1:]) < len(inputs):
+            found.append(int(ref[1:]))
+            continue
+        if ids is None:
+            ids = {}
+            for position, entry in enumerate(inputs):
+                ids.setdefault(_id_of(entry), position)
+        if ref not in ids:
+            return None
+        found.append(ids[ref])
+    return found
+
+
+def _id_of(item: Any) -> Any:
+    return item.id if isinstance(item, Message) else item.get("id")
 
 
 def _covers(
