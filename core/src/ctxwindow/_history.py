@@ -164,8 +164,12 @@ class Conversation:
             except TypeError:  # not all dicts: Messages, SDK objects, other mappings
                 self.all_dicts = False
                 contents = list(map(_content_of, entries))
-            if self.all_messages and entries and (  # a dict list's first entry says it
-                type(entries[0]) is not Message or not set(map(type, entries)) <= {Message}
+            if (
+                self.all_messages
+                and entries
+                and (  # a dict list's first entry says it
+                    type(entries[0]) is not Message or not set(map(type, entries)) <= {Message}
+                )
             ):
                 self.all_messages = False
             self._contents.extend(contents)

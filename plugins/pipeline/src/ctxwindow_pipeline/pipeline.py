@@ -312,10 +312,10 @@ class _Run:
                 if decision.action == "summarized":
                     covers = frozenset().union(*(o.covers for o in carried))
                     summarized.append((decision.positions[0], covers))
-        for index, covers in _covers(made, summarized):
-            written_from = _written_from(items[index], self.items)
-            if written_from is not None:  # what the stage says its message stands for
-                covers = frozenset().union(covers, *(before[p].covers for p in written_from))
+        for index, grouped in _covers(made, summarized):
+            written_from = _written_from(items[index], self.items) or ()
+            # and what the stage says its message stands for
+            covers = frozenset().union(grouped, *(before[p].covers for p in written_from))
             origins[index] = _Origin(None, covers, label)
         self.items = items
         self.origins = [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
