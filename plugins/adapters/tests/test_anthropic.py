@@ -439,3 +439,26 @@ def test_without_a_system_the_positions_are_the_callers() -> None:
     with pytest.raises(InvalidMessage) as raised:
         adapter.select(messages, 400, "fixed")
     assert raised.value.index == len(messages) - 1
+
+
+@pytest.mark.parametrize("edit", ["system blocks", "content list"])
+def test_an_edit_in_place_is_read_again(edit: str) -> None:
+    """A system given as blocks and edited in place, or a block appended in place to the
+    newest message's list, was windowed from the stale read: the system's stand-in was
+    never among the items compared, and a list was compared with itself."""
+    messages: list[dict[str, Any]] = []
+    for number in range(150):  # beyond the newest 256 items compared
+        messages.append({"role": "user", "content": f"question {number} " + "w " * 10})
+        messages.append({"role": "assistant", "content": f"answer {number} " + "w " * 10})
+    messages.append({"role": "user", "content": [{"type": "text", "text": "short"}]})
+    system = [{"type": "text", "text": "Be brief."}]
+    adapter.select(messages, 3000, "fixed", system=system)
+    if edit == "system blocks":
+        system[0]["text"] = "POLICY " * 800
+    else:
+        messages[-1]["content"].append({"type": "text", "text": "more " * 400})
+    window = adapter.select(messages, 3000, "fixed", system=system)
+    adapter._READS_WITH_SYSTEM.remembered.clear()
+    fresh = adapter.select(messages, 3000, "fixed", system=system)
+    assert window.record.tokens_before == fresh.record.tokens_before
+    assert window.messages == fresh.messages

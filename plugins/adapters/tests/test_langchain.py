@@ -8,6 +8,7 @@ import copy
 import re
 from typing import Any, ClassVar
 
+import numpy as np
 import pydantic
 import pytest
 
@@ -523,6 +524,36 @@ def test_an_edit_in_place_is_windowed_from_the_new_content(edit: str) -> None:
 def test_a_langchain_counter_that_does_not_count_in_ints_is_named(count: Any) -> None:
     with pytest.raises(InvalidOption, match="must return a whole number of tokens"):
         adapter.select(history(1), 50, counter=lambda messages: count)
+
+
+@pytest.mark.parametrize("count", [7.0, np.float64(7.0), np.int64(7)])
+def test_a_langchain_counter_may_count_in_whole_floats_and_numpy_numbers(count: Any) -> None:
+    window = adapter.select(history(1), 50, counter=lambda messages: count)
+    assert window.record.tokens_after == 7 * len(window.messages)
+
+
+@pytest.mark.parametrize(
+    ("block", "words"),
+    [
+        ({"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                         "data": "JVBER" * 6000}}, False),
+        ({"type": "file_search_call", "results": [{"text": "the refund policy " * 50}]}, True),
+        ({"type": "image", "source_type": "base64", "data": "iVBOR" * 6000}, False),
+        ({"type": "json", "json": {"rows": list(range(300))}}, True),
+        ({"type": "tool_call_chunk", "name": "f", "args": '{"q": 1}', "id": "c"}, False),
+        ({"type": "redacted_thinking", "data": "EmwKAhgB" * 500}, False),
+    ],
+)  # fmt: skip
+def test_content_blocks_count_as_words_only_when_they_are_words(
+    block: dict[str, Any], words: bool
+) -> None:
+    """A PDF's base64 was read as words (106 tokens became 10,040, and a cut pasted the
+    bytes into the text); a file search's results were a flat media cost."""
+    (read,) = adapter.read_messages(
+        [HumanMessage([{"type": "text", "text": "Look."}, block])]
+    ).messages
+    kinds = [(part.type, part.text is not None) for part in read.content]
+    assert kinds == [("text", True), (block["type"], words)]
 
 
 def test_trim_messages_keeps_the_task_unless_told_not_to() -> None:

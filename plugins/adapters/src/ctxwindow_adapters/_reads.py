@@ -36,6 +36,15 @@ ReadItem = Callable[[Any, int], Sequence[Piece]]
 ReadFrom = Callable[[Sequence[Any], int, Converted[Any]], int]
 
 
+def as_now(content: Any) -> Any:
+    """What is compared of an item's content on later calls: a string as it is; a list
+    of blocks as its blocks' fields are now. Kept by reference, a list would equal
+    itself after a block was appended, or text streamed into one."""
+    if type(content) is not list:
+        return content
+    return tuple(tuple(block.items()) if type(block) is dict else block for block in content)
+
+
 def each_item(read_item: ReadItem) -> ReadFrom:
     """A reader of each item on its own, as a :data:`ReadFrom`."""
 
@@ -147,6 +156,7 @@ class RecentReads(Generic[T]):
             for entry in self.remembered.candidates(given):
                 with entry.lock:
                     checked = [position + offset for position in entry.checked]
+                    checked += range(offset)  # a stand-in for a system outside the list
                     if not starts_with(given, entry, self._content, checked):
                         continue
                     entry.extend(given, self._read_from, self._content)

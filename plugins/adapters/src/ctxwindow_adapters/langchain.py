@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import numbers
 import operator
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -313,10 +314,17 @@ def _content(content: Any) -> str | tuple[ContentPart, ...]:
     return tuple(map(_part, content))
 
 
-#: Blocks a model sees as media (counted as such, kept beside a cut text) and blocks
-#: that repeat the message's tool calls (counted with the calls).
-_MEDIA = ("image", "audio", "file", "video")
-_CALL_BLOCKS = ("tool_use", "tool_call", "function_call", "server_tool_use")
+#: Blocks a model sees as media or opaque data (counted as such, kept beside a cut text),
+#: and blocks that repeat the message's tool calls (counted with the calls). Any other
+#: block without text is data the model reads as words (a json block, a search result).
+_MEDIA = frozenset(
+    ("image", "image_url", "input_image", "audio", "input_audio", "video", "file",
+     "input_file", "document", "image_generation_call", "redacted_thinking")
+)  # fmt: skip
+_CALL_BLOCKS = frozenset(
+    ("tool_use", "tool_call", "tool_call_chunk", "invalid_tool_call", "function_call",
+     "server_tool_use")
+)  # fmt: skip
 
 
 def _part(block: Any) -> ContentPart:
@@ -334,13 +342,20 @@ def _part(block: Any) -> ContentPart:
         return ContentPart(kind, text)
     fields = {key: value for key, value in block.items() if key != "type"}
     data = json.dumps(fields, sort_keys=True, default=str) if fields else None
-    if _is_media(kind) or kind in _CALL_BLOCKS:
+    if kind in _CALL_BLOCKS or _is_media(kind, fields):
         return ContentPart(kind, None, data)
     return ContentPart(kind, data or "")
 
 
-def _is_media(kind: str) -> bool:
-    return kind.startswith(_MEDIA) or kind.startswith("input_") or kind.endswith("_url")
+def _is_media(kind: str, fields: dict[str, Any]) -> bool:
+    """A media block by its type, or any block carrying base64 data (a ``source`` or
+    ``data`` field): bytes, never words."""
+    if kind in _MEDIA:
+        return True
+    source = fields.get("source")
+    return isinstance(fields.get("data"), str) or (
+        isinstance(source, dict) and source.get("type") == "base64"
+    )
 
 
 # -- writing --------------------------------------------------------------------------
@@ -419,10 +434,11 @@ class LangChainCounter:
             try:
                 return operator.index(count)  # an int, numpy's too
             except TypeError:
-                pass
+                if isinstance(count, numbers.Real) and float(count).is_integer():
+                    return int(float(count))  # a whole float (7.0), as LangChain's trim takes
         raise InvalidOption(
             f"token counter {self.name!r} returned {count!r}; a LangChain token counter "
-            "must return a whole number of tokens (an int)"
+            "must return a whole number of tokens (an int, or a float such as 7.0)"
         )
 
 
