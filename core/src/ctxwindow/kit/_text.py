@@ -44,5 +44,8 @@ def unit_text(history: History, unit: int, *, roles: bool = False) -> str:
 
 
 def _indented(text: str) -> str:
-    """``text`` with its later lines indented: continuation, not a message of its own."""
-    return "\n  ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+    """``text`` with its later lines indented: continuation, not a message of its own.
+    Lines as ``str.splitlines`` finds them (a form feed from a PDF ends one too), which
+    is how a reader of the unit's text splits it."""
+    lines = text.splitlines()
+    return "\n  ".join(lines) if len(lines) > 1 else text

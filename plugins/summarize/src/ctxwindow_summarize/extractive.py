@@ -204,6 +204,17 @@ def pieces(texts: Sequence[str]) -> list[Piece]:
     return sorted((p for p in out if p.text), key=lambda p: p.order)
 
 
+def _previous(summary: str | None) -> list[str]:
+    """The previous summary's pieces: one a line as this summarizer writes them (a call
+    line's values may hold a full stop); an older summary's, by sentence."""
+    if not summary:
+        return []
+    body = summary.removeprefix(PREFIX)
+    if "\n" in body:
+        return [line.strip() for line in body.split("\n") if line.strip()]
+    return sentences(body)
+
+
 def _messages(text: str) -> list[str]:
     """A unit's text (``unit_text`` with roles) as its messages, one each: a line
     indented by two spaces continues the message before it (a user's list of
@@ -278,13 +289,14 @@ class ExtractiveSummarizer:
     max_input_tokens = 1_000_000
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        previous = sentences(request.previous.removeprefix(PREFIX)) if request.previous else []
+        previous = _previous(request.previous)
         fresh = pieces(request.texts)
         rarity = rarities([*previous, *(p.text for p in fresh)])
         budget = request.target_tokens - request.counter.count_text(PREFIX)
-        chosen = _pick(previous, fresh, rarity, budget, request) or _head(
-            fresh, Salience(rarity), budget, request.counter.count_text
-        )
+        count = request.counter.count_text
+        chosen = _pick(previous, fresh, rarity, budget, request)
+        if not chosen and fresh and min(count(p.text) + 1 for p in fresh) > budget:
+            chosen = _head(fresh, Salience(rarity), budget, count)
         text = PREFIX + "\n".join(chosen)
         return SummaryResult(text if chosen else "")
 
@@ -343,7 +355,10 @@ def _merged_calls(previous: list[Piece], fresh: Sequence[Piece]) -> list[Piece]:
             lines[found.group(1)] = piece
             piece.call = True
     out = list(previous)
+    said = {piece.text for piece in previous}
     for piece in fresh:
+        if piece.text in said and not piece.call:  # said already (a request repeated)
+            continue
         found = _CALLS_LINE.fullmatch(piece.text) if piece.call else None
         older = lines.get(found.group(1)) if found else None
         if found is None or older is None:
@@ -352,8 +367,9 @@ def _merged_calls(previous: list[Piece], fresh: Sequence[Piece]) -> list[Piece]:
         before = _CALLS_LINE.fullmatch(older.text)
         assert before is not None
         times = int(before.group(2) or 1) + int(found.group(2) or 1)
-        values = _listed(before.group(3))
-        values += [value for value in _listed(found.group(3)) if value not in values]
+        shown = before.group(3) or ""  # values are compared with what the line shows:
+        values = _listed(shown)  # one may hold ", " ("Paris, France"), read as two
+        values += [value for value in _listed(found.group(3)) if value not in shown]
         older.text = _calls_line(found.group(1), times, values)
         older.said = ", ".join(values)
     return out
@@ -377,7 +393,8 @@ def _head(
 ) -> list[str]:
     """When no piece fits whole (one long sentence: a task pasted as a single paragraph),
     the start of the user's first words (else of the most salient piece), cut at a word
-    to fit and marked as cut: a summary that opens the task beats none at all."""
+    to fit and marked as cut: a summary that opens the task beats none at all. (Only
+    then: pieces that fit but are worth nothing make no summary.)"""
     said = [p for p in fresh if p.instruction] or sorted(fresh, key=lambda p: -score(p.text))
     if not said or budget <= 0:
         return []
@@ -389,7 +406,7 @@ def _head(
             low = middle
         else:
             high = middle - 1
-    return [" ".join(words[:low]) + CUT] if low else []
+    return [" ".join(words[:low]) + (CUT if low < len(words) else "")] if low else []
 
 
 def _agent(previous: Sequence[str], fresh: Sequence[Piece]) -> bool:
