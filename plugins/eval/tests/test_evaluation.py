@@ -445,3 +445,35 @@ def test_a_strategy_that_raises_keeps_nothing_and_the_others_are_still_scored(
     assert result.recall(Raises.name, 100_000) == 1.0  # all fits: the strategy is not asked
     assert flaky.first_error is not None and "the scoring table is empty" in flaky.first_error
     assert flaky.to_dict()["raised"] == 1
+
+
+def test_an_agent_step_asks_about_what_the_history_holds(tmp_path: Path) -> None:
+    """bench --agent-steps: the history's tool results are records with identifiers and
+    each step names one of them, in words the history uses, so a strategy's ranking
+    has something to rank (the main bench's warm turn matches nothing)."""
+    from ctxwindow.testing.commands import run_command
+    from ctxwindow_eval import steps
+
+    history, ids = steps.identified_history(300)
+    assert len(history) == 300 and ids
+    results = [json.loads(m["content"]) for m in history if m["role"] == "tool"]
+    assert [r["reservation_id"] for r in results] == ids
+    step = next(steps.agent_steps(ids))
+    assert [m["role"] for m in step] == ["user", "assistant", "tool"]
+    named = json.loads(step[1]["tool_calls"][0]["function"]["arguments"])["reservation_id"]
+    assert named in ids and named in step[0]["content"]
+    assert {"plan", "flight", "price"} <= set(step[0]["content"].lower().split())
+    row = steps.bench_steps("sliding", 300, steps=3)
+    assert row.step_ms > 0 and 0 < row.window_tokens <= 4000
+    out = tmp_path / "steps.json"
+    result = run_command(
+        "bench", "--agent-steps", "-s", "fixed", "--sizes", "100,200", "--repeats", "2",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.code == 0, result.error()
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert [(r["strategy"], r["messages"]) for r in data["rows"]] == [
+        ("fixed", 100),
+        ("fixed", 200),
+    ]
+    assert data["summary"]["fixed"]["smallest"] == 100 and data["machine"]["cpus"]

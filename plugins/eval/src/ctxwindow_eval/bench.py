@@ -284,7 +284,7 @@ def bench_strategy(
 ) -> BenchRow:
     """One row; ``name`` is a strategy spec (``NAME`` or ``NAME:key=value,...``)."""
     spec = StrategySpec.parse(name)
-    options = {**_no_shared_cache(spec.name), **spec.options}
+    options = {**no_shared_cache(spec.name), **spec.options}
     repeats = repeats or _repeats(size)
     counter = ApproxCounter()
     config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
@@ -449,7 +449,7 @@ def _torch_twin(embedder: Any) -> Any | None:
         return None
 
 
-def _no_shared_cache(name: str) -> dict[str, Any]:
+def no_shared_cache(name: str) -> dict[str, Any]:
     """``cache="memory"`` for a strategy with a ``cache`` option: the bench's made-up
     texts stay out of the caches a user's strategies share on disk."""
     described = next((s for s in describe_strategies() if s["name"] == name), None)
@@ -534,19 +534,24 @@ def to_json(rows: Sequence[BenchRow], budget: int = BUDGET, imports: float | Non
         {
             "budget": budget,
             "counter": "approx",
-            "machine": {
-                "python": platform.python_version(),
-                "processor": platform.machine(),
-                "cpus": _cpus(),
-                # what else ran: the 1-minute load average as the run ended (None off Unix)
-                "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
-            },
+            "machine": to_json_machine(),
             "import_ms": imports,
             "rows": [row.to_dict() for row in rows],
             "summary": summary(rows),
         },
         indent=2,
     )
+
+
+def to_json_machine() -> dict[str, Any]:
+    """The machine a run was made on, and what else ran: the 1-minute load average as
+    the run ended (None off Unix)."""
+    return {
+        "python": platform.python_version(),
+        "processor": platform.machine(),
+        "cpus": _cpus(),
+        "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+    }
 
 
 def _cpus() -> int | None:

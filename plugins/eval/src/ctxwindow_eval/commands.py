@@ -11,7 +11,16 @@ from typing import Any
 
 from ctxwindow import describe_strategies, from_config
 from ctxwindow.errors import ConfigError, CtxWindowError
-from ctxwindow_eval import agent_runner, bench, dataset, datasets, report, runner, trajectories
+from ctxwindow_eval import (
+    agent_runner,
+    bench,
+    dataset,
+    datasets,
+    report,
+    runner,
+    steps,
+    trajectories,
+)
 
 KINDS = ("auto", "locomo", "agent")
 
@@ -97,7 +106,14 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SPEC",
         help="NAME or NAME:key=value,... (repeatable; default: every strategy needing no LLM)",
     )
-    benchmark.add_argument("--sizes", default="1000,10000,100000", help="history lengths")
+    benchmark.add_argument(
+        "--agent-steps",
+        action="store_true",
+        help="time one step of an agent loop instead (a request naming an id, the tool "
+        "call and its result appended to a history of records with identifiers), at "
+        "1,000 and 10,000 messages unless --sizes says otherwise",
+    )
+    benchmark.add_argument("--sizes", help="history lengths (default: 1000,10000,100000)")
     benchmark.add_argument("--repeats", type=int, help="runs per figure (default: by size)")
     benchmark.add_argument("--json", metavar="FILE", help="write the results as JSON")
     benchmark.set_defaults(run=_bench)
@@ -272,12 +288,14 @@ def _load_benchmark(
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.agent_steps:
+        return _bench_steps(args)
     console = _console(report)
     rich_table = report.require("rich.table")
     with console.status("benchmarking") as status:
         rows = bench.run(
             args.strategy or None,
-            _ints(args.sizes, "--sizes"),
+            _ints(args.sizes, "--sizes") if args.sizes else bench.SIZES,
             progress=lambda label: status.update(f"benchmarking {label}"),
             repeats=args.repeats,
         )
@@ -297,6 +315,33 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         results = bench.to_json(rows, imports=bench.import_ms())
         Path(args.json).write_text(results + "\n", encoding="utf-8")
+    return 0
+
+
+def _bench_steps(args: argparse.Namespace) -> int:
+    """``bench --agent-steps``: the median step of an agent loop per strategy and length."""
+    console = _console(report)
+    rich_table = report.require("rich.table")
+    sizes = _ints(args.sizes, "--sizes") if args.sizes else steps.SIZES
+    with console.status("benchmarking") as status:
+        rows = steps.run(
+            args.strategy or bench.default_strategies(),
+            sizes,
+            progress=lambda label: status.update(f"benchmarking {label}"),
+            steps=args.repeats or steps.STEPS,
+        )
+    table = rich_table.Table(
+        title=f"One agent step, median ms, budget {bench.BUDGET} tokens, approx counting",
+        title_justify="left",
+    )
+    for column in ("strategy", "messages", "step", "window tokens"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for row in rows:
+        cells = (f"{row.messages:,}", _cell(row.step_ms), f"{row.window_tokens:,}")
+        table.add_row(row.strategy, *cells)
+    console.print(table)
+    if args.json:
+        Path(args.json).write_text(steps.to_json(rows) + "\n", encoding="utf-8")
     return 0
 
 

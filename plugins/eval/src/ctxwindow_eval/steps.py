@@ -1,0 +1,158 @@
+"""What one step of an agent loop costs, as the history grows: ``ctxwindow bench
+--agent-steps``.
+
+The main bench's warm turn appends one user message to a history of made-up words: its
+query shares no word with the history and its tool results hold no identifier, so a
+strategy's scoring has nothing to rank and its warm cost looks flat. An agent's step is
+not like that. Here the history's tool results are records with identifiers (a
+reservation id, a flight, a date, a price) and each step appends what a loop appends:
+the user's request naming one of those ids in the history's own words, the agent's
+tool call for it and the call's result. The step is timed through ``Windower`` +
+``Conversation`` (the warm path), the collector run between steps, not during them.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ctxwindow import Conversation, from_config
+from ctxwindow_eval.bench import BUDGET, agent_history, no_shared_cache, to_json_machine
+from ctxwindow_eval.runner import StrategySpec
+
+SIZES = (1_000, 10_000)
+#: Steps timed per row (after one untimed step): medians of this many.
+STEPS = 15
+
+
+def identified_history(size: int, seed: int = 7) -> tuple[list[dict[str, Any]], list[str]]:
+    """The main bench's history (:func:`~ctxwindow_eval.bench.agent_history`) with each
+    tool result a record holding identifiers, as search and lookup tools return; and the
+    reservation ids it holds, for the steps to ask about."""
+    rng = random.Random(seed + 1)
+    history = agent_history(size, seed)
+    ids: list[str] = []
+    for message in history:
+        if message["role"] == "tool":
+            record = _record(rng, message["content"])
+            ids.append(record["reservation_id"])
+            message["content"] = json.dumps(record)
+    return history, ids
+
+
+def _record(rng: random.Random, notes: str) -> dict[str, Any]:
+    return {
+        "reservation_id": f"R{rng.randrange(100_000):05d}",
+        "flight": f"HAT{rng.randrange(1_000):03d}",
+        "date": f"2024-05-{rng.randint(1, 28):02d}",
+        "price": rng.randint(50, 2_000),
+        "notes": notes,
+    }
+
+
+def agent_steps(ids: Sequence[str], seed: int = 7) -> Iterator[list[dict[str, Any]]]:
+    """Steps of an agent loop, each unlike any before: a request naming an id of the
+    history, the tool call it leads to and the call's result."""
+    rng = random.Random(seed + 2)
+    number = 0
+    while True:
+        number += 1
+        wanted = rng.choice(ids)
+        call_id = f"step_{number}"
+        arguments = json.dumps({"reservation_id": wanted})
+        function = {"name": "lookup", "arguments": arguments}
+        call = {"id": call_id, "type": "function", "function": function}
+        record = _record(rng, f"the plan for reservation {wanted}, step {number}")
+        request = f"Check the flight plan and price of {wanted}, step {number}."
+        yield [
+            {"role": "user", "content": request},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": json.dumps(record)},
+        ]
+
+
+@dataclass
+class StepRow:
+    """One strategy at one history length: the median step, in milliseconds."""
+
+    strategy: str
+    messages: int
+    step_ms: float
+    window_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["step_ms"] = round(self.step_ms, 4)
+        return out
+
+
+def bench_steps(name: str, size: int, steps: int = STEPS, budget: int = BUDGET) -> StepRow:
+    """The median cost of one agent step on a history of ``size`` messages."""
+    spec = StrategySpec.parse(name)
+    options = {**no_shared_cache(spec.name), **spec.options}
+    config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
+    windower = from_config(config)
+    history, ids = identified_history(size)
+    conversation = Conversation(history)
+    windower.select(conversation)  # the cold read, not timed
+    made = agent_steps(ids)
+    times = []
+    window = None
+    for number in range(steps + 1):
+        conversation.extend(next(made))
+        gc.collect()
+        started = time.perf_counter()
+        window = windower.select(conversation)
+        if number:  # the first step settles what the cold read left: not timed
+            times.append(time.perf_counter() - started)
+    assert window is not None
+    return StepRow(name, size, statistics.median(times) * 1000, window.tokens)
+
+
+def run(
+    strategies: Sequence[str],
+    sizes: Sequence[int] = SIZES,
+    progress: Callable[[str], None] | None = None,
+    steps: int = STEPS,
+) -> list[StepRow]:
+    rows = []
+    for name in strategies:
+        for size in sizes:
+            if progress:
+                progress(f"{name} at {size:,} messages")
+            rows.append(bench_steps(name, size, steps))
+    return rows
+
+
+def growth(rows: Sequence[StepRow]) -> dict[str, dict[str, Any]]:
+    """Per strategy, the step at the largest length over the step at the smallest
+    (1.0 is flat: a step costs what it adds)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(row.strategy for row in rows):
+        mine = sorted((r for r in rows if r.strategy == name), key=lambda r: r.messages)
+        small, large = mine[0], mine[-1]
+        out[name] = {
+            "smallest": small.messages,
+            "largest": large.messages,
+            "step_growth": round(large.step_ms / small.step_ms, 2) if small.step_ms else None,
+        }
+    return out
+
+
+def to_json(rows: Sequence[StepRow], budget: int = BUDGET) -> str:
+    return json.dumps(
+        {
+            "budget": budget,
+            "counter": "approx",
+            "machine": to_json_machine(),
+            "rows": [row.to_dict() for row in rows],
+            "summary": growth(rows),
+        },
+        indent=2,
+    )
