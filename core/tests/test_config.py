@@ -18,6 +18,7 @@ from ctxwindow import (
     InvalidBudget,
     InvalidOption,
     Option,
+    PluginError,
     Selection,
     UnknownStrategy,
     Windower,
@@ -428,3 +429,32 @@ def test_a_weight_that_is_not_a_finite_number_is_refused(value: float, message: 
     with pytest.raises(InvalidOption, match=f"option 'weight' {message}, got"):
         weight.validate("strategy 'x'", value)
     assert weight.validate("strategy 'x'", 2) == 2.0
+
+
+class _Picky(Capped):
+    """Rejects a value its own way, as plugins do: a bare ValueError."""
+
+    name = "picky"
+
+    def __init__(self, **options: Any) -> None:
+        if options.get("max_messages") == 13:
+            raise ValueError("13 is unlucky")
+        if options.get("max_messages") == 14:
+            raise OSError("the model file is gone")
+        super().__init__(**options)
+
+
+def test_a_strategys_own_errors_while_building_are_ctxwindow_errors(
+    ctxwindow_register: Any,
+) -> None:
+    """A plugin's bare ValueError from its constructor left ctxwindow unwrapped (the CLI
+    printed "error: 13 is unlucky", naming neither strategy nor distribution)."""
+    ctxwindow_register(_Picky, name="picky", distribution="ctxwindow-picky")
+    for build in (
+        lambda options: ctxwindow.from_config({"strategy": "picky", "budget": 100, **options}),
+        lambda options: ctxwindow.get_strategy("picky", **options),
+    ):
+        with pytest.raises(InvalidOption, match="strategy 'picky' rejected its options: 13 is"):
+            build({"max_messages": 13})
+        with pytest.raises(PluginError, match="'picky' from distribution 'ctxwindow-picky' fai"):
+            build({"max_messages": 14})

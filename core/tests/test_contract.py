@@ -489,3 +489,19 @@ def test_generated_histories_cover_objects_names_and_broken_exchanges() -> None:
     with pytest.raises(ctxwindow.OrphanToolResult):
         Newest().select(broken, 100_000)
     assert check_window(Newest(), broken, 100_000) is None  # rightly raised
+
+
+class _MarksWhatItKeeps(BaseStrategy):
+    """Writes into the caller's dicts: the bug the kit must name, with where it is."""
+
+    name = "marks-what-it-keeps"
+
+    def choose(self, history: History) -> Selection:
+        history.original(len(history) - 1)["seen"] = True
+        return newest(history)
+
+
+def test_the_kit_says_which_message_a_strategy_mutated_and_how() -> None:
+    messages = [{"role": "user", "content": "older " * 50}, {"role": "user", "content": "now"}]
+    with pytest.raises(AssertionError, match=r"message 1's 'seen' changed \(copy a message"):
+        check_window(_MarksWhatItKeeps(), messages, 20)

@@ -12,7 +12,7 @@ import pytest
 
 import ctxwindow
 from ctxwindow import BaseStrategy, ContractViolation, History, PluginError, Selection
-from ctxwindow.testing.strategies import OverBudget
+from ctxwindow.testing.strategies import Newest, OverBudget
 
 
 def chat(turns: int) -> list[dict[str, Any]]:
@@ -244,3 +244,32 @@ def test_a_strategy_kept_out_by_the_environment_is_not_said_to_need_installing()
     assert hint in str(UnknownStrategy("semantic", ["fixed"], hint, []))
     other = UnknownStrategy("semantic", ["fixed"], hint, ["ctxwindow-fixed (X)"])
     assert hint in str(other)
+
+
+def test_the_installed_distributions_are_read_once_for_errors(monkeypatch: Any) -> None:
+    """Each error naming a strategy no plugin registered (a class given to a Windower)
+    read every installed distribution's file list: 0.5 to 1.7 s an error, and a
+    VisitTimeout came that much past its limit."""
+    import importlib.metadata
+
+    from ctxwindow import _plugins
+
+    reads: list[int] = []
+    real = importlib.metadata.packages_distributions
+
+    def counted() -> Any:
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", counted)
+    _plugins._installed_by_module.cache_clear()
+
+    class Unregistered(Newest):
+        name = "unregistered-here"
+
+    for _ in range(3):
+        assert _plugins.distribution_of(Unregistered()) is None
+    assert len(reads) == 1
+    _plugins.reload_plugins()  # reads again after a reload, as the plugins are
+    _plugins.distribution_of(Unregistered())
+    assert len(reads) == 2

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwindow._contract import check_budget, declared_options
 from ctxwindow._options import suggestions
-from ctxwindow._plugins import Registered, get_counter, strategy_entry
+from ctxwindow._plugins import Registered, build_strategy, get_counter, strategy_entry
 from ctxwindow._tokens import TokenCounter
 from ctxwindow._window import Window
 from ctxwindow._windower import Windower
@@ -205,12 +205,7 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
     known = {option.name for option in declared_options(entry.target)}
     visit = {key: options.pop(key) for key in VISIT_KEYS if key in options and key not in known}
     _check_unknown(options, known, entry)
-    try:
-        strategy = entry.target(**options)
-    except CtxWindowError:
-        raise
-    except TypeError as error:
-        raise InvalidOption(f"strategy {entry.name!r} rejected its options: {error}") from None
+    strategy = build_strategy(entry, options)
     counter = get_counter(config.get("counter"))
     return Windower(strategy, budget, counter, entry.distribution, **visit)
 

@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -545,6 +545,7 @@ def reload_plugins() -> None:
     environment variables again (for a long-running process that changed them).
     Plugins registered by hand stay registered."""
     global _current
+    _installed_by_module.cache_clear()
     with _current_lock:
         fresh = Plugins()
         fresh.by_hand = dict(_current.by_hand)
@@ -590,8 +591,18 @@ def distribution_of(obj: object) -> str | None:
     for plugin in current.infos.values():
         if plugin.module and plugin.module.split(".")[0] == top:
             return plugin.distribution
-    found = _metadata().packages_distributions().get(top)
+    found = _installed_by_module().get(top)
     return found[0] if found else None
+
+
+@functools.cache
+def _installed_by_module() -> Mapping[str, list[str]]:
+    """The installed distributions by top-level module, read once per process (and
+    again after :func:`reload_plugins`): reading it opens every distribution's file
+    list, a second or more in a large environment, and each error naming a strategy
+    that no plugin registered (a class given to a Windower) asks for it."""
+    found: Mapping[str, list[str]] = _metadata().packages_distributions()
+    return found
 
 
 # -- strategies ------------------------------------------------------------------------
@@ -631,11 +642,24 @@ def strategy_class(name: str) -> Any:
 
 def get_strategy(name: str, **options: Any) -> Any:
     """A strategy instance by name, its options validated."""
-    entry = strategy_entry(name)
+    return build_strategy(strategy_entry(name), options)
+
+
+def build_strategy(entry: Registered, options: Mapping[str, Any]) -> Any:
+    """The strategy ``entry`` registers, built with ``options``: a ctxwindow error as it
+    is; a TypeError or ValueError (a plugin rejecting a value its own way) as
+    InvalidOption; any other failure as the PluginError of its distribution."""
     try:
         return entry.target(**options)
-    except TypeError as error:
-        raise InvalidOption(f"strategy {name!r} rejected its options: {error}") from None
+    except CtxWindowError:
+        raise
+    except (TypeError, ValueError) as error:
+        raise InvalidOption(f"strategy {entry.name!r} rejected its options: {error}") from None
+    except Exception as error:
+        raise PluginError(
+            f"strategy {entry.name!r} from distribution {entry.distribution!r} failed to "
+            f"build: {type(error).__name__}: {error}"
+        ) from error
 
 
 def describe_strategies() -> list[dict[str, Any]]:

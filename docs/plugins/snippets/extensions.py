@@ -77,9 +77,18 @@ class HashingEmbedder:
         return vectors / np.where(norms == 0, 1.0, norms)  # rows of length 1 (or 0)
 
 
+def hashing_embedder(argument: str | None) -> HashingEmbedder:
+    """``hashing`` or ``hashing:<dimension>``."""
+    if argument is None:
+        return HashingEmbedder(256)
+    if not argument.isdigit() or int(argument) == 0:
+        raise InvalidOption(f"hashing embedder: {argument!r} is not a whole number > 0")
+    return HashingEmbedder(int(argument))
+
+
 @ctxwindow.hookimpl
 def register_embedders(register: RegisterEmbedder) -> None:
-    register("hashing", lambda argument: HashingEmbedder(int(argument or 256)))
+    register("hashing", hashing_embedder)
 
 
 # --8<-- [end:embedder]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxwindow import Message, Strategy, Window, Windower, get_counter
@@ -175,9 +175,9 @@ def checked_outcome(
         assert error.needed <= needed, (
             f"BudgetTooSmall says {error.needed}, must-keep needs {needed} before any cut"
         )
-        assert messages == before, "input changed"
+        assert messages == before, _mutated(before, messages)
         return None, "BudgetTooSmall"
-    assert messages == before, "input was mutated"
+    assert messages == before, _mutated(before, messages)
     assert isinstance(window, Window), f"select() returned {type(window).__name__}"
 
     sequence = _reading(messages, window.messages, keep)
@@ -341,3 +341,27 @@ def _matched(window: Sequence[Any], places: dict[int, list[int]], latest: bool) 
         taken.add(position)
         reading[index] = limit = position
     return reading
+
+
+def _mutated(before: Sequence[Any], after: Sequence[Any]) -> str:
+    """What a strategy changed in the caller's list: the first message that differs and
+    how (a key added, removed or changed), for the author to find the line that did it."""
+    if len(before) != len(after):
+        return f"input was mutated: the list had {len(before)} messages, now {len(after)}"
+    for position, (old, new) in enumerate(zip(before, after, strict=True)):
+        if old == new:
+            continue
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            changed = sorted(
+                key for key in {*old, *new} if old.get(key, _ABSENT) != new.get(key, _ABSENT)
+            )
+            return (
+                f"input was mutated: message {position}'s {', '.join(map(repr, changed))} "
+                "changed (copy a message before changing it: dict(message), or "
+                "dataclasses.replace for a Message)"
+            )
+        return f"input was mutated: message {position} changed"
+    return "input was mutated"
+
+
+_ABSENT = object()
