@@ -505,3 +505,29 @@ def test_the_kit_says_which_message_a_strategy_mutated_and_how() -> None:
     messages = [{"role": "user", "content": "older " * 50}, {"role": "user", "content": "now"}]
     with pytest.raises(AssertionError, match=r"message 1's 'seen' changed \(copy a message"):
         check_window(_MarksWhatItKeeps(), messages, 20)
+
+
+class _RemembersByPosition(BaseStrategy):
+    """Keeps, in every conversation, only the units it kept in its first (must-keep
+    aside): state by position on the instance, the leak the one-instance test is for."""
+
+    name = "remembers-by-position"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._first_kept: set[int] | None = None
+
+    def choose(self, history: History) -> Selection:
+        selection = newest(history)
+        if self._first_kept is None:
+            self._first_kept = set(selection.kept)
+        for unit in set(selection.kept) - self._first_kept - set(history.must_keep):
+            selection.drop(unit, "not among the units it kept before")
+        return selection
+
+
+def test_the_kit_catches_state_kept_across_conversations() -> None:
+    from ctxwindow.testing import StrategyConformance
+
+    with pytest.raises(AssertionError, match="state kept across conversations"):
+        StrategyConformance().test_one_instance_serves_many_conversations(_RemembersByPosition())

@@ -148,6 +148,28 @@ class StrategyConformance:
             first.messages == second.messages
         )
 
+    def test_one_instance_serves_many_conversations(self, strategy: Strategy) -> None:
+        """One instance windows conversation after conversation (``ctxwindow.select``
+        shares one per configuration): state it keeps must be per conversation. Each
+        window, after the instance has seen the others, is the one a fresh instance
+        gives (state kept on the class is shared with the fresh one: not caught here)."""
+        options = getattr(strategy, "options", None)
+        if not self.deterministic or options is None:
+            pytest.skip("strategy declared non-deterministic, or not built on BaseStrategy")
+        cases = ["tool-chains", "plain-chat", "pinned", "content-parts"]
+        shared = Windower(strategy, 150, self.counter)
+        for _ in range(2):  # the second round: each case after all the others
+            for case in cases:
+                messages = battery()[case]
+                seen = shared.select(messages)
+                fresh = Windower(type(strategy)(**options), 150, self.counter).select(messages)
+                same = [id(m) for m in seen.messages] == [id(m) for m in fresh.messages]
+                assert same or seen.messages == fresh.messages, (  # a summary: made anew
+                    f"{case!r}: the window differs from a fresh instance's after the instance "
+                    "windowed other conversations: state kept across conversations (key it "
+                    "by history.conversation, in a weakref.WeakKeyDictionary)"
+                )
+
     def test_async_gives_the_sync_window(self, strategy: Strategy) -> None:
         messages = battery()["tool-chains"]
         windower = Windower(strategy, 150, self.counter)
