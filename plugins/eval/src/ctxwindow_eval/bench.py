@@ -33,7 +33,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import ctxwindow
 from ctxwindow import ApproxCounter, Conversation, describe_strategies, from_config, get_embedder
@@ -483,9 +483,7 @@ def summary(rows: Sequence[BenchRow]) -> dict[str, dict[str, float | None]]:
     """Per strategy, how warm cost grows with the history: warm at the largest length
     over warm at the smallest (1.0 is flat), for each entry point."""
     out: dict[str, dict[str, float | None]] = {}
-    for name in dict.fromkeys(row.strategy for row in rows):
-        mine = sorted((r for r in rows if r.strategy == name), key=lambda r: r.messages)
-        small, large = mine[0], mine[-1]
+    for name, small, large in extremes(rows):
         out[name] = {
             "smallest": small.messages,
             "largest": large.messages,
@@ -494,6 +492,23 @@ def summary(rows: Sequence[BenchRow]) -> dict[str, dict[str, float | None]]:
             "adapter_warm_growth": _growth(large.adapter_warm_ms, small.adapter_warm_ms),
         }
     return out
+
+
+R = TypeVar("R", bound="Sized")
+
+
+class Sized(Protocol):
+    """A result row of one strategy at one history length."""
+
+    strategy: str
+    messages: int
+
+
+def extremes(rows: Sequence[R]) -> Iterator[tuple[str, R, R]]:
+    """Each strategy's rows at the smallest and the largest history length."""
+    for name in dict.fromkeys(row.strategy for row in rows):
+        mine = sorted((r for r in rows if r.strategy == name), key=lambda r: r.messages)
+        yield name, mine[0], mine[-1]
 
 
 def _growth(large: float | None, small: float | None) -> float | None:

@@ -23,7 +23,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxwindow import Conversation, from_config
-from ctxwindow_eval.bench import BUDGET, agent_history, no_shared_cache, to_json_machine
+from ctxwindow_eval.bench import (
+    BUDGET,
+    agent_history,
+    extremes,
+    no_shared_cache,
+    to_json_machine,
+)
 from ctxwindow_eval.runner import StrategySpec
 
 SIZES = (1_000, 10_000)
@@ -134,9 +140,7 @@ def growth(rows: Sequence[StepRow]) -> dict[str, dict[str, Any]]:
     """Per strategy, the step at the largest length over the step at the smallest
     (1.0 is flat: a step costs what it adds)."""
     out: dict[str, dict[str, Any]] = {}
-    for name in dict.fromkeys(row.strategy for row in rows):
-        mine = sorted((r for r in rows if r.strategy == name), key=lambda r: r.messages)
-        small, large = mine[0], mine[-1]
+    for name, small, large in extremes(rows):
         out[name] = {
             "smallest": small.messages,
             "largest": large.messages,
