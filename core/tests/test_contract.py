@@ -531,3 +531,41 @@ def test_the_kit_catches_state_kept_across_conversations() -> None:
 
     with pytest.raises(AssertionError, match="state kept across conversations"):
         StrategyConformance().test_one_instance_serves_many_conversations(_RemembersByPosition())
+
+
+class _NoReasons(BaseStrategy):
+    """Keeps or drops without saying why, in the ways a plugin author might."""
+
+    name = "no-reasons"
+    way = "keep-none"
+
+    def choose(self, history: History) -> Selection:
+        selection = newest(history)
+        older = next(u for u in range(len(history.units)) if u not in history.must_keep)
+        if self.way == "keep-none":
+            selection.keep(older, None)  # type: ignore[arg-type]
+        elif self.way == "drop-empty":
+            selection.drop(older, "")
+        elif self.way == "run-empty":
+            selection.drop(range(older, older + 1), "")
+        elif self.way == "drop-none":  # allowed: the default reason says why
+            selection.drop(older, None)  # type: ignore[arg-type]
+        else:
+            selection.default_reason = None  # type: ignore[assignment]
+        return selection
+
+
+@pytest.mark.parametrize("way", ["keep-none", "drop-empty", "run-empty", "default-none"])
+def test_a_decision_without_a_reason_is_the_strategys_error(way: str) -> None:
+    """A kept unit with no reason was recorded "not chosen by the strategy", an empty
+    reason got the default silently, and a default_reason of None read 'None'."""
+    strategy = _NoReasons()
+    strategy.way = way
+    messages = [{"role": "user", "content": "older " * 50}, {"role": "user", "content": "now"}]
+    with pytest.raises(ContractViolation, match=r"without a reason|default_reason is None"):
+        Windower(strategy, 20).select(messages)
+    plain = _NoReasons()
+    plain.way = "drop-none"
+    window = Windower(plain, 20).select(messages)
+    (dropped,) = [d for d in window.record.decisions if d.action == "dropped"]
+    assert dropped.reason == "older than the newest units that fit"  # newest()'s default

@@ -26,6 +26,14 @@ def in_range(units: Collection[int], run: range) -> list[int]:
     return [unit for unit in units if run.start <= unit < run.stop]
 
 
+#: A decision without a reason: the record could not say why (a drop without one gets
+#: the selection's ``default_reason``; a unit kept needs its own).
+_NO_REASON = (
+    "{what} {action} without a reason: give a non-empty string saying why (the record "
+    'shows it), such as "recent" or "relevant to the query"'
+)
+
+
 class Selection:
     """A strategy's decisions on one visit: which units it keeps, and why.
 
@@ -112,8 +120,9 @@ class Selection:
         return dict(self._decided), tuple(self._runs)
 
     def keep(self, unit: int | range, reason: str, score: float | None = None) -> None:
-        """Keep ``unit`` in the window, saying why. A ``range`` of units keeps each of
-        them at the cost of one call (with no score)."""
+        """Keep ``unit`` in the window, saying why (a non-empty string: the record shows
+        it). A ``range`` of units keeps each of them at the cost of one call (with no
+        score)."""
         if type(unit) is range:
             self._decide_run(unit, "kept", reason, score)
             self.kept.update(unit)
@@ -124,6 +133,7 @@ class Selection:
             and type(unit) is int
             and 0 <= unit < self._count
             and type(reason) is str
+            and reason
             and (score is None or type(score) is float)
         ):
             decided[unit] = ("kept", reason)
@@ -134,7 +144,8 @@ class Selection:
         self.kept.add(self._decide(unit, "kept", reason, score))
 
     def drop(self, unit: int | range, reason: str, score: float | None = None) -> None:
-        """Leave ``unit`` (or each unit of a ``range``) out of the window, saying why."""
+        """Leave ``unit`` (or each unit of a ``range``) out of the window, saying why
+        (None: :attr:`default_reason` says it; an empty string is an error)."""
         if type(unit) is range:
             self._decide_run(unit, "dropped", reason, score)
             self._unkeep(unit)
@@ -196,6 +207,8 @@ class Selection:
             raise InvalidSelection(
                 f"the reason for unit {unit} must be a string, got {type(reason).__name__}"
             )
+        if reason == "" or (reason is None and action == "kept"):
+            raise InvalidSelection(_NO_REASON.format(what=f"unit {unit}", action=action))
         decided = self._decided
         if decided is not None:
             decided[unit] = (action, reason)
@@ -228,6 +241,9 @@ class Selection:
                 f"the reason for units {units.start}-{units.stop - 1} must be a string, "
                 f"got {type(reason).__name__}"
             )
+        if not reason:
+            what = f"units {units.start}-{units.stop - 1}"
+            raise InvalidSelection(_NO_REASON.format(what=what, action=action))
         start, stop = units.start, units.stop
         if start >= stop:
             return

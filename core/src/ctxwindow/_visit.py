@@ -498,11 +498,15 @@ class Visit:
                 [f"choose() returned {type(selection).__name__}, not a Selection of its history"]
             )
         count = len(history.units)
+        default = selection.default_reason
+        if not isinstance(default, str) or not default:
+            problem = f"its selection's default_reason is {default!r}, not a non-empty string"
+            raise self.windower.violation([problem])
         actions, reasons = _by_unit(selection)
         chosen = _Chosen(
             actions=actions,
             reasons=reasons,
-            default_reason=str(selection.default_reason),
+            default_reason=default,
             scores=dict(selection.scores),
             kept=set(selection.kept),
             synthetic=list(selection.synthetic),
