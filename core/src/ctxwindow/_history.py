@@ -29,7 +29,7 @@ from ctxwindow._messages import (
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter, direct
 from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
-from ctxwindow.kit._prefixes import contents_unchanged
+from ctxwindow.kit._prefixes import as_now, contents_unchanged
 
 T = TypeVar("T")
 
@@ -377,29 +377,20 @@ class Conversation:
 
 def _content_of(message: Any) -> Any:
     """A message's ``content`` as the caller holds it (a key, or an attribute), as
-    :func:`_snapshot` keeps it."""
+    :func:`~ctxwindow.kit.as_now` keeps it."""
     if isinstance(message, Mapping):
-        return _snapshot(message.get("content"))
-    return _snapshot(getattr(message, "content", None))
-
-
-def _snapshot(content: Any) -> Any:
-    """What is compared of a ``content`` on later visits: itself (a string, None), or a
-    list's parts as they are now, each part dict's fields: a list kept by reference
-    would equal itself after a part was appended to it, or its text streamed in place."""
-    if type(content) is not list:
-        return content
-    return tuple(tuple(part.items()) if type(part) is dict else part for part in content)
+        return as_now(message.get("content"))
+    return as_now(getattr(message, "content", None))
 
 
 def _snapshots(contents: list[Any]) -> list[Any]:
-    """:func:`_snapshot` of each: the strings of a chat's dicts as they are, at C speed."""
-    return list(map(_snapshot, contents)) if list in set(map(type, contents)) else contents
+    """:func:`~ctxwindow.kit.as_now` of each: a chat's strings as they are, at C speed."""
+    return list(map(as_now, contents)) if list in set(map(type, contents)) else contents
 
 
 def _contents(messages: Sequence[Any]) -> list[Any]:
-    """Each message's ``content``, as :func:`_snapshot` keeps it: for a list of dicts,
-    at C speed."""
+    """Each message's ``content``, as :func:`~ctxwindow.kit.as_now` keeps it: for a list
+    of dicts, at C speed."""
     try:
         return _snapshots(list(map(dict.get, messages, repeat("content"))))
     except TypeError:  # not all dicts: Messages, SDK objects, other mappings

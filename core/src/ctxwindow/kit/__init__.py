@@ -55,7 +55,13 @@ from ctxwindow.kit._excerpt import (
     excerpt_unit,
     keep_best,
 )
-from ctxwindow.kit._prefixes import REMEMBER_FROM, RecentLists, Remembered, starts_with
+from ctxwindow.kit._prefixes import (
+    REMEMBER_FROM,
+    RecentLists,
+    Remembered,
+    as_now,
+    starts_with,
+)
 from ctxwindow.kit._text import unit_text
 from ctxwindow.kit._time import (
     A_YEAR,
@@ -82,6 +88,7 @@ __all__ = [
     "RecentLists",
     "Remembered",
     "Span",
+    "as_now",
     "best_first",
     "date_line",
     "excerpt_options",

@@ -39,6 +39,16 @@ class Remembered(Protocol):
 S = TypeVar("S", bound=Remembered)
 
 
+def as_now(content: Any) -> Any:
+    """What is compared of an item's content on later visits: a string (or None) as it
+    is; a list of parts as its parts' fields are now (each part dict's items). Kept by
+    reference, a list would equal itself after a part was appended to it, or text
+    streamed into one."""
+    if type(content) is not list:
+        return content
+    return tuple(tuple(part.items()) if type(part) is dict else part for part in content)
+
+
 def same(a: object, b: object) -> bool:
     """Equal by value; a comparison that fails (an odd object's ``__eq__``) is no match."""
     try:

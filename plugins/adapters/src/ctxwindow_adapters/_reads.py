@@ -36,15 +36,6 @@ ReadItem = Callable[[Any, int], Sequence[Piece]]
 ReadFrom = Callable[[Sequence[Any], int, Converted[Any]], int]
 
 
-def as_now(content: Any) -> Any:
-    """What is compared of an item's content on later calls: a string as it is; a list
-    of blocks as its blocks' fields are now. Kept by reference, a list would equal
-    itself after a block was appended, or text streamed into one."""
-    if type(content) is not list:
-        return content
-    return tuple(tuple(block.items()) if type(block) is dict else block for block in content)
-
-
 def each_item(read_item: ReadItem) -> ReadFrom:
     """A reader of each item on its own, as a :data:`ReadFrom`."""
 

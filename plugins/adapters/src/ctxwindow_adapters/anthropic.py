@@ -23,8 +23,9 @@ from typing import Any
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage
+from ctxwindow.kit import as_now
 from ctxwindow_adapters._bridge import Converted, Shape, Trim, get, prepare, text_of
-from ctxwindow_adapters._reads import Piece, RecentReads, as_now, each_item
+from ctxwindow_adapters._reads import Piece, RecentReads, each_item
 
 __all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
 
@@ -142,7 +143,7 @@ def _pieces_after_system(item: Any, position: int) -> list[Piece]:
 
 def _content_of(item: Any) -> Any:
     """What an app may change in place: a message's ``content`` (the system's value), a
-    list of blocks as it is now (see :func:`~ctxwindow_adapters._reads.as_now`)."""
+    list of blocks as it is now (see :func:`ctxwindow.kit.as_now`)."""
     return as_now(item.value if isinstance(item, _System) else item.get("content"))
 
 

@@ -40,6 +40,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage, InvalidOption
+from ctxwindow.kit import as_now
 from ctxwindow_adapters._bridge import Call, Converted, Shape, Trim, prepare, text_of, windower_for
 from ctxwindow_adapters._reads import RecentReads, one_each
 
@@ -297,11 +298,7 @@ def _fields(message: Any) -> tuple[Any, ...]:
     A list (content blocks, tool calls) as it is now, not by reference: a list kept by
     reference equals itself after a block was appended or text streamed into one."""
     calls = message.tool_calls if isinstance(message, AIMessage) else None
-    return (_now(message.content), calls and repr(calls), message.name, message.id)
-
-
-def _now(content: Any) -> Any:
-    return content if isinstance(content, str) else repr(content)
+    return (as_now(message.content), as_now(calls), message.name, message.id)
 
 
 #: The conversions made before: a history that grew costs converting what it added.
