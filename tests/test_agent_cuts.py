@@ -9,22 +9,9 @@ import pytest
 
 import ctxwindow
 from ctxwindow.testing import calls, result, user
+from ctxwindow.testing.conversations import pending_result_too_big
 
 TASK = "task statement (the first user message)"
-
-
-def cut_history() -> list[dict[str, Any]]:
-    """A tiny task, an older exchange too big for the older share, a pending result
-    too big for the budget."""
-    return [
-        {"role": "system", "content": "You are a coding agent."},
-        user("TASK: fix ISSUE-4711 in acme/widgets (test_parse_dates)."),
-        calls("c1"),
-        result("c1", "ok " * 3_000),
-        user("Go on."),
-        calls("c2"),
-        result("c2", "FAILED line\n" * 3_000),
-    ]
 
 
 @pytest.mark.parametrize(
@@ -40,7 +27,7 @@ def cut_history() -> list[dict[str, Any]]:
 def test_the_task_statement_stays_when_the_pending_result_is_cut(
     strategy: str, options: dict[str, Any]
 ) -> None:
-    messages = cut_history()
+    messages = pending_result_too_big()
     window = ctxwindow.select(messages, 2_000, strategy, **options)
     assert window.tokens <= 2_000
     assert messages[1] in window.messages

@@ -20,6 +20,7 @@ from ctxwindow import (
 )
 from ctxwindow.kit import Coverage, best_first, identifiers
 from ctxwindow.testing import agent_loop, assistant, calls, check_window, result, user
+from ctxwindow.testing.conversations import pending_result_too_big
 
 APPROX = get_counter("approx")
 CURRENT = "current turn (after the newest user message)"
@@ -118,15 +119,7 @@ def test_the_task_statement_is_weighed_again_once_the_current_turn_is_cut() -> N
     """Before the cut, the pending result leaves no room for the task statement; after
     it, the task fits in what is left, and stays, though an exchange too big for the
     older share sits between it and the current turn (recency alone would drop it)."""
-    messages = [
-        {"role": "system", "content": "You are a coding agent."},
-        user("TASK: fix ISSUE-4711 in acme/widgets (test_parse_dates)."),
-        calls("c1"),
-        result("c1", "ok " * 3_000),
-        user("Go on."),
-        calls("c2"),
-        result("c2", "FAILED line\n" * 3_000),
-    ]
+    messages = pending_result_too_big()
     for name in ("newest", "bare-newest"):
         window = ctxwindow.select(messages, 2_000, name)
         assert window.tokens <= 2_000

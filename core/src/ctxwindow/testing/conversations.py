@@ -48,6 +48,22 @@ def _chat(turns: int, words: int = 12) -> list[dict[str, Any]]:
     return out
 
 
+def pending_result_too_big() -> list[dict[str, Any]]:
+    """An agent run whose pending tool result alone is over a 2,000-token budget: a
+    small task statement, an older exchange too big for the older share, then the
+    result the model waits on (about 3,000 tokens). The runner must cut that result and
+    then weigh the task statement again in what the cut leaves."""
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        user("TASK: fix ISSUE-4711 in acme/widgets (test_parse_dates)."),
+        calls("c1"),
+        result("c1", "ok " * 3_000),
+        user("Go on."),
+        calls("c2"),
+        result("c2", "FAILED line\n" * 3_000),
+    ]
+
+
 def agent_loop(
     rounds: int, *, result_words: int = 40, instructions: int = 1, pending: bool = True
 ) -> list[dict[str, Any]]:
