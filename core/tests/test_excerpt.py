@@ -23,6 +23,7 @@ from ctxwindow.kit import (
     excerpt_unit,
     identifiers,
     keep_best,
+    unit_text,
 )
 from ctxwindow.kit._excerpt import ASSISTANT_HEADER, HEADER, ID_COLUMN, MAX_LEAF_CHARS
 
@@ -340,6 +341,19 @@ def test_a_unit_with_a_large_result_gets_a_marked_stand_in() -> None:
     assert found.tokens == history.unit_tokens(2) - whole + kept
     assert "get_profile result" in found.reason and found.reason.startswith("excerpt: ")
     assert "user_0" in found.text  # the call's arguments count for identifiers too
+
+
+def test_an_excerpts_identifiers_are_what_it_keeps_not_its_markers_token_counts() -> None:
+    """The marker names sizes ("39 of 710 tokens"): no later step passes those on, so
+    they add nothing to what the excerpt is worth."""
+    history = view(agent_messages())
+    found = excerpt_unit(history, 2)
+    assert found is not None
+    marker = found.stand_ins[3].text.split("\n", 1)[0]
+    sizes = set(re.findall(r"\d+", marker))
+    assert any(len(size) >= 3 for size in sizes)  # identifiers, were they read
+    assert not sizes & found.identifiers
+    assert found.identifiers <= identifiers(unit_text(history, 2))
 
 
 def test_a_unit_without_a_tool_result_has_no_excerpt() -> None:

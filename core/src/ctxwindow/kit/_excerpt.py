@@ -193,7 +193,8 @@ class Excerpt:
     stand_ins: dict[int, Message]
     #: The unit's tokens with the stand-ins.
     tokens: int
-    #: What the unit says with them (text, call arguments, excerpts), for identifiers.
+    #: What the unit says with them (text, call arguments, excerpts without their
+    #: markers), for identifiers.
     text: str
     reason: str
 
@@ -280,7 +281,8 @@ def _cut(history: History, unit: int) -> Excerpt | None:
         if stand_in is not None:
             kept = history.counter.count_message(stand_in)
             stand_ins[position] = stand_in
-            parts.append(stand_in.text)
+            # what it keeps, not its marker, whose token counts are no identifiers
+            parts.append(stand_in.text.partition("\n")[2])
             parts.extend(call.arguments for call in stand_in.tool_calls)
             what = f"{tool} result" if message.role == "tool" else "assistant message"
             named.append(f"{what} {original:,} -> {kept:,} tokens")
