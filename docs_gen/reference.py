@@ -877,6 +877,14 @@ Every error derives from `CtxWindowError`; all are importable from `ctxwindow` t
     options:
       show_root_heading: false
 
+### `ctxwindow.kit.ranking`
+
+Needs numpy: `pip install "ctxwindow[ranking]"`.
+
+::: ctxwindow.kit.ranking
+    options:
+      show_root_heading: false
+
 ## `ctxwindow_stores` (ctxwindow-stores)
 
 Key-value stores for caches (memory, SQLite, Redis); see [Caches](../caches.md).

@@ -135,7 +135,13 @@ def test_strategy_pages_are_the_plugin_readmes_with_working_links(
 
 def test_api_reference_covers_the_public_modules(reference: ModuleType) -> None:
     text = reference.api_reference()
-    public = ("ctxwindow", "ctxwindow.errors", "ctxwindow.testing", "ctxwindow.kit")
+    public = (
+        "ctxwindow",
+        "ctxwindow.errors",
+        "ctxwindow.testing",
+        "ctxwindow.kit",
+        "ctxwindow.kit.ranking",
+    )
     plugins = ("ctxwindow_stores", "ctxwindow_eval", "ctxwindow_adapters.testing")
     for module in (*public, *plugins):
         assert f"\n::: {module}\n" in text, module

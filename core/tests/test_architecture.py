@@ -26,6 +26,7 @@ PUBLIC = (
     "ctxwindow.hookspecs",
     "ctxwindow.testing",
     "ctxwindow.kit",
+    "ctxwindow.kit.ranking",
 )
 
 

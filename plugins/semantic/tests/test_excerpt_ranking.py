@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from ctxwindow import Conversation, Window
-from ctxwindow.kit import Coverage, keep_best
+from ctxwindow.kit import Coverage, keep_best, ranking
 from ctxwindow_semantic import SemanticWindow
-from ctxwindow_semantic import strategy as semantic_strategy
 
 WORDS = "hotel flight budget morning city price plan trip data call result museum".split()
 
@@ -77,7 +76,7 @@ def kits_order(monkeypatch: pytest.MonkeyPatch) -> None:
         older = [unit for unit in older if unit not in selection.kept]
         return keep_best(history, selection, older, room, *args, **options)
 
-    monkeypatch.setattr(semantic_strategy, "keep_best", every_key)
+    monkeypatch.setattr(ranking, "keep_best", every_key)
 
 
 def window_of(strategy: SemanticWindow, history: Any, budget: int) -> tuple[Any, ...]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -16,11 +16,10 @@ import pytest
 
 from ctxwindow import Conversation, History, get_embedder
 from ctxwindow._tokens import ApproxCounter
-from ctxwindow.kit import Coverage, best_first, terms
-from ctxwindow_semantic import SemanticWindow, ranking
+from ctxwindow.kit import Coverage, terms
+from ctxwindow_semantic import SemanticWindow
 from ctxwindow_semantic.index import UnitIndex
 from ctxwindow_semantic.lexical import K1, B, BM25Index
-from ctxwindow_semantic.rows import Rows
 
 WORDS = "hotel flight budget morning city price plan trip data call result museum".split()
 
@@ -44,22 +43,6 @@ def agent_chat(turns: int, seed: int = 3) -> Iterator[dict[str, Any]]:
         yield {"role": "assistant", "content": sentence(rng)}
 
 
-# -- the stores -------------------------------------------------------------------------
-def test_rows_grow_by_doubling_and_keep_every_row() -> None:
-    rows = Rows(np.float32)
-    buffers = set()
-    expected = []
-    for step in range(1_000):
-        row = np.full((1, 3), step, dtype=np.float32)
-        rows.extend(row)
-        expected.append(row)
-        buffers.add(id(rows.view.base))
-    assert np.array_equal(rows.view, np.concatenate(expected))
-    assert len(buffers) <= 12  # 1, 2, 4, ... 1024: no copy of everything every turn
-    with pytest.raises(ValueError, match="shape"):
-        rows.extend(np.zeros((1, 4)))
-
-
 def test_index_grown_a_unit_a_turn_equals_one_built_at_once(hashing: str) -> None:
     embedder = get_embedder(hashing)
     messages = list(agent_chat(40))
@@ -75,10 +58,11 @@ def test_index_grown_a_unit_a_turn_equals_one_built_at_once(hashing: str) -> Non
     assert np.array_equal(grown.vectors.view, whole.vectors.view)
     query = embedder.embed(["hotel budget"])[0]
     assert np.allclose(grown.similarity(query, 30), whole.vectors.view[:30] @ query, atol=1e-6)
-    assert np.array_equal(grown.unit_tokens(history, 30), whole.unit_tokens(history, 30))
-    assert grown.unit_tokens(history, 30).tolist() == [history.unit_tokens(u) for u in range(30)]
+    grown_tokens = grown.figures.unit_tokens(history, 30)
+    assert np.array_equal(grown_tokens, whole.figures.unit_tokens(history, 30))
+    assert grown_tokens.tolist() == [history.unit_tokens(u) for u in range(30)]
     ids = [len(Coverage(history).of(u)) for u in range(len(history.units))]
-    assert grown.identifier_counts(history, len(history.units)).tolist() == ids
+    assert grown.figures.identifier_counts(history, len(history.units)).tolist() == ids
 
 
 def bm25_from_scratch(texts: list[str], query: str) -> list[float]:
@@ -113,100 +97,6 @@ def test_bm25_grown_in_batches_scores_as_a_from_scratch_computation() -> None:
                 want = bm25_from_scratch(texts[:size] + more, query) if size + len(more) else []
                 assert got.dtype == np.float32 and len(got) == size + len(more)
                 assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (query, size, more)
-
-
-# -- the ranking ------------------------------------------------------------------------
-class Case:
-    """Random candidates: sizes, base values with many ties, identifiers that lose their
-    worth once a taken unit holds them (coverage), maybe a task statement (infinite)."""
-
-    def __init__(self, rng: random.Random, ties: bool) -> None:
-        self.units = sorted(rng.sample(range(200), rng.randint(0, 80)))
-        self.sizes = {u: rng.randint(1, 40) for u in self.units}
-        levels = [0.0, 0.25, 0.5, 0.5, 1.0]
-        jitter = 0.0 if ties else 1.0
-        self.base = {u: rng.choice(levels) + rng.random() * jitter for u in self.units}
-        self.holds = {u: frozenset(rng.sample(range(12), rng.randint(0, 4))) for u in self.units}
-        if self.units and rng.random() < 0.3:
-            self.base[rng.choice(self.units)] = math.inf
-        self.at_start = frozenset(rng.sample(range(12), 3))
-        self.room = rng.randint(0, 300)
-
-    def unit_tokens(self, unit: int) -> int:  # the kit's best_first reads sizes here
-        return self.sizes[unit]
-
-    def valuer(self, covered: set[int] | frozenset[int]) -> Callable[[int], float]:
-        def value(unit: int) -> float:
-            new = len(self.holds[unit] - covered)
-            return self.base[unit] + 0.7 * (new * 10 / self.sizes[unit])
-
-        return value
-
-    def kit(self) -> list[int]:
-        covered = set(self.at_start)
-        taken = []
-        for unit in best_first(self, self.units, self.room, self.valuer(covered)):  # type: ignore[arg-type]
-            taken.append(unit)
-            covered |= self.holds[unit]
-        return taken
-
-    def ours(self, told_exact: bool) -> list[int]:
-        covered = set(self.at_start)
-        bounds = [self.valuer(frozenset())(unit) for unit in self.units]
-        exact = [told_exact and not self.holds[unit] for unit in self.units]
-        taken = []
-        for unit in ranking.best_first(
-            np.array(self.units, dtype=np.int64),
-            np.array([self.sizes[u] for u in self.units], dtype=np.int64),
-            np.array(bounds, dtype=np.float64),
-            np.array(exact, dtype=bool),
-            self.room,
-            self.valuer(covered),
-            self.valuer(self.at_start),
-        ):
-            taken.append(unit)
-            covered |= self.holds[unit]
-        return taken
-
-
-def test_ranking_takes_the_kits_best_first_units_in_its_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(ranking, "FIRST_CHUNK", 2)  # many chunks, even on small cases
-    monkeypatch.setattr(ranking, "SAMPLE", 8)  # cuts read from a sample
-    rng = random.Random(11)
-    for case in range(600):
-        example = Case(rng, ties=case % 2 == 0)
-        assert example.ours(told_exact=case % 3 == 0) == example.kit(), case
-
-
-def test_ranking_values_no_key_whose_bound_is_exact() -> None:
-    """A key whose bound is its value (a unit without identifiers) is taken on its bound:
-    in a chat loop that is most of the window, and valuing it is a Python call each. Its
-    other form (``~unit``, an excerpt) is still never taken once it is."""
-    valued: list[int] = []
-    taken: list[int] = []
-
-    worth = {0: 0.9, 1: 0.8, 2: 0.7, 3: 0.1, ~1: 0.5}
-
-    def value(key: int) -> float:  # an excerpt's: nothing once its unit is taken whole
-        valued.append(key)
-        return -math.inf if ~key in taken else worth[key]
-
-    keys = np.array(list(worth), dtype=np.int64)
-    taken.extend(
-        ranking.best_first(
-            keys,
-            np.array([5, 5, 5, 5, 2], dtype=np.int64),
-            np.array([0.9, 0.8, 0.7, 0.1, 0.85], dtype=np.float64),
-            np.array([True, True, True, True, False]),
-            17,
-            value,
-            value,
-        )
-    )
-    assert taken == [0, 1, 2]  # ~1 fits the last room, but 1 was taken whole
-    assert set(valued) == {~1}  # only the key whose bound is not its value
 
 
 # -- the strategy -----------------------------------------------------------------------

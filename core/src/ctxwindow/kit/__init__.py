@@ -17,7 +17,9 @@
   result or assistant message as an excerpt of its identifiers (marked as such), and
   the older units taken best first, each whole or as that excerpt (``sliding``'s and
   ``semantic``'s choice in an agent's history, with the options of
-  :func:`excerpt_options`);
+  :func:`excerpt_options`); :mod:`ctxwindow.kit.ranking` makes the same choice
+  valuing only the units that can make the window, from figures read once per unit
+  and bounds computed in numpy (the ``ranking`` extra), as both strategies do;
 - :func:`redact`: a URL without its password, for messages, records and reprs;
 - :func:`unit_anchors`, :func:`spans_in`, :func:`query_spans` and :func:`time_match`:
   time as a signal: when each unit was said (a timestamp, or the date line before it),

@@ -9,6 +9,7 @@ window already carries, so the value of an older unit falls as others are kept:
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -154,6 +155,22 @@ class Coverage:
         """Whether a user or assistant message of the history wrote ``identifier``."""
         first = self._memo.spoken_first.get(identifier)
         return (first is not None and first < self._stable) or identifier in self._spoken_later
+
+    @property
+    def spoken_later(self) -> frozenset[str]:
+        """The identifiers written in the messages that hold a host stand-in on this
+        visit (read as they are now): spoken on this visit only."""
+        return self._spoken_later
+
+    def written_since(self, start: int) -> tuple[list[str], int]:
+        """The identifiers a user or assistant wrote in the conversation's messages read
+        so far (with ``spoken_weight``), in the order first written, from the
+        ``start``-th on; and how many there are in all: a reader that keeps per-unit
+        figures learns the newly written ones only."""
+        memo = self._memo
+        with memo.lock:
+            found = list(itertools.islice(memo.spoken_first, start, None))
+        return found, start + len(found)
 
     def novelty_of(
         self, found: frozenset[str], tokens: int, covered: AbstractSet[str] | None = None

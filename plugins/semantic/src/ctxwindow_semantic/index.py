@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ctxwindow import History
-from ctxwindow.kit import excerpt_unit, identifiers, unit_text
+from ctxwindow.kit import unit_text
+from ctxwindow.kit.ranking import Rows, UnitFigures
 from ctxwindow_semantic.lexical import BM25Index
-from ctxwindow_semantic.rows import Rows
 
 
 def dot_rows(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -26,7 +26,8 @@ def dot_rows(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
 
 class UnitIndex:
     """Vectors and BM25 statistics of a conversation's units, in unit order, and the
-    per-unit figures a visit ranks by (tokens, identifiers), each read once per unit.
+    per-unit figures a visit ranks by (:class:`~ctxwindow.kit.ranking.UnitFigures`),
+    each read once per unit.
 
     Only units whose messages are final are stored: those before a view's first
     stand-in (see :meth:`update`).
@@ -35,12 +36,7 @@ class UnitIndex:
     def __init__(self) -> None:
         self.vectors = Rows(np.float32)
         self.lexical = BM25Index()
-        self.identifiers = Rows(np.int64)  # how many identifiers each unit holds
-        self.tokens = Rows(np.int64)  # each unit's tokens, under the counter of _sums
-        #: Each unit's excerpt (ctxwindow.kit.excerpt_unit) under the same counter: its
-        #: tokens (0: the unit has none) and how many identifiers it holds.
-        self.excerpts = Rows(np.int64)
-        self._sums: list[int] | None = None
+        self.figures = UnitFigures()
         self.lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -75,53 +71,6 @@ class UnitIndex:
         if stop == 0:
             return np.zeros(0, dtype=np.float32)
         return dot_rows(self.vectors.view[:stop], query)
-
-    def unit_tokens(self, history: History, stop: int) -> np.ndarray:
-        """The tokens of each of the first ``stop`` units (stand-in free) under the
-        view's counter. Kept for the counter whose running sums the conversation keeps,
-        so a chat loop reads its new units only; another counter starts them again."""
-        with self.lock:
-            return self._unit_tokens(history, stop)
-
-    def _unit_tokens(self, history: History, stop: int) -> np.ndarray:
-        """:meth:`unit_tokens`, with the lock held."""
-        sums = history.conversation.cumulative_tokens(history.counter, len(history))
-        if sums is not self._sums:
-            self.tokens, self._sums = Rows(np.int64), sums
-            self.excerpts = Rows(np.int64)
-        spans = [history.span(unit) for unit in range(len(self.tokens), stop)]
-        self.tokens.extend([sums[span.stop] - sums[span.start] for span in spans])
-        return self.tokens.view[:stop]
-
-    def excerpt_figures(self, history: History, stop: int) -> np.ndarray:
-        """Of each of the first ``stop`` units (stand-in free), its excerpt's tokens (0:
-        it has none) and identifiers, as two columns; under the counter of
-        :meth:`unit_tokens`, read once per unit."""
-        with self.lock:
-            self._unit_tokens(history, stop)  # the counter's figures, or anew for another
-            read = [excerpt_figures(history, u) for u in range(len(self.excerpts), stop)]
-            self.excerpts.extend(np.asarray(read, dtype=np.int64).reshape(-1, 2))
-            figures: np.ndarray = self.excerpts.view[:stop].reshape(-1, 2)
-            return figures
-
-    def identifier_counts(
-        self, history: History, stop: int, read: Callable[[int], frozenset[str]] | None = None
-    ) -> np.ndarray:
-        """How many identifiers each of the first ``stop`` units (stand-in free) holds,
-        read on first need (only an agent's history ranks by them) by ``read``: the
-        visit's :class:`~ctxwindow.kit.Coverage` keeps each unit's identifiers with the
-        conversation, so a unit read here is not read again when a later visit keeps it."""
-        with self.lock:
-            units = range(len(self.identifiers), stop)
-            found = read or (lambda unit: identifiers(unit_text(history, unit)))
-            self.identifiers.extend([len(found(unit)) for unit in units])
-            return self.identifiers.view[:stop]
-
-
-def excerpt_figures(history: History, unit: int) -> tuple[int, int]:
-    """``unit``'s excerpt's tokens (0: it has none) and how many identifiers it holds."""
-    found = excerpt_unit(history, unit)
-    return (0, 0) if found is None else (found.tokens, len(found.identifiers))
 
 
 #: The per-conversation indexes' bounds: at most this many conversations, and this many

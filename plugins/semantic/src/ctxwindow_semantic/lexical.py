@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxwindow.kit import terms
-from ctxwindow_semantic.rows import Rows
+from ctxwindow.kit.ranking import Rows
 
 K1 = 1.2
 B = 0.75

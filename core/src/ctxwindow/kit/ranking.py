@@ -1,0 +1,649 @@
+"""Older units ranked in numpy: :func:`~ctxwindow.kit.keep_best` at the cost of the units
+that can make the window, not of every older unit. Needs numpy (``ctxwindow[ranking]``).
+
+:func:`~ctxwindow.kit.best_first` values every candidate before it takes the first: a
+Python call per unit of the history, on every visit, which in an agent's history (where
+every tool result holds identifiers) is every unit. Here a strategy that scores all units
+at once (a numpy array of relevance) gets the same choice from the figures each unit is
+read for once (:class:`UnitFigures`: tokens, identifiers, excerpt) and a bound of every
+unit's value computed at once: a candidate is valued only once no unvalued candidate
+could outrank it. The units taken, and their order, are exactly the kit's (ties
+included). ``semantic`` and ``sliding`` rank this way.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import heapq
+import math
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from ctxwindow.kit._coverage import NOVELTY_TOKENS, Coverage, identifiers
+from ctxwindow.kit._excerpt import excerpt_unit, keep_best
+from ctxwindow.kit._text import unit_text
+
+if TYPE_CHECKING:
+    from ctxwindow._history import History
+    from ctxwindow._selection import Selection
+
+#: About this many candidates are valued first; each time more are needed, twice as many.
+FIRST_CHUNK = 32
+#: Bounds sampled to find the cut that leaves about a chunk above it (a full partition of
+#: every bound costs more than the whole ranking of a chat loop's turn).
+SAMPLE = 2_048
+
+__all__ = [
+    "Older",
+    "Rows",
+    "UnitFigures",
+    "best_first",
+    "keep_ranked",
+    "older_units",
+    "stable_units",
+]
+
+
+class Rows:
+    """Rows appended at the end, kept in one contiguous buffer that doubles when full,
+    so appending a turn copies that turn only (amortized), not everything before it.
+
+    Readers slice :attr:`view`: rows before ``len(self)`` never change, and a reader
+    that took a view before a reallocation keeps the old buffer alive, so a reader
+    needs no lock against one appending writer.
+    """
+
+    def __init__(self, dtype: DTypeLike) -> None:
+        self.dtype = np.dtype(dtype)
+        self._buffer: np.ndarray | None = None
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def view(self) -> np.ndarray:
+        """The rows so far (a view: no copy)."""
+        if self._buffer is None:
+            return np.zeros(0, dtype=self.dtype)
+        return self._buffer[: self._size]
+
+    def extend(self, rows: ArrayLike) -> None:
+        """Append ``rows`` (their first axis), growing the buffer to at least twice
+        its size when they do not fit; the first rows are stored exactly."""
+        new = np.asarray(rows, dtype=self.dtype)
+        buffer = self._buffer
+        if buffer is not None and new.shape[1:] != buffer.shape[1:]:
+            raise ValueError(f"rows of shape {new.shape[1:]} added to rows of {buffer.shape[1:]}")
+        size = self._size + len(new)
+        if buffer is None or size > len(buffer):
+            capacity = size if buffer is None else max(size, 2 * len(buffer))
+            grown = np.empty((capacity, *new.shape[1:]), dtype=self.dtype)
+            if buffer is not None:
+                grown[: self._size] = buffer[: self._size]
+            self._buffer = buffer = grown
+        buffer[self._size : size] = new
+        self._size = size
+
+    def append(self, value: float) -> None:
+        """Append one value to rows of single values: what a term's postings gain in a
+        turn, at the cost of one store rather than an array's making."""
+        buffer = self._buffer
+        if buffer is None or buffer.ndim != 1 or self._size == len(buffer):
+            self.extend([value])
+            return
+        buffer[self._size] = value
+        self._size += 1
+
+
+# -- the order ---------------------------------------------------------------------------
+class _Pending:
+    """The candidates not valued yet, handed out best bounds first (ties to the lower
+    rank), in chunks; those too big for the room left are dropped as they are met (the
+    room only shrinks, so they could never be taken: the kit's heap pops them and passes
+    over them)."""
+
+    def __init__(self, bounds: np.ndarray, sizes: np.ndarray) -> None:
+        self.bounds = bounds
+        self.sizes = sizes
+        self.rest = np.arange(len(bounds))  # ascending: by rank
+        self.chunk = FIRST_CHUNK
+        self.top = -math.inf
+        self.top_rank = -1
+        self.read_top()
+
+    def read_top(self) -> None:
+        """Read the best pending bound again (and the lowest rank holding it): once on
+        a chunk's taking, and whenever bounds were lowered."""
+        rest = self.rest
+        if not len(rest):
+            self.top, self.top_rank = -math.inf, -1
+            return
+        values = self.bounds[rest]
+        self.top = float(values.max())
+        self.top_rank = int(rest[np.argmax(values == self.top)])
+
+    def outranks(self, key: float, rank: int) -> bool:
+        """Whether a pending candidate could come before one worth ``key`` at ``rank``:
+        its bound is higher, or as high at a lower rank."""
+        return bool(len(self.rest)) and (
+            self.top > key or (self.top == key and self.top_rank < rank)
+        )
+
+    def take(self, room: int) -> np.ndarray:
+        """The next chunk that fits ``room``: about :attr:`chunk` pending candidates
+        whose bounds are above every other's, ties to the lower ranks."""
+        rest = self.rest
+        rest = rest[self.sizes[rest] <= room]
+        values = self.bounds[rest]
+        chosen = np.ones(len(rest), dtype=bool)
+        if len(rest) > self.chunk:
+            near = np.flatnonzero(values >= _about_kth_largest(values, self.chunk))
+            if len(near) > self.chunk:  # many as good (ties), or the sample erred
+                near = near[np.lexsort((near, -values[near]))[: self.chunk]]
+            chosen[:] = False
+            chosen[near] = True
+        self.rest = rest[~chosen]
+        self.read_top()
+        self.chunk *= 2
+        taken: np.ndarray = rest[chosen]
+        return taken
+
+
+def _about_kth_largest(values: np.ndarray, k: int) -> float:
+    """A value with about ``k`` of ``values`` above it, read from an even sample."""
+    sample = values[:: max(1, len(values) // SAMPLE)]
+    rank = min(len(sample) - 1, k * len(sample) // len(values))
+    return float(np.partition(sample, len(sample) - 1 - rank)[len(sample) - 1 - rank])
+
+
+def best_first(
+    candidates: np.ndarray,
+    sizes: np.ndarray,
+    bounds: np.ndarray,
+    exact: np.ndarray,
+    room: int,
+    value: Callable[[int], float],
+    *,
+    above: float | None = None,
+    tighten: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> Iterator[int]:
+    """What ``ctxwindow.kit.best_first(history, candidates, room, value, above=above)``
+    yields: the candidate worth most now (ties to the one given first) while any fits,
+    as the kit's lazy greedy takes them, valuing only those that can come first.
+
+    ``candidates``: units in the order that breaks ties; ``sizes``: their tokens;
+    ``value(unit)``: what a unit is worth now, never rising as units are taken;
+    ``bounds``: for each candidate, a number at least its value, and ``exact`` where it
+    is the value itself, now and after any unit is taken (``value`` is not called
+    there: in a chat loop most of the window is such units). A key ``~unit`` is
+    ``unit``'s other form (its excerpt): once one form is taken, the other is worth
+    nothing (as ``value`` says of the keys it values). With ``above``, units valued at
+    or below it are not taken. The caller keeps what it takes, as with the kit's.
+    ``tighten(key)``, called once the caller has kept a key, names candidates (by
+    index) and lower bounds for them, which replace those in ``bounds`` (in place):
+    the values that fell as the window grew, so fewer candidates need valuing.
+    """
+    #: (-value, rank, size, key, exact): ordered as the kit's heap, by its first two
+    heap: list[tuple[float, int, int, int, bool]] = []
+    pending = _Pending(bounds, sizes)
+    smallest = int(sizes.min()) if len(sizes) else 0
+    taken: set[int] = set()  # units taken, in either form
+
+    def settle() -> None:
+        """Value candidates until the heap's top outranks every one not valued (by its
+        bound): then no candidate can be worth more than the heap's top says."""
+        while len(pending.rest) and (not heap or pending.outranks(-heap[0][0], heap[0][1])):
+            ranks = pending.take(room)
+            constant = exact[ranks]
+            heap.extend(
+                zip(
+                    (-bounds[ranks]).tolist(),
+                    ranks.tolist(),
+                    sizes[ranks].tolist(),
+                    candidates[ranks].tolist(),
+                    constant.tolist(),
+                    strict=True,
+                )
+            )
+            heapq.heapify(heap)
+
+    pop = heapq.heappop
+    while room >= smallest:
+        settle()
+        if not heap:
+            return
+        stale, rank, size, unit, constant = pop(heap)
+        if size > room:
+            continue
+        if constant:  # still worth its bound, so it comes now, as the kit's would
+            if (~unit if unit < 0 else unit) in taken:
+                continue  # its other form was taken: worth nothing now, and never again
+            fresh = -stale
+        else:
+            fresh = value(unit)
+            if fresh == -math.inf:  # worth nothing now, and never again (as the kit's)
+                continue
+            # valued again, it goes back unless it still comes first (ties by rank)
+            if fresh < -stale and (
+                pending.outranks(fresh, rank) or (heap and (-fresh, rank) > heap[0][:2])
+            ):
+                heapq.heappush(heap, (-fresh, rank, size, unit, constant))
+                continue
+        if above is not None and fresh <= above:
+            return
+        room -= size
+        taken.add(~unit if unit < 0 else unit)
+        yield unit
+        if tighten is not None:
+            ranks, lower = tighten(unit)
+            if len(ranks):
+                bounds[ranks] = np.minimum(bounds[ranks], lower)
+                pending.read_top()
+
+
+# -- what each unit is read for, once ---------------------------------------------------
+def stable_units(history: History) -> int:
+    """How many leading units read the same on every visit: all of them, unless the host
+    stood a cut copy in for a message on this one (the newest user message, or the
+    current turn's tool results): then the units before the first that holds one."""
+    cut = [history.unit_of(position) for position in history.replacements]
+    return min((unit for unit in cut if unit is not None), default=len(history.units))
+
+
+def excerpt_figures(history: History, unit: int) -> tuple[int, int, int]:
+    """``unit``'s excerpt's tokens (0: it has none), how many identifiers it holds, and
+    how many of those the unit itself does not (its markers' token counts, say)."""
+    found = excerpt_unit(history, unit)
+    if found is None:
+        return (0, 0, 0)
+    own = identifiers(unit_text(history, unit))
+    return (found.tokens, len(found.identifiers), len(found.identifiers - own))
+
+
+class UnitFigures:
+    """What a visit ranks a conversation's units by, read once per unit: each unit's
+    tokens and its excerpt's (under the counter whose running sums the conversation
+    keeps: another counter starts them again), and how many identifiers it holds. Only
+    units before the first host stand-in are stored (:func:`stable_units`); a strategy
+    keeps one per conversation."""
+
+    def __init__(self) -> None:
+        self.tokens = Rows(np.int64)
+        #: Of each unit's excerpt (:func:`excerpt_figures`): three columns.
+        self.excerpts = Rows(np.int64)
+        self.identifiers = Rows(np.int64)
+        #: Of each unit's identifiers, how many a user or assistant wrote anywhere in
+        #: the conversation read so far: at least as many as any visit counts as spoken
+        #: (so a bound). Grown in place as identifiers are found written (under the lock).
+        self.spoken = Rows(np.int64)
+        self._holders: dict[str, list[int]] = {}  # identifier -> stored units holding it
+        self._written: set[str] = set()
+        self._written_read = 0
+        self._sums: list[int] | None = None
+        self.lock = threading.Lock()
+
+    def unit_tokens(self, history: History, stop: int) -> np.ndarray:
+        """The tokens of each of the first ``stop`` units (stand-in free)."""
+        with self.lock:
+            return self._unit_tokens(history, stop)
+
+    def _unit_tokens(self, history: History, stop: int) -> np.ndarray:
+        sums = history.conversation.cumulative_tokens(history.counter, len(history))
+        if sums is not self._sums:
+            self.tokens, self._sums = Rows(np.int64), sums
+            self.excerpts = Rows(np.int64)
+        spans = [history.span(unit) for unit in range(len(self.tokens), stop)]
+        self.tokens.extend([sums[span.stop] - sums[span.start] for span in spans])
+        return self.tokens.view[:stop]
+
+    def excerpt_figures(self, history: History, stop: int) -> np.ndarray:
+        """Of each of the first ``stop`` units (stand-in free), :func:`excerpt_figures`,
+        as three columns, under :meth:`unit_tokens`'s counter."""
+        with self.lock:
+            self._unit_tokens(history, stop)  # the counter's figures, or anew for another
+            read = [excerpt_figures(history, u) for u in range(len(self.excerpts), stop)]
+            self.excerpts.extend(np.asarray(read, dtype=np.int64).reshape(-1, 3))
+            figures: np.ndarray = self.excerpts.view[:stop].reshape(-1, 3)
+            return figures
+
+    def identifier_counts(
+        self, history: History, stop: int, read: Callable[[int], frozenset[str]] | None = None
+    ) -> np.ndarray:
+        """How many identifiers each of the first ``stop`` units (stand-in free) holds,
+        read on first need by ``read``: a visit's :class:`~ctxwindow.kit.Coverage` keeps
+        each unit's identifiers with the conversation, so a unit read here is not read
+        again when a later visit keeps it."""
+        with self.lock:
+            return self._identifier_counts(history, stop, read)
+
+    def _identifier_counts(
+        self, history: History, stop: int, read: Callable[[int], frozenset[str]] | None
+    ) -> np.ndarray:
+        found = read or (lambda unit: identifiers(unit_text(history, unit)))
+        counts, spoken = [], []
+        for unit in range(len(self.identifiers), stop):
+            held = found(unit)
+            counts.append(len(held))
+            spoken.append(len(held & self._written))
+            for identifier in held:
+                self._holders.setdefault(identifier, []).append(unit)
+        self.identifiers.extend(counts)
+        self.spoken.extend(spoken)
+        return self.identifiers.view[:stop]
+
+    def spoken_counts(self, history: History, stop: int, coverage: Coverage) -> np.ndarray:
+        """Of each of the first ``stop`` units (stand-in free), at least how many of its
+        identifiers ``coverage`` counts as spoken: those written anywhere in the
+        conversation read so far, and those its stand-ins write on this visit. What is
+        newly written raises the units holding it, so a visit costs what was added."""
+        with self.lock:
+            self._identifier_counts(history, stop, coverage.of)
+            written, self._written_read = coverage.written_since(self._written_read)
+            counts = self.spoken.view
+            for identifier in written:
+                if identifier not in self._written:
+                    self._written.add(identifier)
+                    counts[self._holders.get(identifier, [])] += 1
+            counts = counts[:stop]
+            later = [found for found in coverage.spoken_later if found not in self._written]
+            if later:
+                counts = counts.copy()
+                for identifier in later:
+                    holders = [unit for unit in self._holders.get(identifier, ()) if unit < stop]
+                    counts[holders] += 1
+            return counts
+
+    def holding(self, identifier: str, stop: int, coverage: Coverage) -> tuple[list[int], bool]:
+        """The stored units before ``stop`` that hold ``identifier``, ascending; and
+        whether :meth:`spoken_counts` counts it as spoken for this visit."""
+        with self.lock:
+            holders = self._holders.get(identifier, [])
+            units = holders[: bisect.bisect_left(holders, stop)]
+            spoken = identifier in self._written or identifier in coverage.spoken_later
+        return units, bool(coverage.spoken_weight) and spoken
+
+
+def _per_unit(
+    history: History,
+    stop: int,
+    stored: Callable[[History, int], np.ndarray],
+    read: Callable[[int], object],
+    columns: int = 1,
+) -> np.ndarray:
+    """A figure of each unit before ``stop``: ``stored`` for the units without a
+    stand-in, ``read`` from the view for those from the first stand-in on."""
+    stable = min(stable_units(history), stop)
+    rest = [read(unit) for unit in range(stable, stop)]
+    known = stored(history, stable)
+    if not rest:
+        return known
+    fresh = np.asarray(rest, dtype=np.int64)
+    return np.concatenate([known, fresh.reshape(-1, columns) if columns > 1 else fresh])
+
+
+# -- the older units and their bounds ------------------------------------------------------
+class Older(NamedTuple):
+    """The older units a visit may keep, in the order that breaks ties; their tokens; a
+    bound of each one's value; and where that bound is the value itself."""
+
+    candidates: np.ndarray
+    sizes: np.ndarray
+    bounds: np.ndarray
+    exact: np.ndarray
+
+
+def older_units(
+    history: History,
+    figures: UnitFigures,
+    relevance: np.ndarray,
+    stop: int,
+    coverage: Coverage | None,
+    *,
+    first: int | None = None,
+    newest_first: bool = False,
+) -> Older:
+    """The units before ``stop`` not kept by rule (ascending, or newest first), each
+    worth its ``relevance`` plus, with ``coverage``, the novelty of the identifiers it
+    holds: a bound of that (each identifier the window lacks as if new, and spoken where
+    it may be: :meth:`UnitFigures.spoken_counts`), exact for a unit without
+    identifiers. ``first``: a unit that comes before any other (the task statement),
+    bounded by infinity."""
+    return _Keys(history, figures, relevance, stop, coverage, first, newest_first).older
+
+
+class _Worth:
+    """Of each unit before ``stop``, at least how many identifiers it holds that the
+    window lacks, and how many of those may be spoken, lowered as the window covers
+    them (the units holding one are found through :meth:`UnitFigures.holding`); and
+    from these, at least what its novelty is (:meth:`worth`)."""
+
+    def __init__(
+        self, history: History, figures: UnitFigures, stop: int, coverage: Coverage
+    ) -> None:
+        self.figures = figures
+        self.coverage = coverage
+        self.stop = stop
+        stored = functools.partial(figures.identifier_counts, read=coverage.of)
+        self.held = _per_unit(history, stop, stored, lambda unit: len(coverage.of(unit)))
+        self.new = self.held.copy()
+        self.spoken = (
+            _spoken_counts(history, figures, stop, coverage).copy()
+            if coverage.spoken_weight
+            else np.zeros(stop, dtype=np.int64)
+        )
+        self._known: set[str] = set()
+
+    def worth(self, new: np.ndarray, spoken: np.ndarray) -> np.ndarray:
+        """:meth:`Coverage.worth` of ``new`` identifiers of which ``spoken`` are spoken,
+        in its arithmetic: the same counts give the same float, more give no less."""
+        weight = self.coverage.spoken_weight
+        return new + weight * spoken if weight else new.astype(np.float64)
+
+    def cover(self) -> np.ndarray:
+        """Lower the units holding the identifiers covered since the last call (the
+        first call: those covered before any unit was taken); the units lowered."""
+        new = self.coverage.covered - self._known
+        self._known |= new
+        lowered = []
+        for identifier in new:
+            units, spoken = self.figures.holding(identifier, self.stop, self.coverage)
+            if units:
+                self.new[units] -= 1
+                if spoken:
+                    self.spoken[units] -= 1
+                lowered.append(units)
+        if not lowered:
+            return _NO_UNITS
+        return np.unique(np.concatenate([np.asarray(units) for units in lowered]))
+
+
+_NO_UNITS = np.zeros(0, dtype=np.int64)
+
+
+def _spoken_counts(
+    history: History, figures: UnitFigures, stop: int, coverage: Coverage
+) -> np.ndarray:
+    """Of each unit before ``stop``, at least how many of its identifiers ``coverage``
+    counts as spoken (exactly, for a unit holding a stand-in)."""
+
+    def read(unit: int) -> int:
+        return sum(map(coverage.spoken, coverage.of(unit)))
+
+    counted = functools.partial(figures.spoken_counts, coverage=coverage)
+    return _per_unit(history, stop, counted, read)
+
+
+class _Keys:
+    """``keep_best``'s keys for the older units (each unit whole, then as ``~unit`` each
+    one's excerpt where it has one, when offered), in the order that breaks ties, with
+    their sizes, value bounds and where the bound is the value itself; and, with
+    coverage, the bounds lowered as the window covers identifiers (:meth:`tighten`).
+
+    A unit is worth its relevance plus the novelty of its identifiers the window lacks;
+    an excerpt, its unit's relevance scaled by the share of tokens it keeps plus the
+    novelty of its own identifiers, which are some of its unit's and a few of its own.
+    Each bound is computed in the arithmetic of the value it bounds (``keep_best``'s),
+    from counts at least the value's: so it is the value itself when the counts are,
+    and never below it (correctly rounded operations are monotone)."""
+
+    def __init__(
+        self,
+        history: History,
+        figures: UnitFigures,
+        relevance: np.ndarray,
+        stop: int,
+        coverage: Coverage | None,
+        first: int | None,
+        newest_first: bool,
+    ) -> None:
+        self.relevance = relevance
+        self.first = first
+        free = np.ones(stop, dtype=bool)
+        free[[unit for unit in history.must_keep if unit < stop]] = False
+        candidates = np.flatnonzero(free)
+        if newest_first:
+            candidates = candidates[::-1]
+        tokens = _per_unit(history, stop, figures.unit_tokens, history.unit_tokens)
+        self.units = candidates
+        self.wholes = len(candidates)
+        self.sizes = tokens[candidates]
+        self.worth = None if coverage is None else _Worth(history, figures, stop, coverage)
+        self.weight = 0.0 if coverage is None else coverage.weight
+        self.exact = np.ones(len(candidates), dtype=bool)
+        if self.worth is not None:
+            self.worth.cover()  # what the window holds before any unit is taken
+            self.exact = self.worth.held[candidates] == 0
+        self.bounds = self._whole_bounds(candidates, self.sizes)
+        #: Where each unit's whole key is, and its excerpt's (-1: none).
+        self.whole_at = np.full(stop, -1, dtype=np.int64)
+        self.whole_at[candidates] = np.arange(len(candidates))
+        self.excerpt_at = np.full(stop, -1, dtype=np.int64)
+        #: Of each excerpt offered: its relevance, identifiers, those that may be spoken,
+        #: tokens, and identifiers its unit does not hold.
+        self._excerpt: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def older(self) -> Older:
+        return Older(self.units, self.sizes, self.bounds, self.exact)
+
+    def _whole_bounds(self, units: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        bounds: np.ndarray = self.relevance[units].astype(np.float64)
+        if self.worth is not None:
+            worth = self.worth.worth(self.worth.new[units], self.worth.spoken[units])
+            bounds = bounds + self.weight * worth * NOVELTY_TOKENS / np.maximum(sizes, 1)
+        if self.first is not None:
+            bounds[units == self.first] = math.inf
+        return bounds
+
+    def offer_excerpts(self, history: History, figures: UnitFigures, stop: int) -> None:
+        """Add each candidate's excerpt, where it has one, as the key ``~unit``."""
+        assert self.worth is not None, "excerpts are offered only where identifiers count"
+        rows = _per_unit(history, stop, figures.excerpt_figures, _excerpt_row(history), columns=3)
+        found = rows[self.units]
+        has = found[:, 0] > 0
+        units, tokens, held, extra = self.units[has], found[has, 0], found[has, 1], found[has, 2]
+        # the unit's relevance scaled by the share of its tokens the excerpt keeps
+        own = self.relevance[units].astype(np.float64) * (tokens / np.maximum(self.sizes[has], 1))
+        # its identifiers are some of its unit's, and a few of its own (``extra``)
+        spoken = np.minimum(held, self.worth.spoken[units] + extra)
+        self._excerpt = (own, held, spoken, tokens, extra)
+        self.excerpt_at[units] = len(self.units) + np.arange(len(units))
+        bounds = self._excerpt_bounds(np.arange(len(units)), units)
+        self.units = np.concatenate([self.units, ~units])
+        self.sizes = np.concatenate([self.sizes, tokens])
+        self.bounds = np.concatenate([self.bounds, bounds])
+        self.exact = np.concatenate([self.exact, np.zeros(len(units), dtype=bool)])
+
+    def _excerpt_bounds(self, rows: np.ndarray, units: np.ndarray) -> np.ndarray:
+        """The bounds of the excerpts at ``rows`` (of those offered), of ``units``."""
+        assert self._excerpt is not None and self.worth is not None
+        own, held, spoken, tokens, extra = self._excerpt
+        # no more than its unit's identifiers the window lacks, and its own
+        new = np.minimum(held[rows], self.worth.new[units] + extra[rows])
+        spoken = np.minimum(spoken[rows], self.worth.spoken[units] + extra[rows])
+        worth = self.worth.worth(new, spoken)
+        bounds: np.ndarray = own[rows] + self.weight * worth * NOVELTY_TOKENS / tokens[rows]
+        if self.first is not None:
+            bounds[units == self.first] = math.inf
+        return bounds
+
+    def tighten(self, _taken: int) -> tuple[np.ndarray, np.ndarray]:
+        """Once a key is taken: the keys whose units hold an identifier it covered, and
+        their bounds as the window now stands (:func:`best_first`'s ``tighten``)."""
+        assert self.worth is not None
+        units = self.worth.cover()
+        if not len(units):
+            return _NO_UNITS, _NO_BOUNDS
+        whole = self.whole_at[units]
+        units_whole = units[whole >= 0]
+        whole = whole[whole >= 0]
+        at = [whole]
+        bounds = [self._whole_bounds(units_whole, self.sizes[whole])]
+        if self._excerpt is not None:
+            excerpt = self.excerpt_at[units]
+            units_excerpt = units[excerpt >= 0]
+            excerpt = excerpt[excerpt >= 0]
+            at.append(excerpt)
+            bounds.append(self._excerpt_bounds(excerpt - self.wholes, units_excerpt))
+        return np.concatenate(at), np.concatenate(bounds)
+
+
+_NO_BOUNDS = np.zeros(0, dtype=np.float64)
+
+
+def _excerpt_row(history: History) -> Callable[[int], tuple[int, int, int]]:
+    return functools.partial(excerpt_figures, history)
+
+
+def keep_ranked(
+    history: History,
+    selection: Selection,
+    relevance: np.ndarray,
+    stop: int,
+    room: int,
+    score: Callable[[int], float],
+    coverage: Coverage | None,
+    reason: Callable[[int, int, int], str],
+    *,
+    figures: UnitFigures,
+    excerpts: bool = True,
+    above: float | None = None,
+    first: int | None = None,
+    newest_first: bool = False,
+) -> int:
+    """:func:`~ctxwindow.kit.keep_best` over the units before ``stop`` not kept by rule
+    (:func:`older_units`), valuing only the keys that can come first; the room left.
+    ``score(unit)`` is each unit's ``relevance`` (infinity for ``first``); with
+    ``coverage`` and ``excerpts``, tool results are offered as excerpts too, ranked the
+    same way; as the window covers identifiers, the bounds of the units holding them
+    fall, so a visit values about the keys it takes, however many units hold some."""
+    keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first)
+    if coverage is not None and excerpts:
+        keys.offer_excerpts(history, figures, stop)
+    tighten = keys.tighten if coverage is not None else None
+
+    def order(
+        value: Callable[[int], float],
+        _first_value: Callable[[int], float],
+        _size: Callable[[int], int],
+    ) -> Iterator[int]:
+        return best_first(
+            keys.units,
+            keys.sizes,
+            keys.bounds,
+            keys.exact,
+            room,
+            value,
+            above=above,
+            tighten=tighten,
+        )
+
+    return keep_best(
+        history, selection, [], room, score, coverage, reason, excerpts=excerpts, order=order
+    )
