@@ -5,16 +5,19 @@ conversation."""
 from __future__ import annotations
 
 import gc
+import json
+import math
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ctxwindow
 from ctxwindow import Conversation, History, get_counter
-from ctxwindow.kit import Coverage
+from ctxwindow.kit import Coverage, terms
 from ctxwindow_sliding import KeywordScorer, SlidingWindow
-from ctxwindow_sliding.keywords import DECAY, spread
+from ctxwindow_sliding.keywords import DECAY, K1, B, Settings, UnitTerms, spread
 
 WORDS = "the plan trip hotel flight price city budget call result data".split()
 
@@ -117,9 +120,119 @@ def test_a_visit_values_only_the_units_that_can_matter(monkeypatch: pytest.Monke
     assert len(valued) < 20  # every older unit (1,200) before
 
 
-def test_spread_sums_as_a_pass_over_the_full_list_does() -> None:
-    """The neighbours' shares, summed over the stretches near a scoring unit only, are
-    the floats a pass over every unit gives (which skipped units cannot change)."""
+def record_history(
+    lookups: int, seed: int = 5, notes: int = 0
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """An agent's lookups: each tool result a record with identifiers that many records
+    share (a field name, one of 28 dates) beside its own (a reservation, a flight), and
+    ``notes`` words of prose (enough, and its result is cut to an excerpt)."""
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    reservations = []
+    for number in range(lookups):
+        reservation = f"R{rng.randrange(100_000):05d}"
+        reservations.append(reservation)
+        record = {
+            "reservation_id": reservation,
+            "flight": f"HAT{rng.randrange(1_000):03d}",
+            "date": f"2024-05-{rng.randint(1, 28):02d}",
+            "price": rng.randint(50, 2_000),
+        }
+        if notes:
+            record["notes"] = " ".join(rng.choice(WORDS) for _ in range(notes))
+        call = {
+            "id": f"c{number}",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": f'{{"reservation_id": "{reservation}"}}'},
+        }
+        messages.append({"role": "user", "content": "look up the next reservation"})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        result = json.dumps(record)
+        messages.append({"role": "tool", "tool_call_id": f"c{number}", "content": result})
+    return messages, reservations
+
+
+@pytest.mark.parametrize("lookups", [300, 1_500])
+def test_an_agent_step_values_about_the_units_it_keeps_however_many_hold_ids(
+    monkeypatch: pytest.MonkeyPatch, lookups: int
+) -> None:
+    """Every older unit holds identifiers, many of them shared (and hundreds of units
+    are worth exactly as much): the bounds fall as the window covers identifiers, so a
+    step values about the keys it keeps, at 900 messages and at 4,500 alike (it valued
+    most units before), and keeps what a fresh strategy keeps."""
+    messages, reservations = record_history(lookups)
+    conversation = Conversation(messages)
+    strategy = SlidingWindow()
+    strategy.select(conversation, 3_000)
+    valued: list[int] = []
+    novelty_of = Coverage.novelty_of
+
+    def counted(self: Coverage, found: frozenset[str], tokens: int, covered: Any = None) -> float:
+        valued.append(tokens)
+        return novelty_of(self, found, tokens, covered)
+
+    monkeypatch.setattr(Coverage, "novelty_of", counted)
+    asked = {"role": "user", "content": f"the flight and price of {reservations[17]}?"}
+    conversation.append(asked)
+    window = strategy.select(conversation, 3_000)
+    assert window.record.engaged and len(window.record.decisions) > 2 * lookups
+    kept = sum(d.reason.startswith("important") for d in window.record.decisions)
+    assert kept > 50
+    assert 0 < len(valued) < 4 * kept  # about the keys it keeps, at either length
+    monkeypatch.undo()
+    fresh = SlidingWindow().select(Conversation(conversation.originals), 3_000)
+    assert outcome(window, conversation.originals) == outcome(fresh, conversation.originals)
+
+
+def every_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make keep_ranked value every older unit and excerpt (the kit's own best_first)
+    instead of ranking them by numpy bounds."""
+    from ctxwindow.kit import keep_best, ranking
+
+    def valued_all(history: Any, selection: Any, _: Any, room: int, *args: Any, **kw: Any) -> int:
+        kw.pop("order")
+        older = [u for u in range(len(history.units)) if u not in history.must_keep]
+        older = sorted((u for u in older if u not in selection.kept), reverse=True)
+        return keep_best(history, selection, older, room, *args, **kw)
+
+    monkeypatch.setattr(ranking, "keep_best", valued_all)
+
+
+def shown(window: ctxwindow.Window[Any]) -> Any:
+    """A window's messages (stand-ins for excerpts among them) and its decisions."""
+    decisions = [(d.unit, d.action, d.reason, d.tokens, d.score) for d in window.record.decisions]
+    return window.messages, decisions, window.record.notes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_bounded_ranking_keeps_what_valuing_every_key_keeps(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Whole units and excerpts, identifiers shared and spoken, ties by the hundred:
+    valued only when they can come first (in chunks of 4 here), bounds falling as the
+    window covers identifiers, the keys taken and their order are those of valuing every
+    one."""
+    from ctxwindow.kit import ranking
+
+    monkeypatch.setattr(ranking, "FIRST_CHUNK", 4)
+    records, reservations = record_history(120 + 60 * seed, seed)
+    bulky, _ = record_history(100 + 40 * seed, seed, notes=80)
+    asked = {"role": "user", "content": f"the flight of {reservations[seed]} and RES00{seed}?"}
+    excerpted = 0
+    for messages in ([*records, asked], [*bulky, asked], [*agent_history(200, seed), asked]):
+        for budget in (400, 1_500, 4_000):
+            ours = SlidingWindow().select(messages, budget)
+            with monkeypatch.context() as patched:
+                every_key(patched)
+                theirs = SlidingWindow().select(messages, budget)
+            assert shown(ours) == shown(theirs), budget
+            excerpted += sum(d.action == "replaced" for d in ours.record.decisions)
+    assert excerpted  # excerpts were offered, and some taken
+
+
+def test_spread_sums_as_a_python_pass_over_the_list_does() -> None:
+    """The neighbours' shares, summed in numpy, are the floats a Python pass over every
+    unit gives, to the last bit (the windows do not change with the arithmetic)."""
 
     def full_pass(scores: list[float], strength: float, reach: int) -> list[float]:
         size, out, weight = len(scores), list(scores), strength
@@ -136,18 +249,35 @@ def test_spread_sums_as_a_pass_over_the_full_list_does() -> None:
         for _ in range(rng.randint(0, 6)):
             dense[rng.randrange(size)] = rng.choice([1.0, rng.random(), 3.7])
         strength, reach = rng.choice([0.25, 0.0, 0.9]), rng.choice([0, 1, 4, 9])
-        sparse = spread({u: v for u, v in enumerate(dense) if v}, size, strength, reach)
+        summed = spread(np.array(dense), strength, reach).tolist()
         expected = full_pass(dense, strength, reach) if strength and reach else dense
-        assert sparse == {u: v for u, v in enumerate(expected) if v}
+        assert summed == expected
 
 
-def test_the_scorer_names_its_nonzero_scores() -> None:
-    messages = [*agent_history(150), {"role": "user", "content": "the hotel budget?"}]
+def test_the_scorer_scores_every_unit_as_textbook_bm25_does() -> None:
+    """With neighbours, speakers and kinds of fact off, a unit's score is its BM25 for
+    the query's terms (the postings read in numpy), scaled so the best is 1."""
+    messages = [*agent_history(150), {"role": "user", "content": "the hotel budget for RES007?"}]
     history = Conversation(messages).view(get_counter("approx"), 1000)
-    scorer = KeywordScorer()
-    nonzero = scorer.nonzero_scores(history)
-    assert nonzero and all(nonzero.values())
-    assert scorer.score(history) == [nonzero.get(u, 0.0) for u in range(len(history.units))]
+    scores = KeywordScorer(Settings(neighbours=0, speaker=0, salience=0)).score(history)
+    assert scores.dtype == np.float64 and len(scores) == len(history.units)
+    reads = [UnitTerms.of(history, unit) for unit in range(len(history.units))]
+    average = sum(read.length for read in reads) / len(reads)
+    query = set(terms(history.effective_query))
+    own = history.unit_of(history.newest_user)
+    expected = []
+    for unit, read in enumerate(reads):
+        total = 0.0
+        for term in query:
+            holding = sum(term in other.counts for other in reads)
+            count = read.counts.get(term, 0)
+            if count and unit != own:
+                idf = math.log(1 + (len(reads) - holding + 0.5) / (holding + 0.5))
+                norm = K1 * (1 - B + B * read.length / average)
+                total += idf * count * (K1 + 1) / (count + norm)
+        expected.append(total)
+    assert max(expected) > 0 and expected[own] == 0
+    assert np.allclose(scores, np.array(expected) / max(expected), rtol=1e-12, atol=0)
 
 
 def test_the_state_goes_with_its_conversation() -> None:

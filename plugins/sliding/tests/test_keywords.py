@@ -27,7 +27,8 @@ def filler(count: int) -> list[dict[str, Any]]:
 
 def scores(messages: list[Any], query: str | None = None, **settings: Any) -> list[float]:
     history = Conversation(messages).view(get_counter("approx"), 10_000, query)
-    return KeywordScorer(Settings(**settings)).score(history)
+    scored: list[float] = KeywordScorer(Settings(**settings)).score(history).tolist()
+    return scored
 
 
 def test_terms_drop_stopwords_and_meet_at_a_stem() -> None:
@@ -102,18 +103,18 @@ def test_the_index_grows_with_the_conversation_and_skips_a_truncated_message() -
     assert scorer.indexed == 5  # the cut copy was read for this visit, not indexed
     conversation.append({"role": "assistant", "content": "A kayak it is."})
     later = conversation.view(get_counter("approx"), 10_000, "kayak")
-    assert scorer.score(later) == KeywordScorer(scorer.settings).score(later)
+    assert scorer.score(later).tolist() == KeywordScorer(scorer.settings).score(later).tolist()
     assert scorer.indexed == 7
 
 
 def test_one_scorer_serves_threads_at_once() -> None:
     conversation = Conversation([*filler(300), {"role": "user", "content": "Number 7?"}])
     scorer = KeywordScorer()
-    expected = KeywordScorer().score(conversation.view(get_counter("approx"), 1000))
+    expected = KeywordScorer().score(conversation.view(get_counter("approx"), 1000)).tolist()
     results: list[list[float]] = []
 
     def work() -> None:
-        results.append(scorer.score(conversation.view(get_counter("approx"), 1000)))
+        results.append(scorer.score(conversation.view(get_counter("approx"), 1000)).tolist())
 
     threads = [threading.Thread(target=work) for _ in range(8)]
     for thread in threads:

@@ -37,7 +37,8 @@ def chat(dated_by: str) -> list[dict[str, Any]]:
 
 def scores(messages: list[Any], query: str, **settings: Any) -> list[float]:
     history = Conversation(messages).view(get_counter("approx"), 10_000, query)
-    return KeywordScorer(Settings(**settings)).score(history)
+    scored: list[float] = KeywordScorer(Settings(**settings)).score(history).tolist()
+    return scored
 
 
 @pytest.mark.parametrize("dated_by", ["headers", "timestamps"])
@@ -96,5 +97,5 @@ def test_time_is_not_weighed_in_an_agent_history() -> None:
     ]
     history = Conversation(messages).view(get_counter("approx"), 10_000)
     assert history.agent
-    plain = KeywordScorer(Settings()).score(history)
-    assert KeywordScorer(Settings(time=1.0)).score(history) == plain
+    plain = KeywordScorer(Settings()).score(history).tolist()
+    assert KeywordScorer(Settings(time=1.0)).score(history).tolist() == plain

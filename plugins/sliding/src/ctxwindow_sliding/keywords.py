@@ -24,24 +24,26 @@ query, in pure Python.
 
 Each conversation keeps an index of its units' terms, speakers and facts, grown as
 units arrive (a ``Conversation`` is append-only), so a chat loop that appends a message
-and selects again reads that message only. Scores are computed sparsely: a visit costs
-the postings of the query's terms, not a pass over every unit.
+and selects again reads that message only. A visit reads the postings of the query's
+terms and scores every unit at once, in numpy: in an agent's history the query (the
+current turn) shares words such as a record's field names with most older units, and a
+Python pass over them cost a step what the history holds.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
 import re
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
 from datetime import date
 from typing import Any
+
+import numpy as np
 
 from ctxwindow import Conversation, History, InvalidOption
 from ctxwindow.kit import (
@@ -53,6 +55,7 @@ from ctxwindow.kit import (
     unit_anchor,
     unit_text,
 )
+from ctxwindow.kit.ranking import Rows, stable_units
 
 K1 = 1.2
 B = 0.75
@@ -186,15 +189,30 @@ class TimeIndex:
         return found
 
 
+class Posting:
+    """The units that hold a term, ascending, and how many times each holds it."""
+
+    def __init__(self) -> None:
+        self.units = Rows(np.int64)
+        self.counts = Rows(np.float64)
+
+    def before(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Units and counts among the first ``size`` units (a binary search, no copy)."""
+        units = self.units.view
+        cut = int(np.searchsorted(units, size))
+        return units[:cut], self.counts.view[:cut]
+
+
 class TermIndex:
     """Postings, lengths, speakers and facts of a conversation's units, in unit order."""
 
     def __init__(self) -> None:
-        self.postings: dict[str, tuple[list[int], list[int]]] = {}  # units, counts
-        self.lengths: list[int] = []
+        self.postings: dict[str, Posting] = {}
+        self.lengths = Rows(np.float64)
         self.length_sums: list[int] = [0]
-        self.facts: list[int] = []
-        self.speakers: list[frozenset[str]] = []
+        self.facts = Rows(np.int64)
+        #: The units whose speaker names each term, ascending.
+        self.speakers: dict[str, Rows] = {}
         #: Kept only by a scorer that weighs time.
         self.time: TimeIndex | None = None
         self.lock = threading.Lock()
@@ -205,13 +223,15 @@ class TermIndex:
     def add(self, read: UnitTerms) -> None:
         unit = len(self.lengths)
         for term, count in read.counts.items():
-            units, counts = self.postings.setdefault(term, ([], []))
-            units.append(unit)
-            counts.append(count)
+            posting = self.postings.get(term) or self.postings.setdefault(term, Posting())
+            posting.units.append(unit)
+            posting.counts.append(count)
         self.lengths.append(read.length)
         self.length_sums.append(self.length_sums[-1] + read.length)
         self.facts.append(read.facts)
-        self.speakers.append(read.speakers)
+        for term in read.speakers:
+            speaking = self.speakers.get(term) or self.speakers.setdefault(term, Rows(np.int64))
+            speaking.append(unit)
 
 
 @dataclass(frozen=True)
@@ -288,23 +308,15 @@ class KeywordScorer:
             self.indexed += max(stop - start, 0)
         return index
 
-    def score(self, history: History) -> list[float]:
-        """One score per unit: 0 for a unit that shares nothing with the query, nor sits
-        near one that does; the best direct match scores at least 1."""
-        out = [0.0] * len(history.units)
-        for unit, value in self.nonzero_scores(history).items():
-            out[unit] = value
-        return out
-
-    def nonzero_scores(self, history: History) -> dict[int, float]:
-        """The scores of :meth:`score` that are not 0, by unit: a visit costs the units
-        that match the query and their neighbours, not a pass over every unit."""
+    def score(self, history: History) -> np.ndarray:
+        """One score per unit (float64): 0 for a unit that shares nothing with the query,
+        nor sits near one that does; the best direct match scores at least 1."""
         size = len(history.units)
         index = self.index(history)
         # A unit the host changed on this visit (the newest user message, truncated) is
         # read afresh rather than indexed, even when an earlier visit indexed it whole.
         stable = min(stable_units(history), len(index), size)
-        tail = {unit: UnitTerms.of(history, unit) for unit in range(stable, size)}
+        tail = [UnitTerms.of(history, unit) for unit in range(stable, size)]
         # read once: in an agent's history it is built from the whole current turn
         query_text = history.effective_query
         query = terms(query_text)
@@ -312,38 +324,35 @@ class KeywordScorer:
         asking = history.newest_user if history.query is None else None
         own = None if asking is None else history.unit_of(asking)
         if own is not None:
-            matched.pop(own, None)  # the query does not match itself
+            matched[own] = 0.0  # the query does not match itself
         settings = self.settings
         timed = {} if history.agent else self._time_matches(index, query_text, stable)
         if own is not None:
             timed.pop(own, None)
-        if not matched and not timed:
-            return {}
-        top = max(matched.values(), default=1.0)
-        out = spread(
-            {unit: value / top for unit, value in matched.items()},
-            size,
-            settings.neighbours,
-            settings.reach,
-        )
+        top = float(matched.max()) if size else 0.0
+        if top <= 0 and not timed:
+            return matched
+        out = spread(matched / top if top > 0 else matched, settings.neighbours, settings.reach)
         for unit, match in timed.items():
-            value = out.get(unit)
+            value = float(out[unit])
             weight = settings.time * match
             out[unit] = value * (1 + weight) if value else weight / 2
         asked = asks_for(query_text) if settings.salience else 0
         if asked:
-            raised = 1 + settings.salience
-            for unit, value in out.items():
-                read = tail.get(unit)
-                if (index.facts[unit] if read is None else read.facts) & asked:
-                    out[unit] = value * raised
+            facts = np.concatenate(
+                [index.facts.view[:stable], np.asarray([r.facts for r in tail], np.int64)]
+            )
+            out[(facts & asked) != 0] *= 1 + settings.salience
         named = set(query) if settings.speaker else set()
         if named:
-            raised = 1 + settings.speaker
-            for unit, value in out.items():
-                read = tail.get(unit)
-                if not named.isdisjoint(index.speakers[unit] if read is None else read.speakers):
-                    out[unit] = value * raised
+            speaking = np.zeros(size, dtype=bool)
+            for term in named:
+                units = index.speakers.get(term)
+                if units is not None:
+                    speaking[units.view[: int(np.searchsorted(units.view, stable))]] = True
+            for offset, read in enumerate(tail):
+                speaking[stable + offset] |= not named.isdisjoint(read.speakers)
+            out[speaking] *= 1 + settings.speaker
         return out
 
     def _time_matches(self, index: TermIndex, query: str, size: int) -> dict[int, float]:
@@ -354,88 +363,49 @@ class KeywordScorer:
         return index.time.matches(asked, size) if asked else {}
 
     @staticmethod
-    def _overlap(
-        index: TermIndex, tail: dict[int, UnitTerms], query: set[str], size: int
-    ) -> dict[int, float]:
-        """BM25 of the first ``size`` units for the ``query`` terms, for the units that
-        share a term with it; ``tail`` holds the last units when the index does not."""
+    def _overlap(index: TermIndex, tail: list[UnitTerms], query: set[str], size: int) -> np.ndarray:
+        """BM25 of the first ``size`` units for the ``query`` terms (0 for a unit that
+        shares none); ``tail`` holds the last units when the index does not."""
         indexed = size - len(tail)
-        total = index.length_sums[indexed] + sum(read.length for read in tail.values())
+        total = index.length_sums[indexed] + sum(read.length for read in tail)
         average = max(total / max(size, 1), 1.0)
-        lengths = index.lengths
-        scores: dict[int, float] = {}
+        lengths = np.concatenate(
+            [index.lengths.view[:indexed], np.asarray([r.length for r in tail], np.float64)]
+        )
+        scores = np.zeros(size)
         for term in query:
-            units, counts = index.postings.get(term, ([], []))
-            cut = bisect.bisect_left(units, indexed)
-            hits = list(zip(units[:cut], counts[:cut], strict=True))
-            hits += [
-                (unit, read.counts[term]) for unit, read in tail.items() if term in read.counts
-            ]
-            if not hits:
+            posting = index.postings.get(term)
+            units, counts = posting.before(indexed) if posting else (_NO_UNITS, _NO_COUNTS)
+            more = [(indexed + at, r.counts[term]) for at, r in enumerate(tail) if term in r.counts]
+            if more:
+                units = np.concatenate([units, np.asarray([u for u, _ in more], np.int64)])
+                counts = np.concatenate([counts, np.asarray([c for _, c in more], np.float64)])
+            if not len(units):
                 continue
-            idf = math.log(1 + (size - len(hits) + 0.5) / (len(hits) + 0.5))
-            for unit, count in hits:
-                length = tail[unit].length if unit >= indexed else lengths[unit]
-                norm = K1 * (1 - B + B * length / average)
-                scores[unit] = scores.get(unit, 0.0) + idf * count * (K1 + 1) / (count + norm)
+            idf = math.log(1 + (size - len(units) + 0.5) / (len(units) + 0.5))
+            norm = K1 * (1 - B + B * lengths[units] / average)
+            scores[units] += idf * counts * (K1 + 1) / (counts + norm)
         return scores
 
 
-def spread(scores: dict[int, float], size: int, strength: float, reach: int) -> dict[int, float]:
-    """Add to each of ``size`` units ``strength * DECAY**(k-1)`` of the score of the unit
-    ``k`` away, on both sides, for ``k`` up to ``reach``; ``scores`` holds the units that
-    score (the others score 0), and so does the result. Only the stretches of units
-    within ``reach`` of one that scores are summed, each as a pass over the full list
-    would sum it, so the floats are that pass's to the last bit."""
+_NO_UNITS = np.zeros(0, dtype=np.int64)
+_NO_COUNTS = np.zeros(0, dtype=np.float64)
+
+
+def spread(scores: np.ndarray, strength: float, reach: int) -> np.ndarray:
+    """Each unit's score plus ``strength * DECAY**(k-1)`` of the score of the unit ``k``
+    away, on both sides, for ``k`` up to ``reach`` (the left one first, then the right,
+    step by step): the floats a Python pass over the scores would sum, to the last bit."""
+    size = len(scores)
     if not strength or not reach:
         return scores
-    weights = []
+    out: np.ndarray = scores.copy()
     weight = strength
-    for _ in range(min(reach, size - 1)):
-        weights.append(weight)
+    for step in range(1, min(reach, size - 1) + 1):
+        out[step:] += weight * scores[: size - step]
+        out[: size - step] += weight * scores[step:]
         weight *= DECAY
-    span = len(weights)
-    out: dict[int, float] = {}
-    for start, stop in _stretches(sorted(scores), span, size):
-        local = [scores.get(unit, 0.0) for unit in range(start, stop)]
-        summed = _spread_list(local, weights)
-        out.update((u, v) for u, v in zip(range(start, stop), summed, strict=True) if v)
     return out
-
-
-def _stretches(units: list[int], span: int, size: int) -> Iterator[tuple[int, int]]:
-    """The stretches ``[start, stop)`` of the ``size`` units that lie within ``span`` of
-    one of ``units`` (sorted); no unit of one stretch is within ``span`` of another's."""
-    start = stop = -1
-    for unit in units:
-        if stop < 0 or unit - span >= stop:
-            if stop >= 0:
-                yield start, stop
-            start = max(unit - span, 0)
-        stop = min(unit + span + 1, size)
-    if stop >= 0:
-        yield start, stop
-
-
-def _spread_list(scores: list[float], weights: list[float]) -> list[float]:
-    """:func:`spread` over a full list: each score gets ``weights[k-1]`` of the scores
-    ``k`` away on both sides (the left one first, then the right, step by step)."""
-    size = len(scores)
-    out = list(scores)
-    for step, weight in enumerate(weights[: max(size - 1, 0)], 1):
-        out[step:] = [o + weight * s for o, s in zip(out[step:], scores, strict=False)]
-        out[: size - step] = [o + weight * s for o, s in zip(out, scores[step:], strict=False)]
-    return out
-
-
-def stable_units(history: History) -> int:
-    """How many leading units read the same on every visit: all of them, unless the host
-    stood a truncated copy in for the newest user message on this one."""
-    replaced = history.replacements
-    if not replaced:
-        return len(history.units)
-    unit = history.unit_of(min(replaced))
-    return len(history.units) if unit is None else unit
 
 
 def keywords_factory(argument: str | None) -> KeywordScorer:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import bisect
 import math
 import numbers
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
+
+import numpy as np
 
 from ctxwindow import (
     BaseStrategy,
@@ -24,10 +25,9 @@ from ctxwindow.kit import (
     Coverage,
     excerpt_options,
     identifier_weight_option,
-    keep_best,
     recent_units,
 )
-from ctxwindow_sliding.keywords import stable_units
+from ctxwindow.kit.ranking import UnitFigures, keep_ranked
 
 #: What the task statement (the opening user message) adds to its importance: as much as
 #: the unit that best matches the query. The core keeps it outright when it is small; the
@@ -43,14 +43,13 @@ def _share(value: float) -> str | None:
 
 class _ConversationState:
     """What a conversation says about importance, read once per message or unit: the
-    ``metadata.importance`` marks, and (in an agent's history) which units hold
-    identifiers: with those that score, the only units that can be worth keeping."""
+    ``metadata.importance`` marks, and the figures older units are ranked by (tokens,
+    identifiers, excerpts)."""
 
     def __init__(self) -> None:
         self.read = 0
         self.importance: list[tuple[int, object]] = []  # (position, metadata value)
-        self.units_read = 0
-        self.identified: list[int] = []  # units holding identifiers, in order
+        self.figures = UnitFigures()
         self.lock = threading.Lock()
 
     def update(self, history: History) -> None:
@@ -61,18 +60,6 @@ class _ConversationState:
                 if value is not None:
                     self.importance.append((position, value))
             self.read = max(self.read, len(history))
-
-    def identified_before(self, history: History, coverage: Coverage, before: int) -> list[int]:
-        """The units before ``before`` that hold identifiers. A unit the host stood a cut
-        message in for on this visit is read as it is now, and never remembered."""
-        stable = stable_units(history)
-        with self.lock:
-            for unit in range(self.units_read, stable):
-                if coverage.of(unit):
-                    self.identified.append(unit)
-            self.units_read = max(self.units_read, stable)
-            found = self.identified[: bisect.bisect_left(self.identified, min(before, stable))]
-        return found + [unit for unit in range(stable, before) if coverage.of(unit)]
 
 
 class SlidingWindow(BaseStrategy):
@@ -129,15 +116,14 @@ class SlidingWindow(BaseStrategy):
         checked: ImportanceScorer = scorer
         return checked
 
-    def importance(self, history: History, notes: list[str] | None = None) -> dict[int, float]:
-        """Each unit's importance, by unit, for the units whose importance is not 0 (the
-        others': so a visit need not touch every unit): the scorer's scores scaled so the
-        largest is 1 in size, plus the ``metadata.importance`` of the unit's messages, plus
-        TASK_BOOST for the task statement's unit (unless ``task_statement`` is off)."""
-        scores = self._nonzero_scores(history)
-        top = max(map(abs, scores.values()), default=0.0)
+    def importance(self, history: History, notes: list[str] | None = None) -> np.ndarray:
+        """Each unit's importance (float64, one per unit): the scorer's scores scaled so
+        the largest is 1 in size, plus the ``metadata.importance`` of the unit's messages,
+        plus TASK_BOOST for the task statement's unit (unless ``task_statement`` is off)."""
+        scores = self._scores(history)
+        top = float(np.abs(scores).max()) if len(scores) else 0.0
         if top > 0 and top != 1:
-            scores = {unit: value / top for unit, value in scores.items()}
+            scores = scores / top
         for position, value in self._state_of(history).importance:
             unit = history.unit_of(position) if position < len(history) else None
             if unit is None:
@@ -150,23 +136,26 @@ class SlidingWindow(BaseStrategy):
                         "ignored (it must be a finite real number)"
                     )
             else:
-                scores[unit] = scores.get(unit, 0.0) + number
+                scores[unit] += number
         task = history.task_unit
         if task is not None:
-            scores[task] = scores.get(task, 0.0) + TASK_BOOST
+            scores[task] += TASK_BOOST
         return scores
 
-    def _nonzero_scores(self, history: History) -> dict[int, float]:
-        """The scorer's scores that are not 0, by unit. A scorer that can name them
-        without a pass over every unit does so through ``nonzero_scores(history)``, as
-        ``keywords`` does; any other scorer's full list is read."""
+    def _scores(self, history: History) -> np.ndarray:
+        """The scorer's scores, one per unit, as a float64 array of their own. A scorer
+        that names only its scores that are not 0 does so through
+        ``nonzero_scores(history)``; any other's full list (or array) is read."""
         scorer = self.scorer
         size = len(history.units)
         nonzero = getattr(scorer, "nonzero_scores", None)
+        out = np.zeros(size)
         if callable(nonzero):
-            return _checked_nonzero(scorer, nonzero(history), size)
-        values = _checked(scorer, scorer.score(history), size)
-        return {unit: value for unit, value in enumerate(values) if value}
+            found = _checked_nonzero(scorer, nonzero(history), size)
+            out[list(found)] = list(found.values())
+            return out
+        out[:] = _checked(scorer, scorer.score(history), size)
+        return out
 
     def _state_of(self, history: History) -> _ConversationState:
         with self._lock:
@@ -195,21 +184,27 @@ class SlidingWindow(BaseStrategy):
         for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
             selection.keep(unit, RECENT)
             room -= history.unit_tokens(unit)
-        for unit, score in scores.items():
-            selection.scores.setdefault(unit, score)
+        scored = np.flatnonzero(scores)
+        # every unit's score that is not 0, for the record (beside those kept with one)
+        selection.scores = {
+            **dict(zip(scored.tolist(), scores[scored].tolist(), strict=True)),
+            **selection.scores,
+        }
         return selection
 
     def _take_important(
         self,
         history: History,
         selection: Selection,
-        scores: Mapping[int, float],
+        scores: np.ndarray,
         before: int,
         room: int,
     ) -> int:
         """Keep the older units (before ``before``) most important first while any fits
         ``room``; the room left. In an agent's history a unit also counts for the
-        identifiers it would add (:class:`Coverage`)."""
+        identifiers it would add (:class:`Coverage`). Only the units that can come first
+        are valued (:func:`ctxwindow.kit.ranking.keep_ranked`); a unit worth 0 or less is
+        never kept."""
         weight = self.options["identifier_weight"] if history.agent else 0.0
         coverage = (
             Coverage(
@@ -221,7 +216,7 @@ class SlidingWindow(BaseStrategy):
             if weight
             else None
         )
-        candidates = self._candidates(history, scores, before, coverage)
+        values: list[float] = scores.tolist()
 
         def reason(rank: int, unit: int, added: int) -> str:
             # the score itself is the decision's (Decision.score), shown beside the reason
@@ -230,49 +225,38 @@ class SlidingWindow(BaseStrategy):
                 return f"important ({where})"
             return f"important ({where}, adds {added} identifiers)"
 
-        return keep_best(
+        return keep_ranked(
             history,
             selection,
-            candidates,
+            scores,
+            before,
             room,
-            lambda unit: scores.get(unit, 0.0),
+            values.__getitem__,
             coverage,
             reason,
+            figures=self._state_of(history).figures,
             excerpts=self.options["excerpts"],
             above=0.0,
+            newest_first=True,  # ties go to the newer unit
         )
 
-    def _candidates(
-        self,
-        history: History,
-        scores: Mapping[int, float],
-        before: int,
-        coverage: Coverage | None,
-    ) -> list[int]:
-        """The older units (before ``before``, not must-keep) that can be worth keeping,
-        newest first: those whose importance is above 0 and, where identifiers count,
-        those that hold any. Any other unit is worth 0 or less, which best_first never
-        takes, so leaving it out changes nothing but the cost of a visit."""
-        worth = {unit for unit, score in scores.items() if score > 0 and unit < before}
-        if coverage is not None:
-            worth.update(self._state_of(history).identified_before(history, coverage, before))
-        must_keep = history.must_keep
-        return sorted((unit for unit in worth if unit not in must_keep), reverse=True)
 
-
-def _checked(scorer: ImportanceScorer, scores: Sequence[float], size: int) -> list[float]:
-    """The scorer's scores as floats, or PluginError saying what is wrong with them."""
-    try:
-        values = [float(value) for value in scores]
-    except (TypeError, ValueError) as error:
-        raise PluginError(
-            f"importance scorer {scorer.name!r} returned scores that are not numbers: {error}"
-        ) from None
+def _checked(scorer: ImportanceScorer, scores: Sequence[float], size: int) -> np.ndarray:
+    """The scorer's scores as float64, or PluginError saying what is wrong with them."""
+    if isinstance(scores, np.ndarray) and scores.ndim == 1 and scores.dtype.kind in "fiu":
+        values = scores.astype(np.float64)
+    else:
+        try:
+            values = np.array([float(value) for value in scores], dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise PluginError(
+                f"importance scorer {scorer.name!r} returned scores that are not numbers: {error}"
+            ) from None
     if len(values) != size:
         raise PluginError(
             f"importance scorer {scorer.name!r} returned {len(values)} scores for {size} units"
         )
-    if not all(map(math.isfinite, values)):
+    if not np.isfinite(values).all():
         raise PluginError(f"importance scorer {scorer.name!r} returned a score that is not finite")
     return values
 
