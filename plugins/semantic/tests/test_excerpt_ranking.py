@@ -89,6 +89,7 @@ def window_of(strategy: SemanticWindow, history: Any, budget: int) -> tuple[Any,
 def test_the_bounded_ranking_keeps_what_valuing_every_key_keeps(
     hashing: str, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
+    monkeypatch.setattr(ranking, "VALUE_EVERY_KEY_BELOW", 0)  # however short the history
     history = list(agent_chat(60 + 25 * seed, seed))
     history.append({"role": "user", "content": "which HX flight and ID did we book for user_7?"})
     excerpted = 0

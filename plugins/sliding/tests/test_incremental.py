@@ -215,6 +215,7 @@ def test_the_bounded_ranking_keeps_what_valuing_every_key_keeps(
     from ctxwindow.kit import ranking
 
     monkeypatch.setattr(ranking, "FIRST_CHUNK", 4)
+    monkeypatch.setattr(ranking, "VALUE_EVERY_KEY_BELOW", 0)  # however short the history
     records, reservations = record_history(120 + 60 * seed, seed)
     bulky, _ = record_history(100 + 40 * seed, seed, notes=80)
     asked = {"role": "user", "content": f"the flight of {reservations[seed]} and RES00{seed}?"}

@@ -6,9 +6,10 @@ Python call per unit of the history, on every visit, which in an agent's history
 every tool result holds identifiers) is every unit. Here a strategy that scores all units
 at once (a numpy array of relevance) gets the same choice from the figures each unit is
 read for once (:class:`UnitFigures`: tokens, identifiers, excerpt) and a bound of every
-unit's value computed at once: a candidate is valued only once no unvalued candidate
-could outrank it. The units taken, and their order, are exactly the kit's (ties
-included). ``semantic`` and ``sliding`` rank this way.
+unit's value computed at once, lowered as the window covers identifiers: a candidate
+is valued only when it comes to the top on its bound. The units taken, and their
+order, are exactly the kit's (ties included). ``semantic`` and ``sliding`` rank this
+way.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ if TYPE_CHECKING:
     from ctxwindow._history import History
     from ctxwindow._selection import Selection
 
-#: About this many candidates are valued first; each time more are needed, twice as many.
+#: Below this many older units, keep_ranked values every key (the kit's keep_best):
+#: numpy's fixed costs outweigh the Python calls it saves (measured on agent steps:
+#: the two cost about the same at 250 to 500 messages). The windows are the same.
+VALUE_EVERY_KEY_BELOW = 300
+#: About this many candidates go into the heap first; each time more are needed, twice
+#: as many.
 FIRST_CHUNK = 32
 #: Bounds sampled to find the cut that leaves about a chunk above it (a full partition of
 #: every bound costs more than the whole ranking of a chat loop's turn).
@@ -40,6 +46,7 @@ SAMPLE = 2_048
 
 __all__ = [
     "Older",
+    "Posting",
     "Rows",
     "UnitFigures",
     "best_first",
@@ -101,10 +108,25 @@ class Rows:
         self._size += 1
 
 
+class Posting:
+    """The units that hold a term, ascending, and how many times each holds it (as
+    ``counts``: a BM25 index's float type), grown a unit at a time."""
+
+    def __init__(self, counts: DTypeLike = np.float64) -> None:
+        self.units = Rows(np.int64)
+        self.counts = Rows(counts)
+
+    def before(self, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Units and counts among the first ``size`` units (a binary search, no copy)."""
+        units = self.units.view
+        cut = int(np.searchsorted(units, size))
+        return units[:cut], self.counts.view[:cut]
+
+
 # -- the order ---------------------------------------------------------------------------
 class _Pending:
-    """The candidates not valued yet, handed out best bounds first (ties to the lower
-    rank), in chunks; those too big for the room left are dropped as they are met (the
+    """The candidates not in the heap yet, handed out best bounds first (ties to the
+    lower rank), in chunks; those too big for the room left are dropped as they are met (the
     room only shrinks, so they could never be taken: the kit's heap pops them and passes
     over them)."""
 
@@ -196,8 +218,8 @@ def best_first(
     taken: set[int] = set()  # units taken, in either form
 
     def settle() -> None:
-        """Value candidates until the heap's top outranks every one not valued (by its
-        bound): then no candidate can be worth more than the heap's top says."""
+        """Move candidates into the heap, on their bounds, until its top outranks every
+        one still pending: then no candidate can be worth more than the top says."""
         while len(pending.rest) and (not heap or pending.outranks(-heap[0][0], heap[0][1])):
             ranks = pending.take(room)
             constant = exact[ranks]
@@ -623,6 +645,20 @@ def keep_ranked(
     ``coverage`` and ``excerpts``, tool results are offered as excerpts too, ranked the
     same way; as the window covers identifiers, the bounds of the units holding them
     fall, so a visit values about the keys it takes, however many units hold some."""
+    if stop < VALUE_EVERY_KEY_BELOW:
+        # numpy's fixed costs would outweigh valuing every key: the kit's own order
+        older = [u for u in range(stop) if u not in history.must_keep]
+        return keep_best(
+            history,
+            selection,
+            older[::-1] if newest_first else older,
+            room,
+            score,
+            coverage,
+            reason,
+            excerpts=excerpts,
+            above=above,
+        )
     keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first)
     if coverage is not None and excerpts:
         keys.offer_excerpts(history, figures, stop)

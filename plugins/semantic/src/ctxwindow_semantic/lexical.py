@@ -15,24 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxwindow.kit import terms
-from ctxwindow.kit.ranking import Rows
+from ctxwindow.kit.ranking import Posting, Rows
 
 K1 = 1.2
 B = 0.75
-
-
-class Posting:
-    """The units that hold a term, ascending, and how many times each holds it."""
-
-    def __init__(self) -> None:
-        self.units = Rows(np.int64)
-        self.counts = Rows(np.float32)
-
-    def before(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Units and counts among the first ``size`` units (a binary search, no copy)."""
-        units = self.units.view
-        cut = int(np.searchsorted(units, size))
-        return units[:cut], self.counts.view[:cut]
 
 
 class BM25Index:
@@ -59,7 +45,7 @@ class BM25Index:
                 found.append(count)
             lengths.append(sum(counts.values()))
         for term, (units, found) in batch.items():
-            posting = self.postings.get(term) or self.postings.setdefault(term, Posting())
+            posting = self.postings.get(term) or self.postings.setdefault(term, Posting(np.float32))
             if len(units) == 1:  # a chat turn's new unit
                 posting.units.append(units[0])
                 posting.counts.append(found[0])

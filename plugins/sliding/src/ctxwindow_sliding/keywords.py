@@ -55,7 +55,7 @@ from ctxwindow.kit import (
     unit_anchor,
     unit_text,
 )
-from ctxwindow.kit.ranking import Rows, stable_units
+from ctxwindow.kit.ranking import Posting, Rows, stable_units
 
 K1 = 1.2
 B = 0.75
@@ -187,20 +187,6 @@ class TimeIndex:
             if unit < size and any(s.overlaps(w, 1) for s in spans for w in asked):
                 found[unit] = 1.0
         return found
-
-
-class Posting:
-    """The units that hold a term, ascending, and how many times each holds it."""
-
-    def __init__(self) -> None:
-        self.units = Rows(np.int64)
-        self.counts = Rows(np.float64)
-
-    def before(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Units and counts among the first ``size`` units (a binary search, no copy)."""
-        units = self.units.view
-        cut = int(np.searchsorted(units, size))
-        return units[:cut], self.counts.view[:cut]
 
 
 class TermIndex:
@@ -365,14 +351,14 @@ class KeywordScorer:
     @staticmethod
     def _overlap(index: TermIndex, tail: list[UnitTerms], query: set[str], size: int) -> np.ndarray:
         """BM25 of the first ``size`` units for the ``query`` terms (0 for a unit that
-        shares none); ``tail`` holds the last units when the index does not."""
+        shares none); ``tail`` holds the last units when the index does not. Every
+        term's postings are scored in one pass and summed per unit in the query's term
+        order (``bincount`` adds in the order given), as a loop over the terms would."""
         indexed = size - len(tail)
         total = index.length_sums[indexed] + sum(read.length for read in tail)
         average = max(total / max(size, 1), 1.0)
-        lengths = np.concatenate(
-            [index.lengths.view[:indexed], np.asarray([r.length for r in tail], np.float64)]
-        )
-        scores = np.zeros(size)
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        idfs: list[float] = []
         for term in query:
             posting = index.postings.get(term)
             units, counts = posting.before(indexed) if posting else (_NO_UNITS, _NO_COUNTS)
@@ -380,12 +366,22 @@ class KeywordScorer:
             if more:
                 units = np.concatenate([units, np.asarray([u for u, _ in more], np.int64)])
                 counts = np.concatenate([counts, np.asarray([c for _, c in more], np.float64)])
-            if not len(units):
-                continue
-            idf = math.log(1 + (size - len(units) + 0.5) / (len(units) + 0.5))
-            norm = K1 * (1 - B + B * lengths[units] / average)
-            scores[units] += idf * counts * (K1 + 1) / (counts + norm)
-        return scores
+            if len(units):
+                found.append((units, counts))
+                idfs.append(math.log(1 + (size - len(units) + 0.5) / (len(units) + 0.5)))
+        if not found:
+            return np.zeros(size)
+        units = np.concatenate([held for held, _ in found])
+        counts = np.concatenate([times for _, times in found])
+        idf = np.repeat(idfs, [len(held) for held, _ in found])
+        lengths = np.concatenate(
+            [index.lengths.view[:indexed], np.asarray([r.length for r in tail], np.float64)]
+        )
+        norm = K1 * (1 - B + B * lengths[units] / average)
+        scored: np.ndarray = np.bincount(
+            units, weights=idf * counts * (K1 + 1) / (counts + norm), minlength=size
+        )
+        return scored
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
