@@ -605,7 +605,8 @@ def agent_step_table() -> list[str]:
         "One step of an agent loop, median milliseconds (`ctxwindow bench --agent-steps`: "
         "the user's request naming an id the history holds, the tool call and its result "
         "appended to a history of the same length whose tool results are records with "
-        f"identifiers){machine}. Unlike the warm turn above, whose question matches "
+        "identifiers; the lengths' steps run turn about, so each growth compares steps "
+        f"made under the same load){machine}. Unlike the warm turn above, whose question matches "
         "nothing in the history, a step here gives a ranking strategy something to rank:",
         "",
         *lines,

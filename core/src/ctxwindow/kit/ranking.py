@@ -141,7 +141,8 @@ class _Pending:
 
     def read_top(self) -> None:
         """Read the best pending bound again (and the lowest rank holding it): once on
-        a chunk's taking, and whenever bounds were lowered."""
+        a chunk's taking, and when the bound at :attr:`top_rank` was lowered (lowering
+        any other cannot change which bound is best)."""
         rest = self.rest
         if not len(rest):
             self.top, self.top_rank = -math.inf, -1
@@ -266,7 +267,8 @@ def best_first(
             ranks, lower = tighten(unit)
             if len(ranks):
                 bounds[ranks] = np.minimum(bounds[ranks], lower)
-                pending.read_top()
+                if (ranks == pending.top_rank).any():  # else the best pending bound stands
+                    pending.read_top()
 
 
 # -- what each unit is read for, once ---------------------------------------------------

@@ -8,7 +8,8 @@ not like that. Here the history's tool results are records with identifiers (a
 reservation id, a flight, a date, a price) and each step appends what a loop appends:
 the user's request naming one of those ids in the history's own words, the agent's
 tool call for it and the call's result. The step is timed through ``Windower`` +
-``Conversation`` (the warm path), the collector run between steps, not during them.
+``Conversation`` (the warm path), the collector run between steps, not during them,
+and the history lengths take their steps turn about.
 """
 
 from __future__ import annotations
@@ -98,27 +99,55 @@ class StepRow:
         return out
 
 
-def bench_steps(name: str, size: int, steps: int = STEPS, budget: int = BUDGET) -> StepRow:
-    """The median cost of one agent step on a history of ``size`` messages."""
-    spec = StrategySpec.parse(name)
-    options = {**no_shared_cache(spec.name), **spec.options}
-    config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
-    windower = from_config(config)
-    history, ids = identified_history(size)
-    conversation = Conversation(history)
-    windower.select(conversation)  # the cold read, not timed
-    made = agent_steps(ids)
-    times = []
-    window = None
-    for number in range(steps + 1):
-        conversation.extend(next(made))
+class _Loop:
+    """One strategy's agent loop on a history of one length, read cold (untimed)."""
+
+    def __init__(self, name: str, size: int, budget: int) -> None:
+        spec = StrategySpec.parse(name)
+        options = {**no_shared_cache(spec.name), **spec.options}
+        config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
+        self.name = name
+        self.size = size
+        self.windower = from_config(config)
+        history, ids = identified_history(size)
+        self.conversation = Conversation(history)
+        self.windower.select(self.conversation)  # the cold read, not timed
+        self.made = agent_steps(ids)
+        self.times: list[float] = []
+        self.tokens = 0
+
+    def step(self, timed: bool) -> None:
+        """Append the next step and window it, timed or not (the collector run before)."""
+        self.conversation.extend(next(self.made))
         gc.collect()
         started = time.perf_counter()
-        window = windower.select(conversation)
-        if number:  # the first step settles what the cold read left: not timed
-            times.append(time.perf_counter() - started)
-    assert window is not None
-    return StepRow(name, size, statistics.median(times) * 1000, window.tokens)
+        window = self.windower.select(self.conversation)
+        if timed:
+            self.times.append(time.perf_counter() - started)
+        self.tokens = window.tokens
+
+    def row(self) -> StepRow:
+        return StepRow(self.name, self.size, statistics.median(self.times) * 1000, self.tokens)
+
+
+def measure(
+    name: str, sizes: Sequence[int], steps: int = STEPS, budget: int = BUDGET
+) -> list[StepRow]:
+    """The median step of ``name`` at each history length in ``sizes``. The lengths'
+    steps run turn about (after one untimed step each, which settles what the cold read
+    left), so a step at one length and at another are made under the same load of a
+    shared machine, and their ratio (the growth) compares like with like."""
+    loops = [_Loop(name, size, budget) for size in sizes]
+    for number in range(steps + 1):
+        for loop in loops:
+            loop.step(timed=number > 0)
+    return [loop.row() for loop in loops]
+
+
+def bench_steps(name: str, size: int, steps: int = STEPS, budget: int = BUDGET) -> StepRow:
+    """The median cost of one agent step on a history of ``size`` messages."""
+    (row,) = measure(name, [size], steps, budget)
+    return row
 
 
 def run(
@@ -129,10 +158,9 @@ def run(
 ) -> list[StepRow]:
     rows = []
     for name in strategies:
-        for size in sizes:
-            if progress:
-                progress(f"{name} at {size:,} messages")
-            rows.append(bench_steps(name, size, steps))
+        if progress:
+            progress(f"{name} at {', '.join(f'{size:,}' for size in sizes)} messages")
+        rows.extend(measure(name, sizes, steps))
     return rows
 
 
