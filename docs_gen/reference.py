@@ -320,7 +320,7 @@ README_STRATEGIES = {
     "fixed": ("`pip install ctxwindow-fixed`", "the most recent units that fit"),
     "sliding": (
         "`pip install ctxwindow-sliding`",
-        "the recent turns plus the older units most important to the query (pure-Python "
+        "the recent turns plus the older units most important to the query (numpy "
         "BM25 spread to neighbours, speaker and fact salience, `metadata.importance`; in an "
         "agent's history, the identifiers a unit adds, older tool results as marked "
         "excerpts; pluggable scorer)",

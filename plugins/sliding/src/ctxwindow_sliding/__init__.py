@@ -1,4 +1,4 @@
-"""ctxwindow-sliding: the recent turns plus the important older ones, in pure Python."""
+"""ctxwindow-sliding: the recent turns plus the important older ones, with no model."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The default importance scorer, ``keywords``: how much each unit has to say about the
-query, in pure Python.
+query, scored in numpy for every unit at once.
 
 1. **Overlap**: BM25 between the query (``history.effective_query``) and each unit's text
    (speaker name, text, tool-call names and arguments; stopwords out, light suffix
@@ -262,7 +262,7 @@ class Settings:
 
 class KeywordScorer:
     """BM25 overlap with the query, spread to neighbouring units, raised for units whose
-    speaker the query names or that carry the kind of fact it asks for. Pure Python;
+    speaker the query names or that carry the kind of fact it asks for. Scored in numpy;
     one incrementally grown index per conversation; safe to share between threads."""
 
     def __init__(self, settings: Settings | None = None, name: str = "keywords") -> None:
