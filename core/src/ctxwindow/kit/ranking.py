@@ -525,11 +525,23 @@ class _Keys:
         coverage: Coverage | None,
         first: int | None,
         newest_first: bool,
+        above: float | None = None,
     ) -> None:
         self.relevance = relevance
         self.first = first
+        self.worth = None if coverage is None else _Worth(history, figures, stop, coverage)
+        self.weight = 0.0 if coverage is None else coverage.weight
         free = np.ones(stop, dtype=bool)
         free[[unit for unit in history.must_keep if unit < stop]] = False
+        if above is not None:
+            # a unit without identifiers is worth its relevance: at or below ``above``,
+            # never taken, so not a candidate (in a chat, most of the history)
+            worth = relevance[:stop] > above
+            if self.worth is not None:
+                worth |= self.worth.held > 0
+            if first is not None and first < stop:
+                worth[first] = True
+            free &= worth
         candidates = np.flatnonzero(free)
         if newest_first:
             candidates = candidates[::-1]
@@ -537,8 +549,6 @@ class _Keys:
         self.units = candidates
         self.wholes = len(candidates)
         self.sizes = tokens[candidates]
-        self.worth = None if coverage is None else _Worth(history, figures, stop, coverage)
-        self.weight = 0.0 if coverage is None else coverage.weight
         self.exact = np.ones(len(candidates), dtype=bool)
         if self.worth is not None:
             self.worth.cover()  # what the window holds before any unit is taken
@@ -661,7 +671,7 @@ def keep_ranked(
             excerpts=excerpts,
             above=above,
         )
-    keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first)
+    keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first, above)
     if coverage is not None and excerpts:
         keys.offer_excerpts(history, figures, stop)
     tighten = keys.tighten if coverage is not None else None

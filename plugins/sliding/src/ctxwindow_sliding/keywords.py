@@ -38,6 +38,7 @@ import re
 import threading
 import weakref
 from collections import Counter
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
 from datetime import date
@@ -391,17 +392,47 @@ _NO_COUNTS = np.zeros(0, dtype=np.float64)
 def spread(scores: np.ndarray, strength: float, reach: int) -> np.ndarray:
     """Each unit's score plus ``strength * DECAY**(k-1)`` of the score of the unit ``k``
     away, on both sides, for ``k`` up to ``reach`` (the left one first, then the right,
-    step by step): the floats a Python pass over the scores would sum, to the last bit."""
+    step by step): the floats a Python pass over the scores would sum, to the last bit.
+    When few units score (a chat's question), only the stretches within ``reach`` of
+    one are summed: a unit farther from every scoring one stays 0, and the sums inside
+    a stretch are those of the whole pass (what lies outside adds only zeros)."""
     size = len(scores)
     if not strength or not reach:
         return scores
+    span = min(reach, size - 1)
+    scoring = np.flatnonzero(scores)
+    if len(scoring) * (2 * span + 1) * 4 >= size:
+        return _spread_pass(scores, strength, span)
+    out = scores.copy()
+    for start, stop in _stretches(scoring.tolist(), span, size):
+        out[start:stop] = _spread_pass(scores[start:stop], strength, span)
+    return out
+
+
+def _spread_pass(scores: np.ndarray, strength: float, span: int) -> np.ndarray:
+    """:func:`spread` as one pass over ``scores``, ``span`` steps at most."""
+    size = len(scores)
     out: np.ndarray = scores.copy()
     weight = strength
-    for step in range(1, min(reach, size - 1) + 1):
+    for step in range(1, min(span, size - 1) + 1):
         out[step:] += weight * scores[: size - step]
         out[: size - step] += weight * scores[step:]
         weight *= DECAY
     return out
+
+
+def _stretches(units: list[int], span: int, size: int) -> Iterator[tuple[int, int]]:
+    """The stretches ``[start, stop)`` of the ``size`` units that lie within ``span`` of
+    one of ``units`` (ascending); no unit of one stretch is within ``span`` of another's."""
+    start = stop = -1
+    for unit in units:
+        if stop < 0 or unit - span >= stop:
+            if stop >= 0:
+                yield start, stop
+            start = max(unit - span, 0)
+        stop = min(unit + span + 1, size)
+    if stop >= 0:
+        yield start, stop
 
 
 def keywords_factory(argument: str | None) -> KeywordScorer:

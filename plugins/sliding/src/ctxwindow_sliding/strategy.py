@@ -216,7 +216,6 @@ class SlidingWindow(BaseStrategy):
             if weight
             else None
         )
-        values: list[float] = scores.tolist()
 
         def reason(rank: int, unit: int, added: int) -> str:
             # the score itself is the decision's (Decision.score), shown beside the reason
@@ -231,7 +230,7 @@ class SlidingWindow(BaseStrategy):
             scores,
             before,
             room,
-            values.__getitem__,
+            scores.item,  # a unit's score as a float, read only for the units valued
             coverage,
             reason,
             figures=self._state_of(history).figures,
