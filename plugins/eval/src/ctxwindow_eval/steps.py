@@ -14,7 +14,6 @@ and the history lengths take their steps turn about.
 
 from __future__ import annotations
 
-import gc
 import json
 import random
 import statistics
@@ -27,6 +26,7 @@ from ctxwindow import Conversation, from_config
 from ctxwindow_eval.bench import (
     BUDGET,
     agent_history,
+    collector_paused,
     extremes,
     no_shared_cache,
     to_json_machine,
@@ -117,9 +117,8 @@ class _Loop:
         self.tokens = 0
 
     def step(self, timed: bool) -> None:
-        """Append the next step and window it, timed or not (the collector run before)."""
+        """Append the next step and window it, timed or not."""
         self.conversation.extend(next(self.made))
-        gc.collect()
         started = time.perf_counter()
         window = self.windower.select(self.conversation)
         if timed:
@@ -136,11 +135,13 @@ def measure(
     """The median step of ``name`` at each history length in ``sizes``. The lengths'
     steps run turn about (after one untimed step each, which settles what the cold read
     left), so a step at one length and at another are made under the same load of a
-    shared machine, and their ratio (the growth) compares like with like."""
+    shared machine, and their ratio (the growth) compares like with like. The steps run
+    back to back with the collector paused, as the bench's warm turns do."""
     loops = [_Loop(name, size, budget) for size in sizes]
-    for number in range(steps + 1):
-        for loop in loops:
-            loop.step(timed=number > 0)
+    with collector_paused():
+        for number in range(steps + 1):
+            for loop in loops:
+                loop.step(timed=number > 0)
     return [loop.row() for loop in loops]
 
 
