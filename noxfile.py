@@ -235,9 +235,11 @@ def bench(session: nox.Session) -> None:
         "ctxwindow", "bench", "-s", "semantic", "--sizes", "1000,10000",
         "--json", "docs/results/bench-semantic.json",
     )  # fmt: skip
-    # One step of an agent loop, on a history whose tool results hold identifiers.
+    # One step of an agent loop, on a history whose tool results hold identifiers; a
+    # pipeline too, as agents compose them (clearing old tool output, then ranking).
     session.run(
         "ctxwindow", "bench", "--agent-steps", *strategies, "-s", "semantic",
+        "-s", 'pipeline:stages=["clear_tool_outputs","sliding"]',
         "--json", "docs/results/bench-agent-steps.json",
     )  # fmt: skip
     # What the proxy adds to a request (docs/serve.md).
