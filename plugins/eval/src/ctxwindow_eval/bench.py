@@ -432,6 +432,10 @@ def _langchain_rows(
         return
     turns = _turns()
 
+    def made(count: int) -> Iterator[Any]:
+        """New BaseMessages made before the clock starts: an app holds each already."""
+        return iter(langchain.messages([next(turns) for _ in range(count)]))
+
     def adapter(messages: list[Any]) -> Any:
         return langchain.adapter.select(messages, budget, name, counter="approx", **options)
 
@@ -439,9 +443,10 @@ def _langchain_rows(
         row.adapter_cold_ms = median_each_ms(adapter, [langchain.messages(h) for h in unseen])
     grown = langchain.messages(base)
     adapter(grown)
+    new_for_adapter = made(repeats * 3)
 
     def grow_adapter() -> None:
-        grown.append(langchain.messages([next(turns)])[0])
+        grown.append(next(new_for_adapter))
         adapter(grown)
 
     row.adapter_warm_ms = warm_median_ms(grow_adapter, repeats * 3)
@@ -460,9 +465,10 @@ def _langchain_rows(
 
     growing = list(messages)
     langchain.trim_window(growing, budget, cached)
+    new_for_trim = made(repeats * 6)  # the warm series and the one with caches cold
 
     def grow_trim() -> None:
-        growing.append(langchain.messages([next(turns)])[0])
+        growing.append(next(new_for_trim))
         langchain.trim_window(growing, budget, cached)
 
     row.trim_cached_ms = warm_median_ms(grow_trim, repeats * 3)

@@ -403,7 +403,7 @@ def spread(scores: np.ndarray, strength: float, reach: int) -> np.ndarray:
     scoring = np.flatnonzero(scores)
     if len(scoring) * (2 * span + 1) * 4 >= size:
         return _spread_pass(scores, strength, span)
-    out = scores.copy()
+    out: np.ndarray = scores.copy()
     for start, stop in _stretches(scoring.tolist(), span, size):
         out[start:stop] = _spread_pass(scores[start:stop], strength, span)
     return out
