@@ -154,7 +154,7 @@ def test_an_old_message_replaced_beyond_the_checked_tail_is_seen() -> None:
     assert any(m is history[10] for m in window.messages)
 
 
-def test_shorter_and_branched_histories_are_read_whole() -> None:
+def test_shorter_and_branched_histories_give_what_a_fresh_read_gives() -> None:
     history = chat(40)
     ctxwindow.select(history, 300, "newest")
     shorter = history[:-3]

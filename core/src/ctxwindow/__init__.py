@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
     )
     from ctxwindow._contract import Strategy
     from ctxwindow._files import read_messages_file
-    from ctxwindow._history import Conversation, History
+    from ctxwindow._history import Branch, Conversation, History
     from ctxwindow._messages import (
         OPENAI_FIELDS,
         ContentPart,
@@ -107,7 +107,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ),
     "ctxwindow._contract": ("Strategy",),
     "ctxwindow._files": ("read_messages_file",),
-    "ctxwindow._history": ("Conversation", "History"),
+    "ctxwindow._history": ("Branch", "Conversation", "History"),
     "ctxwindow._messages": (
         "OPENAI_FIELDS",
         "ContentPart",
@@ -188,6 +188,7 @@ __all__ = [
     "OPENAI_FIELDS",
     "ApproxCounter",
     "BaseStrategy",
+    "Branch",
     "BudgetTooSmall",
     "CachedCounter",
     "ConfigError",

@@ -8,13 +8,14 @@ A plain list passed to ``select`` is read into a temporary Conversation.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, repeat
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from ctxwindow._messages import (
     INSTRUCTION_ROLES,
@@ -72,6 +73,17 @@ def _paused() -> Iterator[None]:
         gc.enable()
 
 
+class Branch(NamedTuple):
+    """Where a conversation read by :meth:`Conversation.branch` came from: the first
+    ``messages`` messages of ``parent`` (its first ``units`` units), which the two hold
+    alike. A strategy's per-conversation state for ``parent`` holds for those units of
+    the branch too (:class:`ctxwindow.kit.PerConversation` starts from it)."""
+
+    parent: Conversation
+    messages: int
+    units: int
+
+
 class Conversation:
     """An append-only history whose reading, grouping and counting is done once.
 
@@ -98,7 +110,8 @@ class Conversation:
         self._kept_always: list[int] = []  # positions of system, developer, pinned
         self._newest_user: int | None = None
         self._first_user: int | None = None  # the task statement
-        self._calls_tools = False  # an agent's history: some assistant message calls tools
+        #: The first assistant message that calls tools (an agent's history), if any.
+        self._first_call: int | None = None
         #: The newest legacy function_call, a unit of its own so far: (position, name).
         #: The ``function`` message right after it with that name joins its unit: the two
         #: are kept or dropped together, as a tool call and its results are. Unpaired,
@@ -115,6 +128,7 @@ class Conversation:
         #: history from then on, and this one only forwards to it (the views taken
         #: before stay as they were).
         self._successor: Conversation | None = None
+        self._branched_from: Branch | None = None
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -217,8 +231,8 @@ class Conversation:
         # an instruction stays; a made one (an earlier visit's summary) is content
         if (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned:
             self._kept_always.append(position)
-        if message.tool_calls or message.function_call is not None:
-            self._calls_tools = True
+        if (message.tool_calls or message.function_call is not None) and self._first_call is None:
+            self._first_call = position
         if message.id is not None:
             self._ids.setdefault(message.id, position)
         if message.role == "user":
@@ -272,6 +286,70 @@ class Conversation:
         self._stops.append(stop)
         for position in range(start, stop):
             self._unit_of[position] = unit
+
+    @property
+    def branched_from(self) -> Branch | None:
+        """The conversation this one was branched from (see :meth:`branch`), while that
+        one is alive and this one has not been branched in turn; else None."""
+        return self._branched_from
+
+    def branch(self, position: int) -> Conversation:
+        """A new conversation holding this one's messages before ``position`` (before
+        the unit that holds it, so that a tool exchange is never split), as read
+        already, and nothing after. The runner reads a list that differs from a
+        remembered history only in its newest messages (a tool result cleared, a
+        message edited or taken back) into a branch rather than whole; a strategy's
+        per-conversation state starts from this one's (:attr:`branched_from`).
+
+        The branch keeps this conversation alive until it is branched in turn, and
+        this one forgets where it came from: one link back, never a chain."""
+        live = self._live()
+        if live is not self:
+            return live.branch(position)
+        with self._lock:
+            cut = self._boundary(max(0, min(position, len(self._messages))))
+            units = self._unit_of[cut - 1] + 1 if cut else 0
+            twin = Conversation()
+            twin._originals = self._originals[:cut]
+            twin._messages = self._messages[:cut]
+            twin._contents = self._contents[:cut]
+            twin._starts, twin._stops = self._starts[:units], self._stops[:units]
+            twin._unit_of = self._unit_of[:cut]
+            twin._defects = [defect for defect in self._defects if defect.stop <= cut]
+            twin._kept_always = self._kept_always[: bisect.bisect_left(self._kept_always, cut)]
+            twin._newest_user = self._user_before(cut)
+            twin._first_user = _before(self._first_user, cut)
+            twin._first_call = _before(self._first_call, cut)
+            last = self._messages[cut - 1] if cut else None
+            if isinstance(last, Message) and last.function_call is not None:
+                twin._function_call = (cut - 1, last.function_call.name)
+            twin._ids = {key: at for key, at in self._ids.items() if at < cut}
+            twin._sums = {key: (c, sums[: cut + 1]) for key, (c, sums) in self._sums.items()}
+            twin.all_dicts, twin.all_messages = self.all_dicts, self.all_messages
+            self._branched_from = None
+            twin._branched_from = Branch(self, cut, units)
+            return twin
+
+    def _boundary(self, position: int) -> int:
+        """The nearest position at or before ``position`` where no unit, open tool
+        exchange or defective run is cut in two."""
+        cut = position
+        while cut > 0:
+            unit = self._unit_of[cut - 1]
+            if unit >= 0 and self._stops[unit] == cut:
+                break
+            cut = self._starts[unit] if unit >= 0 else cut - 1
+        return cut
+
+    def _user_before(self, cut: int) -> int | None:
+        """The newest user message before ``cut``."""
+        if self._newest_user is None or self._newest_user < cut:
+            return self._newest_user
+        for position in range(cut - 1, -1, -1):
+            item = self._messages[position]
+            if (item[0] if type(item) is tuple else item.role) == "user":  # type: ignore[union-attr]
+                return position
+        return None
 
     def cumulative_tokens(self, counter: TokenCounter, upto: int) -> list[int]:
         """Running token totals: entry i is the cost of the first i messages."""
@@ -343,7 +421,7 @@ class Conversation:
                 kept_always=tuple(self._kept_always),
                 newest_user=self._newest_user,
                 task=self._first_user if task_statement else None,
-                agent=self._calls_tools,
+                agent=self._first_call is not None,
                 counter=counter,
                 budget=budget,
                 query=query,
@@ -373,6 +451,10 @@ class Conversation:
             if self._successor is None:
                 self._successor = Conversation(self._originals)
             return self._live()
+
+
+def _before(position: int | None, cut: int) -> int | None:
+    return position if position is not None and position < cut else None
 
 
 def _content_of(message: Any) -> Any:

@@ -5,11 +5,14 @@ does.
 
 A list that starts with a remembered history (see :mod:`ctxwindow.kit._prefixes`: equal
 messages, and the same ``content`` in the newest messages, the system, developer and
-pinned ones and the task statement) grows that history's Conversation by what it adds; anything
-else (a shorter list, an edited one, a branch) is read whole, as before, and remembered
-in turn. An older message's dict edited in place is not seen: replace it with a new
-dict instead, as with a Conversation. Bounded and thread-safe as RecentLists is; the
-growth and the view hold the Conversation's own lock.
+pinned ones and the task statement) grows that history's Conversation by what it adds. A
+list that parts from a remembered history only among its newest messages (a tool result
+a pipeline's stage cleared, a reply taken back, a message edited) is read into a
+:meth:`~ctxwindow.Conversation.branch` of it: what the two share is not read again, and
+strategies' per-conversation state starts from the history's. Anything else is read
+whole, and remembered in turn. An older message's dict edited in place is not seen:
+replace it with a new dict instead, as with a Conversation. Bounded and thread-safe as
+RecentLists is; the growth and the view hold the Conversation's own lock.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from ctxwindow._history import Conversation, History, _content_of
 from ctxwindow._messages import check_message_list
 from ctxwindow._tokens import TokenCounter
 from ctxwindow.errors import InvalidOption
-from ctxwindow.kit._prefixes import ITEMS_KEPT, LISTS_KEPT, REMEMBER_FROM, RecentLists, starts_with
+from ctxwindow.kit._prefixes import (
+    ITEMS_KEPT,
+    LISTS_KEPT,
+    REMEMBER_FROM,
+    RecentLists,
+    shared_prefix,
+    starts_with,
+)
 
 
 class _Entry:
@@ -75,13 +85,29 @@ class RecentHistories:
                 )
             self.remembered.remember(entry)
             return history
-        conversation = Conversation(given)
-        entry = _Entry(conversation)
-        if remember:
-            self.remembered.remember(entry)
-        return entry.conversation.view(
+        branched = self._branch(given) if remember else None
+        conversation = Conversation(given) if branched is None else branched
+        if remember and branched is None:
+            self.remembered.remember(_Entry(conversation))
+        return conversation.view(
             counter, budget, query, task_statement=task_statement, originals=given
         )
+
+    def _branch(self, given: list[Any]) -> Conversation | None:
+        """``given`` read into a branch of the remembered history it shares all but
+        the newest messages with (remembered in its place), or None if there is none."""
+        for entry in self.remembered.near(given):
+            conversation = entry.conversation
+            with conversation._lock:
+                checked = conversation.checked_always
+                cut = shared_prefix(given, entry, _content_of, checked)
+                if cut < REMEMBER_FROM:
+                    continue
+                branch = conversation.branch(cut)
+            branch.extend(given[len(branch) :])
+            self.remembered.replace(entry, _Entry(branch))
+            return branch
+        return None
 
     @staticmethod
     def _grow(entry: _Entry, new: list[Any]) -> None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
+import ctxwindow._recent as rec
 from ctxwindow import BaseStrategy, Conversation, History, Selection
 from ctxwindow.kit import recent_units
 from ctxwindow_pipeline import PipelineStrategy
@@ -64,3 +67,68 @@ def test_a_stage_still_keeps_the_current_turn_and_the_task_statement() -> None:
     window = pipeline.select(history, 600)
     kept = {d.unit for d in window.record.decisions if d.action == "kept"}
     assert {0, 1, len(history) - 1} <= kept  # system, the task statement, the newest user
+
+
+def agent_steps(rounds: int, rng: random.Random) -> list[list[dict[str, Any]]]:
+    """An agent's rounds: a request, then calls whose results are long enough to clear."""
+    steps = []
+    for turn in range(rounds):
+        step: list[dict[str, Any]] = []
+        if turn % 4 == 0:
+            step.append({"role": "user", "content": "next: " + " ".join(rng.choices(WORDS, k=8))})
+        call = {"id": f"c{turn}", "type": "function", "function": {"name": "find"}}
+        call["function"]["arguments"] = f'{{"q": "{rng.choice(WORDS)} ORD{turn % 50:03d}"}}'
+        step.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        words = " ".join(rng.choices(WORDS, k=rng.randint(40, 160)))
+        step.append(
+            {"role": "tool", "tool_call_id": f"c{turn}", "content": f"{words} ORD{turn:03d}"}
+        )
+        steps.append(step)
+    return steps
+
+
+@pytest.mark.parametrize("last", ["sliding", "fixed"])
+def test_a_stage_whose_input_parts_near_its_end_starts_from_its_last_state(last: str) -> None:
+    """After clearing, a stage's input parts from the last turn's near its end (a result
+    just cleared, the last turn's pins let go): it is read as a branch of the last
+    input's conversation, and the stage's state starts from that one's. The windows are
+    those a pipeline reading everything afresh gives."""
+    rng = random.Random(9)
+    steps = agent_steps(260, rng)
+    history = [{"role": "system", "content": "You are an agent."}]
+    for step in steps[:200]:
+        history.extend(step)
+    stages = ["clear_tool_outputs", last]
+    pipeline = PipelineStrategy(stages=stages)
+    visited: list[Conversation] = []
+    strategy = pipeline.stages[-1].strategy
+    choose = strategy.choose
+
+    def watched(history: History) -> Selection:
+        visited.append(history.conversation)
+        return choose(history)
+
+    strategy.choose = watched  # type: ignore[method-assign]
+    conversation = Conversation(history)
+    pipeline.select(conversation, 1_500)
+    seen: list[Conversation] = []
+    branched = 0
+    for step in steps[200:]:
+        conversation.extend(step)
+        window = pipeline.select(conversation, 1_500)
+        messages = conversation.originals
+        keep = rec.REMEMBER_FROM
+        rec.REMEMBER_FROM = 10**9  # nothing remembered: every stage reads its input whole
+        try:
+            fresh = PipelineStrategy(stages=stages).select(list(messages), 1_500)
+        finally:
+            rec.REMEMBER_FROM = keep
+        assert window.messages == fresh.messages
+        assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
+        stage = visited[-1]
+        if seen and stage is not seen[-1]:  # else the input only grew
+            assert stage.branched_from is not None and stage.branched_from.parent is seen[-1]
+            assert stage.branched_from.messages >= len(seen[-1]) - 12
+            branched += 1
+        seen.append(stage)
+    assert branched >= 20  # a result cleared, or pins let go: most turns

@@ -337,3 +337,107 @@ def test_a_scorer_may_name_only_its_nonzero_scores(sparse_scorers: None) -> None
     ]:
         with pytest.raises(ctxwindow.PluginError, match=says):
             SlidingWindow(scorer=name).select(messages, 80)
+
+
+def _edited(history: list[dict[str, Any]], rng: random.Random, step: int) -> list[dict[str, Any]]:
+    """``history`` as an app or a pipeline's stage sends it next: grown, its newest
+    messages edited or taken back, a result near the end cleared."""
+    edit = rng.choice(["grow", "edit", "take back", "clear"])
+    out = list(history)
+    if edit == "take back":
+        out = out[: -rng.randint(1, 3)]
+    elif edit == "edit":
+        where = len(out) - rng.randint(1, 6)
+        if out[where]["role"] != "tool":
+            out[where] = {**out[where], "content": f"edited {step} RES{step % 40:03d} plan"}
+    elif edit == "clear":
+        results = [i for i in range(max(0, len(out) - 12), len(out)) if out[i]["role"] == "tool"]
+        if results:
+            where = rng.choice(results)
+            out[where] = {**out[where], "content": f"[cleared output {step}]"}
+    out.append({"role": "user", "content": f"the {rng.choice(WORDS)} for RES{step % 40:03d}?"})
+    return out
+
+
+@pytest.mark.parametrize("budget", [400, 1200])
+def test_a_list_edited_near_its_end_gets_the_windows_a_fresh_strategy_gives(budget: int) -> None:
+    """Each visit's list parts from the last near its end: it is read as a branch of
+    the last one's conversation, and the scorer's index and the ranking figures start
+    from that conversation's, reading only what the two do not share."""
+    rng = random.Random(budget)
+    history = agent_history(400, seed=3)
+    strategy = SlidingWindow()
+    scorer = strategy.scorer
+    strategy.select(history, budget)
+    for step in range(30):
+        history = _edited(history, rng, step)
+        before = scorer.indexed  # type: ignore[attr-defined]
+        window = strategy.select(history, budget)
+        assert scorer.indexed - before <= 12  # type: ignore[attr-defined]
+        fresh = SlidingWindow().select(Conversation(history), budget)
+        assert outcome(window, history) == outcome(fresh, history)
+
+
+def test_a_conversation_and_its_branch_each_get_their_own_windows() -> None:
+    """The figures a branch starts from stay the parent's too: both grow apart."""
+    blocks = agent_turns(300, seed=4)
+    messages = [m for block in blocks[:250] for m in block]
+    strategy = SlidingWindow()
+    parent = Conversation(messages)
+    strategy.select(parent, 400)
+    child = parent.branch(len(messages) - 7)
+    for index in range(250, 300, 5):
+        for conversation, shift in ((parent, 0), (child, 1)):
+            for block in blocks[index + shift : index + shift + 4]:
+                conversation.extend(block)
+            conversation.append({"role": "user", "content": f"RES{index % 40:03d} price?"})
+            window = strategy.select(conversation, 400)
+            fresh = SlidingWindow().select(Conversation(conversation.originals), 400)
+            originals = conversation.originals
+            assert outcome(window, originals) == outcome(fresh, originals)
+
+
+def index_of(scorer: KeywordScorer, conversation: Conversation) -> Any:
+    """What the scorer's index of ``conversation`` holds, brought up to date."""
+    index = scorer.index(conversation.view(get_counter("approx"), 10_000))
+    size = len(index)
+    postings = {}
+    for term, posting in index.postings.items():
+        units, counts = posting.before(size)
+        if len(units):
+            postings[term] = (units.tolist(), counts.tolist())
+    speakers = {term: rows.view.tolist() for term, rows in index.speakers.items()}
+    time = index.time
+    when = (time.anchors, time.spans, time.by_anchor) if time is not None else None
+    return (
+        postings,
+        index.lengths.view.tolist(),
+        index.length_sums,
+        index.facts.view.tolist(),
+        speakers,
+        when,
+    )
+
+
+@pytest.mark.parametrize("time", [0.0, 1.0])
+@pytest.mark.parametrize("back", [1, 5, 40, 2_000])
+def test_a_branch_and_its_parent_keep_the_index_a_fresh_read_gives(time: float, back: int) -> None:
+    """A branch's index starts from its parent's (postings shared until either adds to
+    one): both hold what an index of their own messages holds, as they grow apart."""
+    scorer = KeywordScorer(Settings(time=time))
+    messages = agent_history(1_500, seed=8)
+    for message in messages[::50]:  # speakers and days, for their indexes too
+        if message["role"] in ("user", "assistant") and message["content"]:
+            message["name"] = "bob"
+            message["content"] += " on 4 May 2023, yesterday"
+    parent = Conversation(messages)
+    index_of(scorer, parent)
+    child = parent.branch(len(messages) - back)
+    assert child.branched_from is not None
+    grow = agent_history(1_600, seed=9)[len(messages) :]
+    for step in range(0, 60, 6):
+        parent.extend(grow[step : step + 6])
+        child.extend(grow[step + 30 : step + 36])
+        for conversation in (child, parent):
+            fresh = Conversation(conversation.originals)
+            assert index_of(scorer, conversation) == index_of(KeywordScorer(scorer.settings), fresh)

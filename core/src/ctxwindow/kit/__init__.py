@@ -27,7 +27,10 @@
   they meet the days a question names;
 - :class:`RecentLists` and :func:`starts_with`: lists read before, recognised by content
   when a new list starts with one, so that reading a grown history costs what it adds
-  (the runner's remembered histories; an adapter's remembered conversions).
+  (the runner's remembered histories; an adapter's remembered conversions);
+- :class:`PerConversation`: a strategy's state for each conversation (an index of its
+  units), held weakly, and started from the state of the conversation a branch came
+  from (a pipeline stage's input, which parts from the last turn's near its end).
 
 Stores for caches (memory, SQLite, Redis) need more than the core has, so they come in
 a distribution of their own (see the caches page of the documentation).
@@ -57,6 +60,7 @@ from ctxwindow.kit._excerpt import (
     excerpt_unit,
     keep_best,
 )
+from ctxwindow.kit._memo import PerConversation
 from ctxwindow.kit._prefixes import (
     REMEMBER_FROM,
     RecentLists,
@@ -87,6 +91,7 @@ __all__ = [
     "TIME_WORDS",
     "Coverage",
     "Excerpt",
+    "PerConversation",
     "RecentLists",
     "Remembered",
     "Span",

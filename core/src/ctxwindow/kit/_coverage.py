@@ -22,7 +22,7 @@ from ctxwindow.kit._memo import PerConversation
 from ctxwindow.kit._text import unit_text
 
 if TYPE_CHECKING:
-    from ctxwindow._history import History
+    from ctxwindow._history import Branch, Conversation, History
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./@:]*[A-Za-z0-9]")
 #: What makes a token of three or more characters an identifier, short of capitals.
@@ -76,8 +76,31 @@ class _UnitIdentifiers:
         self.spoken_read = 0
         self.lock = threading.Lock()
 
+    def branch(self, conversation: Conversation, origin: Branch) -> _UnitIdentifiers:
+        """What a branch of the conversation keeps: the units and messages the two share."""
+        twin = _UnitIdentifiers()
+        cut = origin.messages
+        with self.lock:
+            twin.by_unit = {span: found for span, found in self.by_unit.items() if span[1] <= cut}
+            # in the order first written, so a reader's count of those it read holds
+            twin.spoken_first = {key: at for key, at in self.spoken_first.items() if at < cut}
+            twin.spoken_read = min(self.spoken_read, cut)
+        return twin
 
-_MEMO: PerConversation[_UnitIdentifiers] = PerConversation(_UnitIdentifiers)
+    def written_from(self, cut: int) -> list[str]:
+        """The identifiers first written at message ``cut`` or later, newest first."""
+        with self.lock:
+            found = []
+            for key in reversed(self.spoken_first):
+                if self.spoken_first[key] < cut:
+                    break
+                found.append(key)
+            return found
+
+
+_MEMO: PerConversation[_UnitIdentifiers] = PerConversation(
+    _UnitIdentifiers, _UnitIdentifiers.branch
+)
 
 
 class Coverage:

@@ -25,7 +25,7 @@ from ctxwindow.kit._coverage import Coverage, best_first, has_identifier, identi
 from ctxwindow.kit._memo import PerConversation
 
 if TYPE_CHECKING:
-    from ctxwindow._history import History
+    from ctxwindow._history import Branch, Conversation, History
     from ctxwindow._messages import Message
     from ctxwindow._selection import Selection
     from ctxwindow._tokens import TokenCounter
@@ -224,8 +224,19 @@ class _Memo:
                 del self.by_counter[next(iter(self.by_counter))]
             return entry[1]
 
+    def branch(self, conversation: Conversation, origin: Branch) -> _Memo:
+        """What a branch of the conversation keeps: the excerpts of the units the two share."""
+        twin = _Memo()
+        cut = origin.messages
+        with self.lock:
+            twin.by_counter = {
+                key: (counter, {span: found for span, found in spans.items() if span[1] <= cut})
+                for key, (counter, spans) in self.by_counter.items()
+            }
+        return twin
 
-_MEMO: PerConversation[_Memo] = PerConversation(_Memo)
+
+_MEMO: PerConversation[_Memo] = PerConversation(_Memo, _Memo.branch)
 
 
 def excerpt_unit(history: History, unit: int) -> Excerpt | None:

@@ -79,6 +79,39 @@ def starts_with(
         return False
 
 
+def shared_prefix(
+    given: Sequence[Any],
+    remembered: Remembered,
+    content: Callable[[Any], Any],
+    also_checked: Iterable[int] = (),
+) -> int:
+    """How many leading items ``given`` shares with the remembered list, unchanged (as
+    :func:`starts_with` compares them), when the two part only among the remembered
+    list's newest CHECKED items: a result cleared, a message edited or taken back near
+    the end. 0 when they part earlier, or when a named item (``also_checked``) before
+    where they part was edited. The caller holds the remembered list's lock."""
+    originals = remembered.originals
+    size = min(len(originals), len(given))
+    tail = max(0, len(originals) - CHECKED)
+    if size <= tail:
+        return 0
+    try:
+        cut = next((i for i in range(tail, size) if not same(given[i], originals[i])), size)
+        if tail and _as_list(given[:tail]) != _as_list(originals[:tail]):
+            return 0
+        contents = remembered.contents
+        if contents is None:
+            return cut
+        named = [p for p in also_checked if p < cut]
+        if named and [content(given[p]) for p in named] != [contents[p] for p in named]:
+            return 0
+        start = max(0, cut - CHECKED)
+        now = [content(item) for item in given[start:cut]]
+        return next((start + i for i, c in enumerate(now) if c != contents[start + i]), cut)
+    except Exception:  # an odd object's __eq__ failed: read whole
+        return 0
+
+
 def contents_unchanged(
     items: Sequence[Any],
     contents: Sequence[Any],
@@ -129,6 +162,26 @@ class RecentLists(Generic[S]):
                 and same(given[len(entry.originals) - 1], entry.originals[-1])
             ]
         return sorted(found, key=lambda entry: len(entry.originals), reverse=True)
+
+    def near(self, given: Sequence[Any]) -> list[S]:
+        """Remembered lists ``given`` may share all but their newest CHECKED items with
+        (see :func:`shared_prefix`), longest first."""
+        size = len(given)
+        with self._lock:
+            found = [
+                entry
+                for entry in self._entries.values()
+                if len(entry.originals) - CHECKED < size
+                and len(entry.originals) > 0
+                and same(given[0], entry.originals[0])
+            ]
+        return sorted(found, key=lambda entry: len(entry.originals), reverse=True)
+
+    def replace(self, old: S, new: S) -> None:
+        """Remember ``new`` in place of ``old`` (a branch of it): the most recent."""
+        with self._lock:
+            self._entries.pop(id(old), None)
+        self.remember(new)
 
     def remember(self, entry: S) -> None:
         """Remember ``entry``, or note that it grew: it becomes the most recent."""

@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from ctxwindow.kit._coverage import _MEMO as _SPOKEN
 from ctxwindow.kit._coverage import NOVELTY_TOKENS, Coverage, identifiers
 from ctxwindow.kit._excerpt import excerpt_unit, keep_best
 from ctxwindow.kit._text import unit_text
 
 if TYPE_CHECKING:
-    from ctxwindow._history import History
+    from ctxwindow._history import Branch, Conversation, History
     from ctxwindow._selection import Selection
 
 #: Below this many older units, keep_ranked values every key (the kit's keep_best):
@@ -97,6 +98,14 @@ class Rows:
         buffer[self._size : size] = new
         self._size = size
 
+    def copy(self, size: int | None = None) -> Rows:
+        """Rows of their own holding the first ``size`` rows (all of them by default)."""
+        twin = Rows(self.dtype)
+        rows = self.view[: len(self) if size is None else size]
+        if len(rows):
+            twin.extend(rows)
+        return twin
+
     def append(self, value: float) -> None:
         """Append one value to rows of single values: what a term's postings gain in a
         turn, at the cost of one store rather than an array's making."""
@@ -121,6 +130,19 @@ class Posting:
         units = self.units.view
         cut = int(np.searchsorted(units, size))
         return units[:cut], self.counts.view[:cut]
+
+    def copy(self, size: int) -> Posting:
+        """A posting of its own holding the entries of the first ``size`` units."""
+        twin = Posting(self.counts.dtype)
+        cut = int(np.searchsorted(self.units.view, size))
+        twin.units, twin.counts = self.units.copy(cut), self.counts.copy(cut)
+        return twin
+
+    @property
+    def last(self) -> int:
+        """The newest unit that holds the term (-1: none)."""
+        units = self.units
+        return int(units.view[-1]) if len(units) else -1
 
 
 # -- the order ---------------------------------------------------------------------------
@@ -307,10 +329,49 @@ class UnitFigures:
         #: (so a bound). Grown in place as identifiers are found written (under the lock).
         self.spoken = Rows(np.int64)
         self._holders: dict[str, list[int]] = {}  # identifier -> stored units holding it
+        #: The identifiers whose list of holders is this object's own to append to: a
+        #: branch shares the others with the figures it came from, until it adds to one.
+        self._own: set[str] = set()
         self._written: set[str] = set()
         self._written_read = 0
         self._sums: list[int] | None = None
         self.lock = threading.Lock()
+
+    def branch(self, conversation: Conversation, origin: Branch) -> UnitFigures:
+        """The figures of a branch of the conversation (see
+        :class:`~ctxwindow.kit.PerConversation`): those of the units the two share, an
+        identifier written only after them no longer counted as spoken."""
+        twin = UnitFigures()
+        with self.lock:
+            twin._sums = _sums_in(conversation, origin.parent, self._sums)
+            if twin._sums is not None:
+                twin.tokens = self.tokens.copy(min(origin.units, len(self.tokens)))
+                twin.excerpts = self.excerpts.copy(min(origin.units, len(self.excerpts)))
+            kept = min(origin.units, len(self.identifiers))
+            twin.identifiers, twin.spoken = self.identifiers.copy(kept), self.spoken.copy(kept)
+            twin._holders = dict(self._holders)
+            for identifier, held in self._holders.items():
+                if held[-1] >= kept:  # a unit the branch does not share holds it
+                    mine = held[: bisect.bisect_left(held, kept)]
+                    if mine:
+                        twin._holders[identifier] = mine
+                        twin._own.add(identifier)
+                    else:
+                        del twin._holders[identifier]
+            self._own = set()  # every list is shared now: copied before it grows
+            memo = _SPOKEN.peek(origin.parent)
+            later = memo.written_from(origin.messages) if memo is not None else None
+            if later is None:  # what was spoken where is unknown: counted again
+                twin.spoken = Rows(np.int64)
+                twin.spoken.extend(np.zeros(kept, dtype=np.int64))
+                return twin
+            gone = [identifier for identifier in later if identifier in self._written]
+            twin._written = self._written.difference(gone)
+            twin._written_read = self._written_read - len(gone)
+            counts = twin.spoken.view
+            for identifier in gone:
+                counts[twin._holders.get(identifier, [])] -= 1
+        return twin
 
     def unit_tokens(self, history: History, stop: int) -> np.ndarray:
         """The tokens of each of the first ``stop`` units (stand-in free)."""
@@ -356,10 +417,21 @@ class UnitFigures:
             counts.append(len(held))
             spoken.append(len(held & self._written))
             for identifier in held:
-                self._holders.setdefault(identifier, []).append(unit)
+                self._hold(identifier, unit)
         self.identifiers.extend(counts)
         self.spoken.extend(spoken)
         return self.identifiers.view[:stop]
+
+    def _hold(self, identifier: str, unit: int) -> None:
+        holders = self._holders.get(identifier)
+        if holders is None:
+            self._holders[identifier] = [unit]
+            self._own.add(identifier)
+        elif identifier in self._own:
+            holders.append(unit)
+        else:  # shared with the figures of a branch: copied first
+            self._holders[identifier] = [*holders, unit]
+            self._own.add(identifier)
 
     def spoken_counts(self, history: History, stop: int, coverage: Coverage) -> np.ndarray:
         """Of each of the first ``stop`` units (stand-in free), at least how many of its
@@ -391,6 +463,18 @@ class UnitFigures:
             units = holders[: bisect.bisect_left(holders, stop)]
             spoken = identifier in self._written or identifier in coverage.spoken_later
         return units, bool(coverage.spoken_weight) and spoken
+
+
+def _sums_in(
+    conversation: Conversation, parent: Conversation, sums: list[int] | None
+) -> list[int] | None:
+    """The branch's running token sums for the counter whose sums of ``parent`` are
+    ``sums`` (None: the branch has none for it)."""
+    for key, (_, theirs) in parent._sums.items():
+        if theirs is sums:
+            mine = conversation._sums.get(key)
+            return mine[1] if mine is not None else None
+    return None
 
 
 def _per_unit(

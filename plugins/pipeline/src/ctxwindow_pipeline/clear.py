@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import operator
 import threading
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from ctxwindow import BaseStrategy, Conversation, History, Message, Option, Selection
+from ctxwindow import BaseStrategy, Branch, Conversation, History, Message, Option, Selection
+from ctxwindow.kit import PerConversation
 
 STUB = "[tool output of {tool} ({call_id}) cleared by ctxwindow: {tokens:,} tokens]"
 KEPT = "not an old, large tool output"
@@ -85,8 +85,7 @@ class ClearToolOutputs(BaseStrategy):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self._memos: weakref.WeakKeyDictionary[Conversation, _Memo] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+        self._memos: PerConversation[_Memo] = PerConversation(_Memo, _Memo.branch)
 
     def plan(self, history: History) -> list[Clearing]:
         """The exchanges to clear, oldest first: only those the stubs make cheaper."""
@@ -172,11 +171,11 @@ class ClearToolOutputs(BaseStrategy):
             yield unit, clearing, protected
 
     def _memo_of(self, history: History) -> _Memo:
-        with self._lock:
-            memo = self._memos.get(history.conversation)
-            if memo is None or memo.counter is not history.counter:
-                memo = self._memos[history.conversation] = _Memo(history.counter)
-            return memo
+        memo = self._memos.of(history.conversation)
+        with memo.lock:
+            if memo.counter is not history.counter:  # made under another counter: anew
+                memo.counter, memo.made = history.counter, {}
+        return memo
 
 
 def _with_protected(
@@ -199,10 +198,18 @@ class _Memo:
     old results on every turn. An entry holds the messages it was made from, and is made
     again if they are not the messages of the view (a stand-in, a message read again)."""
 
-    def __init__(self, counter: object) -> None:
-        self.counter = counter
+    def __init__(self) -> None:
+        self.counter: object = None
         self.made: dict[tuple[int, ...], tuple[tuple[Message, ...], Clearing | None]] = {}
         self.lock = threading.Lock()
+
+    def branch(self, conversation: Conversation, origin: Branch) -> _Memo:
+        """A branch's memo: the clearings of the exchanges the two conversations share."""
+        twin = _Memo()
+        with self.lock:
+            twin.counter = self.counter
+            twin.made = {key: made for key, made in self.made.items() if key[1] <= origin.messages}
+        return twin
 
     def clearing(self, history: History, unit: int, cleared: list[int]) -> Clearing | None:
         span = history.span(unit)

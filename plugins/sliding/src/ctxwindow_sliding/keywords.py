@@ -33,11 +33,11 @@ Python pass over them cost a step what the history holds.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import threading
-import weakref
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
@@ -46,8 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxwindow import Conversation, History, InvalidOption
+from ctxwindow import Branch, Conversation, History, InvalidOption
 from ctxwindow.kit import (
+    PerConversation,
     Span,
     query_spans,
     spans_in,
@@ -78,6 +79,11 @@ _NUMBER_WORDS = frozenset(
 _YEAR = re.compile(r"\b(1[89]|20)\d\d\b")
 _ASKS_TIME = re.compile(r"\b(when|what (year|month|day|date|time)|how long ago|since when)\b")
 _ASKS_NUMBER = re.compile(r"\b(how (many|much|long|old|often|far)|what number)\b")
+
+#: The terms of this many of the newest units are kept apart, so that a branch of the
+#: conversation (a pipeline stage's input, which parts from the last turn's near its
+#: end) finds the postings the units it does not share hold without a pass over all.
+RECENT_UNITS = 1_024
 
 #: Kinds of fact, as bits: what a unit carries and what a query asks for.
 TIME, NUMBER = 1, 2
@@ -171,6 +177,17 @@ class TimeIndex:
         if anchor is not None:
             self.by_anchor.setdefault(anchor.toordinal(), []).append(number)
 
+    def branch(self, units: int) -> TimeIndex:
+        """The index of the first ``units`` units, of its own."""
+        twin = TimeIndex()
+        twin.anchors = self.anchors[:units]
+        twin.spans = {unit: spans for unit, spans in self.spans.items() if unit < units}
+        for day, said in self.by_anchor.items():
+            mine = [unit for unit in said if unit < units]
+            if mine:
+                twin.by_anchor[day] = mine
+        return twin
+
     @property
     def now(self) -> date | None:
         """The newest anchor: what a question's "last week" is resolved against."""
@@ -203,22 +220,65 @@ class TermIndex:
         #: Kept only by a scorer that weighs time.
         self.time: TimeIndex | None = None
         self.lock = threading.Lock()
+        #: The terms whose postings are this index's own to grow: a branch shares the
+        #: others with the index it came from, until it adds to one.
+        self._own: set[str] = set()
+        self._recent: deque[tuple[str, ...]] = deque(maxlen=RECENT_UNITS)
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     def add(self, read: UnitTerms) -> None:
         unit = len(self.lengths)
+        postings, own = self.postings, self._own
         for term, count in read.counts.items():
-            posting = self.postings.get(term) or self.postings.setdefault(term, Posting())
+            posting = postings.get(term)
+            if posting is None:
+                posting = postings[term] = Posting()
+                own.add(term)
+            elif term not in own:  # shared with a branch's index: copied first
+                posting = postings[term] = posting.copy(unit)
+                own.add(term)
             posting.units.append(unit)
             posting.counts.append(count)
+        self._recent.append(tuple(read.counts))
         self.lengths.append(read.length)
         self.length_sums.append(self.length_sums[-1] + read.length)
         self.facts.append(read.facts)
         for term in read.speakers:
             speaking = self.speakers.get(term) or self.speakers.setdefault(term, Rows(np.int64))
             speaking.append(unit)
+
+    def branch(self, conversation: Conversation, origin: Branch) -> TermIndex:
+        """The index of a branch of the conversation (see PerConversation): the units
+        the two share, its postings shared until either index adds to one."""
+        twin = TermIndex()
+        with self.lock:
+            kept = min(origin.units, len(self))
+            later = len(self) - kept
+            if later <= len(self._recent):
+                newest = itertools.islice(reversed(self._recent), later)
+                changed = set().union(*newest)
+            else:
+                changed = {term for term, posting in self.postings.items() if posting.last >= kept}
+            twin.postings = dict(self.postings)
+            for term in changed:
+                posting = self.postings[term].copy(kept)
+                if len(posting.units):
+                    twin.postings[term] = posting
+                    twin._own.add(term)
+                else:
+                    del twin.postings[term]
+            self._own = set()  # every posting is shared now: copied before it grows
+            twin._recent.extend(itertools.islice(self._recent, max(0, len(self._recent) - later)))
+            twin.lengths, twin.facts = self.lengths.copy(kept), self.facts.copy(kept)
+            twin.length_sums = self.length_sums[: kept + 1]
+            for term, speaking in self.speakers.items():
+                mine = speaking.copy(int(np.searchsorted(speaking.view, kept)))
+                if len(mine):
+                    twin.speakers[term] = mine
+            twin.time = self.time.branch(kept) if self.time is not None else None
+        return twin
 
 
 @dataclass(frozen=True)
@@ -269,21 +329,21 @@ class KeywordScorer:
     def __init__(self, settings: Settings | None = None, name: str = "keywords") -> None:
         self.settings = settings or Settings()
         self.name = name
-        self._indexes: weakref.WeakKeyDictionary[Conversation, TermIndex] = (
-            weakref.WeakKeyDictionary()
+        self._indexes: PerConversation[TermIndex] = PerConversation(
+            self._new_index, TermIndex.branch
         )
-        self._lock = threading.Lock()
         #: Units read into an index so far, over all conversations (tests, bench).
         self.indexed = 0
 
+    def _new_index(self) -> TermIndex:
+        index = TermIndex()
+        if self.settings.time:
+            index.time = TimeIndex()
+        return index
+
     def index(self, history: History) -> TermIndex:
         """The conversation's index, brought up to this history's units."""
-        with self._lock:
-            index = self._indexes.get(history.conversation)
-            if index is None:
-                index = self._indexes[history.conversation] = TermIndex()
-                if self.settings.time:
-                    index.time = TimeIndex()
+        index = self._indexes.of(history.conversation)
         with index.lock:
             start, stop = len(index), stable_units(history)
             for unit in range(start, stop):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import numbers
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from ctxwindow import (
     BaseStrategy,
+    Branch,
     Conversation,
     History,
     ImportanceScorer,
@@ -23,6 +23,7 @@ from ctxwindow import (
 )
 from ctxwindow.kit import (
     Coverage,
+    PerConversation,
     excerpt_options,
     identifier_weight_option,
     recent_units,
@@ -61,6 +62,15 @@ class _ConversationState:
                     self.importance.append((position, value))
             self.read = max(self.read, len(history))
 
+    def branch(self, conversation: Conversation, origin: Branch) -> _ConversationState:
+        """A branch's state: what the two conversations share (see PerConversation)."""
+        twin = _ConversationState()
+        with self.lock:
+            twin.read = min(self.read, origin.messages)
+            twin.importance = [mark for mark in self.importance if mark[0] < origin.messages]
+            twin.figures = self.figures.branch(conversation, origin)
+        return twin
+
 
 class SlidingWindow(BaseStrategy):
     """Keeps the most recent units and, in ``important_share`` of the budget, the most
@@ -92,10 +102,9 @@ class SlidingWindow(BaseStrategy):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self._states: weakref.WeakKeyDictionary[Conversation, _ConversationState] = (
-            weakref.WeakKeyDictionary()
+        self._states: PerConversation[_ConversationState] = PerConversation(
+            _ConversationState, _ConversationState.branch
         )
-        self._lock = threading.Lock()
 
     def check_ready(self) -> None:
         """An unknown scorer fails here, at configuration, with UnknownScorer; a factory
@@ -158,10 +167,7 @@ class SlidingWindow(BaseStrategy):
         return out
 
     def _state_of(self, history: History) -> _ConversationState:
-        with self._lock:
-            state = self._states.get(history.conversation)
-            if state is None:
-                state = self._states[history.conversation] = _ConversationState()
+        state = self._states.of(history.conversation)
         state.update(history)
         return state
 

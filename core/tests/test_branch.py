@@ -1,0 +1,197 @@
+"""A branch of a conversation: the messages it shares with its parent as read already,
+and whatever follows read as a fresh conversation of the same messages would read it."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ctxwindow
+from ctxwindow import Branch, Conversation, History, Message
+from ctxwindow._recent import RECENT
+from ctxwindow.kit import PerConversation
+from ctxwindow.kit._prefixes import CHECKED
+from ctxwindow.testing.conversations import agent_loop, battery, wild_histories
+
+COUNTER = ctxwindow.ApproxCounter()
+
+
+@pytest.fixture(autouse=True)
+def _forget() -> None:
+    RECENT.clear()
+
+
+def portrait(history: History) -> dict[str, Any]:
+    """Everything a strategy reads of a view, but the conversation object itself."""
+    return {
+        "messages": list(history.messages),
+        "originals": history.originals,
+        "units": [(unit.start, unit.stop) for unit in history.units],
+        "unit_of": [history.unit_of(p) for p in range(len(history))],
+        "defects": history.defects,
+        "must_keep": dict(history.must_keep),
+        "newest_user": history.newest_user,
+        "task_unit": history.task_unit,
+        "agent": history.agent,
+        "tokens": [history.tokens(p) for p in range(len(history))],
+        "total": history.total_tokens,
+        "ids": [history.message_id(p) for p in range(len(history))],
+        "checked": history.conversation.checked_always,
+    }
+
+
+def view(conversation: Conversation, budget: int = 400) -> History:
+    return conversation.view(COUNTER, budget)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    history=wild_histories(max_turns=10, defects=True),
+    tail=wild_histories(max_turns=4, defects=True),
+    at=st.floats(0, 1),
+    counted=st.booleans(),
+)
+def test_a_branch_reads_as_a_fresh_conversation_of_its_messages(
+    history: list[Any], tail: list[Any], at: float, counted: bool
+) -> None:
+    parent = Conversation(history)
+    if counted:  # running sums of the shared messages come along
+        view(parent)
+    branch = parent.branch(round(at * len(history)))
+    shared = len(branch)
+    assert shared <= round(at * len(history))
+    assert branch.branched_from == Branch(parent, shared, len(view(branch).units))
+    branch.extend(tail)
+    assert portrait(view(branch)) == portrait(view(Conversation([*history[:shared], *tail])))
+    # the parent is as it was, and grows as it would have
+    assert portrait(view(parent)) == portrait(view(Conversation(history)))
+    parent.extend(tail)
+    assert portrait(view(parent)) == portrait(view(Conversation([*history, *tail])))
+
+
+@pytest.mark.parametrize("name", sorted(battery()))
+def test_a_branch_at_every_position_of_every_shape(name: str) -> None:
+    history = battery()[name]
+    parent = Conversation(history)
+    for position in range(len(history) + 1):
+        branch = parent.branch(position)
+        branch.extend(history[len(branch) :])
+        assert portrait(view(branch)) == portrait(view(Conversation(history)))
+
+
+def test_a_branch_never_parts_a_tool_exchange() -> None:
+    history = agent_loop(3)
+    starts = {unit.start for unit in view(Conversation(history)).units}
+    parent = Conversation(history)
+    for position in range(len(history) + 1):
+        shared = len(parent.branch(position))
+        assert shared in starts or shared == len(history)
+        assert shared <= position
+
+
+def test_a_legacy_function_result_joins_its_call_across_a_branch() -> None:
+    call = Message(
+        role="assistant", content=None, function_call={"name": "lookup", "arguments": "{}"}
+    )
+    reply = Message(role="function", name="lookup", content="found")
+    history = [Message(role="user", content="look it up"), call]
+    branch = Conversation(history).branch(2)
+    assert len(branch) == 2
+    branch.append(reply)
+    assert [(u.start, u.stop) for u in view(branch).units] == [(0, 1), (1, 3)]
+    # a branch inside the pair parts before the call
+    assert len(Conversation([*history, reply]).branch(2)) == 1
+
+
+def test_a_branch_links_one_conversation_back_not_a_chain() -> None:
+    first = Conversation(agent_loop(4))
+    second = first.branch(10)
+    third = second.branch(8)
+    assert third.branched_from is not None and third.branched_from.parent is second
+    assert second.branched_from is None  # it let go of the first
+    ref = weakref.ref(first)
+    del first
+    gc.collect()
+    assert ref() is None
+
+
+def chat(turns: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for turn in range(turns):
+        out.append({"role": "user", "content": f"question {turn} " + "word " * 8})
+        out.append({"role": "assistant", "content": f"answer {turn} " + "reply " * 8})
+    return out
+
+
+def _seen(history: list[Any]) -> Conversation:
+    return RECENT.view(history, COUNTER, 300, None, task_statement=True).conversation
+
+
+def test_a_list_that_parts_near_its_end_is_read_as_a_branch(counting: Any) -> None:
+    history = chat(60)
+    first = RECENT.view(history, counting, 300, None, task_statement=True).conversation
+    read = counting.calls
+    cleared = [*history[:-5], {**history[-5], "content": "[cleared]"}, *history[-4:]]
+    second = RECENT.view(cleared, counting, 300, None, task_statement=True)
+    assert second.conversation.branched_from == Branch(first, len(history) - 5, len(history) - 5)
+    # only the messages from where the two part are read and counted
+    assert counting.calls - read == 5
+    assert portrait(second) == portrait(Conversation(cleared).view(counting, 300))
+    assert len(RECENT) == 1  # the branch is remembered in place of the history
+
+
+def test_a_reply_taken_back_and_asked_again_is_a_branch() -> None:
+    history = chat(60)
+    first = _seen(history)
+    again = [*history[:-1], {"role": "assistant", "content": "a better answer"}]
+    assert _seen(again).branched_from == Branch(first, len(history) - 1, len(history) - 1)
+    taken_back = again[:-1]
+    assert len(_seen(taken_back)) == len(taken_back)
+
+
+def test_a_message_edited_in_place_near_the_end_parts_the_branch_there() -> None:
+    history = chat(60)
+    first = _seen(history)
+    history[-3]["content"] = "streamed into"
+    branch = _seen(history)
+    assert branch.branched_from == Branch(first, len(history) - 3, len(history) - 3)
+    assert portrait(view(branch)) == portrait(view(Conversation(history)))
+
+
+def test_a_list_that_parts_further_back_is_read_whole() -> None:
+    history = chat(CHECKED)
+    _seen(history)
+    edited = [*history]
+    edited[5] = {"role": "user", "content": "changed long ago"}
+    assert _seen(edited).branched_from is None
+    edited = [
+        *history[: -CHECKED - 2],
+        {"role": "user", "content": "changed"},
+        *history[-CHECKED - 1 :],
+    ]
+    assert _seen(edited).branched_from is None
+
+
+def test_a_state_starts_from_the_state_of_the_conversation_a_branch_came_from() -> None:
+    made: list[list[int]] = []
+
+    def branch(state: list[int], conversation: Conversation, origin: Branch) -> list[int]:
+        assert conversation.branched_from is origin
+        return state[: origin.units]
+
+    states: PerConversation[list[int]] = PerConversation(
+        lambda: made.append([]) or made[-1], branch
+    )
+    parent = Conversation(chat(10))
+    states.of(parent).extend(range(len(view(parent).units)))
+    child = parent.branch(7)
+    assert states.of(child) == list(range(7))
+    assert states.of(parent) == list(range(21))  # the parent's own, as it was
+    assert len(made) == 1
+    assert PerConversation(list).of(parent.branch(5)) == []  # no branch function: anew
+    assert states.peek(Conversation()) is None

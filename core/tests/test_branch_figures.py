@@ -1,0 +1,86 @@
+"""The ranking figures a branch of a conversation starts from (its parent's, for the
+units the two share) are those a fresh read of its messages gives, and the parent's
+stay its own as both grow apart."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from ctxwindow import ApproxCounter, Conversation, History
+from ctxwindow.kit import Coverage
+from ctxwindow.kit.ranking import UnitFigures
+
+COUNTER = ApproxCounter()
+
+
+def agent(turns: int, seed: int) -> list[dict[str, Any]]:
+    """Users and assistants naming ids, tools returning them: ids spoken and not."""
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for turn in range(turns):
+        ids = [f"ORD{rng.randint(0, 60):03d}" for _ in range(rng.randint(0, 3))]
+        if rng.random() < 0.5:
+            call = {"id": f"c{turn}", "type": "function"}
+            call["function"] = {"name": "find", "arguments": f'{{"order": "{" ".join(ids)}"}}'}
+            out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            found = " ".join(f"ITEM{rng.randint(0, 90):03d}" for _ in range(rng.randint(0, 4)))
+            out.append({"role": "tool", "tool_call_id": f"c{turn}", "content": f"found {found}"})
+        else:
+            role = rng.choice(["user", "assistant"])
+            out.append({"role": role, "content": f"about {' '.join(ids)} please"})
+    return out
+
+
+LOOKUP = {"id": "zed", "type": "function", "function": {"name": "find", "arguments": "{}"}}
+
+
+def figures_of(figures: UnitFigures, conversation: Conversation) -> Any:
+    history: History = conversation.view(COUNTER, 10_000)
+    stop = len(history.units)
+    coverage = Coverage(history, spoken_weight=2.0)
+    counts = figures.identifier_counts(history, stop, coverage.of).tolist()
+    spoken = figures.spoken_counts(history, stop, coverage).tolist()
+    held = sorted(set().union(*(coverage.of(unit) for unit in range(stop))))
+    holding = {found: figures.holding(found, stop, coverage) for found in held}
+    tokens = figures.unit_tokens(history, stop).tolist()
+    excerpts = figures.excerpt_figures(history, stop).tolist()
+    return counts, spoken, holding, tokens, excerpts
+
+
+def fresh(conversation: Conversation) -> Any:
+    return figures_of(UnitFigures(), Conversation(conversation.originals))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("parent_first", [True, False])
+def test_a_branch_and_its_parent_keep_the_figures_a_fresh_read_gives(
+    seed: int, parent_first: bool
+) -> None:
+    history = agent(120, seed)
+    # a tool's output holds an id that only the parent's newest message speaks: the
+    # branch, which does not share that message, counts it as not spoken
+    history[12:12] = [
+        {"role": "assistant", "content": None, "tool_calls": [LOOKUP]},
+        {"role": "tool", "tool_call_id": "zed", "content": "held ZED001 and ZED002"},
+    ]
+    history.append({"role": "user", "content": "what of ZED001?"})
+    more = agent(140, seed + 100)[120:]
+    parent = Conversation(history)
+    figures = UnitFigures()
+    figures_of(figures, parent)
+    child = parent.branch(len(history) - 1 - seed * 3)
+    child.extend(agent(130, seed + 200)[len(child) :])
+    if parent_first:  # the parent grows, and is read, before the branch's first visit
+        parent.extend(more[:10])
+        assert figures_of(figures, parent) == fresh(parent)
+    assert child.branched_from is not None
+    mine = figures.branch(child, child.branched_from)
+    assert figures_of(mine, child) == fresh(child)
+    for step in range(0, len(more), 5):
+        parent.extend(more[step : step + 5])
+        child.extend(agent(140 + step, seed + 300)[-5:])
+        assert figures_of(figures, parent) == fresh(parent)
+        assert figures_of(mine, child) == fresh(child)
