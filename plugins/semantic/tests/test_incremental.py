@@ -167,3 +167,59 @@ def test_a_warm_turn_reads_no_older_units_size(
     window = strategy.select(conversation, 1_000)
     assert window.record.engaged
     assert len(read) < 300  # the recent tail, the must-keep units: not all 3,000
+
+
+def test_a_list_edited_near_its_end_chooses_as_a_fresh_strategy_does(
+    hashing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each visit's list parts from the last near its end (a reply taken back, a result
+    cleared): it is read as a branch, whose index starts from the last conversation's,
+    reading only the units the two do not share."""
+    rng = random.Random(11)
+    looping = SemanticWindow(embedder=hashing, cache="memory")
+    history = list(agent_chat(150))
+    looping.select(history, 800)
+    read: list[int] = []
+    extend = BM25Index.extend
+
+    def counted(self: BM25Index, texts: Any) -> None:
+        read.append(len(texts))
+        extend(self, texts)
+
+    monkeypatch.setattr(BM25Index, "extend", counted)
+    for turn in range(15):
+        history = history[: -rng.randint(1, 4)] if turn % 3 else list(history)
+        if turn % 3 == 1:
+            where = max(i for i in range(len(history)) if history[i]["role"] == "tool")
+            history[where] = {**history[where], "content": f"[cleared {turn}]"}
+        history.extend(agent_chat(1, seed=100 + turn))
+        history.append({"role": "user", "content": f"the hotel budget for ID{turn}?"})
+        read.clear()
+        got = window_of(looping, history, 800, "approx")
+        assert 0 < sum(read) <= 40, turn  # from where the lists part, not the history (450)
+        fresh = SemanticWindow(embedder=hashing, cache="memory")
+        want = window_of(fresh, Conversation(history), 800, "approx")
+        assert got[0] == want[0] and got[1] == want[1], turn
+        assert np.allclose(got[2], want[2], atol=1e-6), turn
+
+
+@pytest.mark.parametrize("back", [0, 3, 60, 1_500])
+def test_bm25_of_a_branch_and_its_parent_score_as_from_scratch(back: int) -> None:
+    rng = random.Random(back)
+    texts = [sentence(rng) for _ in range(1_400)]
+    parent = BM25Index()
+    parent.extend(texts)
+    kept = max(0, len(texts) - back)
+    child = parent.branch(kept)
+    mine, theirs = texts[:kept], list(texts)
+    for step in range(6):
+        grown = [sentence(rng) for _ in range(step + 1)]
+        child.extend(grown)
+        mine += grown
+        other = [sentence(rng) for _ in range(2)]
+        parent.extend(other)
+        theirs += other
+        for index, every in ((child, mine), (parent, theirs)):
+            for query in ["hotel budget", "museum trip trip", sentence(rng)]:
+                got = index.scores(query, len(every))
+                assert np.allclose(got, bm25_from_scratch(every, query), rtol=1e-5, atol=1e-6)

@@ -258,3 +258,39 @@ def test_a_summary_s_covers_are_made_once_per_boundary() -> None:
         (again,) = [m for m in alone.messages if m.get("metadata", {}).get("synthetic")]
         assert list(covers) == list(again["metadata"]["covers"])
     assert reused >= 10
+
+
+def test_a_list_edited_near_its_end_reads_from_the_last_snapshot(
+    monkeypatch: pytest.MonkeyPatch, counted: Any
+) -> None:
+    """Each visit's list parts from the last near its end (a reply taken back, a message
+    edited): it is read as a branch, whose ledger starts from the last conversation's
+    newest snapshot before the two part, and the windows are a fresh strategy's."""
+    rng = random.Random(4)
+    messages = chat(900)
+    strategy = SummarizeWindow()
+    calls = counted(strategy)
+    strategy.select(messages, 600)
+    read: list[int] = []
+    unit_text = ledger.unit_text
+
+    def reading(history: Any, unit: int, **options: Any) -> str:
+        read.append(unit)
+        return unit_text(history, unit, **options)
+
+    monkeypatch.setattr(ledger, "unit_text", reading)
+    quiet = 0
+    for step in range(12):
+        messages = messages[: -rng.randint(1, 3)] if step % 2 else list(messages)
+        if step % 3 == 0:
+            messages[-2] = {**messages[-2], "content": f"edited {step}"}
+        messages += [message(900 + step * 3 + i) for i in range(3)]
+        read.clear()
+        before = calls[0]
+        window = strategy.select(messages, 600)
+        if calls[0] == before:  # no summary written: what the turn itself costs
+            quiet += 1
+            assert len(read) <= ledger.SNAPSHOT_EVERY + 8, step  # not the 900 before
+        other = fresh(strategy).select(Conversation(messages), 600)
+        assert outcome(window, messages) == outcome(other, messages)
+    assert quiet >= 6

@@ -17,9 +17,11 @@ from __future__ import annotations
 import bisect
 import functools
 import heapq
+import itertools
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -41,6 +43,10 @@ VALUE_EVERY_KEY_BELOW = 300
 #: About this many candidates go into the heap first; each time more are needed, twice
 #: as many.
 FIRST_CHUNK = 32
+#: The terms of this many of the newest units are kept apart (:class:`Postings`), so that
+#: a branch of the conversation (a pipeline stage's input, which parts from the last
+#: turn's near its end) finds the postings it does not share without a pass over all.
+RECENT_UNITS = 1_024
 #: Bounds sampled to find the cut that leaves about a chunk above it (a full partition of
 #: every bound costs more than the whole ranking of a chat loop's turn).
 SAMPLE = 2_048
@@ -48,6 +54,7 @@ SAMPLE = 2_048
 __all__ = [
     "Older",
     "Posting",
+    "Postings",
     "Rows",
     "UnitFigures",
     "best_first",
@@ -143,6 +150,55 @@ class Posting:
         """The newest unit that holds the term (-1: none)."""
         units = self.units
         return int(units.view[-1]) if len(units) else -1
+
+
+class Postings(dict[str, Posting]):
+    """Each term's :class:`Posting`, grown a unit at a time, and shared with the postings
+    of a branch of the conversation (:meth:`branch`) until either adds to one: a branch
+    copies only the postings the units it does not share are in."""
+
+    def __init__(self, counts: DTypeLike = np.float64) -> None:
+        super().__init__()
+        self.counts = np.dtype(counts)
+        #: The terms whose postings are this object's own to grow.
+        self._own: set[str] = set()
+        #: The terms of the newest units, a tuple per unit: what a branch copies.
+        self._recent: deque[tuple[str, ...]] = deque(maxlen=RECENT_UNITS)
+
+    def growing(self, term: str, size: int) -> Posting:
+        """``term``'s posting, this object's own to append units from ``size`` on."""
+        posting = self.get(term)
+        if posting is None:
+            posting = self[term] = Posting(self.counts)
+            self._own.add(term)
+        elif term not in self._own:  # shared with a branch's: copied first
+            posting = self[term] = posting.copy(size)
+            self._own.add(term)
+        return posting
+
+    def read(self, held: Iterable[str]) -> None:
+        """Note the terms of the unit just added (in unit order)."""
+        self._recent.append(tuple(held))
+
+    def branch(self, units: int, size: int) -> Postings:
+        """The postings of the first ``units`` of the ``size`` units these hold."""
+        twin = Postings(self.counts)
+        twin.update(self)
+        later = size - units
+        if later <= len(self._recent):
+            changed: set[str] = set().union(*itertools.islice(reversed(self._recent), later))
+        else:
+            changed = {term for term, posting in self.items() if posting.last >= units}
+        for term in changed:
+            posting = self[term].copy(units)
+            if len(posting.units):
+                twin[term] = posting
+                twin._own.add(term)
+            else:
+                del twin[term]
+        twin._recent.extend(itertools.islice(self._recent, max(0, len(self._recent) - later)))
+        self._own = set()  # every posting is shared now
+        return twin
 
 
 # -- the order ---------------------------------------------------------------------------

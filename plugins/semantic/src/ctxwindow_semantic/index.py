@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ctxwindow import History
+from ctxwindow import Branch, Conversation, History
 from ctxwindow.kit import unit_text
 from ctxwindow.kit.ranking import Rows, UnitFigures
 from ctxwindow_semantic.lexical import BM25Index
@@ -41,6 +41,17 @@ class UnitIndex:
 
     def __len__(self) -> int:
         return len(self.lexical)
+
+    def branch(self, conversation: Conversation, origin: Branch) -> UnitIndex:
+        """The index of a branch of the conversation: the units the two share (see
+        :class:`~ctxwindow.kit.PerConversation`), none embedded or read again."""
+        twin = UnitIndex()
+        with self.lock:
+            kept = min(origin.units, len(self))
+            twin.vectors = self.vectors.copy(kept)
+            twin.lexical = self.lexical.branch(kept)
+            twin.figures = self.figures.branch(conversation, origin)
+        return twin
 
     def update(
         self,
@@ -118,11 +129,21 @@ class IndexPool:
             if entry is not None and entry[0]() is conversation:
                 self._entries.move_to_end(key)
                 return entry[1]
-            index = UnitIndex()
+            index = self._first(conversation)
             ref = weakref.ref(conversation, self._forget(key))
             self._entries[key] = (ref, index)
             self._trim(keep=key)
             return index
+
+    def _first(self, conversation: object) -> UnitIndex:
+        """A new conversation's index: empty, or, for a branch of a conversation with an
+        index here, that index's units the two share."""
+        origin = getattr(conversation, "branched_from", None)
+        if isinstance(conversation, Conversation) and origin is not None:
+            entry = self._entries.get(id(origin.parent))
+            if entry is not None and entry[0]() is origin.parent:
+                return entry[1].branch(conversation, origin)
+        return UnitIndex()
 
     def trim(self, keep: object) -> None:
         """Apply the bounds now (an index grew), never dropping ``keep``'s index."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxwindow.kit import terms
-from ctxwindow.kit.ranking import Posting, Rows
+from ctxwindow.kit.ranking import Postings, Rows
 
 K1 = 1.2
 B = 0.75
@@ -25,9 +25,17 @@ class BM25Index:
     """Term statistics of the units appended so far, and BM25 scores for a query."""
 
     def __init__(self) -> None:
-        self.postings: dict[str, Posting] = {}
+        self.postings = Postings(np.float32)
         self.lengths = Rows(np.float32)
         self._ends = Rows(np.int64)  # running sums of the lengths, for any prefix's average
+
+    def branch(self, units: int) -> BM25Index:
+        """The index of the first ``units`` units, postings shared until either grows one
+        (the index of a branch of the conversation)."""
+        twin = BM25Index()
+        twin.postings = self.postings.branch(units, len(self))
+        twin.lengths, twin._ends = self.lengths.copy(units), self._ends.copy(units)
+        return twin
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -37,6 +45,7 @@ class BM25Index:
         first = len(self)
         batch: dict[str, tuple[list[int], list[int]]] = {}
         lengths = []
+        postings = self.postings
         for unit, text in enumerate(texts, first):
             counts = Counter(terms(text))
             for term, count in counts.items():
@@ -44,8 +53,9 @@ class BM25Index:
                 units.append(unit)
                 found.append(count)
             lengths.append(sum(counts.values()))
+            postings.read(counts)
         for term, (units, found) in batch.items():
-            posting = self.postings.get(term) or self.postings.setdefault(term, Posting(np.float32))
+            posting = postings.growing(term, first)
             if len(units) == 1:  # a chat turn's new unit
                 posting.units.append(units[0])
                 posting.counts.append(found[0])

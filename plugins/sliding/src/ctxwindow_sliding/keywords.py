@@ -33,11 +33,10 @@ Python pass over them cost a step what the history holds.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import re
 import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
@@ -57,7 +56,7 @@ from ctxwindow.kit import (
     unit_anchor,
     unit_text,
 )
-from ctxwindow.kit.ranking import Posting, Rows, stable_units
+from ctxwindow.kit.ranking import Postings, Rows, stable_units
 
 K1 = 1.2
 B = 0.75
@@ -79,11 +78,6 @@ _NUMBER_WORDS = frozenset(
 _YEAR = re.compile(r"\b(1[89]|20)\d\d\b")
 _ASKS_TIME = re.compile(r"\b(when|what (year|month|day|date|time)|how long ago|since when)\b")
 _ASKS_NUMBER = re.compile(r"\b(how (many|much|long|old|often|far)|what number)\b")
-
-#: The terms of this many of the newest units are kept apart, so that a branch of the
-#: conversation (a pipeline stage's input, which parts from the last turn's near its
-#: end) finds the postings the units it does not share hold without a pass over all.
-RECENT_UNITS = 1_024
 
 #: Kinds of fact, as bits: what a unit carries and what a query asks for.
 TIME, NUMBER = 1, 2
@@ -211,7 +205,7 @@ class TermIndex:
     """Postings, lengths, speakers and facts of a conversation's units, in unit order."""
 
     def __init__(self) -> None:
-        self.postings: dict[str, Posting] = {}
+        self.postings = Postings()
         self.lengths = Rows(np.float64)
         self.length_sums: list[int] = [0]
         self.facts = Rows(np.int64)
@@ -220,28 +214,18 @@ class TermIndex:
         #: Kept only by a scorer that weighs time.
         self.time: TimeIndex | None = None
         self.lock = threading.Lock()
-        #: The terms whose postings are this index's own to grow: a branch shares the
-        #: others with the index it came from, until it adds to one.
-        self._own: set[str] = set()
-        self._recent: deque[tuple[str, ...]] = deque(maxlen=RECENT_UNITS)
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     def add(self, read: UnitTerms) -> None:
         unit = len(self.lengths)
-        postings, own = self.postings, self._own
+        growing = self.postings.growing
         for term, count in read.counts.items():
-            posting = postings.get(term)
-            if posting is None:
-                posting = postings[term] = Posting()
-                own.add(term)
-            elif term not in own:  # shared with a branch's index: copied first
-                posting = postings[term] = posting.copy(unit)
-                own.add(term)
+            posting = growing(term, unit)
             posting.units.append(unit)
             posting.counts.append(count)
-        self._recent.append(tuple(read.counts))
+        self.postings.read(read.counts)
         self.lengths.append(read.length)
         self.length_sums.append(self.length_sums[-1] + read.length)
         self.facts.append(read.facts)
@@ -255,22 +239,7 @@ class TermIndex:
         twin = TermIndex()
         with self.lock:
             kept = min(origin.units, len(self))
-            later = len(self) - kept
-            if later <= len(self._recent):
-                newest = itertools.islice(reversed(self._recent), later)
-                changed = set().union(*newest)
-            else:
-                changed = {term for term, posting in self.postings.items() if posting.last >= kept}
-            twin.postings = dict(self.postings)
-            for term in changed:
-                posting = self.postings[term].copy(kept)
-                if len(posting.units):
-                    twin.postings[term] = posting
-                    twin._own.add(term)
-                else:
-                    del twin.postings[term]
-            self._own = set()  # every posting is shared now: copied before it grows
-            twin._recent.extend(itertools.islice(self._recent, max(0, len(self._recent) - later)))
+            twin.postings = self.postings.branch(kept, len(self))
             twin.lengths, twin.facts = self.lengths.copy(kept), self.facts.copy(kept)
             twin.length_sums = self.length_sums[: kept + 1]
             for term, speaking in self.speakers.items():

@@ -30,6 +30,10 @@ LEDGERS_KEPT = 4
 CONVERSATIONS_KEPT = 1_024
 #: Covers lists kept per ledger (see Ledger.covers).
 COVERS_KEPT = 8
+#: A copy of the running hash is kept every this many units read, so that the ledger of
+#: a branch of the conversation (a pipeline stage's input, which parts from the last
+#: turn's near its end) hashes again at most this many of the units the two share.
+SNAPSHOT_EVERY = 64
 DIGEST = hashlib.sha256().digest_size
 
 
@@ -56,7 +60,30 @@ class Ledger:
         #: asked: a summary stands for one of a few prefixes (the boundary's, a recent
         #: checkpoint's), the same ones turn after turn.
         self.covers: OrderedDict[int, tuple[str, ...]] = OrderedDict()
+        #: (frontier, summarizable units before it, the running hash there), every
+        #: SNAPSHOT_EVERY units: where a branch's ledger starts (each never updated).
+        self.snapshots: list[tuple[int, int, hashlib._Hash]] = [(0, 0, hashlib.sha256())]
         self.lock = threading.Lock()
+
+    def branch(self, units: int) -> Ledger:
+        """The ledger of a branch of the conversation that shares its first ``units``
+        units: this one's, back to its newest snapshot at or before them (the units
+        from there are read again on the branch's visit)."""
+        twin = Ledger(self.counter)
+        with self.lock:
+            at = min(units, self.frontier)
+            index = bisect.bisect_right([snapshot[0] for snapshot in self.snapshots], at) - 1
+            frontier, count, running = self.snapshots[index]
+            twin.snapshots = self.snapshots[: index + 1]
+            twin.frontier = frontier
+            twin.excluded = self.excluded[: bisect.bisect_left(self.excluded, frontier)]
+            twin.units, twin.sums = self.units[:count], self.sums[: count + 1]
+            twin.digests = self.digests[: count * DIGEST]
+            twin.running = running.copy()
+            twin.refs = self.refs[: self.ref_counts[count]]
+            twin.ref_counts = self.ref_counts[: count + 1]
+            twin.covers = OrderedDict((k, v) for k, v in self.covers.items() if k <= count)
+        return twin
 
     def covers_of(self, count: int) -> tuple[str, ...]:
         """The messages of the first ``count`` summarizable units (read before this
@@ -90,6 +117,8 @@ class Ledger:
             if not self.serves(history, must_keep, frontier):
                 return None
             for unit in range(self.frontier, frontier):
+                if unit % SNAPSHOT_EVERY == 0 and unit > self.snapshots[-1][0]:
+                    self.snapshots.append((unit, len(self.units), self.running.copy()))
                 if unit in must_keep:
                     self.excluded.append(unit)
                     continue
@@ -190,7 +219,9 @@ class Ledgers:
         frontier = settled_frontier(history)
         conversation = history.conversation
         with self._lock:
-            ledgers = self._ledgers.pop(conversation, [])
+            ledgers = self._ledgers.pop(conversation, None)
+            if ledgers is None:
+                ledgers = self._branched(conversation)
             self._ledgers[conversation] = ledgers  # last: the most recently used
             while len(self._ledgers) > CONVERSATIONS_KEPT:
                 del self._ledgers[next(iter(self._ledgers))]
@@ -207,6 +238,15 @@ class Ledgers:
                 ledgers.insert(0, ledger)
                 del ledgers[LEDGERS_KEPT:]
         return Candidates(history, ledger, read, must_keep, frontier)
+
+    def _branched(self, conversation: Conversation) -> list[Ledger]:
+        """A new conversation's ledgers: none, or for a branch of a conversation with
+        ledgers here, theirs, back to what the two share."""
+        origin = conversation.branched_from
+        theirs = self._ledgers.get(origin.parent) if origin is not None else None
+        if origin is None or not theirs:
+            return []
+        return [ledger.branch(origin.units) for ledger in theirs]
 
 
 def settled_frontier(history: History) -> int:
