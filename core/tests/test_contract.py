@@ -33,7 +33,6 @@ from ctxwindow import (
     WindowRecord,
     get_counter,
 )
-from ctxwindow._checker import window_problems
 from ctxwindow._contract import check_registration
 from ctxwindow.testing import check_window
 from ctxwindow.testing.strategies import BareNewest, Newest, newest
@@ -198,19 +197,68 @@ def test_a_made_message_goes_between_units_never_inside_one() -> None:
     assert window.messages[2]["tool_calls"]  # the call and its result stay together
 
 
-def test_the_checker_refuses_a_made_message_inside_a_unit() -> None:
-    history = Conversation(tools()).view(get_counter(), 1000)
-    must_keep = dict(history.must_keep)
-    split, _ = window_problems(
-        history, [0, 1, None, 2, 3], [SUMMARY], 1000, must_keep, get_counter()
-    )
-    assert split == ["unit 1 is split: a made message sits before its message 2"]
-    between, _ = window_problems(
-        history, [0, None, 1, 2, 3], [SUMMARY], 1000, must_keep, get_counter()
-    )
-    assert between == []
-    twice, _ = window_problems(history, [0, 0, 3], [], 1000, must_keep, get_counter())
-    assert "message 0 is out of order (after 0)" in twice
+def test_made_messages_sit_where_their_units_were_and_count() -> None:
+    """Made messages at each unit boundary, and after every unit: each sits before the
+    unit it goes before (a tool exchange never parted), in the order given, counted."""
+
+    def everywhere(history: History) -> Selection:
+        selection = keep_all(history)
+        for before in range(len(history.units) + 1):
+            for copy in range(2):
+                text = f"made {before}.{copy}"
+                made = Message("system", text, metadata={"synthetic": True})
+                selection.add_synthetic(made, before)
+        return selection
+
+    history = tools()
+    window = Windower(Given(everywhere), 1000, "approx").select(history)  # type: ignore[arg-type]
+    units = [(u.start, u.stop) for u in Conversation(history).view(get_counter(), 1000).units]
+    want: list[Any] = []
+    for before, (start, stop) in enumerate([*units, (len(history), len(history))]):
+        want += [f"made {before}.{copy}" for copy in range(2)]
+        want += history[start:stop]
+    made = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+    assert [m["content"] if m in made else m for m in window.messages] == want
+    counted = sum(map(get_counter().count_message, map(Message.from_dict, window.messages)))
+    assert window.tokens == counted
+
+
+def ten() -> list[dict[str, Any]]:
+    return [{"role": ("user", "assistant")[i % 2], "content": f"turn {i}"} for i in range(10)]
+
+
+@pytest.mark.parametrize(
+    ("covers", "dropped", "before", "problem"),
+    [
+        (["#2", "#3"], {2, 3}, 2, None),  # where what it covers was
+        (["#2", "#3"], {2, 3}, 4, None),  # next to where it was: nothing kept between
+        (["#2", "#3"], {2, 3}, 6, "covering messages 2-3 sits after message 5"),
+        (["#2", "#3"], {2, 3}, 10, "covering messages 2-3 sits after message 9"),
+        (["#8", "#9"], set(), 0, "covering messages 8-9 sits before message 0"),
+        (["#5", "#6"], set(), 3, "covering messages 5-6 sits before message 3"),
+        (["#5", "#6"], set(), 6, None),  # amid what it covers
+        (["#0", "#9"], set(), 4, None),
+    ],
+)
+def test_a_summary_sits_where_what_it_covers_was(
+    covers: list[str], dropped: set[int], before: int, problem: str | None
+) -> None:
+    def placed(history: History) -> Selection:
+        selection = history.selection()
+        for unit in range(len(history.units)):
+            if unit not in dropped:
+                selection.keep(unit, "kept")
+        made = Message("system", "summary", metadata={"synthetic": True, "covers": covers})
+        selection.add_synthetic(made, before)
+        return selection
+
+    windower = Windower(Given(placed), 1000, "approx")  # type: ignore[arg-type]
+    if problem is None:
+        window = windower.select(ten())
+        assert sum(1 for m in window.messages if m["content"] == "summary") == 1
+        return
+    with pytest.raises(ContractViolation, match=problem):
+        windower.select(ten())
 
 
 # -- 3. a strategy's own select() is never what runs it ----------------------------------

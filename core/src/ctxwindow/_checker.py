@@ -1,7 +1,8 @@
 """The contract's checker: what the runner checks of every selection and window,
 always on.
 
-It is linear in the window, not the history: cheap enough never to switch off. It
+It is linear in the window's runs of kept units and the messages a strategy made, not
+in the history (nor in the window's messages): cheap enough never to switch off. It
 takes what must be kept and the counter from the runner, never from state a strategy
 could have changed. (``ctxwindow.testing.check_window`` is the independent oracle the
 tests hold strategies and this checker to.)
@@ -9,87 +10,17 @@ tests hold strategies and this checker to.)
 
 from __future__ import annotations
 
+import bisect
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ctxwindow._history import NOT_UNIT, History
+from ctxwindow._history import History
 from ctxwindow._messages import Message
 from ctxwindow._selection import in_range
 from ctxwindow._tokens import TokenCounter
-
-
-def window_problems(
-    history: History,
-    positions: Sequence[int | None],
-    synthetic: Sequence[Message],
-    limit: int | None,
-    must_keep: Mapping[int, str],
-    counter: TokenCounter,
-) -> tuple[list[str], int]:
-    """Problems with a window, and its token count.
-
-    ``positions`` lists, in output order, each window message's index in the caller's
-    list, or None for a message the strategy made (taken in turn from ``synthetic``).
-    ``limit`` is the budget less the strategy's declared overhead (None for a transform,
-    which may stay over it); ``must_keep`` maps the units that must stay to why, as the
-    runner found them before the strategy ran.
-    """
-    problems: list[str] = []
-    tokens = 0
-    previous = -1
-    kept_units: set[int] = set()
-    open_unit: int | None = None
-    expected_next = -1
-    stop = -1  # the open unit's
-    made = iter(synthetic)
-    placement = history.placement
-    for position in positions:
-        if position is None:
-            message = next(made)
-            tokens += counter.count_message(message)
-            problems.extend(_made_problems(message))
-            if open_unit is not None:
-                problems.append(
-                    f"unit {open_unit} is split: a made message sits before its "
-                    f"message {expected_next}"
-                )
-            continue
-        if position <= previous:
-            problems.append(f"message {position} is out of order (after {previous})")
-        previous = position
-        cost, unit, start, unit_stop = placement(position)
-        tokens += cost
-        if open_unit is not None:
-            if position == expected_next:  # the open unit goes on (units are contiguous)
-                if position + 1 < stop:
-                    expected_next = position + 1
-                else:
-                    open_unit = None
-                continue
-            problems.append(f"unit {open_unit} is split: message {expected_next} is missing")
-            open_unit = None
-        if unit == NOT_UNIT:
-            problems.append(f"message {position} is a defective tool message and cannot be sent")
-            continue
-        if position != start:
-            problems.append(f"unit {unit} is split: message {start} is missing")
-        kept_units.add(unit)
-        if position + 1 < unit_stop:
-            open_unit, expected_next, stop = unit, position + 1, unit_stop
-        else:
-            open_unit = None
-    if open_unit is not None:
-        problems.append(f"unit {open_unit} is split: message {expected_next} is missing")
-    problems.extend(_placement_problems(history, positions, synthetic))
-    for unit, reason in must_keep.items():
-        if unit not in kept_units:
-            problems.append(f"unit {unit} ({reason}) must be kept but was dropped")
-    if limit is not None and tokens > limit:
-        problems.append(f"window has {tokens} tokens, over the limit of {limit}")
-    return problems, tokens
 
 
 def kept_units_problems(
@@ -98,50 +29,66 @@ def kept_units_problems(
     runs: Sequence[tuple[int, int]],
     limit: int | None,
     must_keep: Mapping[int, str],
+    made: Sequence[tuple[int, Message]] = (),
+    counter: TokenCounter | None = None,
 ) -> tuple[list[str], int]:
-    """Problems with a window of whole units as they are, and its token count: what
-    :func:`window_problems` finds of such a window, in time linear in its runs.
+    """Problems with a window, and its token count, in time linear in its runs and the
+    messages the strategy made, not in its messages.
 
-    The runner lays such a window out itself, every unit whole and in order, as
-    ``runs`` of message positions, so only what the strategy decided can be wrong: the
-    must-keep units and the budget."""
+    The runner lays every window out itself: the kept units whole and in order, as
+    ``runs`` of message positions, and each made message (``made``: the position of
+    the unit it goes before, or the history's length, and the message, in window
+    order) between units. So only what the strategy decided can be wrong: the
+    must-keep units, the budget (made messages counted by ``counter``), what a made
+    message is, and where it sits against what it says it covers. ``limit`` is the
+    budget less the strategy's declared overhead (None for a transform, which may stay
+    over it); ``must_keep`` maps the units that must stay to why, as the runner found
+    them before the strategy ran."""
     tokens = history.positions_tokens(runs)
     problems = [
         f"unit {unit} ({reason}) must be kept but was dropped"
         for unit, reason in must_keep.items()
         if unit not in kept
     ]
+    for _, message in made:
+        tokens += counter.count_message(message) if counter is not None else 0
+        problems.extend(_made_problems(message))
+    problems.extend(_placement_problems(history, runs, made))
     if limit is not None and tokens > limit:
         problems.append(f"window has {tokens} tokens, over the limit of {limit}")
     return problems, tokens
 
 
 def _placement_problems(
-    history: History, positions: Sequence[int | None], synthetic: Sequence[Message]
+    history: History, runs: Sequence[tuple[int, int]], made: Sequence[tuple[int, Message]]
 ) -> list[str]:
     """A made message that says what it covers (``metadata.covers``: message ids, or
     ``#position``) sits where that was: after no kept message newer than what it covers,
     before none older."""
     problems: list[str] = []
-    made = iter(synthetic)
-    for index, position in enumerate(positions):
-        if position is not None:
-            continue
-        covers = next(made).metadata.get("covers")
+    starts = [start for start, _ in runs]
+    for at, message in made:
+        covers = message.metadata.get("covers")
         if not isinstance(covers, (list, tuple)) or not covers:
             continue
         span = _SPANS.span(covers, history)
         if span is None:
             continue  # refers to something else: nothing to hold it to
         low, high = span
-        before = [p for p in positions[:index] if p is not None and p > high]
-        after = [p for p in positions[index + 1 :] if p is not None and p < low]
-        if before or after:
-            where = f"after message {before[-1]}" if before else f"before message {after[0]}"
-            problems.append(
-                f"a made message covering messages {low}-{high} sits {where}: a summary "
-                f"goes where what it covers was"
-            )
+        index = bisect.bisect_left(starts, at)  # the runs from here on start at or after it
+        before = min(runs[index - 1][1], at) - 1 if index else None
+        inside = index and runs[index - 1][1] > at  # a run goes on after it
+        after = at if inside else (starts[index] if index < len(runs) else None)
+        if before is not None and before > high:
+            where = f"after message {before}"
+        elif after is not None and after < low:
+            where = f"before message {after}"
+        else:
+            continue
+        problems.append(
+            f"a made message covering messages {low}-{high} sits {where}: a summary "
+            f"goes where what it covers was"
+        )
     return problems
 
 

@@ -22,7 +22,6 @@ from ctxwindow._checker import (
     record_problems,
     stand_ins_problems,
     synthetic_problems,
-    window_problems,
 )
 from ctxwindow._contract import common_option, overhead_problem
 from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
@@ -433,22 +432,17 @@ class Visit:
             history._replace(position, message)
             chosen.actions[history.unit_of(position)] = "replaced"  # type: ignore[index]
         limit = self.limit if self.bounded else None
-        if not chosen.synthetic:  # whole units, in order: laid out by the runs of them
-            runs = _unit_runs(history, chosen.kept)
-            problems, tokens = kept_units_problems(
-                history, chosen.kept, runs, limit, self.must_keep
-            )
-            if problems:
-                raise self.windower.violation(problems)
-            output = _run_output(history, runs, self.replaced, chosen.stand_ins)
-        else:
-            positions, synthetic = _layout(history, chosen)
-            problems, tokens = window_problems(
-                history, positions, synthetic, limit, self.must_keep, self.counter
-            )
-            if problems:
-                raise self.windower.violation(problems)
-            output = _output(history, positions, synthetic, self.replaced, chosen.stand_ins)
+        # whole units in order, laid out by the runs of them, made messages between
+        runs = _unit_runs(history, chosen.kept)
+        made = _anchored(history, chosen.synthetic)
+        problems, tokens = kept_units_problems(
+            history, chosen.kept, runs, limit, self.must_keep, made, self.counter
+        )
+        if problems:
+            raise self.windower.violation(problems)
+        output = _run_output(history, runs, self.replaced, chosen.stand_ins)
+        if made:
+            output = _with_made(history, output, runs, made)
         notes = tuple(self.notes) + chosen.notes
         defect_decisions = tuple(self.defect_decisions)
 
@@ -646,50 +640,37 @@ def _unit_runs(history: History, kept: set[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _layout(history: History, chosen: _Chosen) -> tuple[list[int | None], list[Message]]:
-    """Window positions in order (None for a synthetic message) and the synthetic ones."""
-    inserts: dict[int, list[Message]] = {}
-    for before, message in chosen.synthetic:
-        inserts.setdefault(before, []).append(message)
-    kept = chosen.kept
-    positions: list[int | None] = []
-    synthetic: list[Message] = []
-    span = history.span
-    if not inserts:  # the common case: the kept units alone
-        for unit in sorted(kept):
-            positions.extend(span(unit))
-        return positions, synthetic
-    for unit in sorted(kept | inserts.keys()):
-        for message in inserts.get(unit, ()):
-            positions.append(None)
-            synthetic.append(message)
-        if unit in kept:
-            positions.extend(span(unit))
-    return positions, synthetic
+def _anchored(
+    history: History, synthetic: Sequence[tuple[int, Message]]
+) -> list[tuple[int, Message]]:
+    """Each made message, in window order, with the position of the unit it goes before
+    (the history's length: after every unit)."""
+    count, starts, size = len(history.units), history._starts, len(history)
+    ordered = sorted(synthetic, key=lambda pair: pair[0])  # stable: their order kept
+    return [(starts[before] if before < count else size, message) for before, message in ordered]
 
 
-def _output(
+def _with_made(
     history: History,
-    positions: Sequence[int | None],
-    synthetic: Sequence[Message],
-    replacements: Mapping[int, Message],
-    stand_ins: Mapping[int, Message],
+    output: list[Any],
+    runs: Sequence[tuple[int, int]],
+    made: Sequence[tuple[int, Message]],
 ) -> list[Any]:
-    """The window in the caller's own objects; made messages follow the caller's kind."""
-    if not synthetic and not replacements and not stand_ins:  # the common case
-        return list(map(history._originals.__getitem__, positions))  # type: ignore[arg-type]
+    """The window with each made message where it goes (as a dict when the caller's
+    messages are not ctxwindow Messages)."""
     wants_dicts = len(history) == 0 or not isinstance(history.original(0), Message)
-    made = iter(synthetic)
-    output: list[Any] = []
-    for position in positions:
-        if position is None:
-            message = next(made)
-            output.append(message.to_dict() if wants_dicts else message)
-        elif position in stand_ins or position in replacements:
-            output.append(_sent_instead(history, position, replacements, stand_ins))
-        else:
-            output.append(history.original(position))
-    return output
+    window: list[Any] = []
+    taken = run = before = 0  # output items placed; runs passed; their messages
+    for at, message in made:
+        while run < len(runs) and runs[run][1] <= at:
+            before += runs[run][1] - runs[run][0]
+            run += 1
+        offset = before + (max(0, at - runs[run][0]) if run < len(runs) else 0)
+        window.extend(output[taken:offset])
+        window.append(message.to_dict() if wants_dicts else message)
+        taken = offset
+    window.extend(output[taken:])
+    return window
 
 
 def _run_output(
