@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from agent import agent, call, output
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ctxwindow
-from ctxwindow import History, Message, get_counter
+from ctxwindow import Conversation, History, Message, get_counter
+from ctxwindow.testing.conversations import agent_histories
 from ctxwindow_pipeline import ClearToolOutputs, clear
 
 COUNTER = get_counter("approx")
@@ -243,3 +248,77 @@ def test_a_turn_clears_only_what_is_new_in_the_window(monkeypatch: pytest.Monkey
     assert len(cleared(window)) == len(cleared(first)) > 3
     # the exchange that now has 3 newer results is cleared; the rest was made last turn
     assert len(made) == 1
+
+
+class _UnitByUnit(ClearToolOutputs):
+    """clear_tool_outputs choosing as it did before plain units were taken a stretch at
+    a time: every unit, newest first, one at a time."""
+
+    name = "clear_unit_by_unit"
+
+    def choose(self, history: History) -> ctxwindow.Selection:
+        selection = history.selection()
+        room = history.budget - history.must_keep_tokens
+        units: list = []
+        for unit, planned, protected in self._units(history):
+            if unit in history.must_keep:
+                continue
+            clearing = planned
+            cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
+            if cost > room and protected:
+                memo = self._memo_of(history)
+                wider = clear._with_protected(history, memo, unit, planned, protected)
+                clearing = wider or planned
+                cost = clearing.tokens_after if clearing else cost
+            if cost > room:
+                selection.default_reason = clear.DROPPED
+                break
+            room -= cost
+            units.append((unit, clearing))
+        dropped = selection.default_reason == clear.DROPPED
+        clear._apply(selection, units, clear.FITS_AFTER if dropped else clear.KEPT)
+        return selection
+
+
+def _shown(window: ctxwindow.Window) -> tuple:
+    decisions = [(d.unit, d.action, d.reason, d.positions) for d in window.record.decisions]
+    return window.messages, decisions, window.record.notes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    history=agent_histories(max_rounds=25),
+    budget=st.integers(40, 3_000),
+    keep_recent=st.integers(0, 4),
+    min_tokens=st.sampled_from([0, 20, 100]),
+    grown=st.booleans(),
+)
+def test_plain_units_taken_a_stretch_at_a_time_give_the_unit_by_unit_window(
+    history: list, budget: int, keep_recent: int, min_tokens: int, grown: bool
+) -> None:
+    options = {"keep_recent": keep_recent, "min_tokens": min_tokens, "oversize": "truncate"}
+    fast, slow = ClearToolOutputs(**options), _UnitByUnit(**options)
+    conversation = Conversation(history[: len(history) // 2] if grown else history)
+    if grown:  # the exchanges read on an earlier visit, then the rest
+        with contextlib.suppress(ctxwindow.CtxWindowError):
+            fast.select(conversation, budget)
+        conversation.extend(history[len(history) // 2 :])
+    try:
+        want = _shown(slow.select(list(history), budget))
+    except ctxwindow.CtxWindowError as error:
+        with pytest.raises(type(error)):
+            fast.select(conversation, budget)
+        return
+    assert _shown(fast.select(conversation, budget)) == want
+
+
+def test_a_legacy_function_result_that_joins_its_call_makes_an_exchange() -> None:
+    strategy = ClearToolOutputs()
+    call_message = Message(
+        role="assistant", content=None, function_call={"name": "lookup", "arguments": "{}"}
+    )
+    conversation = Conversation([Message(role="user", content="find it"), call_message])
+    memo = strategy._memo_of(conversation.view(COUNTER, 1_000))
+    assert memo.exchanges(conversation.view(COUNTER, 1_000)) == []
+    conversation.append(Message(role="function", name="lookup", content="found " * 50))
+    assert memo.exchanges(conversation.view(COUNTER, 1_000)) == [1]

@@ -7,9 +7,10 @@ tool ran) at a fraction of the tokens, before anything has to be dropped or summ
 
 from __future__ import annotations
 
+import bisect
 import operator
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -108,29 +109,84 @@ class ClearToolOutputs(BaseStrategy):
 
     def choose(self, history: History) -> Selection:
         """The newest units that fit once cleared; the older ones are dropped. Only the
-        units that make the window are read, so a turn of an agent loop costs the window,
-        not the history."""
+        units that make the window are read, and the plain units between two tool
+        exchanges (each a message of its own) are taken a stretch at a time: a turn of
+        an agent loop costs the exchanges in the window, not its every unit."""
         selection = history.selection()
         room = history.budget - history.must_keep_tokens
-        units: list[tuple[int, Clearing | None]] = []
-        for unit, planned, protected in self._units(history):
-            if unit in history.must_keep:
+        kept: list[range] = []  # newest first
+        clearings: list[Clearing] = []
+        memo = self._memo_of(history)
+        exchanges = memo.exchanges(history) if not history.defects else None
+        walk = self._walk(history, exchanges)
+        for unit, planned, protected in walk:
+            if isinstance(unit, range):  # plain units, newest last: as many as fit
+                first = _first_fitting(history, unit, room)
+                if first < unit.stop:
+                    kept.append(range(first, unit.stop))
+                    room -= history.run_tokens(kept[-1])
+                if first > unit.start:
+                    selection.default_reason = DROPPED
+                    break
                 continue
             clearing = planned
             cost = clearing.tokens_after if clearing else history.unit_tokens(unit)
             if cost > room and protected:  # kept whole it would end the window here
-                memo = self._memo_of(history)
                 clearing = _with_protected(history, memo, unit, planned, protected) or planned
                 cost = clearing.tokens_after if clearing else cost
             if cost > room:
                 selection.default_reason = DROPPED
                 break
             room -= cost
-            units.append((unit, clearing))
-        _apply(selection, units, FITS_AFTER if selection.default_reason == DROPPED else KEPT)
+            if clearing is None:
+                kept.append(range(unit, unit + 1))
+            else:
+                clearings.append(clearing)
+        reason = FITS_AFTER if selection.default_reason == DROPPED else KEPT
+        for run in kept:
+            selection.keep(run, reason)
+        _note_cleared(selection, clearings)
         return selection
 
-    def _units(self, history: History) -> Iterator[tuple[int, Clearing | None, list[int]]]:
+    def _walk(
+        self, history: History, exchanges: list[int] | None
+    ) -> Iterator[tuple[Any, Clearing | None, list[int]]]:
+        """What :meth:`choose` takes, newest first and not must-keep: each exchange with
+        its clearing (as :meth:`_units` plans it), and the runs of plain units between
+        (a range, with None and no results); with ``exchanges`` None (a history with
+        defective messages), every unit one at a time."""
+        must_keep = history.must_keep
+        if exchanges is None:
+            for unit, planned, protected in self._units(history):
+                if unit not in must_keep:
+                    yield unit, planned, protected
+            return
+        planned_each = self._units(history, reversed(exchanges))
+        kept_anyway = sorted(must_keep, reverse=True)  # a few
+        newest_exchange, newest_kept = len(exchanges) - 1, 0
+        top = len(history.units)
+        while True:
+            exchange = exchanges[newest_exchange] if newest_exchange >= 0 else -1
+            kept = kept_anyway[newest_kept] if newest_kept < len(kept_anyway) else -1
+            bound = max(exchange, kept)
+            if bound < 0:
+                break
+            if bound + 1 < top:
+                yield range(bound + 1, top), None, []
+            top = bound
+            if bound == kept:
+                newest_kept += 1
+            if bound == exchange:  # planned in turn, a must-keep one too: its results count
+                newest_exchange -= 1
+                plan = next(planned_each)
+                if bound != kept:
+                    yield plan
+        if top > 0:
+            yield range(0, top), None, []
+
+    def _units(
+        self, history: History, units: Iterable[int] | None = None
+    ) -> Iterator[tuple[int, Clearing | None, list[int]]]:
         """Each unit, newest first, with how to clear it (None: as it is). A result is
         cleared when it is older than the newest ``keep_recent`` results (must-keep
         units' included), costs at least ``min_tokens``, and is not must-keep; one of
@@ -141,14 +197,16 @@ class ClearToolOutputs(BaseStrategy):
         :meth:`choose`, which clears them too where the room left is too small).
 
         A unit's first message is never a tool result (results join the unit of the
-        call they answer), so a unit of one message is passed over unread."""
+        call they answer), so a unit of one message is passed over unread. ``units``:
+        those to plan, newest first (every unit by default); a unit left out holds no
+        result (a plain unit), or the results counted would not be the newest."""
         keep_recent: int = self.options["keep_recent"]
         min_tokens: int = self.options["min_tokens"]
         memo = self._memo_of(history)
         messages, span_of, must_keep = history.messages, history.span, history.must_keep
         room = history.budget - history.must_keep_tokens  # the most any older unit gets
         seen = 0
-        for unit in range(len(history.units) - 1, -1, -1):
+        for unit in range(len(history.units) - 1, -1, -1) if units is None else units:
             span = span_of(unit)
             if len(span) == 1:
                 yield unit, None, []
@@ -201,7 +259,26 @@ class _Memo:
     def __init__(self) -> None:
         self.counter: object = None
         self.made: dict[tuple[int, ...], tuple[tuple[Message, ...], Clearing | None]] = {}
+        #: The units of more than one message (tool exchanges), ascending, among the
+        #: first ``units_read`` units.
+        self.exchange_units: list[int] = []
+        self.units_read = 0
         self.lock = threading.Lock()
+
+    def exchanges(self, history: History) -> list[int]:
+        """The history's units of more than one message, ascending: each unit read once
+        (the newest again, as a legacy function result joins its call's unit)."""
+        count = len(history.units)
+        with self.lock:
+            found = self.exchange_units
+            start = max(0, self.units_read - 1)
+            if count > start:  # the new units, and the newest read before
+                while found and found[-1] >= start:
+                    found.pop()
+                span = history.span
+                found.extend(unit for unit in range(start, count) if len(span(unit)) > 1)
+                self.units_read = max(self.units_read, count)
+            return found[: bisect.bisect_left(found, count)]
 
     def branch(self, conversation: Conversation, origin: Branch) -> _Memo:
         """A branch's memo: the clearings of the exchanges the two conversations share."""
@@ -209,6 +286,11 @@ class _Memo:
         with self.lock:
             twin.counter = self.counter
             twin.made = {key: made for key, made in self.made.items() if key[1] <= origin.messages}
+            units = min(origin.units, self.units_read)
+            twin.exchange_units = self.exchange_units[
+                : bisect.bisect_left(self.exchange_units, units)
+            ]
+            twin.units_read = units
         return twin
 
     def clearing(self, history: History, unit: int, cleared: list[int]) -> Clearing | None:
@@ -240,15 +322,34 @@ def _apply(
             run_stop = unit + 1
             continue
         done.append(clearing)
+    selection.keep(range(run_start, run_stop), kept_reason)
+    _note_cleared(selection, done)
+
+
+def _note_cleared(selection: Selection, done: list[Clearing]) -> None:
+    """Stand each clearing's stubs in, and note what clearing saved."""
+    for clearing in done:
         for position, stub in clearing.stubs.items():
             selection.replace(position, stub, clearing.reason)
-    selection.keep(range(run_start, run_stop), kept_reason)
     if done:
         before = sum(c.tokens_before for c in done)
         after = sum(c.tokens_after for c in done)
         selection.notes.append(
             f"cleared the tool output of {len(done)} exchange(s): {before:,} -> {after:,} tokens"
         )
+
+
+def _first_fitting(history: History, run: range, room: int) -> int:
+    """The first unit of the newest part of ``run`` that fits ``room`` (``run.stop``:
+    none fits): a bisection over the history's running sums."""
+    low, high = run.start, run.stop  # the answer lies in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if history.run_tokens(range(middle, run.stop)) <= room:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 def _clearing(history: History, unit: int, cleared: list[int]) -> Clearing | None:
