@@ -374,6 +374,32 @@ def test_strategies_state_starts_afresh_after_an_edit() -> None:
     assert first is again and edited is after and edited is not first
 
 
+def test_a_reply_streamed_in_place_is_read_again_from_where_it_was_edited(
+    counting: Any,
+) -> None:
+    """Only the newest messages edited: the conversation read again is a branch of the
+    one before, from the first edited message on; strategies' state starts from it. An
+    older instruction edited: read again whole."""
+    messages = chat(200)
+    conversation = Conversation(messages)
+    strategy = Recording()
+    windower = Windower(strategy, 400, counting)
+    windower.select(conversation)
+    messages[-3]["content"] = "streamed " * 30
+    messages[-1]["content"] = "and more " * 30
+    before = counting.calls
+    window = windower.select(conversation)
+    assert counting.calls - before <= 3  # the edited message and those after it, not 401
+    edited = strategy.seen[-1]
+    assert edited.branched_from is not None
+    assert edited.branched_from.messages == len(messages) - 3
+    assert window.record.tokens_before == cost(messages)
+    messages[0]["content"] = "You plan trips now. " * 20  # an older instruction
+    windower.select(conversation)
+    assert strategy.seen[-1] is not edited and strategy.seen[-1].branched_from is None
+    assert windower.select(conversation).record.tokens_before == cost(messages)
+
+
 def test_an_edit_that_breaks_a_message_is_named() -> None:
     messages = chat(5)
     conversation = Conversation(messages)

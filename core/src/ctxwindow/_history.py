@@ -30,7 +30,7 @@ from ctxwindow._messages import (
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter, direct
 from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
-from ctxwindow.kit._prefixes import as_now, contents_unchanged
+from ctxwindow.kit._prefixes import CHECKED, as_now, contents_unchanged
 
 T = TypeVar("T")
 
@@ -90,9 +90,11 @@ class Conversation:
     Each visit compares the ``content`` of the newest 256 messages (``CHECKED``) and of
     the system, developer, pinned, first and newest user messages with what was read: a
     reply streamed into its dict, or a refreshed system prompt, is seen, and the
-    conversation is read and counted again (as a new one: strategies' per-conversation
-    state starts afresh). An older dict edited in place is not seen: append or pass a
-    new dict instead, or build a new Conversation.
+    conversation is read and counted again: from the first edited message on when only
+    the newest were edited (a :meth:`branch`: strategies' per-conversation state starts
+    from this one's), else whole (as a new one: that state starts afresh). An older
+    dict edited in place is not seen: append or pass a new dict instead, or build a new
+    Conversation.
     """
 
     def __init__(self, messages: Iterable[Any] = ()) -> None:
@@ -446,11 +448,37 @@ class Conversation:
 
     def _reread(self) -> Conversation:
         """The conversation that holds the history now, read again from the caller's
-        objects if this one was edited in place (a bad edit raises InvalidMessage)."""
+        objects if this one was edited in place (a bad edit raises InvalidMessage):
+        from the first edited message on, as a :meth:`branch`, when only the newest
+        CHECKED were edited (a streamed reply); whole when an older one was (a
+        refreshed system prompt)."""
         with self._lock:
             if self._successor is None:
-                self._successor = Conversation(self._originals)
+                edited = self._first_edited()
+                if edited is None:
+                    successor = Conversation(self._originals)
+                else:
+                    successor = self.branch(edited)
+                    successor.extend(self._originals[len(successor) : len(self._messages)])
+                self._successor = successor
             return self._live()
+
+    def _first_edited(self) -> int | None:
+        """The first of the newest CHECKED messages whose content is not what was read,
+        or None when an older message apps edit in place was edited too (or none of
+        the newest was, or a comparison failed)."""
+        size = len(self._contents)
+        tail = max(0, size - CHECKED)
+        try:
+            named = [p for p in self.checked_always if p < tail]
+            if any(_content_of(self._originals[p]) != self._contents[p] for p in named):
+                return None
+            now = _contents(self._originals[tail:size])
+            return next(
+                (tail + i for i, c in enumerate(now) if c != self._contents[tail + i]), None
+            )
+        except Exception:  # an odd object's __eq__ failed: read whole
+            return None
 
 
 def _before(position: int | None, cut: int) -> int | None:
