@@ -385,3 +385,23 @@ def test_two_counters_keep_separate_sums(counting_factory: Any) -> None:
     conversation.view(ctxwindow.get_counter(two), 100)
     conversation.view(ctxwindow.get_counter(one), 100)
     assert (one.calls, two.calls) == (2, 2)
+
+
+def test_a_conversation_of_messages_reads_no_content_again_on_a_visit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ctxwindow Messages are frozen: a visit compares no content of theirs (an
+    adapter's Conversation of the Messages it read is windowed on every call)."""
+    import ctxwindow._history as history_module
+
+    messages = [Message("system", "Be brief.")]
+    messages += [Message("user" if n % 2 else "assistant", f"turn {n} " * 9) for n in range(400)]
+    conversation = Conversation(messages)
+
+    def read_contents(_: Any) -> list[Any]:
+        raise AssertionError("a Message's content was read again")
+
+    monkeypatch.setattr(history_module, "_contents", read_contents)
+    monkeypatch.setattr(history_module, "_content_of", read_contents)
+    window = ctxwindow.Windower(ctxwindow.get_strategy("fixed"), 300, "approx").select(conversation)
+    assert window.messages[-1] is messages[-1]

@@ -441,7 +441,9 @@ class Conversation:
     def _edited(self) -> bool:
         """Whether the content of a message apps edit in place (the newest CHECKED and
         :attr:`checked_always`) is not what was read. Cheap: about 20 microseconds a
-        visit, whatever the length."""
+        visit, whatever the length; nothing for ctxwindow Messages, which are frozen."""
+        if self.all_messages:
+            return False
         with self._lock:
             checked = self.checked_always
             return not contents_unchanged(self._originals, self._contents, _contents, checked)

@@ -71,14 +71,37 @@ def test_copies_are_recognised_and_the_window_holds_this_calls_objects(
     assert all(id(m) in ids for m in window.messages)
 
 
-def test_a_message_changed_in_place_is_read_again(reads: list[int]) -> None:
+def _longer_content(message: Any) -> None:
+    message.content = "a much longer answer now " * 30
+
+
+def _a_call_appended(message: Any) -> None:  # the list itself grown, as streaming does
+    message.tool_calls.append({"name": "lookup", "args": {"q": "x" * 400}, "id": "call_9"})
+
+
+def _renamed(message: Any) -> None:
+    message.name = "planner"
+
+
+def _new_id(message: Any) -> None:
+    message.id = "run-42"
+
+
+@pytest.mark.parametrize("change", [_longer_content, _a_call_appended, _renamed, _new_id])
+def test_a_message_changed_in_place_is_read_again(reads: list[int], change: Any) -> None:
     messages = chat(30)
     adapter.select(messages, 200, "fixed")
-    messages[-1].content = "a much longer answer now " * 30  # the same object, changed
-    window = adapter.select(messages, 200, "fixed")
+    change(messages[-1])  # the same object, changed
+    outcome = _ids_or_error(lambda: adapter.select(messages, 200, "fixed").messages)
     assert len(reads) == 2 * len(messages)  # read whole again
-    assert window.tokens <= 200
-    assert [id(m) for m in window.messages] == [id(m) for m in first_read(messages, 200)]
+    assert outcome == _ids_or_error(lambda: first_read(messages, 200))  # a call: no result
+
+
+def _ids_or_error(window: Any) -> Any:
+    try:
+        return [id(m) for m in window()]
+    except ctxwindow.CtxWindowError as error:
+        return type(error), str(error)
 
 
 def test_a_bad_new_item_names_its_position_and_changes_nothing(reads: list[int]) -> None:
@@ -137,3 +160,75 @@ def test_a_conversion_handed_out_keeps_its_sources_when_a_later_read_redoes_the_
 
 
 BOTH = frozenset({0, 1})
+
+
+def test_the_conversation_holds_the_messages_and_branches_where_they_are_read_again() -> None:
+    """The Conversation the runner windows is the conversion's Messages, no more, no
+    fewer: grown by the new ones, and branched before those read again (the last
+    item's Message, replaced by one per part once another item follows)."""
+
+    def read_from(items: Any, start: int, into: Any) -> int:
+        for position in range(start, len(items)):
+            text = f"{items[position]} {'last' if position == len(items) - 1 else 'settled'}"
+            into.add(ctxwindow.Message("user", text), (position,))
+        return len(items) - 1
+
+    reads = RecentReads(read_from, lambda item: item)
+    items = [f"item {n}" for n in range(40)]
+    first = reads.read(items)
+    assert first.conversation is not None
+    assert first.conversation.originals == list(first.messages)
+    later = reads.read([*items, "item 40"])
+    assert later.conversation is not None
+    assert later.conversation.originals == list(later.messages)
+    assert [m.text for m in later.messages[-2:]] == ["item 39 settled", "item 40 last"]
+    assert later.conversation.branched_from is not None  # not read again from the start
+    assert first.conversation.originals[-1].text == "item 39 last"  # what it held, still
+
+
+def test_a_grown_history_is_windowed_as_its_conversation_not_a_list_the_core_compares(
+    reads: list[int],
+) -> None:
+    """The runner is given the conversion's Conversation: the core remembers no list of
+    the adapter's and counts the new Message alone."""
+    from ctxwindow._recent import RECENT
+
+    RECENT.clear()
+    messages = chat(30)
+    counted: list[str] = []
+
+    class Counting(ctxwindow.ApproxCounter):
+        def count_message(self, message: Any) -> int:
+            counted.append(getattr(message, "text", ""))
+            return int(super().count_message(message))
+
+    windower = ctxwindow.Windower(ctxwindow.get_strategy("fixed"), 200, Counting())
+    adapter.select(messages, windower=windower)
+    messages.append(HumanMessage("and one more"))
+    del counted[:]
+    window = adapter.select(messages, windower=windower)
+    assert counted == ["and one more"]
+    assert len(RECENT) == 0
+    assert window.messages[-1] is messages[-1]
+
+
+def test_a_call_whose_conversation_grew_meanwhile_windows_its_own_messages() -> None:
+    """Two calls on one history: the later (another thread's) grows the shared
+    Conversation before the earlier is windowed; the earlier still windows its own
+    items, as a first read does."""
+    from ctxwindow_adapters._bridge import Call
+
+    saved = adapter._READS
+    adapter._READS = RecentReads(one_each(adapter._read), adapter._fields)
+    try:
+        messages = chat(30)
+        earlier = adapter.read_messages(messages)
+        grown = [*messages, HumanMessage("a later question")]
+        adapter.read_messages(grown)
+        assert earlier.conversation is not None and len(earlier.conversation) > len(messages)
+        windower = ctxwindow.cached_windower("fixed", 200)
+        window = Call(windower, earlier, adapter.SHAPE).select()
+    finally:
+        adapter._READS = saved
+    assert window.record.messages_before == len(messages)
+    assert [id(m) for m in window.messages] == [id(m) for m in first_read(messages, 200)]

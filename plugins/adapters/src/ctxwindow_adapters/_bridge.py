@@ -20,9 +20,10 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from ctxwindow import (
+    Conversation,
     Decision,
     Message,
     Strategy,
@@ -43,12 +44,46 @@ T = TypeVar("T")
 Rebuild = Callable[[Any, "Sequence[int] | None", "tuple[frozenset[int] | None, str] | None"], Any]
 
 
+class Prefix(Sequence[T]):
+    """The first ``size`` items of a list that only grows: a remembered conversion's
+    Messages handed out without copying them (see :meth:`Converted.truncate`)."""
+
+    __slots__ = ("_items", "_size")
+
+    def __init__(self, items: list[T], size: int) -> None:
+        self._items = items
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, Prefix)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._items[i] for i in range(*index.indices(self._size))]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        return self._items[index]
+
+
 @dataclass
 class Converted(Generic[T]):
     """A framework's items read as Messages, each with the items and parts it stands for."""
 
     items: Sequence[T]
-    messages: list[Message] = field(default_factory=list)
+    messages: Sequence[Message] = field(default_factory=list)
     sources: list[tuple[int, ...]] = field(default_factory=list)
     parts: list[frozenset[int] | None] = field(default_factory=list)
     #: Per split item: how many of its parts its Messages hold (an item not here is whole).
@@ -56,6 +91,10 @@ class Converted(Generic[T]):
     #: Each Message's position by ``id``, when the reader kept one (a remembered
     #: conversion's, which may also hold later Messages); else made when needed.
     where: dict[int, int] | None = None
+    #: The Messages read into a Conversation already, when the reader keeps one across
+    #: calls (a remembered conversion): windowed in place of ``messages``, so that a
+    #: history that grew by one item costs that item's Message, not a look over all.
+    conversation: Conversation | None = None
 
     def position_of(self, message: Message) -> int | None:
         """The position of one of these Messages (None for any other message)."""
@@ -71,12 +110,18 @@ class Converted(Generic[T]):
     ) -> None:
         if self.where is not None:
             self.where[id(message)] = len(self.messages)
-        self.messages.append(message)
+        self.growing().append(message)
         self.sources.append(items)
         self.parts.append(parts)
         if parts is not None:
             (item,) = items
             self.split[item] = self.split.get(item, 0) + len(parts)
+
+    def growing(self) -> list[Message]:
+        """The Messages as the list a reader grows (its own conversion's, never one handed out)."""
+        messages = self.messages
+        assert isinstance(messages, list), "only a reader's own conversion grows"
+        return messages
 
     def truncate(self, count: int) -> None:
         """Forget the Messages from ``count`` on (to be read again), in new lists: one
@@ -94,7 +139,7 @@ class Converted(Generic[T]):
                 else:
                     del self.split[item]
         self.messages, self.sources, self.parts = (
-            self.messages[:count],
+            self.growing()[:count],
             self.sources[:count],
             self.parts[:count],
         )
@@ -175,19 +220,33 @@ class Call:
 
     def select(self) -> Window[Any]:
         """Window the converted Messages and give back the framework's items."""
+        converted, select = self.converted, self.windower.select
         with self._in_items():
-            window = self.windower.select(
-                self.converted.messages, query=self.query, budget=self.budget
-            )
-        return finish(window, self.converted, self.shape, self.windower, self.trim)
+            window = select(self._history(), query=self.query, budget=self.budget)
+            if not self._of_these(window):  # the conversion grew meanwhile: see _of_these
+                window = select(list(converted.messages), query=self.query, budget=self.budget)
+        return finish(window, converted, self.shape, self.windower, self.trim)
 
     async def aselect(self) -> Window[Any]:
         """Async :meth:`select`."""
+        converted, aselect = self.converted, self.windower.aselect
         with self._in_items():
-            window = await self.windower.aselect(
-                self.converted.messages, query=self.query, budget=self.budget
-            )
-        return finish(window, self.converted, self.shape, self.windower, self.trim)
+            window = await aselect(self._history(), query=self.query, budget=self.budget)
+            if not self._of_these(window):
+                window = await aselect(
+                    list(converted.messages), query=self.query, budget=self.budget
+                )
+        return finish(window, converted, self.shape, self.windower, self.trim)
+
+    def _history(self) -> Conversation | Sequence[Message]:
+        converted = self.converted
+        return converted.messages if converted.conversation is None else converted.conversation
+
+    def _of_these(self, window: Window[Any]) -> bool:
+        """Whether ``window`` is of this call's Messages: a remembered conversion's
+        Conversation is shared, and a call on the same history grown further (another
+        thread's) may have grown it before this call's visit read it."""
+        return window.record.messages_before == len(self.converted.messages)
 
     @contextmanager
     def _in_items(self) -> Iterator[None]:

@@ -3,8 +3,9 @@ history that grew by one item costs converting that item, not the history.
 
 A list that starts with a remembered one (equal items, and the same content in the
 newest ones, see :func:`ctxwindow.kit.starts_with`) reuses its Messages and converts the
-rest; the Messages being the same objects as last time, the runner then recognises the
-history at once too. Anything else is converted whole and remembered in turn.
+rest. The Messages are kept in a :class:`~ctxwindow.Conversation`, grown by the new ones
+and windowed as it is: the runner neither compares the Message list with the histories
+it remembers nor reads it again. Anything else is converted whole and remembered in turn.
 
 Most items read the same whatever follows them; a reader says from which item on that
 is not yet so (a Responses API run of model output that the next item may continue,
@@ -18,9 +19,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from ctxwindow import Message
+from ctxwindow import Conversation, Message
 from ctxwindow.kit import REMEMBER_FROM, RecentLists, starts_with
-from ctxwindow_adapters._bridge import Converted
+from ctxwindow_adapters._bridge import Converted, Prefix
 
 T = TypeVar("T")
 
@@ -58,14 +59,17 @@ class _Read:
     read from them, and how many items (and their Messages) read the same for good."""
 
     __slots__ = (
-        "checked", "contents", "first_user", "lock", "originals", "read", "settled",
-        "settled_messages",
+        "checked", "contents", "conversation", "first_user", "lock", "originals", "read",
+        "settled", "settled_messages",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.originals: list[Any] = []
         self.contents: list[Any] | None = []
         self.read: Converted[Any] = Converted([], where={})
+        #: The Messages read, grouped and counted as a history: the runner windows it,
+        #: so a call costs what the items added (it branches where they are read again).
+        self.conversation = Conversation()
         self.settled = 0
         self.settled_messages = 0
         #: The items apps edit in place wherever they are (a system prompt refreshed,
@@ -95,6 +99,10 @@ class _Read:
             for number, sources in enumerate(fresh.sources)
             if any(source >= settled for source in sources)
         )
+        conversation = self.conversation
+        if len(conversation) > self.settled_messages:  # its newest are read again
+            conversation = self.conversation = conversation.branch(self.settled_messages)
+        conversation.extend(read.messages[len(conversation) :])
         self.settled_messages += next(unsettled, len(fresh.sources))
         self.settled = settled
         known = len(self.originals)
@@ -118,13 +126,20 @@ class _Read:
             self.checked.update(sources)
 
     def converted(self, items: Sequence[T]) -> Converted[T]:
-        """The caller's ``items`` with the Messages read for them: a copy of the Message
-        list, which is the history windowed; the sources and parts lists as they are
-        (they only grow, see :meth:`Converted.truncate`, and are read at the positions
-        of these Messages only)."""
+        """The caller's ``items`` with the Messages read for them, and their Conversation,
+        which is the history windowed. The lists as they are, the Messages as the
+        first of them there are now: they only grow (see :meth:`Converted.truncate`),
+        and are read at the positions of these Messages only."""
         read = self.read
+        messages = read.growing()
         return Converted(
-            items, list(read.messages), read.sources, read.parts, dict(read.split), where=read.where
+            items,
+            Prefix(messages, len(messages)),
+            read.sources,
+            read.parts,
+            dict(read.split),
+            where=read.where,
+            conversation=self.conversation,
         )
 
 
