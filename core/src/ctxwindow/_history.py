@@ -30,7 +30,7 @@ from ctxwindow._messages import (
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter, direct
 from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
-from ctxwindow.kit._prefixes import CHECKED, as_now, contents_unchanged
+from ctxwindow.kit._prefixes import CHECKED, as_now, contents_unchanged, first_changed
 
 T = TypeVar("T")
 
@@ -475,10 +475,7 @@ class Conversation:
             named = [p for p in self.checked_always if p < tail]
             if any(_content_of(self._originals[p]) != self._contents[p] for p in named):
                 return None
-            now = _contents(self._originals[tail:size])
-            return next(
-                (tail + i for i, c in enumerate(now) if c != self._contents[tail + i]), None
-            )
+            return first_changed(_contents(self._originals[tail:size]), self._contents, tail, None)
         except Exception:  # an odd object's __eq__ failed: read whole
             return None
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxwindow._history import Conversation, History, _content_of
+from ctxwindow._history import Conversation, History, _content_of, _contents
 from ctxwindow._messages import check_message_list
 from ctxwindow._tokens import TokenCounter
 from ctxwindow.errors import InvalidOption
@@ -77,7 +77,8 @@ class RecentHistories:
         for entry in self.remembered.candidates(given) if remember else ():
             conversation = entry.conversation
             with conversation._lock:  # held until the view: no other visit grows it past
-                if not starts_with(given, entry, _content_of, conversation.checked_always):
+                checked = conversation.checked_always
+                if not starts_with(given, entry, _content_of, checked, contents_of=_contents):
                     continue
                 self._grow(entry, given[len(conversation) :])
                 history = conversation.view(
@@ -100,7 +101,7 @@ class RecentHistories:
             conversation = entry.conversation
             with conversation._lock:
                 checked = conversation.checked_always
-                cut = shared_prefix(given, entry, _content_of, checked)
+                cut = shared_prefix(given, entry, _content_of, checked, contents_of=_contents)
                 if cut < REMEMBER_FROM:
                     continue
                 branch = conversation.branch(cut)
