@@ -319,6 +319,12 @@ def test_a_legacy_function_result_that_joins_its_call_makes_an_exchange() -> Non
     )
     conversation = Conversation([Message(role="user", content="find it"), call_message])
     memo = strategy._memo_of(conversation.view(COUNTER, 1_000))
-    assert memo.exchanges(conversation.view(COUNTER, 1_000)) == []
+    before = conversation.view(COUNTER, 1_000)
+    found, count = memo.exchanges(before)
+    assert found[:count] == []
     conversation.append(Message(role="function", name="lookup", content="found " * 50))
-    assert memo.exchanges(conversation.view(COUNTER, 1_000)) == [1]
+    found, count = memo.exchanges(conversation.view(COUNTER, 1_000))
+    assert found[:count] == [1]
+    conversation.append(Message(role="user", content="and then?"))
+    found, count = memo.exchanges(conversation.view(COUNTER, 1_000))
+    assert found[:count] == [1]  # once an exchange, always one: the list only grows

@@ -117,8 +117,7 @@ class ClearToolOutputs(BaseStrategy):
         kept: list[range] = []  # newest first
         clearings: list[Clearing] = []
         memo = self._memo_of(history)
-        exchanges = memo.exchanges(history) if not history.defects else None
-        walk = self._walk(history, exchanges)
+        walk = self._walk(history, memo.exchanges(history) if not history.defects else None)
         for unit, planned, protected in walk:
             if isinstance(unit, range):  # plain units, newest last: as many as fit
                 first = _first_fitting(history, unit, room)
@@ -149,7 +148,7 @@ class ClearToolOutputs(BaseStrategy):
         return selection
 
     def _walk(
-        self, history: History, exchanges: list[int] | None
+        self, history: History, exchanges: tuple[list[int], int] | None
     ) -> Iterator[tuple[Any, Clearing | None, list[int]]]:
         """What :meth:`choose` takes, newest first and not must-keep: each exchange with
         its clearing (as :meth:`_units` plans it), and the runs of plain units between
@@ -161,12 +160,13 @@ class ClearToolOutputs(BaseStrategy):
                 if unit not in must_keep:
                     yield unit, planned, protected
             return
-        planned_each = self._units(history, reversed(exchanges))
+        found, count = exchanges
+        planned_each = self._units(history, (found[i] for i in range(count - 1, -1, -1)))
         kept_anyway = sorted(must_keep, reverse=True)  # a few
-        newest_exchange, newest_kept = len(exchanges) - 1, 0
+        newest_exchange, newest_kept = count - 1, 0
         top = len(history.units)
         while True:
-            exchange = exchanges[newest_exchange] if newest_exchange >= 0 else -1
+            exchange = found[newest_exchange] if newest_exchange >= 0 else -1
             kept = kept_anyway[newest_kept] if newest_kept < len(kept_anyway) else -1
             bound = max(exchange, kept)
             if bound < 0:
@@ -265,20 +265,24 @@ class _Memo:
         self.units_read = 0
         self.lock = threading.Lock()
 
-    def exchanges(self, history: History) -> list[int]:
-        """The history's units of more than one message, ascending: each unit read once
-        (the newest again, as a legacy function result joins its call's unit)."""
+    def exchanges(self, history: History) -> tuple[list[int], int]:
+        """The history's units of more than one message, ascending, as the memo's list
+        and how many of its first entries are this history's: each unit read once (the
+        newest again, as a legacy function result joins its call's unit). The list only
+        grows, a unit once an exchange being one for good (only the newest unit gains
+        a message), so a visit reads its entries without a copy."""
         count = len(history.units)
         with self.lock:
             found = self.exchange_units
             start = max(0, self.units_read - 1)
             if count > start:  # the new units, and the newest read before
-                while found and found[-1] >= start:
-                    found.pop()
                 span = history.span
-                found.extend(unit for unit in range(start, count) if len(span(unit)) > 1)
+                newest = found[-1] if found else -1
+                found.extend(
+                    unit for unit in range(start, count) if unit > newest and len(span(unit)) > 1
+                )
                 self.units_read = max(self.units_read, count)
-            return found[: bisect.bisect_left(found, count)]
+            return found, bisect.bisect_left(found, count)
 
     def branch(self, conversation: Conversation, origin: Branch) -> _Memo:
         """A branch's memo: the clearings of the exchanges the two conversations share."""
