@@ -276,8 +276,34 @@ class _UnitByUnit(ClearToolOutputs):
             room -= cost
             units.append((unit, clearing))
         dropped = selection.default_reason == clear.DROPPED
-        clear._apply(selection, units, clear.FITS_AFTER if dropped else clear.KEPT)
+        _keep_units(selection, units, clear.FITS_AFTER if dropped else clear.KEPT)
         return selection
+
+    def transform(self, history: History) -> ctxwindow.Selection:
+        selection = history.selection()
+        units = [(u, c) for u, c, _ in self._units(history) if u not in history.must_keep]
+        _keep_units(selection, units, clear.KEPT)
+        return selection
+
+    def engages_within_budget(self, history: History) -> bool:
+        return self.options["when"] == "always" and any(c for _, c, _ in self._units(history))
+
+
+def _keep_units(selection: ctxwindow.Selection, units: list, kept_reason: str) -> None:
+    """Keep ``units`` (newest first, each with its clearing or None) and only them, in
+    runs of consecutive units kept as they are: the choice made unit by unit."""
+    done = []
+    run_start = run_stop = 0
+    for unit, clearing in reversed(units):  # oldest first
+        if clearing is None:
+            if unit != run_stop:
+                selection.keep(range(run_start, run_stop), kept_reason)
+                run_start = unit
+            run_stop = unit + 1
+            continue
+        done.append(clearing)
+    selection.keep(range(run_start, run_stop), kept_reason)
+    clear._note_cleared(selection, done)
 
 
 def _shown(window: ctxwindow.Window) -> tuple:
@@ -310,6 +336,37 @@ def test_plain_units_taken_a_stretch_at_a_time_give_the_unit_by_unit_window(
             fast.select(conversation, budget)
         return
     assert _shown(fast.select(conversation, budget)) == want
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    history=agent_histories(max_rounds=25),
+    budget=st.integers(40, 3_000),
+    keep_recent=st.integers(0, 4),
+    min_tokens=st.sampled_from([0, 20, 100]),
+    when=st.sampled_from(["over_budget", "always"]),
+    grown=st.booleans(),
+)
+def test_a_transform_of_the_exchanges_alone_gives_the_unit_by_unit_one(
+    history: list, budget: int, keep_recent: int, min_tokens: int, when: str, grown: bool
+) -> None:
+    """As a pipeline's first stage: every unit kept, the old results cleared, the plain
+    units between the exchanges taken as runs, not read one by one."""
+    options = {"keep_recent": keep_recent, "min_tokens": min_tokens, "when": when}
+    fast = ctxwindow.Windower(ClearToolOutputs(**options), budget, COUNTER)
+    slow = ctxwindow.Windower(_UnitByUnit(**options), budget, COUNTER)
+    conversation = Conversation(history[: len(history) // 2] if grown else history)
+    if grown:  # the exchanges read on an earlier visit, then the rest
+        with contextlib.suppress(ctxwindow.CtxWindowError):
+            fast.transform(conversation)
+        conversation.extend(history[len(history) // 2 :])
+    try:
+        want = _shown(slow.transform(list(history)))
+    except ctxwindow.CtxWindowError as error:
+        with pytest.raises(type(error)):
+            fast.transform(conversation)
+        return
+    assert _shown(fast.transform(conversation)) == want
 
 
 def test_a_legacy_function_result_that_joins_its_call_makes_an_exchange() -> None:

@@ -90,11 +90,11 @@ class ClearToolOutputs(BaseStrategy):
 
     def plan(self, history: History) -> list[Clearing]:
         """The exchanges to clear, oldest first: only those the stubs make cheaper."""
-        return [clearing for _, clearing, _ in reversed(list(self._units(history))) if clearing]
+        return [clearing for _, clearing, _ in reversed(list(self._planned(history))) if clearing]
 
     def engages_within_budget(self, history: History) -> bool:
         """With ``when='always'``, clear even though everything fits."""
-        return self.options["when"] == "always" and any(c for _, c, _ in self._units(history))
+        return self.options["when"] == "always" and any(c for _, c, _ in self._planned(history))
 
     def transform(self, history: History) -> Selection:
         """Clear, and keep everything else, even if the window is still over budget.
@@ -103,8 +103,10 @@ class ClearToolOutputs(BaseStrategy):
         fit the budget, with the cleared history as their input.
         """
         selection = history.selection()
-        units = [(u, c) for u, c, _ in self._units(history) if u not in history.must_keep]
-        _apply(selection, units, KEPT)
+        must_keep = history.must_keep
+        planned = [c for u, c, _ in self._planned(history) if c and u not in must_keep]
+        planned.reverse()  # oldest first
+        _apply(selection, planned, must_keep, KEPT)
         return selection
 
     def choose(self, history: History) -> Selection:
@@ -161,7 +163,7 @@ class ClearToolOutputs(BaseStrategy):
                     yield unit, planned, protected
             return
         found, count = exchanges
-        planned_each = self._units(history, (found[i] for i in range(count - 1, -1, -1)))
+        planned_each = self._units(history, _newest_first(found, count))
         kept_anyway = sorted(must_keep, reverse=True)  # a few
         newest_exchange, newest_kept = count - 1, 0
         top = len(history.units)
@@ -183,6 +185,15 @@ class ClearToolOutputs(BaseStrategy):
                     yield plan
         if top > 0:
             yield range(0, top), None, []
+
+    def _planned(self, history: History) -> Iterator[tuple[int, Clearing | None, list[int]]]:
+        """:meth:`_units` of the tool exchanges alone, newest first (the memo's, read
+        once per unit): the plain units between hold no result. Of every unit when a
+        message of the history is defective (its units are not the memo's to trust)."""
+        if history.defects:
+            return self._units(history)
+        found, count = self._memo_of(history).exchanges(history)
+        return self._units(history, _newest_first(found, count))
 
     def _units(
         self, history: History, units: Iterable[int] | None = None
@@ -311,22 +322,23 @@ class _Memo:
         return clearing
 
 
+def _newest_first(found: list[int], count: int) -> Iterator[int]:
+    return (found[index] for index in range(count - 1, -1, -1))
+
+
 def _apply(
-    selection: Selection, units: list[tuple[int, Clearing | None]], kept_reason: str
+    selection: Selection, done: list[Clearing], apart: Iterable[int], kept_reason: str
 ) -> None:
-    """Keep ``units`` (newest first), each cleared as planned, and note what clearing
-    saved. Units kept as they are go in runs of consecutive units, a call per run."""
-    done = []
-    run_start = run_stop = 0
-    for unit, clearing in reversed(units):  # oldest first
-        if clearing is None:
-            if unit != run_stop:
-                selection.keep(range(run_start, run_stop), kept_reason)
-                run_start = unit
-            run_stop = unit + 1
-            continue
-        done.append(clearing)
-    selection.keep(range(run_start, run_stop), kept_reason)
+    """Keep every unit, each of ``done`` (oldest first) cleared, but those ``apart``
+    (the must-keep units, the host's to keep), and note what clearing saved. Units kept
+    as they are go in runs of consecutive units, a call per run."""
+    start = 0
+    for unit in sorted({*apart, *(clearing.unit for clearing in done)}):
+        if unit > start:
+            selection.keep(range(start, unit), kept_reason)
+        start = unit + 1
+    if start < len(selection.history.units):
+        selection.keep(range(start, len(selection.history.units)), kept_reason)
     _note_cleared(selection, done)
 
 
