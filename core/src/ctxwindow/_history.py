@@ -797,7 +797,7 @@ class History:
                 reasons[unit] = NEWEST_USER
         room = self.budget - sum(self.unit_tokens(unit) for unit in reasons)
         turn = [unit for unit in self.current_turn if unit not in reasons]
-        if turn and sum(self.unit_tokens(unit) for unit in turn) <= room:
+        if not turn or sum(self.unit_tokens(unit) for unit in turn) <= room:
             reasons.update((unit, CURRENT_TURN) for unit in turn)
         else:  # the newest exchange, unless it is kept already (pinned, say)
             units = reversed(self.current_turn)
