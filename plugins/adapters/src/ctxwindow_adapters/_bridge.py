@@ -48,10 +48,11 @@ class Prefix(Sequence[T]):
     """The first ``size`` items of a list that only grows: a remembered conversion's
     Messages handed out without copying them (see :meth:`Converted.truncate`)."""
 
-    __slots__ = ("_items", "_size")
+    __slots__ = ("_size", "held")
 
     def __init__(self, items: list[T], size: int) -> None:
-        self._items = items
+        #: The list these are the first of (it only grows).
+        self.held = items
         self._size = size
 
     def __len__(self) -> int:
@@ -70,12 +71,12 @@ class Prefix(Sequence[T]):
     def __getitem__(self, index: slice) -> list[T]: ...
     def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
-            return [self._items[i] for i in range(*index.indices(self._size))]
+            return [self.held[i] for i in range(*index.indices(self._size))]
         if index < 0:
             index += self._size
         if not 0 <= index < self._size:
             raise IndexError(index)
-        return self._items[index]
+        return self.held[index]
 
 
 @dataclass
@@ -98,12 +99,24 @@ class Converted(Generic[T]):
 
     def position_of(self, message: Message) -> int | None:
         """The position of one of these Messages (None for any other message)."""
+        return self.positions()(message)
+
+    def positions(self) -> Callable[[Message], int | None]:
+        """:meth:`position_of`, with what it reads looked up once: for a loop over a
+        window's messages."""
         if self.where is None:
             self.where = {id(m): position for position, m in enumerate(self.messages)}
-        position = self.where.get(id(message))
-        if position is None or position >= len(self.messages):
-            return None
-        return position if self.messages[position] is message else None
+        where, messages = self.where, self.messages
+        size = len(messages)
+        held = messages.held if isinstance(messages, Prefix) else messages
+
+        def position_of(message: Message) -> int | None:
+            position = where.get(id(message))
+            if position is None or position >= size:
+                return None
+            return position if held[position] is message else None
+
+        return position_of
 
     def add(
         self, message: Message, items: tuple[int, ...], parts: frozenset[int] | None = None
@@ -350,7 +363,7 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
     )  # fmt: skip
     slots: list[_Slot] = []
     by_item: dict[int, _Slot] = {}
-    sources, parts_of, position_of = converted.sources, converted.parts, converted.position_of
+    sources, parts_of, position_of = converted.sources, converted.parts, converted.positions()
     for message in window.messages:
         position = position_of(message)
         if position is not None and parts_of[position] is None:
@@ -431,7 +444,7 @@ def _items_alone(messages: Sequence[Message], converted: Converted[Any]) -> list
     """The item each of ``messages`` is, when each is one of the converted Messages
     standing alone for a whole item of its own, each item once (else None): what most
     windows are, given back without a slot per message."""
-    position_of, sources, parts = converted.position_of, converted.sources, converted.parts
+    position_of, sources, parts = converted.positions(), converted.sources, converted.parts
     alone: list[int] = []
     for message in messages:
         position = position_of(message)
