@@ -88,6 +88,22 @@ def test_a_grown_list_of_dicts_has_its_contents_read_in_one_batch(
     assert one_at_a_time == []
 
 
+def test_a_branch_of_an_equal_list_holds_the_callers_objects_from_then_on() -> None:
+    """A list that shares an older list's prefix by value (equal dicts, other objects)
+    is read as a branch of it; the branch then holds the caller's objects, so the turns
+    after compare by identity, not each message by value (5 ms a turn at 100,000)."""
+    older = chat(300)
+    ctxwindow.select([*older, {"role": "user", "content": "first path"}], 300, "newest")
+    mine = [*copy.deepcopy(older), {"role": "user", "content": "another path"}]
+    window = ctxwindow.select(mine, 300, "newest")
+    same_window(window, fresh(mine, 300))
+    (entry,) = [e for e in RECENT.remembered.candidates(mine) if len(e.originals) == len(mine)]
+    assert entry.conversation.branched_from is not None  # read as a branch, not whole
+    assert all(held is given for held, given in zip(entry.originals, mine, strict=True))
+    mine.append({"role": "assistant", "content": "and on"})
+    same_window(ctxwindow.select(mine, 300, "newest"), fresh(mine, 300))
+
+
 def test_rebuilt_dicts_are_recognised_and_come_back_as_the_callers_objects(
     counting: Any,
 ) -> None:

@@ -105,6 +105,10 @@ class RecentHistories:
                 if cut < REMEMBER_FROM:
                     continue
                 branch = conversation.branch(cut)
+            # the caller's objects in place of the equal ones read before (a list that
+            # shares a prefix by value, rebuilt from JSON, or an older list's): the next
+            # visit compares this list with the branch by identity, not item by item
+            branch._originals[:] = given[: len(branch)]
             branch.extend(given[len(branch) :])
             self.remembered.replace(entry, _Entry(branch))
             return branch
