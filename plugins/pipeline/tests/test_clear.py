@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import pytest
 from agent import agent, call, output
@@ -323,19 +324,27 @@ def test_plain_units_taken_a_stretch_at_a_time_give_the_unit_by_unit_window(
     history: list, budget: int, keep_recent: int, min_tokens: int, grown: bool
 ) -> None:
     options = {"keep_recent": keep_recent, "min_tokens": min_tokens, "oversize": "truncate"}
-    fast, slow = ClearToolOutputs(**options), _UnitByUnit(**options)
+    fast = ctxwindow.Windower(ClearToolOutputs(**options), budget, COUNTER)
+    slow = ctxwindow.Windower(_UnitByUnit(**options), budget, COUNTER)
+    _same_as_unit_by_unit(fast.select, slow.select, history, grown)
+
+
+def _same_as_unit_by_unit(fast: Any, slow: Any, history: list, grown: bool) -> None:
+    """``fast`` (a Windower's select or transform) on a Conversation of ``history`` (with
+    ``grown``, half of it visited first) gives what ``slow`` gives on the whole list:
+    the same window, decisions and notes, or the same error."""
     conversation = Conversation(history[: len(history) // 2] if grown else history)
     if grown:  # the exchanges read on an earlier visit, then the rest
         with contextlib.suppress(ctxwindow.CtxWindowError):
-            fast.select(conversation, budget)
+            fast(conversation)
         conversation.extend(history[len(history) // 2 :])
     try:
-        want = _shown(slow.select(list(history), budget))
+        want = _shown(slow(list(history)))
     except ctxwindow.CtxWindowError as error:
         with pytest.raises(type(error)):
-            fast.select(conversation, budget)
+            fast(conversation)
         return
-    assert _shown(fast.select(conversation, budget)) == want
+    assert _shown(fast(conversation)) == want
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -355,18 +364,7 @@ def test_a_transform_of_the_exchanges_alone_gives_the_unit_by_unit_one(
     options = {"keep_recent": keep_recent, "min_tokens": min_tokens, "when": when}
     fast = ctxwindow.Windower(ClearToolOutputs(**options), budget, COUNTER)
     slow = ctxwindow.Windower(_UnitByUnit(**options), budget, COUNTER)
-    conversation = Conversation(history[: len(history) // 2] if grown else history)
-    if grown:  # the exchanges read on an earlier visit, then the rest
-        with contextlib.suppress(ctxwindow.CtxWindowError):
-            fast.transform(conversation)
-        conversation.extend(history[len(history) // 2 :])
-    try:
-        want = _shown(slow.transform(list(history)))
-    except ctxwindow.CtxWindowError as error:
-        with pytest.raises(type(error)):
-            fast.transform(conversation)
-        return
-    assert _shown(fast.transform(conversation)) == want
+    _same_as_unit_by_unit(fast.transform, slow.transform, history, grown)
 
 
 def test_a_legacy_function_result_that_joins_its_call_makes_an_exchange() -> None:

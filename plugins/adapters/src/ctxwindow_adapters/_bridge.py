@@ -70,13 +70,10 @@ class Prefix(Sequence[T]):
     @overload
     def __getitem__(self, index: slice) -> list[T]: ...
     def __getitem__(self, index: int | slice) -> T | list[T]:
-        if isinstance(index, slice):
-            return [self.held[i] for i in range(*index.indices(self._size))]
-        if index < 0:
-            index += self._size
-        if not 0 <= index < self._size:
-            raise IndexError(index)
-        return self.held[index]
+        picked = range(self._size)[index]  # negative indices, and IndexError, as a list's
+        if isinstance(picked, range):
+            return [self.held[position] for position in picked]
+        return self.held[picked]
 
 
 @dataclass
