@@ -10,6 +10,7 @@ import ctxwindow
 from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
 from ctxwindow._tokens import ApproxCounter, CachedCounter
 from ctxwindow.testing import assistant, calls, result, user
+from ctxwindow.testing.strategies import Newest
 
 APPROX = ApproxCounter()
 
@@ -403,5 +404,5 @@ def test_a_conversation_of_messages_reads_no_content_again_on_a_visit(
 
     monkeypatch.setattr(history_module, "_contents", read_contents)
     monkeypatch.setattr(history_module, "_content_of", read_contents)
-    window = ctxwindow.Windower(ctxwindow.get_strategy("fixed"), 300, "approx").select(conversation)
+    window = ctxwindow.Windower(Newest(), 300, "approx").select(conversation)
     assert window.messages[-1] is messages[-1]
