@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import ctxwindow
+import ctxwindow._history
 from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
 from ctxwindow._tokens import ApproxCounter, CachedCounter
 from ctxwindow.testing import assistant, calls, result, user
@@ -191,6 +192,64 @@ def test_extend_equals_append() -> None:
     extended.extend(SCRIPT[:5])
     extended.extend(iter(SCRIPT[5:]))
     assert list(extended.view(APPROX, 10).units) == list(view(SCRIPT).units)
+
+
+#: SCRIPT and what else a read changes: a legacy function call joined by its result, a
+#: message id, a pinned message.
+REWOUND = [
+    *SCRIPT,
+    {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+    {"role": "function", "name": "f", "content": "f's result"},
+    {**user("with an id"), "id": "m1"},
+    calls("y"),
+]
+#: What is not a message: its read raises part way through a batch.
+BAD = {"role": "tool", "content": "a result with no call id"}
+
+
+def _state(conversation: Conversation) -> dict[str, Any]:
+    """Everything a read sets, but the lock."""
+    return {k: v for k, v in vars(conversation).items() if k != "_lock"}
+
+
+@pytest.fixture(params=["batch lookups", "one by one"])
+def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways a batch is read: with its roles and sizes looked up first (a long one),
+    and each entry by read_common (a short one)."""
+    lookups_from = 0 if request.param == "batch lookups" else 10**9
+    monkeypatch.setattr(ctxwindow._history, "BATCH_LOOKUPS_FROM", lookups_from)
+
+
+@pytest.mark.parametrize("kept", range(len(REWOUND) + 1))
+@pytest.mark.usefixtures("reading")
+def test_a_batch_with_an_invalid_message_changes_nothing_wherever_it_fails(kept: int) -> None:
+    """A read rewinds the grouping it did before the invalid message: units, the
+    exchange left open (answered in the batch), a result joined to a call read
+    before, ids, the newest user."""
+    expected = _state(Conversation(REWOUND[:kept]))
+    for bad_at in range(len(REWOUND) - kept + 1):
+        conversation = Conversation(REWOUND[:kept])
+        batch = [*REWOUND[kept : kept + bad_at], BAD, *REWOUND[kept + bad_at :]]
+        with pytest.raises(InvalidMessage):
+            conversation.extend(batch)
+        assert _state(conversation) == expected, bad_at
+        conversation.extend(REWOUND[kept:])
+        assert _state(conversation) == _state(Conversation(REWOUND)), bad_at
+
+
+@pytest.mark.usefixtures("reading")
+def test_a_list_of_dicts_and_messages_is_read_as_either_alone() -> None:
+    """Not all dicts: each entry is read in full, and noted as in a list of one kind."""
+    script = [*SCRIPT, *REWOUND[len(SCRIPT) :]]
+    as_messages = [Message.from_dict(entry) for entry in script]
+    for mixed in (
+        [entry if position % 2 else as_messages[position] for position, entry in enumerate(script)],
+        [as_messages[position] if position % 2 else entry for position, entry in enumerate(script)],
+    ):
+        read, alone = Conversation(mixed), Conversation(script)
+        kind = {"_originals": None, "_messages": None, "all_dicts": None}
+        assert _state(read) | kind == _state(alone) | kind
+        assert [read.message(p) for p in range(len(script))] == as_messages
 
 
 # -- must keep -------------------------------------------------------------------------

@@ -13,12 +13,13 @@ import contextlib
 import gc
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate, repeat
+from itertools import accumulate, count, repeat
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from ctxwindow._messages import (
     INSTRUCTION_ROLES,
+    SIMPLE_ROLES,
     Message,
     Simple,
     ToolCall,
@@ -49,6 +50,9 @@ AGENT_QUERY_CHARS = 32_000
 #: collector paused: the objects made are acyclic, and on 100k messages its passes over
 #: them cost about a third of a cold visit.
 GC_PAUSE_AT = 5_000
+#: A batch this long or longer is read with its roles and sizes looked up at C speed
+#: first; a chat loop's new message is read as it is (the lookups would cost it more).
+BATCH_LOOKUPS_FROM = 16
 #: Running token sums are kept for this many counters per conversation (the least
 #: recently used are forgotten), so a new counter object per call cannot grow it.
 SUMS_KEPT = 4
@@ -56,6 +60,7 @@ SUMS_KEPT = 4
 
 #: What a small batch (a chat loop's new message) runs under: nothing to pause.
 _UNPAUSED = contextlib.nullcontext()
+_new_tuple = tuple.__new__
 
 
 def _collector_paused(count: int) -> contextlib.AbstractContextManager[None]:
@@ -71,6 +76,21 @@ def _paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+class _Grouping(NamedTuple):
+    """A conversation's grouping state before a read (see ``Conversation._rewind``)."""
+
+    last_stop: int
+    units: int
+    defects: int
+    kept_always: int
+    open_start: int | None
+    open_pending: set[str]
+    newest_user: int | None
+    first_user: int | None
+    first_call: int | None
+    function_call: tuple[int, str | None] | None
 
 
 class Branch(NamedTuple):
@@ -168,18 +188,23 @@ class Conversation:
                 return
             start = len(self._messages)
             entries: list[Any] = list(check_message_list(messages))
-            with _collector_paused(len(entries)):
-                parsed = [
-                    read_common(entry) or read_message(entry, index)
-                    for index, entry in enumerate(entries, start)
-                ]
-                self._note(start, parsed)
-            self._originals.extend(entries)
             try:  # for a list of dicts, at C speed
-                contents = _snapshots(list(map(dict.get, entries, repeat("content"))))
+                contents: list[Any] | None = list(map(dict.get, entries, repeat("content")))
             except TypeError:  # not all dicts: Messages, SDK objects, other mappings
+                contents = None
+            saved = self._grouping()
+            try:
+                with _collector_paused(len(entries)):
+                    self._read(start, entries, contents)
+            except BaseException:
+                self._rewind(start, saved)
+                raise
+            self._originals.extend(entries)
+            if contents is None:
                 self.all_dicts = False
                 contents = list(map(_content_of, entries))
+            else:
+                contents = _snapshots(contents)
             if (
                 self.all_messages
                 and entries
@@ -202,33 +227,85 @@ class Conversation:
                     self._messages[position] = item
         return item  # type: ignore[return-value]
 
-    def _note(self, start: int, parsed: list[Message | Simple]) -> None:
-        """Group the messages read and note what the views need of them (the loop is
-        every cold visit's, so the common case, a simple dict, is inline; the messages
-        join the list at the end, in one go)."""
-        starts = self._starts
-        add_unit, add_start, add_stop = self._unit_of.append, starts.append, self._stops.append
-        for position, item in enumerate(parsed, start):
-            if type(item) is not tuple:
-                self._read_message(position, item)  # type: ignore[arg-type]
-                continue
-            role = item[0]
-            if self._open_start is None and role != "tool":  # a unit of its own
-                add_unit(len(starts))
-                add_start(position)
-                add_stop(position + 1)
+    def _read(self, start: int, entries: list[Any], contents: list[Any] | None) -> None:
+        """Read, group and note ``entries`` in one pass. This loop is every cold visit's,
+        so the common case, a dict ``{"role", "content"}`` of a string, is read inline
+        from fields looked up for the whole batch at C speed (``contents``: each dict's
+        ``content``, None when not all are dicts); anything else is read in full, and an
+        invalid entry raises with the grouping half done (:meth:`extend` rewinds it)."""
+        if contents is None or len(entries) < BATCH_LOOKUPS_FROM:
+            roles: Iterable[Any] = repeat(None)
+            sizes: Iterable[int] = repeat(0)
+            contents = entries  # each read by read_common, as no size is 2
+        else:
+            roles = list(map(dict.get, entries, repeat("role")))
+            sizes = list(map(len, entries))
+        parsed: list[Message | Simple] = []
+        add = parsed.append
+        starts, stops, unit_of = self._starts, self._stops, self._unit_of
+        kept_always = self._kept_always
+        for position, entry, given_role, content, size in zip(
+            count(start), entries, roles, contents, sizes
+        ):
+            if size == 2 and type(content) is str and given_role in SIMPLE_ROLES:
+                role = given_role
+                item: Message | Simple = (role, content, None)
             else:
-                self._group(position, role, (), item[2], None)
+                item = read_common(entry) or read_message(entry, position)
+                if type(item) is not tuple:
+                    add(item)
+                    self._read_message(position, item)  # type: ignore[arg-type]
+                    continue
+                role = item[0]  # a tool result, or a simple dict in a list not all of dicts
+            add(item)
+            if self._open_start is None and role != "tool":  # a unit of its own
+                unit_of.append(len(starts))
+                starts.append(position)
+                stops.append(position + 1)
+            else:
+                self._group(position, role, (), item[2], None)  # type: ignore[index]
             if role == "user":
                 self._newest_user = position
                 if self._first_user is None:
                     self._first_user = position
             elif role in INSTRUCTION_ROLES:
-                self._kept_always.append(position)
+                kept_always.append(position)
         self._messages.extend(parsed)
 
+    def _grouping(self) -> _Grouping:
+        """What :meth:`_read` changes other than by appending, to rewind it by (made by
+        ``tuple.__new__``: a NamedTuple's own constructor would cost each append more
+        than the rest of reading a message)."""
+        return _new_tuple(_Grouping, (
+            self._stops[-1] if self._stops else 0,
+            len(self._starts),
+            len(self._defects),
+            len(self._kept_always),
+            self._open_start,
+            set(self._open_pending),
+            self._newest_user,
+            self._first_user,
+            self._first_call,
+            self._function_call,
+        ))  # fmt: skip
+
+    def _rewind(self, start: int, saved: _Grouping) -> None:
+        """Undo a :meth:`_read` of messages from ``start`` on that raised part way."""
+        units = saved.units
+        del self._starts[units:], self._stops[units:], self._unit_of[start:]
+        if units:
+            self._stops[-1] = saved.last_stop  # a function result joins its call's unit
+        if saved.open_start is not None:  # an exchange it closed is open again
+            self._unit_of[saved.open_start :] = [NOT_UNIT] * (start - saved.open_start)
+        del self._defects[saved.defects :], self._kept_always[saved.kept_always :]
+        self._open_start, self._open_pending = saved.open_start, saved.open_pending
+        self._newest_user, self._first_user = saved.newest_user, saved.first_user
+        self._first_call, self._function_call = saved.first_call, saved.function_call
+        for message_id in [key for key, position in self._ids.items() if position >= start]:
+            del self._ids[message_id]
+
     def _read_message(self, position: int, message: Message) -> None:
-        """Group and note a message read whole (:meth:`_note` adds it to the list)."""
+        """Group and note a message read whole (:meth:`_read` adds it to the list)."""
         self._group(position, message.role, message.tool_calls, message.tool_call_id, message)
         # an instruction stays; a made one (an earlier visit's summary) is content
         if (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned:
@@ -295,7 +372,7 @@ class Conversation:
         one is alive and this one has not been branched in turn; else None."""
         return self._branched_from
 
-    def branch(self, position: int) -> Conversation:
+    def branch(self, position: int, *, originals: Sequence[Any] | None = None) -> Conversation:
         """A new conversation holding this one's messages before ``position`` (before
         the unit that holds it, so that a tool exchange is never split), as read
         already, and nothing after. The runner reads a list that differs from a
@@ -304,15 +381,19 @@ class Conversation:
         per-conversation state starts from this one's (:attr:`branched_from`).
 
         The branch keeps this conversation alive until it is branched in turn, and
-        this one forgets where it came from: one link back, never a chain."""
+        this one forgets where it came from: one link back, never a chain.
+
+        ``originals``: the objects the branch gives back, when they are not this one's:
+        equal ones the caller holds (a list whose contents the caller has compared with
+        this conversation's up to ``position``)."""
         live = self._live()
         if live is not self:
-            return live.branch(position)
+            return live.branch(position, originals=originals)
         with self._lock:
             cut = self._boundary(max(0, min(position, len(self._messages))))
             units = self._unit_of[cut - 1] + 1 if cut else 0
             twin = Conversation()
-            twin._originals = self._originals[:cut]
+            twin._originals = list((self._originals if originals is None else originals)[:cut])
             twin._messages = self._messages[:cut]
             twin._contents = self._contents[:cut]
             twin._starts, twin._stops = self._starts[:units], self._stops[:units]

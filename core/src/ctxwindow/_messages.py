@@ -416,7 +416,7 @@ def _validated(
 #: nearly every history is made of (see :func:`read_common`).
 Simple = tuple[str, str, str | None]
 #: The roles whose ``{"role": ..., "content": "..."}`` dict is valid as it is.
-_SIMPLE_ROLES = ("user", "assistant", "system", "developer")
+SIMPLE_ROLES = ("user", "assistant", "system", "developer")
 
 
 def read_common(data: object) -> Simple | Message | None:
@@ -437,7 +437,7 @@ def read_common(data: object) -> Simple | Message | None:
         role = data.get("role")
         content = data.get("content")
         # a tuple, not a set: a role that is not a string (a list) is unhashable
-        if type(content) is str and role in _SIMPLE_ROLES:
+        if type(content) is str and role in SIMPLE_ROLES:
             return role, content, None
     elif size == 3:
         role = data.get("role")

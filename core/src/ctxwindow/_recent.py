@@ -104,11 +104,10 @@ class RecentHistories:
                 cut = shared_prefix(given, entry, _content_of, checked, contents_of=_contents)
                 if cut < REMEMBER_FROM:
                     continue
-                branch = conversation.branch(cut)
-            # the caller's objects in place of the equal ones read before (a list that
-            # shares a prefix by value, rebuilt from JSON, or an older list's): the next
-            # visit compares this list with the branch by identity, not item by item
-            branch._originals[:] = given[: len(branch)]
+                # the caller's objects in place of the equal ones read before (a list
+                # that shares a prefix by value, rebuilt from JSON, or an older list's):
+                # the next visit compares this list with the branch by identity
+                branch = conversation.branch(cut, originals=given)
             branch.extend(given[len(branch) :])
             self.remembered.replace(entry, _Entry(branch))
             return branch
