@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ctxwindow import Conversation, InvalidMessage, Message, get_counter
-from ctxwindow._messages import read_common, read_message, simple_message
+from ctxwindow._messages import read_common, read_message, simple_entries, simple_message
 from ctxwindow.testing import assistant, calls, result, user
 
 COMMON: list[dict[str, Any]] = [
@@ -31,31 +31,32 @@ def test_a_common_shape_reads_as_full_reading_does(data: dict[str, Any]) -> None
     assert message.to_dict() == read_message(data, 0).to_dict()
 
 
-@pytest.mark.parametrize(
-    "data",
-    [
-        {"role": ["user"], "content": "x"},  # unhashable role: no TypeError here
-        {"role": "user", "content": ["part"]},
-        {"role": "user", "content": None},
-        {"role": "tool", "content": "x"},  # no call id
-        {"role": "function", "content": "x"},  # needs a name
-        user("x", id="m1"),
-        user("x", metadata={"pinned": True}),
-        {"role": "tool", "tool_call_id": "", "content": "x"},
-        {"role": "tool", "tool_call_id": "a", "content": None},
-        {"role": "assistant", "content": None, "tool_calls": []},
-        {"role": "assistant", "content": 3, "tool_calls": calls("a")["tool_calls"]},
-        {"role": "user", "content": "x", "tool_calls": calls("a")["tool_calls"]},
-        calls("a", "a"),  # the same id twice
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "custom"}]},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f"}}],
-        },
-        Message("user", "already read"),
-    ],
-)
+#: What full reading alone reads (or rejects).
+OTHER: list[Any] = [
+    {"role": ["user"], "content": "x"},  # unhashable role: no TypeError here
+    {"role": "user", "content": ["part"]},
+    {"role": "user", "content": None},
+    {"role": "tool", "content": "x"},  # no call id
+    {"role": "function", "content": "x"},  # needs a name
+    user("x", id="m1"),
+    user("x", metadata={"pinned": True}),
+    {"role": "tool", "tool_call_id": "", "content": "x"},
+    {"role": "tool", "tool_call_id": "a", "content": None},
+    {"role": "assistant", "content": None, "tool_calls": []},
+    {"role": "assistant", "content": 3, "tool_calls": calls("a")["tool_calls"]},
+    {"role": "user", "content": "x", "tool_calls": calls("a")["tool_calls"]},
+    calls("a", "a"),  # the same id twice
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "custom"}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f"}}],
+    },
+    Message("user", "already read"),
+]
+
+
+@pytest.mark.parametrize("data", OTHER)
 def test_any_other_entry_is_left_to_full_reading(data: Any) -> None:
     assert read_common(data) is None
 
@@ -76,3 +77,16 @@ def test_a_conversation_of_common_shapes_builds_each_message_once() -> None:
     assert [m.role for m in history.messages] == ["user", "assistant", "tool", "assistant"]
     assert history.messages[2].tool_call_id == "a"
     assert [unit.positions for unit in history.units] == [range(0, 1), range(1, 3), range(3, 4)]
+
+
+def test_a_batch_reads_the_simple_dicts_as_read_common_does() -> None:
+    """simple_entries gives the fields read_common gives a dict of role and content, and
+    None for every other dict (a tool result, a call, anything not simple)."""
+    entries = [*COMMON, *(entry for entry in OTHER if type(entry) is dict)]
+    found = simple_entries(entries, [entry.get("content") for entry in entries])
+    for entry, fields in zip(entries, found, strict=True):
+        read = read_common(entry)
+        assert fields == (read if type(read) is tuple and read[2] is None else None), entry
+    assert any(found) and not all(found)
+    with pytest.raises(TypeError):
+        simple_entries([user("q"), Message("user", "read")], ["q", "read"])

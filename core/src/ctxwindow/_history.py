@@ -19,13 +19,13 @@ from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from ctxwindow._messages import (
     INSTRUCTION_ROLES,
-    SIMPLE_ROLES,
     Message,
     Simple,
     ToolCall,
     check_message_list,
     read_common,
     read_message,
+    simple_entries,
     simple_message,
 )
 from ctxwindow._selection import Selection
@@ -50,8 +50,8 @@ AGENT_QUERY_CHARS = 32_000
 #: collector paused: the objects made are acyclic, and on 100k messages its passes over
 #: them cost about a third of a cold visit.
 GC_PAUSE_AT = 5_000
-#: A batch this long or longer is read with its roles and sizes looked up at C speed
-#: first; a chat loop's new message is read as it is (the lookups would cost it more).
+#: A batch this long or longer has its simple dicts read at once (``simple_entries``); a
+#: chat loop's new message is read as it is (the batch lookups would cost it more).
 BATCH_LOOKUPS_FROM = 16
 #: Running token sums are kept for this many counters per conversation (the least
 #: recently used are forgotten), so a new counter object per call cannot grow it.
@@ -228,42 +228,37 @@ class Conversation:
         return item  # type: ignore[return-value]
 
     def _read(self, start: int, entries: list[Any], contents: list[Any] | None) -> None:
-        """Read, group and note ``entries`` in one pass. This loop is every cold visit's,
-        so the common case, a dict ``{"role", "content"}`` of a string, is read inline
-        from fields looked up for the whole batch at C speed (``contents``: each dict's
-        ``content``, None when not all are dicts); anything else is read in full, and an
-        invalid entry raises with the grouping half done (:meth:`extend` rewinds it)."""
-        if contents is None or len(entries) < BATCH_LOOKUPS_FROM:
-            roles: Iterable[Any] = repeat(None)
-            sizes: Iterable[int] = repeat(0)
-            contents = entries  # each read by read_common, as no size is 2
-        else:
-            roles = list(map(dict.get, entries, repeat("role")))
-            sizes = list(map(len, entries))
+        """Read, group and note ``entries`` in one pass: this loop is every cold visit's.
+        A batch of dicts (``contents``: each one's ``content``; None when not all are
+        dicts) has its simple dicts read at once by :func:`simple_entries`; anything else
+        is read in full, and an invalid entry raises with the grouping half done
+        (:meth:`extend` rewinds it)."""
+        simple: Iterable[Simple | None] = (
+            repeat(None)
+            if contents is None or len(entries) < BATCH_LOOKUPS_FROM
+            else simple_entries(entries, contents)
+        )
         parsed: list[Message | Simple] = []
         add = parsed.append
         starts, stops, unit_of = self._starts, self._stops, self._unit_of
         kept_always = self._kept_always
-        for position, entry, given_role, content, size in zip(
-            count(start), entries, roles, contents, sizes
-        ):
-            if size == 2 and type(content) is str and given_role in SIMPLE_ROLES:
-                role = given_role
-                item: Message | Simple = (role, content, None)
-            else:
-                item = read_common(entry) or read_message(entry, position)
-                if type(item) is not tuple:
-                    add(item)
-                    self._read_message(position, item)  # type: ignore[arg-type]
+        for position, entry, fields in zip(count(start), entries, simple):
+            item = fields
+            if item is None:  # not a simple dict: read whole, or a tool result
+                read = read_common(entry) or read_message(entry, position)
+                if isinstance(read, Message):
+                    add(read)
+                    self._read_message(position, read)
                     continue
-                role = item[0]  # a tool result, or a simple dict in a list not all of dicts
+                item = read
             add(item)
+            role = item[0]
             if self._open_start is None and role != "tool":  # a unit of its own
                 unit_of.append(len(starts))
                 starts.append(position)
                 stops.append(position + 1)
             else:
-                self._group(position, role, (), item[2], None)  # type: ignore[index]
+                self._group(position, role, (), item[2], None)
             if role == "user":
                 self._newest_user = position
                 if self._first_user is None:

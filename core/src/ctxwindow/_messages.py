@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -428,7 +429,8 @@ def read_common(data: object) -> Simple | Message | None:
     ``tool_call_id`` too) is valid as it is, and its Message would hold nothing more:
     its fields are returned, and :func:`simple_message` builds the Message when
     something asks for it. An assistant's ``{"role", "content", "tool_calls"}`` with
-    plain function calls is returned as its Message.
+    plain function calls is returned as its Message. :func:`simple_entries` applies
+    the first rule to a whole batch.
     """
     if type(data) is not dict:
         return None
@@ -451,6 +453,22 @@ def read_common(data: object) -> Simple | Message | None:
             if calls:
                 return _validated(role, content, None, calls, None, None, _EMPTY, _NO_EXTRAS)
     return None
+
+
+def simple_entries(entries: list[Any], contents: list[Any]) -> list[Simple | None]:
+    """:func:`read_common`'s first rule for a batch of dicts at once (``contents``: each
+    one's ``content``): each entry's fields when it is exactly ``{"role", "content"}``
+    with string content and a role of SIMPLE_ROLES, else None (read it one by one).
+    Most of any history is such dicts, and their roles and sizes are looked up here for
+    the whole batch at C speed, not a call per message. Raises TypeError when not all
+    entries are dicts."""
+    roles = map(dict.get, entries, repeat("role"))
+    return [
+        (role, content, None)
+        if size == 2 and type(content) is str and role in SIMPLE_ROLES
+        else None
+        for role, content, size in zip(roles, contents, map(len, entries), strict=True)
+    ]
 
 
 def _function_calls(calls: object) -> tuple[ToolCall, ...] | None:
