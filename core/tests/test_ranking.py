@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ctxwindow.kit import best_first, ranking
-from ctxwindow.kit.ranking import Rows
+from ctxwindow.kit.ranking import Postings, Rows
 
 
 def test_rows_grow_by_doubling_and_keep_every_row() -> None:
@@ -28,6 +28,40 @@ def test_rows_grow_by_doubling_and_keep_every_row() -> None:
     assert len(buffers) <= 12  # 1, 2, 4, ... 1024: no copy of everything every turn
     with pytest.raises(ValueError, match="shape"):
         rows.extend(np.zeros((1, 4)))
+
+
+def _index(postings: Postings, unit: int, terms: tuple[str, ...]) -> None:
+    """Add a unit's terms as an index does: each posting grown through ``growing``."""
+    for term in terms:
+        posting = postings.growing(term, unit)
+        posting.units.append(unit)
+        posting.counts.append(1.0)
+    postings.read(terms)
+
+
+def _units_by_term(postings: Postings) -> dict[str, list[int]]:
+    return {term: posting.units.view.tolist() for term, posting in postings.items()}
+
+
+@pytest.mark.parametrize("recent", [ranking.RECENT_UNITS, 1])
+def test_postings_and_their_branch_share_until_either_grows(
+    recent: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A branch shares the postings of the units it shares (``recent`` 1: the terms it
+    does not share found by a pass over every posting, not from the newest units');
+    after it, each side grows its own copy, the other's postings unchanged."""
+    monkeypatch.setattr(ranking, "RECENT_UNITS", recent)
+    parent = Postings()
+    for unit, terms in enumerate([("a", "b"), ("b", "c"), ("a", "c")]):
+        _index(parent, unit, terms)
+    twin = parent.branch(2, 3)
+    assert _units_by_term(twin) == {"a": [0], "b": [0, 1], "c": [1]}
+    assert twin["b"] is parent["b"]  # shared, not copied: no unit after the branch holds it
+    _index(parent, 3, ("a", "b"))
+    assert _units_by_term(twin) == {"a": [0], "b": [0, 1], "c": [1]}
+    _index(twin, 2, ("b", "d"))
+    assert _units_by_term(parent) == {"a": [0, 2, 3], "b": [0, 1, 3], "c": [1, 2]}
+    assert _units_by_term(twin) == {"a": [0], "b": [0, 1, 2], "c": [1], "d": [2]}
 
 
 class Case:
