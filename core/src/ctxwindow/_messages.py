@@ -165,11 +165,7 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         """This message as an OpenAI chat-format dict (plus ``id`` and ``metadata`` if set)."""
-        out: dict[str, Any] = {"role": self.role}
-        if isinstance(self.content, tuple):
-            out["content"] = [part.to_dict() for part in self.content]
-        else:
-            out["content"] = self.content
+        out: dict[str, Any] = {"role": self.role, "content": content_as_sent(self)}
         if self.name is not None:
             out["name"] = self.name
         if self.tool_calls:
@@ -192,6 +188,13 @@ class Message:
     def from_dict(cls, data: Mapping[str, Any], index: int | None = None) -> Message:
         """Read an OpenAI chat-format dict; unknown keys are ignored, never an error."""
         return read_message(data, index)
+
+
+def content_as_sent(message: Message) -> Any:
+    """``message``'s content as :meth:`Message.to_dict` writes it (parts as dicts), with
+    none of the rest: what a window sends in place of a dict's content, each visit."""
+    content = message.content
+    return [part.to_dict() for part in content] if isinstance(content, tuple) else content
 
 
 def _check_fields(message: Message) -> None:

@@ -25,7 +25,7 @@ from ctxwindow._checker import (
 )
 from ctxwindow._contract import common_option, overhead_problem
 from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
-from ctxwindow._messages import ContentPart, Message
+from ctxwindow._messages import ContentPart, Message, content_as_sent
 from ctxwindow._recent import RECENT
 from ctxwindow._selection import Selection
 from ctxwindow._window import Decision, DecisionRun, Window, WindowRecord, decisions_from
@@ -718,7 +718,7 @@ def _sent_instead(
         metadata = {**stand_in.metadata, "stands_in_for": position}
         if isinstance(original, Message):
             return dataclasses.replace(stand_in, metadata=metadata)
-        return {**original, "content": stand_in.to_dict()["content"], "metadata": metadata}
+        return {**original, "content": content_as_sent(stand_in), "metadata": metadata}
     replacement = replacements[position]
     if replacement.role == "tool":
         metadata = {**replacement.metadata, "stands_in_for": position}
@@ -727,12 +727,11 @@ def _sent_instead(
         return replacement
     if replacement.role == "tool":
         return {**original, **_content_and_metadata(replacement)}
-    return {**original, "content": replacement.to_dict()["content"]}
+    return {**original, "content": content_as_sent(replacement)}
 
 
 def _content_and_metadata(message: Message) -> dict[str, Any]:
-    as_dict = message.to_dict()
-    return {"content": as_dict["content"], "metadata": as_dict["metadata"]}
+    return {"content": content_as_sent(message), "metadata": dict(message.metadata)}
 
 
 def _water_level(sizes: Sequence[int], room: int) -> int:
