@@ -356,7 +356,7 @@ def test_remember_histories_bounds_how_many_are_kept_and_gives_back_the_old_boun
             [*chats[2], {"role": "user", "content": "more"}], 300, "newest", counter=counting
         )
         assert counting.calls - read == 1  # still remembered: only the new message read
-        assert not RECENT.remembered.candidates(chats[0])  # forgotten: read whole next time
+        assert not list(RECENT.remembered.candidates(chats[0]))  # forgotten: read whole next time
         assert ctxwindow.remember_histories(1, 10_000) == (2, 10_000)
         assert len(RECENT) == 1  # shrinking forgets at once
     finally:
@@ -367,3 +367,45 @@ def test_remember_histories_bounds_how_many_are_kept_and_gives_back_the_old_boun
 def test_remember_histories_refuses_what_is_not_a_count(bad: Any) -> None:
     with pytest.raises(ctxwindow.InvalidOption, match="whole number"):
         ctxwindow.remember_histories(bad)
+
+
+class _Counted:
+    """An item whose comparisons by value are counted (an SDK model's ``__eq__`` costs
+    microseconds)."""
+
+    compared = 0
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.compared += 1
+        return isinstance(other, _Counted) and other.value == self.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Held:
+    """A remembered list of items that cannot be edited in place."""
+
+    def __init__(self, originals: list[Any]) -> None:
+        self.originals = originals
+        self.contents = None
+
+
+def test_a_list_that_grew_is_found_before_any_list_is_compared_by_value() -> None:
+    """The remembered lists whose ends are the given list's very objects come first,
+    longest first, none compared by value; then the lists equal by value, longest first."""
+    items = [_Counted(value) for value in range(40)]
+    longer, shorter = _Held(items[:30]), _Held(items[:10])
+    equal = _Held([_Counted(value) for value in range(35)])  # longer than either
+    unlike = _Held([_Counted(100 + value) for value in range(20)])
+    lists: RecentLists[_Held] = RecentLists()
+    for held in (shorter, equal, unlike, longer):
+        lists.remember(held)
+    _Counted.compared = 0
+    found = lists.candidates(items)
+    assert next(found) is longer
+    assert next(found) is shorter
+    assert _Counted.compared == 0
+    assert list(found) == [equal]

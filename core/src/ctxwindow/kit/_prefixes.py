@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 #: Items whose content is compared with what was read: the newest this many.
@@ -163,18 +163,32 @@ class RecentLists(Generic[S]):
         self._lists = lists
         self._items = items
 
-    def candidates(self, given: Sequence[Any]) -> list[S]:
-        """Remembered lists ``given`` may start with, longest first."""
+    def candidates(self, given: Sequence[Any]) -> Iterator[S]:
+        """Remembered lists ``given`` may start with (by their first and last items):
+        first those whose ends are ``given``'s very objects (an app's list that grew),
+        longest first; then those whose ends are only equal (a list rebuilt from equal
+        items), longest first, compared only when no earlier one is taken. Comparing
+        by value costs an SDK's message models microseconds each, and a list that grew
+        would otherwise pay it for every other list remembered."""
         size = len(given)
         with self._lock:
-            found = [
-                entry
+            ends = [
+                (entry, len(entry.originals), entry.originals[0], entry.originals[-1])
                 for entry in self._entries.values()
                 if 0 < len(entry.originals) <= size
-                and same(given[0], entry.originals[0])
-                and same(given[len(entry.originals) - 1], entry.originals[-1])
             ]
-        return sorted(found, key=lambda entry: len(entry.originals), reverse=True)
+        ends.sort(key=lambda end: end[1], reverse=True)
+        first = given[0] if size else None
+        unlike: list[tuple[S, int, Any, Any]] = []
+        for end in ends:
+            entry, length, head, tail = end
+            if head is first and given[length - 1] is tail:
+                yield entry
+            else:
+                unlike.append(end)
+        for entry, length, head, tail in unlike:
+            if same(first, head) and same(given[length - 1], tail):
+                yield entry
 
     def near(self, given: Sequence[Any]) -> list[S]:
         """Remembered lists ``given`` may share all but their newest CHECKED items with
