@@ -825,16 +825,19 @@ def strategy_page(name: str) -> str:
             "approximate counting), from `docs/results/agent.json`: at every action whose "
             "history is over the budget, the share of the values its arguments needed that "
             "the window kept, whether the exchange the model was waiting on stayed, and "
-            "whether the task statement did.",
+            "whether the task statement did; the recall's 95% interval draws whole tasks "
+            "(see [Evaluation](../evaluation.md#agent-trajectories)).",
             "",
-            "| budget | steps | next-action recall | pending exchange kept | task statement "
-            "kept | ms / window |",
-            "| --- | --- | --- | --- | --- | --- |",
+            "| budget | steps | next-action recall | 95% interval | pending exchange kept | "
+            "task statement kept | ms / window |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
         ]
         for row in steps:
+            low, high = row.get("next_action_recall_interval") or (None, None)
+            interval = "-" if low is None else f"{low:.3f}-{high:.3f}"
             out.append(
                 f"| {row['budget']:,} | {row['steps_with_choice']} | "
-                f"**{row['next_action_recall']:.3f}** | {row['pending_kept']:.3f} "
+                f"**{row['next_action_recall']:.3f}** | {interval} | {row['pending_kept']:.3f} "
                 f"({row['pending_steps']}) | {row['task_statement_kept']:.3f} | "
                 f"{row['median_ms_per_window']:.2f} |"
             )

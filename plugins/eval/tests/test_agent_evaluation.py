@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from ctxwindow.testing.strategies import BadUnit
 from ctxwindow.testing.strategies import Raises as Faulty
 from ctxwindow_eval import evaluate_agent, load_trajectories
 from ctxwindow_eval.agent_metrics import needed_values, pending_exchange, score_step
+from ctxwindow_eval.spread import cluster_interval
 from ctxwindow_eval.trajectories import looks_like_trajectories
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,6 +82,7 @@ def test_trajectory_files_of_every_accepted_shape(tmp_path: Path) -> None:
     listed.write_text(json.dumps([{"task_id": 3, "trial": 1, "traj": run()}, run()]))
     first, second = load_trajectories(listed)
     assert (first.id, second.id) == ("task 3 trial 1", "trajectory 1")
+    assert (first.sample, second.sample) == ("task 3", "run trajectory 1")
     assert list(first.actions()) == [2, 5, 6]
     lines = tmp_path / "runs.jsonl"
     lines.write_text("\n".join(json.dumps({"id": f"r{i}", "messages": run()}) for i in range(2)))
@@ -137,6 +140,38 @@ def test_steps_with_a_choice_are_counted_and_a_strategy_that_raises_keeps_nothin
     assert broken.recall == 0.0 and broken.task_kept == 0.0
     as_json = result.to_dict()
     assert as_json["kind"] == "agent" and len(as_json["rows"]) == 4
+
+
+def test_the_interval_draws_whole_samples_and_is_the_same_every_run() -> None:
+    """A sample's steps are drawn together: one big sample of misses weighs as one
+    sample among many, not as its number of steps; samples all alike give a point."""
+    assert cluster_interval([(1.0, 1)]) is None  # one sample says nothing of another
+    assert cluster_interval([(2.0, 4), (1.5, 3)]) == pytest.approx((0.5, 0.5))
+    spread = [(float(hits), 10) for hits in (10, 9, 10, 8, 10, 10, 7, 10)]
+    low, high = cluster_interval(spread)  # type: ignore[misc]
+    assert low < sum(h for h, _ in spread) / 80 < high <= 1.0
+    assert cluster_interval(spread) == (low, high)
+    clustered = cluster_interval([*spread, (0.0, 200)])  # one run of 200 misses
+    assert clustered is not None and clustered[1] - clustered[0] > 0.3
+
+
+@needs_tau
+def test_the_recall_interval_groups_a_tasks_runs() -> None:
+    """tau-bench's 100 runs are 25 tasks: the interval is over the tasks (those with a
+    step over the budget), and holds the mean; a run alone is a sample when the file
+    names no task."""
+    runs = load_trajectories(TAU)
+    row = evaluate_agent(["fixed"], runs, budgets=[2000]).row("fixed", 2000)
+    assert 20 <= row.recall_samples <= len({run.task for run in runs}) == 25
+    assert row.recall_interval is not None and row.recall is not None
+    low, high = row.recall_interval
+    assert low < row.recall < high and high - low < 0.3
+    assert row.to_dict()["next_action_recall_interval"] == [round(low, 6), round(high, 6)]
+    untasked = [replace(run, task=None) for run in runs]
+    alone = evaluate_agent(["fixed"], untasked, budgets=[2000]).row("fixed", 2000)
+    assert alone.recall == row.recall and alone.recall_samples > 3 * row.recall_samples
+    assert alone.recall_interval is not None  # runs of one task as if unrelated: narrower
+    assert alone.recall_interval[1] - alone.recall_interval[0] < high - low
 
 
 @needs_tau

@@ -18,6 +18,7 @@ from ctxwindow import Conversation, Message, from_config, get_counter
 from ctxwindow.errors import BudgetTooSmall
 from ctxwindow_eval.agent_metrics import StepScore, needed_values, score_step
 from ctxwindow_eval.runner import STRATEGY_FAILURES, Raised, StrategySpec, warn_raised
+from ctxwindow_eval.spread import cluster_interval
 from ctxwindow_eval.trajectories import Trajectory
 
 AGENT_BUDGETS = (2000, 3000, 4000)
@@ -41,6 +42,10 @@ class AgentRow:
     #: Steps whose window the strategy failed to make (scored as keeping nothing).
     raised: int = 0
     first_error: str | None = None
+    #: The 95% interval of ``recall`` over the samples (tasks, else runs) its steps
+    #: came from (:func:`~ctxwindow_eval.spread.cluster_interval`), and how many.
+    recall_interval: tuple[float, float] | None = None
+    recall_samples: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         def rounded(value: float | None) -> float | None:
@@ -53,6 +58,10 @@ class AgentRow:
             "steps_with_choice": self.steps,
             "next_action_recall": rounded(self.recall),
             "recall_steps": self.recall_steps,
+            "next_action_recall_interval": (
+                None if self.recall_interval is None else [*map(rounded, self.recall_interval)]
+            ),
+            "recall_samples": self.recall_samples,
             "pending_kept": rounded(self.pending_kept),
             "pending_steps": self.pending_steps,
             "pending_cut": self.pending_cut,
@@ -101,6 +110,7 @@ def evaluate_agent(
         failures: list[Raised] = []
         for budget in budgets:
             scores: list[StepScore] = []
+            by_sample: dict[str, list[StepScore]] = {}
             timings: list[float] = []
             too_small = 0
             raised = Raised()
@@ -124,9 +134,11 @@ def evaluate_agent(
                         timings.append(time.perf_counter() - begun)
                     step = trajectory.messages[action]
                     scores.append(score_step(history, step, window, needed))
+                    by_sample.setdefault(trajectory.sample, []).append(scores[-1])
                 if progress:
                     progress(spec.title, len(chosen))
             row = _row(spec.title, budget, scores, too_small, timings)
+            row.recall_interval, row.recall_samples = _recall_spread(by_sample.values())
             row.raised, row.first_error = raised.count, raised.first
             rows.append(row)
             failures.append(raised)
@@ -158,6 +170,19 @@ def _steps(
 
 def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
+
+
+def _recall_spread(
+    samples: Iterable[list[StepScore]],
+) -> tuple[tuple[float, float] | None, int]:
+    """The interval of next-action recall over the samples, and how many had steps
+    with needed values."""
+    groups = []
+    for scores in samples:
+        recalls = [s.recall for s in scores if s.recall is not None]
+        if recalls:
+            groups.append((sum(recalls), len(recalls)))
+    return cluster_interval(groups), len(groups)
 
 
 def _row(

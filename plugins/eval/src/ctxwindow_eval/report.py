@@ -72,8 +72,12 @@ def failures(result: Result) -> list[str]:
     ]
 
 
+#: The column of next-action recall's interval (see :mod:`ctxwindow_eval.spread`).
+INTERVAL = "95% interval"
+
+
 def _agent_columns(result: AgentResult) -> tuple[list[str], list[list[str]]]:
-    head = ["strategy", "budget", "steps", "next-action recall", "pending kept"]
+    head = ["strategy", "budget", "steps", "next-action recall", INTERVAL, "pending kept"]
     raised = _any_raised(result)
     head += ["pending cut", "task statement kept", "too small"]
     head += [*(["raised"] if raised else []), "ms/window"]
@@ -87,6 +91,7 @@ def _agent_columns(result: AgentResult) -> tuple[list[str], list[list[str]]]:
             str(row.budget),
             str(row.steps),
             share(row.recall, row.recall_steps),
+            _interval(row.recall_interval),
             share(row.pending_kept, row.pending_steps),
             str(row.pending_cut),
             "-" if row.task_kept is None else f"{row.task_kept:.3f}",
@@ -99,11 +104,16 @@ def _agent_columns(result: AgentResult) -> tuple[list[str], list[list[str]]]:
     return head, cells
 
 
+def _interval(bounds: tuple[float, float] | None) -> str:
+    return "-" if bounds is None else f"{bounds[0]:.3f}-{bounds[1]:.3f}"
+
+
 def _title(result: Result) -> str:
     if isinstance(result, AgentResult):
         return (
             f"Agent steps (counter {result.counter}; steps: actions whose history is over "
-            "the budget; in brackets, the steps each share is over)"
+            "the budget; in brackets, the steps each share is over; the 95% interval of "
+            "recall draws whole tasks, else runs)"
         )
     return f"Evidence recall (counter {result.counter}, {_scope(result)})"
 
@@ -121,14 +131,24 @@ def table(result: Result) -> Any:
     """A rich Table: one row per strategy and budget."""
     rich_table = require("rich.table")
     head, cells = columns(result)
+    if INTERVAL in head:  # a terminal is narrower than a page: the interval under the recall
+        head, cells = _under_recall(head, cells)
     out = rich_table.Table(title=_title(result), title_justify="left")
     out.add_column(head[0], overflow="fold", min_width=8, max_width=36)
     for name in head[1:]:
-        bold = name in ("recall", "next-action recall")
+        bold = name.startswith(("recall", "next-action recall"))
         out.add_column(name, justify="right", style="bold" if bold else None)
     for line in cells:
         out.add_row(*line)
     return out
+
+
+def _under_recall(head: list[str], cells: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The interval column folded into the recall column's cells, a line below."""
+    at = head.index(INTERVAL)
+    head = [*head[: at - 1], f"{head[at - 1]} ({INTERVAL})", *head[at + 1 :]]
+    cells = [[*line[: at - 1], f"{line[at - 1]}\n{line[at]}", *line[at + 1 :]] for line in cells]
+    return head, cells
 
 
 def markdown(result: Result) -> str:

@@ -7,7 +7,8 @@ the window needed to hold (see :mod:`ctxwindow_eval.agent_metrics`).
 Accepted files: a JSON list of trajectories, or JSONL with one trajectory a line. A
 trajectory is a list of messages, or an object holding it under ``traj`` (tau-bench's
 historical trajectories), ``messages`` or ``trajectory``, with an optional ``id``
-(else ``task_id`` and ``trial``, else its place in the file); or one such object. A
+(else ``task_id`` and ``trial``, else its place in the file; a ``task_id`` also groups
+the runs of one task, see :mod:`.spread`); or one such object. A
 file whose entries are all messages (a JSONL log of one run) is one trajectory.
 """
 
@@ -30,6 +31,14 @@ class Trajectory:
 
     id: str
     messages: list[dict[str, Any]]
+    #: The task it ran (tau-bench's ``task_id``), when the file says: runs of one task
+    #: are one sample when the spread of a figure is estimated (see :mod:`.spread`).
+    task: str | None = None
+
+    @property
+    def sample(self) -> str:
+        """What the spread draws it with: its task's runs, else this run alone."""
+        return f"task {self.task}" if self.task is not None else f"run {self.id}"
 
     def actions(self) -> Iterator[int]:
         """Positions of the assistant messages that call tools (never the first)."""
@@ -59,7 +68,7 @@ def load_trajectories(path: str | Path) -> list[Trajectory]:
                     f"{source}: trajectory {number}, message {position} is not an OpenAI "
                     "message (an object with a 'role')"
                 )
-        out.append(Trajectory(_id_of(entry, number), messages))
+        out.append(Trajectory(_id_of(entry, number), messages, _task_of(entry)))
     if not out:
         raise ConfigError(f"{source} holds no trajectories")
     return out
@@ -128,6 +137,11 @@ def _id_of(entry: Any, number: int) -> str:
             trial = entry.get("trial")
             return f"task {entry['task_id']}" + (f" trial {trial}" if trial is not None else "")
     return f"trajectory {number}"
+
+
+def _task_of(entry: Any) -> str | None:
+    task = entry.get("task_id") if isinstance(entry, dict) else None
+    return None if task is None else str(task)
 
 
 def _read(source: Path) -> str:
