@@ -253,6 +253,10 @@ def test_spread_sums_as_a_python_pass_over_the_list_does() -> None:
         summed = spread(np.array(dense), strength, reach).tolist()
         expected = full_pass(dense, strength, reach) if strength and reach else dense
         assert summed == expected
+        # the scoring units named by the caller, and some that score 0 among them
+        named = sorted({u for u, v in enumerate(dense) if v} | {rng.randrange(size)})
+        given = spread(np.array(dense), strength, reach, np.array(named, np.int64))
+        assert given.tolist() == expected
 
 
 def test_the_scorer_scores_every_unit_as_textbook_bm25_does() -> None:
@@ -279,6 +283,38 @@ def test_the_scorer_scores_every_unit_as_textbook_bm25_does() -> None:
         expected.append(total)
     assert max(expected) > 0 and expected[own] == 0
     assert np.allclose(scores, np.array(expected) / max(expected), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("asked", ["the hotel budget for RES007?", "zebra", "quartz"])
+@pytest.mark.parametrize("agent", [True, False])
+def test_the_units_said_to_score_hold_every_unit_that_does(asked: str, agent: bool) -> None:
+    """The scorer's support (the units sharing a query term and their neighbours'
+    reach) holds every unit its scores are not 0 for; the strategy's, the metadata
+    importance and the task statement's too: a visit lists the scoring units from it
+    alone, and the record's scores are those a pass over every unit finds. A word
+    in many units (the first) is not listed: every unit is looked at."""
+    rng = random.Random(5)
+    said = [" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(400)]
+    chat = [{"role": ("user", "assistant")[i % 2], "content": text} for i, text in enumerate(said)]
+    older = agent_history(400, seed=3) if agent else chat
+    for position in (40, 41, 150, 300, 380):  # a rare word, in a few messages
+        if older[position]["role"] in ("user", "assistant") and older[position]["content"]:
+            older[position] = {**older[position], "content": older[position]["content"] + " zebra"}
+    messages = [*older, {"role": "user", "content": asked}]
+    history = Conversation(messages).view(get_counter("approx"), 1000)
+    scores, support = KeywordScorer(Settings()).score_with_support(history)
+    assert (support is None) == (asked not in {"zebra", "quartz"})
+    strategy = SlidingWindow()
+    importance, everything = strategy._importance(history, None)
+    for values, units in ((scores, support), (importance, everything)):
+        if units is not None:
+            assert np.all(np.diff(units) > 0)
+            assert set(np.flatnonzero(values).tolist()) <= set(units.tolist())
+    if asked == "zebra":  # the rare word's units and their neighbours score
+        assert np.count_nonzero(scores) > 5
+    chosen = strategy.choose(history)  # type: ignore[attr-defined]
+    scored = {unit: float(importance[unit]) for unit in np.flatnonzero(importance).tolist()}
+    assert scored and {unit: chosen.scores[unit] for unit in scored} == scored
 
 
 def test_the_state_goes_with_its_conversation() -> None:

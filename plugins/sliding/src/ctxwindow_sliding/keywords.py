@@ -327,6 +327,12 @@ class KeywordScorer:
     def score(self, history: History) -> np.ndarray:
         """One score per unit (float64): 0 for a unit that shares nothing with the query,
         nor sits near one that does; the best direct match scores at least 1."""
+        return self.score_with_support(history)[0]
+
+    def score_with_support(self, history: History) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`score`, and the units outside which every score is 0, ascending, when
+        they are few (None: any may score): the units that share a query term and those
+        within reach of one. A visit then reads those alone, not every unit's score."""
         size = len(history.units)
         index = self.index(history)
         # A unit the host changed on this visit (the newest user message, truncated) is
@@ -336,7 +342,7 @@ class KeywordScorer:
         # read once: in an agent's history it is built from the whole current turn
         query_text = history.effective_query
         query = terms(query_text)
-        matched = self._overlap(index, tail, set(query), size)
+        matched, scoring = self._overlap(index, tail, set(query), size)
         asking = history.newest_user if history.query is None else None
         own = None if asking is None else history.unit_of(asking)
         if own is not None:
@@ -345,10 +351,15 @@ class KeywordScorer:
         timed = {} if history.agent else self._time_matches(index, query_text, stable)
         if own is not None:
             timed.pop(own, None)
-        top = float(matched.max()) if size else 0.0
+        looked = matched if scoring is None else matched[scoring]
+        top = float(looked.max()) if len(looked) else 0.0
         if top <= 0 and not timed:
-            return matched
-        out = spread(matched / top if top > 0 else matched, settings.neighbours, settings.reach)
+            return matched, scoring
+        scaled = matched / top if top > 0 else matched
+        out = spread(scaled, settings.neighbours, settings.reach, scoring)
+        support = _support(scoring, settings.neighbours, settings.reach, size)
+        if support is not None and timed:
+            support = np.union1d(support, np.fromiter(timed, np.int64, len(timed)))
         for unit, match in timed.items():
             value = float(out[unit])
             weight = settings.time * match
@@ -369,7 +380,7 @@ class KeywordScorer:
             for offset, read in enumerate(tail):
                 speaking[stable + offset] |= not named.isdisjoint(read.speakers)
             out[speaking] *= 1 + settings.speaker
-        return out
+        return out, support
 
     def _time_matches(self, index: TermIndex, query: str, size: int) -> dict[int, float]:
         """The units among the first ``size`` whose time meets the days ``query`` names."""
@@ -379,11 +390,15 @@ class KeywordScorer:
         return index.time.matches(asked, size) if asked else {}
 
     @staticmethod
-    def _overlap(index: TermIndex, tail: list[UnitTerms], query: set[str], size: int) -> np.ndarray:
+    def _overlap(
+        index: TermIndex, tail: list[UnitTerms], query: set[str], size: int
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """BM25 of the first ``size`` units for the ``query`` terms (0 for a unit that
         shares none); ``tail`` holds the last units when the index does not. Every
         term's postings are scored in one pass and summed per unit in the query's term
-        order (``bincount`` adds in the order given), as a loop over the terms would."""
+        order (``bincount`` adds in the order given), as a loop over the terms would.
+        With the scores, the units that share a term, ascending, when they are few
+        (None: many), so that :func:`spread` need not look for them among all units."""
         indexed = size - len(tail)
         total = index.length_sums[indexed] + sum(read.length for read in tail)
         average = max(total / max(size, 1), 1.0)
@@ -400,7 +415,7 @@ class KeywordScorer:
                 found.append((units, counts))
                 idfs.append(math.log(1 + (size - len(units) + 0.5) / (len(units) + 0.5)))
         if not found:
-            return np.zeros(size)
+            return np.zeros(size), _NO_UNITS
         units = np.concatenate([held for held, _ in found])
         counts = np.concatenate([times for _, times in found])
         idf = np.repeat(idfs, [len(held) for held, _ in found])
@@ -411,31 +426,55 @@ class KeywordScorer:
         scored: np.ndarray = np.bincount(
             units, weights=idf * counts * (K1 + 1) / (counts + norm), minlength=size
         )
-        return scored
+        return scored, np.unique(units) if len(units) * FEW_SHARE < size else None
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
+#: The units sharing a query term are listed (``np.unique`` of their postings) when
+#: their postings number under 1/FEW_SHARE of the units; else a pass over every score
+#: finds them.
+FEW_SHARE = 8
 _NO_COUNTS = np.zeros(0, dtype=np.float64)
 
 
-def spread(scores: np.ndarray, strength: float, reach: int) -> np.ndarray:
+def spread(
+    scores: np.ndarray, strength: float, reach: int, scoring: np.ndarray | None = None
+) -> np.ndarray:
     """Each unit's score plus ``strength * DECAY**(k-1)`` of the score of the unit ``k``
     away, on both sides, for ``k`` up to ``reach`` (the left one first, then the right,
     step by step): the floats a Python pass over the scores would sum, to the last bit.
     When few units score (a chat's question), only the stretches within ``reach`` of
     one are summed: a unit farther from every scoring one stays 0, and the sums inside
-    a stretch are those of the whole pass (what lies outside adds only zeros)."""
+    a stretch are those of the whole pass (what lies outside adds only zeros).
+    ``scoring``: the units that may score, ascending, when the caller knows them (a unit
+    among them that scores 0 adds a stretch of zeros); else every unit is looked at."""
     size = len(scores)
     if not strength or not reach:
         return scores
     span = min(reach, size - 1)
-    scoring = np.flatnonzero(scores)
+    if scoring is None:
+        scoring = np.flatnonzero(scores)
     if len(scoring) * (2 * span + 1) * 4 >= size:
         return _spread_pass(scores, strength, span)
     out: np.ndarray = scores.copy()
     for start, stop in _stretches(scoring.tolist(), span, size):
         out[start:stop] = _spread_pass(scores[start:stop], strength, span)
     return out
+
+
+def _support(
+    scoring: np.ndarray | None, strength: float, reach: int, size: int
+) -> np.ndarray | None:
+    """The units :func:`spread` may give a score to from ``scoring`` (ascending), when
+    they are few (None: many, or ``scoring`` None)."""
+    if scoring is None or not strength or not reach or size < 2:
+        return scoring
+    stretches = list(_stretches(scoring.tolist(), min(reach, size - 1), size))
+    if sum(stop - start for start, stop in stretches) * FEW_SHARE >= size:
+        return None
+    if not stretches:
+        return _NO_UNITS
+    return np.concatenate([np.arange(start, stop) for start, stop in stretches])
 
 
 def _spread_pass(scores: np.ndarray, strength: float, span: int) -> np.ndarray:

@@ -29,6 +29,7 @@ from ctxwindow.kit import (
     recent_units,
 )
 from ctxwindow.kit.ranking import UnitFigures, keep_ranked
+from ctxwindow_sliding.keywords import KeywordScorer
 
 #: What the task statement (the opening user message) adds to its importance: as much as
 #: the unit that best matches the query. The core keeps it outright when it is small; the
@@ -129,10 +130,22 @@ class SlidingWindow(BaseStrategy):
         """Each unit's importance (float64, one per unit): the scorer's scores scaled so
         the largest is 1 in size, plus the ``metadata.importance`` of the unit's messages,
         plus TASK_BOOST for the task statement's unit (unless ``task_statement`` is off)."""
-        scores = self._scores(history)
-        top = float(np.abs(scores).max()) if len(scores) else 0.0
+        return self._importance(history, notes)[0]
+
+    def _importance(
+        self, history: History, notes: list[str] | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`importance`, and the units outside which it is 0, ascending, when the
+        scorer says (see :meth:`_scores`); else None."""
+        scores, support = self._scores(history)
+        looked = scores if support is None else scores[support]
+        top = float(np.abs(looked).max()) if len(looked) else 0.0
         if top > 0 and top != 1:
-            scores = scores / top
+            if support is None:
+                scores /= top
+            else:
+                scores[support] /= top
+        marked = []
         for position, value in self._state_of(history).importance:
             unit = history.unit_of(position) if position < len(history) else None
             if unit is None:
@@ -146,15 +159,21 @@ class SlidingWindow(BaseStrategy):
                     )
             else:
                 scores[unit] += number
+                marked.append(unit)
         task = history.task_unit
         if task is not None:
             scores[task] += TASK_BOOST
-        return scores
+            marked.append(task)
+        if support is not None and marked:
+            support = np.union1d(support, marked)
+        return scores, support
 
-    def _scores(self, history: History) -> np.ndarray:
-        """The scorer's scores, one per unit, as a float64 array of their own. A scorer
-        that names only its scores that are not 0 does so through
-        ``nonzero_scores(history)``; any other's full list (or array) is read."""
+    def _scores(self, history: History) -> tuple[np.ndarray, np.ndarray | None]:
+        """The scorer's scores, one per unit, as a float64 array of their own, and the
+        units outside which they are 0 when the scorer says (None: any may score). A
+        scorer that names only its scores that are not 0 does so through
+        ``nonzero_scores(history)``; the keywords scorer gives its scores with the units
+        that may score; any other's full list (or array) is read."""
         scorer = self.scorer
         size = len(history.units)
         nonzero = getattr(scorer, "nonzero_scores", None)
@@ -162,9 +181,13 @@ class SlidingWindow(BaseStrategy):
         if callable(nonzero):
             found = _checked_nonzero(scorer, nonzero(history), size)
             out[list(found)] = list(found.values())
-            return out
+            return out, np.asarray(sorted(found), dtype=np.int64)
+        if isinstance(scorer, KeywordScorer):  # its own: trusted to say where it scores
+            scores, support = scorer.score_with_support(history)
+            out[:] = _checked(scorer, scores, size)
+            return out, support
         out[:] = _checked(scorer, scorer.score(history), size)
-        return out
+        return out, None
 
     def _state_of(self, history: History) -> _ConversationState:
         state = self._states.of(history.conversation)
@@ -184,13 +207,13 @@ class SlidingWindow(BaseStrategy):
             oldest_recent = unit
         # 2. The important older units, most important first, while any fits; in an
         # agent's history a unit also counts for the identifiers it would add.
-        scores = self.importance(history, selection.notes)
+        scores, support = self._importance(history, selection.notes)
         room = self._take_important(history, selection, scores, oldest_recent, room)
         # 3. Room the important units left extends the recent run.
         for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
             selection.keep(unit, RECENT)
             room -= history.unit_tokens(unit)
-        scored = np.flatnonzero(scores)
+        scored = np.flatnonzero(scores) if support is None else support[scores[support] != 0]
         # every unit's score that is not 0, for the record (beside those kept with one)
         selection.scores = {
             **dict(zip(scored.tolist(), scores[scored].tolist(), strict=True)),
