@@ -24,6 +24,10 @@ from ctxwindow.testing import check_window
 from ctxwindow.testing.conversations import assistant, calls, result, user
 
 STUB = "[cleared]"
+PARTS = [
+    {"type": "text", "text": STUB},
+    {"type": "image_url", "image_url": {"url": "https://example.com/chart.png"}},
+]
 
 
 def chat() -> list[dict[str, Any]]:
@@ -74,6 +78,8 @@ class Clearing(BaseStrategy):
             return selection
         elif bad == "name":
             stub = dataclasses.replace(stub, name="someone-else")
+        elif bad == "parts":  # not bad: content parts, sent as the dicts to_dict writes
+            stub = dataclasses.replace(stub, content=PARTS)
         elif bad == "must keep":
             system = Message("system", "short", metadata={"synthetic": True})
             selection.replace(0, system, "shorter")
@@ -113,6 +119,16 @@ def test_a_stand_in_is_sent_in_the_callers_kind_and_recorded_as_replaced() -> No
     as_objects = Clearing().select(objects, 10_000)
     assert isinstance(as_objects.messages[3], Message)
     assert as_objects.messages[3].metadata["stands_in_for"] == 3
+
+
+def test_a_stand_in_of_content_parts_is_sent_as_part_dicts() -> None:
+    """In a window of dicts the stand-in's content goes in as to_dict writes it: each
+    part a dict (the image's fields kept), not a ContentPart."""
+    window = Clearing(bad="parts").select(chat(), 10_000)
+    sent = window.messages[3]
+    assert sent["content"] == PARTS and all(type(part) is dict for part in sent["content"])
+    assert sent["content"] == Message("tool", PARTS, tool_call_id="c1").to_dict()["content"]
+    assert sent["metadata"] == {"synthetic": True, "stands_in_for": 3}
 
 
 def test_the_independent_check_accepts_a_stand_in() -> None:

@@ -317,3 +317,22 @@ def test_the_plot_leaves_out_budgets_where_nothing_was_measured() -> None:
     assert result.row("fixed", 100_000).recall is None  # no step over that budget
     ((budget, recall), (roomy, nothing)) = report.series(result)["fixed"]
     assert (budget, roomy, nothing) == (400, 100_000, None) and recall is not None
+
+
+def test_the_interval_is_a_column_on_a_page_and_under_the_recall_in_a_terminal() -> None:
+    from ctxwindow_eval.report import markdown, table
+
+    result = evaluate_agent(["fixed"], load_trajectories(RUNS), budgets=[400])
+    (row,) = result.rows
+    assert row.recall_interval is not None and row.recall_samples == 2
+    low, high = row.recall_interval
+    page = markdown(result).splitlines()
+    head = [cell.strip() for cell in page[0].strip("|").split("|")]
+    at = head.index("95% interval")
+    assert head[at - 1] == "next-action recall"
+    assert page[2].strip("|").split("|")[at].strip() == f"{low:.3f}-{high:.3f}"
+    shown = table(result)
+    names = [str(column.header) for column in shown.columns]
+    assert "95% interval" not in names
+    recall = shown.columns[names.index("next-action recall (95% interval)")]
+    assert list(recall.cells) == [f"{row.recall:.3f} ({row.recall_steps})\n{low:.3f}-{high:.3f}"]

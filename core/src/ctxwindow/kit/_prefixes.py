@@ -169,7 +169,9 @@ class RecentLists(Generic[S]):
         longest first; then those whose ends are only equal (a list rebuilt from equal
         items), longest first, compared only when no earlier one is taken. Comparing
         by value costs an SDK's message models microseconds each, and a list that grew
-        would otherwise pay it for every other list remembered."""
+        would otherwise pay it for every other list remembered. A generator: the
+        remembered lists are read when the first is asked for, and it is true even
+        when it yields none (``list()`` it to test)."""
         size = len(given)
         with self._lock:
             ends = [
