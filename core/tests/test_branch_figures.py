@@ -11,6 +11,7 @@ import pytest
 
 from ctxwindow import ApproxCounter, Conversation, History
 from ctxwindow.kit import Coverage
+from ctxwindow.kit._coverage import _MEMO as written
 from ctxwindow.kit.ranking import UnitFigures
 
 COUNTER = ApproxCounter()
@@ -56,9 +57,12 @@ def fresh(conversation: Conversation) -> Any:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("parent_first", [True, False])
+@pytest.mark.parametrize("forgotten", [False, True])
 def test_a_branch_and_its_parent_keep_the_figures_a_fresh_read_gives(
-    seed: int, parent_first: bool
+    seed: int, parent_first: bool, forgotten: bool
 ) -> None:
+    """``forgotten``: the identifiers the parent's messages wrote are read afresh (its
+    coverage state gone) after the figures were read: the figures count them again."""
     history = agent(120, seed)
     # a tool's output holds an id that only the parent's newest message speaks: the
     # branch, which does not share that message, counts it as not spoken
@@ -71,6 +75,8 @@ def test_a_branch_and_its_parent_keep_the_figures_a_fresh_read_gives(
     parent = Conversation(history)
     figures = UnitFigures()
     figures_of(figures, parent)
+    if forgotten:
+        written._states.pop(parent)
     child = parent.branch(len(history) - 1 - seed * 3)
     child.extend(agent(130, seed + 200)[len(child) :])
     if parent_first:  # the parent grows, and is read, before the branch's first visit

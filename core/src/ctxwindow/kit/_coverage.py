@@ -87,16 +87,6 @@ class _UnitIdentifiers:
             twin.spoken_read = min(self.spoken_read, cut)
         return twin
 
-    def written_from(self, cut: int) -> list[str]:
-        """The identifiers first written at message ``cut`` or later, newest first."""
-        with self.lock:
-            found = []
-            for key in reversed(self.spoken_first):
-                if self.spoken_first[key] < cut:
-                    break
-                found.append(key)
-            return found
-
 
 _MEMO: PerConversation[_UnitIdentifiers] = PerConversation(
     _UnitIdentifiers, _UnitIdentifiers.branch
@@ -185,15 +175,17 @@ class Coverage:
         visit (read as they are now): spoken on this visit only."""
         return self._spoken_later
 
-    def written_since(self, start: int) -> tuple[list[str], int]:
+    def written_since(self, start: int) -> list[tuple[str, int]]:
         """The identifiers a user or assistant wrote in the conversation's messages read
-        so far (with ``spoken_weight``), in the order first written, from the
-        ``start``-th on; and how many there are in all: a reader that keeps per-unit
-        figures learns the newly written ones only."""
+        so far (with ``spoken_weight``), each with the message that first wrote it, from
+        the ``start``-th on: in the order first written (ascending messages), which the
+        messages alone decide, so a branch's (a prefix of its parent's, then its own)
+        and a fresh read's agree. A reader that keeps per-unit figures learns the newly
+        written ones only."""
         memo = self._memo
         with memo.lock:
-            found = list(itertools.islice(memo.spoken_first, start, None))
-        return found, start + len(found)
+            keys = itertools.islice(memo.spoken_first, start, None)
+            return [(key, memo.spoken_first[key]) for key in keys]
 
     def novelty_of(
         self, found: frozenset[str], tokens: int, covered: AbstractSet[str] | None = None

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from ctxwindow.kit._coverage import _MEMO as _SPOKEN
 from ctxwindow.kit._coverage import NOVELTY_TOKENS, Coverage, identifiers
 from ctxwindow.kit._excerpt import excerpt_unit, keep_best
 from ctxwindow.kit._text import unit_text
@@ -388,8 +387,9 @@ class UnitFigures:
         #: The identifiers whose list of holders is this object's own to append to: a
         #: branch shares the others with the figures it came from, until it adds to one.
         self._own: set[str] = set()
-        self._written: set[str] = set()
-        self._written_read = 0
+        #: The identifiers found written (:meth:`Coverage.written_since`), each with the
+        #: message that first wrote it, in the order first written: ascending messages.
+        self._written: dict[str, int] = {}
         self._sums: list[int] | None = None
         self.lock = threading.Lock()
 
@@ -415,15 +415,13 @@ class UnitFigures:
                     else:
                         del twin._holders[identifier]
             self._own = set()  # every list is shared now: copied before it grows
-            memo = _SPOKEN.peek(origin.parent)
-            later = memo.written_from(origin.messages) if memo is not None else None
-            if later is None:  # what was spoken where is unknown: counted again
-                twin.spoken = Rows(np.int64)
-                twin.spoken.extend(np.zeros(kept, dtype=np.int64))
-                return twin
-            gone = [identifier for identifier in later if identifier in self._written]
-            twin._written = self._written.difference(gone)
-            twin._written_read = self._written_read - len(gone)
+            gone = []  # first written in messages the branch does not share: the newest
+            for identifier in reversed(self._written):
+                if self._written[identifier] < origin.messages:
+                    break
+                gone.append(identifier)
+            shared = len(self._written) - len(gone)
+            twin._written = dict(itertools.islice(self._written.items(), shared))
             counts = twin.spoken.view
             for identifier in gone:
                 counts[twin._holders.get(identifier, [])] -= 1
@@ -471,7 +469,7 @@ class UnitFigures:
         for unit in range(len(self.identifiers), stop):
             held = found(unit)
             counts.append(len(held))
-            spoken.append(len(held & self._written))
+            spoken.append(len(held & self._written.keys()))
             for identifier in held:
                 self._hold(identifier, unit)
         self.identifiers.extend(counts)
@@ -496,11 +494,10 @@ class UnitFigures:
         newly written raises the units holding it, so a visit costs what was added."""
         with self.lock:
             self._identifier_counts(history, stop, coverage.of)
-            written, self._written_read = coverage.written_since(self._written_read)
             counts = self.spoken.view
-            for identifier in written:
+            for identifier, at in coverage.written_since(len(self._written)):
                 if identifier not in self._written:
-                    self._written.add(identifier)
+                    self._written[identifier] = at
                     counts[self._holders.get(identifier, [])] += 1
             counts = counts[:stop]
             later = [found for found in coverage.spoken_later if found not in self._written]
