@@ -495,10 +495,9 @@ class UnitFigures:
         with self.lock:
             self._identifier_counts(history, stop, coverage.of)
             counts = self.spoken.view
-            for identifier, at in coverage.written_since(len(self._written)):
-                if identifier not in self._written:
-                    self._written[identifier] = at
-                    counts[self._holders.get(identifier, [])] += 1
+            for identifier, at in coverage.written_since(len(self._written)):  # new ones only
+                self._written[identifier] = at
+                counts[self._holders.get(identifier, [])] += 1
             counts = counts[:stop]
             later = [found for found in coverage.spoken_later if found not in self._written]
             if later:

@@ -109,8 +109,7 @@ def evaluate_agent(
         windower = from_config({**config, **spec.options})
         failures: list[Raised] = []
         for budget in budgets:
-            scores: list[StepScore] = []
-            by_sample: dict[str, list[StepScore]] = {}
+            by_sample: dict[str, list[StepScore]] = {}  # a task's runs (else a run) each
             timings: list[float] = []
             too_small = 0
             raised = Raised()
@@ -133,12 +132,11 @@ def evaluate_agent(
                     else:
                         timings.append(time.perf_counter() - begun)
                     step = trajectory.messages[action]
-                    scores.append(score_step(history, step, window, needed))
-                    by_sample.setdefault(trajectory.sample, []).append(scores[-1])
+                    scored = score_step(history, step, window, needed)
+                    by_sample.setdefault(trajectory.sample, []).append(scored)
                 if progress:
                     progress(spec.title, len(chosen))
-            row = _row(spec.title, budget, scores, too_small, timings)
-            row.recall_interval, row.recall_samples = _recall_spread(by_sample.values())
+            row = _row(spec.title, budget, by_sample, too_small, timings)
             row.raised, row.first_error = raised.count, raised.first
             rows.append(row)
             failures.append(raised)
@@ -172,23 +170,23 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _recall_spread(
-    samples: Iterable[list[StepScore]],
-) -> tuple[tuple[float, float] | None, int]:
-    """The interval of next-action recall over the samples, and how many had steps
-    with needed values."""
-    groups = []
-    for scores in samples:
-        recalls = [s.recall for s in scores if s.recall is not None]
-        if recalls:
-            groups.append((sum(recalls), len(recalls)))
-    return cluster_interval(groups), len(groups)
+def _recalls(scores: list[StepScore]) -> list[float]:
+    """The recall of each step that needed values."""
+    return [s.recall for s in scores if s.recall is not None]
 
 
 def _row(
-    label: str, budget: int, scores: list[StepScore], too_small: int, timings: list[float]
+    label: str,
+    budget: int,
+    by_sample: dict[str, list[StepScore]],
+    too_small: int,
+    timings: list[float],
 ) -> AgentRow:
-    recalls = [s.recall for s in scores if s.recall is not None]
+    """The row of the steps scored, grouped by sample: the recall's interval draws
+    whole samples (see :func:`~ctxwindow_eval.spread.cluster_interval`)."""
+    scores = [score for group in by_sample.values() for score in group]
+    recalls = _recalls(scores)
+    groups = [(sum(found), len(found)) for found in map(_recalls, by_sample.values()) if found]
     pending = [float(s.pending_kept) for s in scores if s.pending_kept is not None]
     task = [float(s.task_kept) for s in scores if s.task_kept is not None]
     return AgentRow(
@@ -203,4 +201,6 @@ def _row(
         task_kept=_mean(task),
         too_small=too_small,
         median_ms=statistics.median(timings) * 1000 if timings else 0.0,
+        recall_interval=cluster_interval(groups),
+        recall_samples=len(groups),
     )

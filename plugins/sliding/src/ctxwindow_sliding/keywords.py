@@ -62,6 +62,10 @@ K1 = 1.2
 B = 0.75
 #: Each further neighbour inherits this much less than the one before.
 DECAY = 0.7
+#: The units sharing a query term are listed (``np.unique`` of their postings) when
+#: their postings number under 1/FEW_SHARE of the units; else a pass over every score
+#: finds them.
+FEW_SHARE = 8
 
 _WORD = re.compile(r"[a-z0-9]+")
 _TIME_WORDS = frozenset(
@@ -430,10 +434,6 @@ class KeywordScorer:
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
-#: The units sharing a query term are listed (``np.unique`` of their postings) when
-#: their postings number under 1/FEW_SHARE of the units; else a pass over every score
-#: finds them.
-FEW_SHARE = 8
 _NO_COUNTS = np.zeros(0, dtype=np.float64)
 
 
