@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import ctxwindow
 import ctxwindow._history
 from ctxwindow import Conversation, History, InvalidMessage, Message, Unit
 from ctxwindow._tokens import ApproxCounter, CachedCounter
 from ctxwindow.testing import assistant, calls, result, user
+from ctxwindow.testing.conversations import wild_histories
 from ctxwindow.testing.strategies import Newest
 
 APPROX = ApproxCounter()
@@ -235,6 +238,21 @@ def test_a_batch_with_an_invalid_message_changes_nothing_wherever_it_fails(kept:
         assert _state(conversation) == expected, bad_at
         conversation.extend(REWOUND[kept:])
         assert _state(conversation) == _state(Conversation(REWOUND)), bad_at
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wild_histories(defects=True))
+def test_a_batch_is_read_as_its_messages_one_by_one(messages: list[Any]) -> None:
+    """Read at once (the simple dicts of the batch found by their roles and sizes at
+    once) or a message at a time, a history of dicts gives the same conversation:
+    units, defects, exchanges left open, users, instructions and pins, each message."""
+    dicts = [m.to_dict() if isinstance(m, Message) else m for m in messages]
+    with mock.patch.object(ctxwindow._history, "BATCH_LOOKUPS_FROM", 0):
+        at_once = Conversation(dicts)
+    one_by_one = Conversation()
+    for entry in dicts:
+        one_by_one.append(entry)
+    assert _state(at_once) == _state(one_by_one)
 
 
 @pytest.mark.usefixtures("reading")
