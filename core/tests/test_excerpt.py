@@ -333,7 +333,7 @@ def test_a_unit_with_a_large_result_gets_a_marked_stand_in() -> None:
         "excerpt": {"tool": "get_profile", "tokens": whole, "kept_tokens": kept},
     }
     header, body = stand_in.text.split("\n", 1)
-    assert header == HEADER.format(tool="get_profile", kept=kept, tokens=whole)
+    assert header == HEADER.format(kept=kept, tokens=whole)
     assert body == excerpt_text(original.text)
     assert "user_0" in body and "ORD0003" in body and "card_02" in body
     assert "Lovelace" not in body and "prose" not in body
@@ -466,7 +466,8 @@ def test_the_tool_is_named_from_the_message_or_else_the_call() -> None:
     history = view(messages)
     found = excerpt_unit(history, 2)
     assert found is not None
-    assert found.stand_ins[3].text.startswith("[excerpt of get_profile result:")
+    assert found.stand_ins[3].metadata["excerpt"]["tool"] == "get_profile"
+    assert "get_profile result" in found.reason  # the record names it too
 
 
 def test_a_units_excerpt_is_made_once_per_conversation_and_counter(
@@ -598,7 +599,7 @@ def test_sliding_keeps_an_older_result_as_an_excerpt_when_the_budget_is_tight() 
         assert stand_in["role"] == "tool"
         original = messages[stand_in["metadata"]["stands_in_for"]]
         assert stand_in["tool_call_id"] == original["tool_call_id"]
-        assert stand_in["content"].startswith("[excerpt of get_profile result:")
+        assert stand_in["content"].startswith("[excerpt: ")
     assert messages == agent_messages()  # the input is untouched
 
 

@@ -239,7 +239,7 @@ def test_the_summary_has_a_row_saying_what_it_covers(
 def test_a_stand_in_is_shown_for_the_message_it_replaced(example_page: Page) -> None:
     replaced = [cell for _, cell in example_page.column(1) if "replaced" in cell.classes]
     assert [cell.attrs["data-positions"] for cell in replaced] == ["4 5 6"]
-    assert "#6 sent as: ← call_fl1: [excerpt of search_flights result" in replaced[0].text
+    assert "#6 sent as: ← call_fl1: [excerpt: " in replaced[0].text
 
 
 def test_a_truncated_message_and_an_anthropic_body(tmp_path: Path) -> None:

@@ -36,11 +36,13 @@ MIN_TOKENS = 60
 MAX_SHARE = 0.75
 #: A string leaf longer than this is prose, not a value an agent passes on.
 MAX_LEAF_CHARS = 40
-HEADER = "[excerpt of {tool} result: {kept} of {tokens} tokens kept; identifiers only]"
+#: The marker of a tool result's excerpt. It names neither the tool nor the message: the
+#: excerpt stands where the result was, after the call that names the tool (the two are
+#: kept together), and in a window of a few hundred tokens every token of a marker is
+#: one an identifier could have had.
+HEADER = "[excerpt: {kept} of {tokens} tokens kept; identifiers only]"
 #: The marker of an assistant message's excerpt: its lines that hold identifiers.
-ASSISTANT_HEADER = (
-    "[excerpt of this assistant message: {kept} of {tokens} tokens kept; lines with identifiers]"
-)
+ASSISTANT_HEADER = "[excerpt: {kept} of {tokens} tokens kept; lines with identifiers]"
 #: The head of a table's first column when its rows are keyed by ids (a map's keys).
 ID_COLUMN = "id"
 #: A table's cell for a column its row has no kept value in.
@@ -331,11 +333,12 @@ def _stand_in(
     message: Message, tool: str, header: str, body: str, tokens: int, counter: TokenCounter
 ) -> Message:
     """``message`` with ``body`` as its content under the ``header`` marker (its
-    ``{tool}``, ``{kept}`` and ``{tokens}`` filled in), marked synthetic; its role, call
-    id, name and tool calls stay, so the tool exchange stays valid."""
+    ``{kept}`` and ``{tokens}`` filled in), marked synthetic, with the ``tool`` in its
+    metadata; its role, call id, name and tool calls stay, so the tool exchange stays
+    valid."""
 
     def made(kept: int) -> Message:
-        marker = header.format(tool=tool, kept=kept, tokens=tokens)
+        marker = header.format(kept=kept, tokens=tokens)
         return replace(
             message,
             content=f"{marker}\n{body}",
