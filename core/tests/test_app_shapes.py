@@ -18,6 +18,7 @@ from ctxwindow import (
     InvalidMessage,
     Message,
     Selection,
+    Window,
     Windower,
 )
 from ctxwindow.testing.strategies import Newest, newest
@@ -372,6 +373,33 @@ def test_strategies_state_starts_afresh_after_an_edit() -> None:
     windower.select(conversation)
     first, again, edited, after = strategy.seen
     assert first is again and edited is after and edited is not first
+
+
+@pytest.mark.parametrize("through", ["conversation", "list"])
+def test_content_parts_edited_in_place_are_seen_and_unedited_ones_are_not(through: str) -> None:
+    """A chat's string contents are compared as they are (no snapshot taken), a list of
+    content parts by its parts: text streamed into a part, or a part appended to the
+    list, is seen; the same parts untouched are not taken for an edit."""
+    messages = chat(20)
+    reply: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": "so"}]}
+    messages.append(reply)
+    conversation = Conversation(messages)
+    strategy = Recording()
+    windower = Windower(strategy, 300, "approx")
+
+    def select() -> Window[Any]:
+        return windower.select(conversation if through == "conversation" else messages)
+
+    select()
+    select()
+    assert strategy.seen[-1] is strategy.seen[-2]  # unedited parts: the same conversation
+    reply["content"][0]["text"] = "so, streamed on " * 20
+    grown = select()
+    assert strategy.seen[-1] is not strategy.seen[-2]
+    assert grown.record.tokens_before == cost(messages)
+    reply["content"].append({"type": "text", "text": "and a part more " * 20})
+    grown = select()
+    assert grown.record.tokens_before == cost(messages)
 
 
 def test_a_reply_streamed_in_place_is_read_again_from_where_it_was_edited(

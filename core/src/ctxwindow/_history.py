@@ -522,7 +522,10 @@ class Conversation:
             return False
         with self._lock:
             checked = self.checked_always
-            return not contents_unchanged(self._originals, self._contents, _contents, checked)
+            raw = _dict_contents if self.all_dicts else None
+            return not contents_unchanged(
+                self._originals, self._contents, _contents, checked, raw=raw
+            )
 
     def _reread(self) -> Conversation:
         """The conversation that holds the history now, read again from the caller's
@@ -573,11 +576,17 @@ def _snapshots(contents: list[Any]) -> list[Any]:
     return list(map(as_now, contents)) if list in set(map(type, contents)) else contents
 
 
+def _dict_contents(messages: Sequence[Any]) -> list[Any]:
+    """Each dict's ``content`` as it is, at C speed (TypeError when one is not a dict):
+    compared before :func:`_contents` takes snapshots (``contents_unchanged``'s ``raw``)."""
+    return list(map(dict.get, messages, repeat("content")))
+
+
 def _contents(messages: Sequence[Any]) -> list[Any]:
     """Each message's ``content``, as :func:`~ctxwindow.kit.as_now` keeps it: for a list
     of dicts, at C speed."""
     try:
-        return _snapshots(list(map(dict.get, messages, repeat("content"))))
+        return _snapshots(_dict_contents(messages))
     except TypeError:  # not all dicts: Messages, SDK objects, other mappings
         return list(map(_content_of, messages))
 

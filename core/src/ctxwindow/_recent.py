@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxwindow._history import Conversation, History, _content_of, _contents
+from ctxwindow._history import Conversation, History, _content_of, _contents, _dict_contents
 from ctxwindow._messages import check_message_list
 from ctxwindow._tokens import TokenCounter
 from ctxwindow.errors import InvalidOption
@@ -78,7 +78,9 @@ class RecentHistories:
             conversation = entry.conversation
             with conversation._lock:  # held until the view: no other visit grows it past
                 checked = conversation.checked_always
-                if not starts_with(given, entry, _content_of, checked, contents_of=_contents):
+                if not starts_with(
+                    given, entry, _content_of, checked, contents_of=_contents, raw_of=_dict_contents
+                ):
                     continue
                 self._grow(entry, given[len(conversation) :])
                 history = conversation.view(

@@ -65,11 +65,13 @@ def starts_with(
     also_checked: Iterable[int] = (),
     *,
     contents_of: Callable[[Sequence[Any]], list[Any]] | None = None,
+    raw_of: Callable[[Sequence[Any]], list[Any]] | None = None,
 ) -> bool:
     """Whether ``given`` starts with the remembered list, unchanged: equal items, and
     for the newest CHECKED items and ``also_checked`` positions, equal ``content(item)``
     (``contents_of``, when given, reads a batch of items' contents at once: faster, as
-    the core reads a list of dicts). The caller holds whatever lock keeps the
+    the core reads a list of dicts; ``raw_of``, their contents as they are, compared
+    first: see :func:`contents_unchanged`). The caller holds whatever lock keeps the
     remembered list from growing meanwhile."""
     originals = remembered.originals
     size = len(originals)
@@ -78,7 +80,9 @@ def starts_with(
             return False
         contents = remembered.contents
         read = contents_of or (lambda batch: list(map(content, batch)))
-        return contents is None or contents_unchanged(given, contents, read, also_checked)
+        return contents is None or contents_unchanged(
+            given, contents, read, also_checked, raw=raw_of
+        )
     except Exception:  # an odd object's __eq__ failed: read whole
         return False
 
@@ -130,20 +134,44 @@ def contents_unchanged(
     contents: Sequence[Any],
     read: Callable[[Sequence[Any]], list[Any]],
     also_checked: Iterable[int] = (),
+    *,
+    raw: Callable[[Sequence[Any]], list[Any]] | None = None,
 ) -> bool:
     """Whether the items an app edits in place still hold what was read: ``read`` (the
-    contents of a batch of items) of the newest CHECKED of the first ``len(contents)``
-    items, and of those at ``also_checked``, equals ``contents`` there. A comparison or
-    read that fails is a change."""
+    contents of a batch of items, as :func:`as_now` keeps them) of the newest CHECKED
+    of the first ``len(contents)`` items, and of those at ``also_checked``, equals
+    ``contents`` there. A comparison or read that fails is a change.
+
+    ``raw`` (the contents as they are, say a dict's ``content``) is compared first:
+    :func:`as_now` keeps every content but a list of parts as it is, and a list never
+    equals what it keeps of one (a tuple), so contents that equal ``contents`` as they
+    are hold what was read, and a chat's strings are compared without a snapshot."""
     size = len(contents)
     tail = max(0, size - CHECKED)
     named = [p for p in also_checked if p < tail]
     try:
-        if read(items[tail:size]) != list(contents[tail:size]):
+        newest, stored = items[tail:size], _as_list(contents[tail:size])
+        if not _as_read(newest, stored, read, raw):
             return False
         return not named or read([items[p] for p in named]) == [contents[p] for p in named]
     except Exception:
         return False
+
+
+def _as_read(
+    items: Sequence[Any],
+    stored: list[Any],
+    read: Callable[[Sequence[Any]], list[Any]],
+    raw: Callable[[Sequence[Any]], list[Any]] | None,
+) -> bool:
+    """Whether ``items`` hold the ``stored`` contents (see :func:`contents_unchanged`)."""
+    if raw is not None:
+        try:
+            if raw(items) == stored:
+                return True
+        except TypeError:  # ``raw`` reads only some kinds (dicts): read each as ``read`` does
+            pass
+    return read(items) == stored
 
 
 def _as_list(items: Sequence[Any]) -> list[Any]:
