@@ -150,10 +150,10 @@ def contents_unchanged(
     tail = max(0, size - CHECKED)
     named = [p for p in also_checked if p < tail]
     try:
-        newest, stored = items[tail:size], _as_list(contents[tail:size])
-        if not _as_read(newest, stored, read, raw):
+        if not _as_read(items[tail:size], _as_list(contents[tail:size]), read, raw):
             return False
-        return not named or read([items[p] for p in named]) == [contents[p] for p in named]
+        stored = [contents[p] for p in named]
+        return not named or _as_read([items[p] for p in named], stored, read, raw)
     except Exception:
         return False
 
