@@ -220,6 +220,33 @@ def test_start_on_updates_the_record() -> None:
     )
 
 
+def test_a_summary_removed_by_start_on_leaves_the_record_true() -> None:
+    """A window of whole items and a summary is given back without a slot per message;
+    a trim that removes the summary still takes its tokens out of the record."""
+    messages = history()
+    counter = get_counter("approx")
+    windower = adapter.windower_for(None, "summarize", 500, counter, {})
+    full = adapter.Call(windower, adapter.read_messages(messages), adapter.SHAPE).select()
+    made = [m for m in full.messages if not any(m is o for o in messages)]
+    assert len(made) == 1 and full.messages.index(made[0]) == 2  # after the task statement
+    trimmed = adapter.Call(
+        windower,
+        adapter.read_messages(messages),
+        adapter.SHAPE,
+        trim=adapter.Trim(
+            lambda window: adapter._bounds(window, start_on=("ai",), end_on=()), "start_on"
+        ),
+    ).select()
+    assert not any(m is made[0] or m.content == made[0].content for m in trimmed.messages)
+    first_ai = next(i for i, m in enumerate(full.messages) if isinstance(m, AIMessage))
+    assert first_ai > 2
+    assert trimmed.messages == [full.messages[0], *full.messages[first_ai:]]
+    assert trimmed.record.tokens_after == sum(
+        counter.count_message(m) for m in adapter.read_messages(trimmed.messages).messages
+    )
+    assert trimmed.record.notes[-1] == f"removed {first_ai - 1} more message(s): start_on"
+
+
 def test_start_on_and_end_on_keep_tool_exchanges_whole() -> None:
     messages = history(3)
     # the newest message is a ToolMessage: end_on="ai" must not end on the calling AIMessage
@@ -485,11 +512,15 @@ def test_a_cleared_tool_result_drops_its_media_blocks() -> None:
     assert counter(window.messages) == window.record.tokens_after <= 700
 
 
-@pytest.mark.parametrize("edit", ["system", "task", "block text", "block appended", "call added"])
+@pytest.mark.parametrize(
+    "edit", ["system", "task", "block text", "block appended", "call added", "call edited"]
+)
 def test_an_edit_in_place_is_windowed_from_the_new_content(edit: str) -> None:
     """Edits in place were windowed from the stale read: a system prompt or the task
     statement (beyond the newest 256 messages compared), a content block list (kept by
-    reference, so equal to itself), a parallel call added to the newest AIMessage."""
+    reference, so equal to itself), a parallel call added to the newest AIMessage, a
+    call's arguments replaced in its dict (what is kept of a list is a copy of each
+    dict in it, which equals the message's own only until one changes)."""
     messages = history(60)  # 302 messages
     messages.insert(1, HumanMessage("The task: book the flight.", id="task"))
     newest = AIMessage(
@@ -509,6 +540,8 @@ def test_an_edit_in_place_is_windowed_from_the_new_content(edit: str) -> None:
         blocks[0]["text"] += " more" * 400
     elif edit == "block appended":
         blocks.append({"type": "text", "text": "more " * 400})
+    elif edit == "call edited":
+        newest.tool_calls[0]["args"] = {"q": "x" * 1600}
     else:
         newest.tool_calls.append({"name": "f", "args": {}, "id": "x2", "type": "tool_call"})
         messages.append(ToolMessage("two", tool_call_id="x2", id="rx2"))

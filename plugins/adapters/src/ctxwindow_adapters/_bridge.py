@@ -329,12 +329,21 @@ def finish(
         kept = [message for i, message in enumerate(window.messages) if i not in early]
         window = Window(kept, window.record)
     alone = _items_alone(window.messages, converted)
-    if alone is not None:  # the common case: each a whole item, given back as it is
+    if alone is not None:  # the common case: each a whole item, given back as it is,
+        # or a message the strategy made (a summary)
+        messages = window.messages
 
         def slot(number: int) -> _Slot:
-            return _Slot(alone[number], messages=[window.messages[number]])
+            item, message = alone[number], messages[number]
+            return _Slot(item, made=message if item is None else None, messages=[message])
 
-        output = [converted.items[item] for item in alone]
+        items = converted.items
+        if None in alone:
+            output: list[Any] = []
+            for item, message in zip(alone, messages, strict=True):
+                output.append(shape.made(message, output) if item is None else items[item])
+        else:
+            output = [items[item] for item in alone]  # type: ignore[index]
     else:
         slots = _slots(window, converted)
 
@@ -437,21 +446,29 @@ def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> 
     return output
 
 
-def _items_alone(messages: Sequence[Message], converted: Converted[Any]) -> list[int] | None:
+def _items_alone(messages: Sequence[Message], converted: Converted[Any]) -> list[int | None] | None:
     """The item each of ``messages`` is, when each is one of the converted Messages
-    standing alone for a whole item of its own, each item once (else None): what most
-    windows are, given back without a slot per message."""
+    standing alone for a whole item of its own, each item once, or a message the
+    strategy made (None: a summary, neither a stand-in nor the host's cut); else None.
+    What most windows are, given back without a slot per message."""
     position_of, sources, parts = converted.positions(), converted.sources, converted.parts
-    alone: list[int] = []
+    size = len(converted.messages)
+    alone: list[int | None] = []
     for message in messages:
         position = position_of(message)
-        if position is None or parts[position] is not None:
+        if position is None:
+            if _stands_in_for(message, size) is not None or message.metadata.get("truncated"):
+                return None
+            alone.append(None)
+            continue
+        if parts[position] is not None:
             return None
         items = sources[position]
         if len(items) != 1:
             return None
         alone.append(items[0])
-    return alone if len(set(alone)) == len(alone) else None
+    named = [item for item in alone if item is not None]
+    return alone if len(set(named)) == len(named) else None
 
 
 def _stands_in_for(message: Message, size: int) -> int | None:

@@ -144,11 +144,20 @@ class _Read:
 
 
 class RecentReads(Generic[T]):
-    """The conversions one adapter made (see the module docstring)."""
+    """The conversions one adapter made (see the module docstring). ``content(item)``
+    is what is kept of an item to compare later (a snapshot of what an app may edit in
+    place); ``raw(items)``, when given, the same fields of a batch as they are now, with
+    no snapshot taken: compared first, as :func:`ctxwindow.kit.starts_with` says."""
 
-    def __init__(self, read_from: ReadFrom, content: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        read_from: ReadFrom,
+        content: Callable[[Any], Any],
+        raw: Callable[[Sequence[Any]], list[Any]] | None = None,
+    ) -> None:
         self._read_from = read_from
         self._content = content
+        self._raw = raw
         self.remembered: RecentLists[_Read] = RecentLists()
 
     def read(self, given: Sequence[Any], items: Sequence[T] | None = None) -> Converted[T]:
@@ -163,7 +172,7 @@ class RecentReads(Generic[T]):
                 with entry.lock:
                     checked = [position + offset for position in entry.checked]
                     checked += range(offset)  # a stand-in for a system outside the list
-                    if not starts_with(given, entry, self._content, checked):
+                    if not starts_with(given, entry, self._content, checked, raw_of=self._raw):
                         continue
                     entry.extend(given, self._read_from, self._content)
                     converted = entry.converted(out)

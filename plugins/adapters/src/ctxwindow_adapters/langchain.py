@@ -40,7 +40,6 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage, InvalidOption
-from ctxwindow.kit import as_now
 from ctxwindow_adapters._bridge import Call, Converted, Shape, Trim, prepare, text_of, windower_for
 from ctxwindow_adapters._reads import RecentReads, one_each
 
@@ -295,31 +294,41 @@ def _calls(message: AIMessage, index: int) -> tuple[ToolCall, ...]:
 
 def _fields(message: Any) -> tuple[Any, ...]:
     """What an app may change in place on a message it keeps: read again if it differs.
-    A list (content blocks, tool calls) as it is now, not by reference: a list kept by
-    reference equals itself after a block was appended or text streamed into one.
+    A list (content blocks, tool calls) is copied as it is now, each dict in it too: a
+    list kept by reference equals itself after a block was appended or text streamed
+    into one, while a copy equals it only until it changes. So the fields as they are
+    (:func:`_fields_now`) equal what was kept while the message is unchanged, and the
+    newest CHECKED messages are compared on every call without a copy."""
+    content, calls, name, message_id = _now(message)
+    return (_copied(content), _copied(calls), name, message_id)
 
-    Read from the ``__dict__`` where pydantic keeps a model's fields (by attribute for
-    any other object): it is read for the newest CHECKED messages on every call, and
-    this way costs half as much."""
+
+def _fields_now(messages: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """:func:`_fields` of each message, as they are (no copies): see :func:`_fields`."""
+    return list(map(_now, messages))
+
+
+def _now(message: Any) -> tuple[Any, ...]:
+    """The content, tool calls (None: a message without), name and id, read from the
+    ``__dict__`` where pydantic keeps a model's fields (by attribute for any other
+    object): read for the newest CHECKED messages on every call, this way costs half."""
     try:
         fields = message.__dict__
-        content, name, message_id = fields["content"], fields["name"], fields["id"]
+        return (fields["content"], fields.get("tool_calls"), fields["name"], fields["id"])
     except (AttributeError, KeyError):
-        fields = None
-        content, name, message_id = message.content, message.name, message.id
-    if type(content) is list:
-        content = as_now(content)
-    if fields is not None and "tool_calls" in fields:
-        calls = fields["tool_calls"]
-    elif isinstance(message, AIMessage):
-        calls = message.tool_calls
-    else:
-        return (content, None, name, message_id)
-    return (content, as_now(calls) if calls else (), name, message_id)
+        calls = message.tool_calls if isinstance(message, AIMessage) else None
+        return (message.content, calls, message.name, message.id)
+
+
+def _copied(value: Any) -> Any:
+    """A list as it is now, in a list of its own (each dict in it copied too)."""
+    if type(value) is not list:
+        return value
+    return [dict(entry) if type(entry) is dict else entry for entry in value]
 
 
 #: The conversions made before: a history that grew costs converting what it added.
-_READS: RecentReads[BaseMessage] = RecentReads(one_each(_read), _fields)
+_READS: RecentReads[BaseMessage] = RecentReads(one_each(_read), _fields, _fields_now)
 
 
 def _content(content: Any) -> str | tuple[ContentPart, ...]:
