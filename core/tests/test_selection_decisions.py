@@ -206,3 +206,66 @@ class _KeptRangeBehindItsBack(BaseStrategy):
 def test_a_kept_range_the_window_lacks_is_a_violation() -> None:
     with pytest.raises(ContractViolation, match="unit 2 is recorded as kept but is not"):
         Windower(_KeptRangeBehindItsBack(), 600, "approx").select(HISTORY)
+
+
+class _ScoresEvery(BaseStrategy):
+    """``newest``, with a score for every unit in ``unit_scores`` (``given``), one unit's
+    own score in ``scores``, and the given scores changed after the visit."""
+
+    name = "scores-every"
+
+    def __init__(self, given: Any, **options: Any) -> None:
+        self.given = given
+        super().__init__(**options)
+
+    def choose(self, history: History) -> Selection:
+        selection = newest(history)
+        oldest = min(selection.kept - set(history.must_keep))
+        selection.keep(oldest, "kept with its own score", 9.5)
+        selection.unit_scores = self.given(len(history.units))
+        return selection
+
+
+@pytest.mark.parametrize("kind", ["list", "numpy"])
+def test_unit_scores_give_every_unit_a_score_and_a_units_own_comes_first(kind: str) -> None:
+    def given(count: int) -> Any:
+        values = [unit / 4 for unit in range(count)]
+        if kind == "numpy":
+            numpy = pytest.importorskip("numpy")
+            return numpy.asarray(values, dtype=numpy.float32)
+        return values
+
+    strategy = _ScoresEvery(given)
+    window = Windower(strategy, 600, "approx").select(HISTORY)
+    decisions = window.record.decisions
+    own = [d for d in decisions if d.reason == "kept with its own score"]
+    assert [d.score for d in own] == [9.5]
+    assert all(d.score == d.unit / 4 and type(d.score) is float for d in decisions if d not in own)
+    assert any(d.action == "dropped" for d in decisions)
+
+
+def test_unit_scores_changed_after_the_visit_leave_the_record_as_it_was() -> None:
+    held: list[Any] = []
+
+    def given(count: int) -> list[float]:
+        held.append([1.0] * count)
+        return held[-1]
+
+    window = Windower(_ScoresEvery(given), 600, "approx").select(HISTORY)
+    held[-1][:] = [7.0] * len(held[-1])  # the strategy's list, changed afterwards
+    assert {d.score for d in window.record.decisions} == {1.0, 9.5}
+
+
+@pytest.mark.parametrize(
+    ("given", "match"),
+    [
+        (lambda count: [0.5] * (count - 1), "unit_scores holds .* scores for .* units"),
+        (lambda count: ["high"] * count, "unit_scores must hold one real number per unit"),
+        (lambda count: 3.0, "unit_scores must hold one real number per unit"),
+    ],
+)
+def test_unit_scores_that_are_not_one_number_per_unit_are_a_violation(
+    given: Any, match: str
+) -> None:
+    with pytest.raises(ContractViolation, match=match):
+        Windower(_ScoresEvery(given), 600, "approx").select(HISTORY)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxwindow._messages import Message
 from ctxwindow.errors import InvalidSelection
@@ -34,6 +34,14 @@ _NO_REASON = (
 )
 
 
+class UnitScores(Protocol):
+    """One real number per unit, by unit: a list of floats, a numpy array."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, unit: Any, /) -> Any: ...
+
+
 class Selection:
     """A strategy's decisions on one visit: which units it keeps, and why.
 
@@ -59,6 +67,11 @@ class Selection:
         #: The reason of every unit given none of its own (None in ``reasons``).
         self.default_reason = DROPPED_BY_DEFAULT
         self.scores: dict[int, float] = {}
+        #: One score per unit, for the record of the units given none in ``scores`` (a
+        #: sequence, such as a numpy array, read only when the record's decisions are):
+        #: a strategy that scores every unit records them without a dict of thousands
+        #: of entries on every visit.
+        self.unit_scores: UnitScores | None = None
         self.kept: set[int] = set()
         self.synthetic: list[tuple[int, Message]] = []
         #: Messages sent in place of the history's own, by position (see :meth:`replace`).

@@ -171,6 +171,7 @@ class _Chosen:
     reasons: list[str | None] | _ByUnit[str | None]
     default_reason: str
     scores: dict[int, float]
+    unit_scores: Sequence[float] | None
     kept: set[int]
     synthetic: list[tuple[int, Message]]
     notes: tuple[str, ...]
@@ -180,6 +181,13 @@ class _Chosen:
 
     def reason(self, unit: int) -> str:
         return self.reasons[unit] or self.default_reason
+
+    def score(self, unit: int) -> float | None:
+        """The unit's score for the record: its own, else its :attr:`unit_scores` entry."""
+        score = self.scores.get(unit)
+        if score is None and self.unit_scores is not None:
+            return float(self.unit_scores[unit])
+        return score
 
 
 class Visit:
@@ -451,7 +459,7 @@ class Visit:
                 decisions_from(
                     chosen.actions,
                     [reason or chosen.default_reason for reason in chosen.reasons],
-                    chosen.scores,
+                    chosen.score,
                     history.span,
                     history.message_id,
                     history.unit_tokens,
@@ -497,11 +505,13 @@ class Visit:
             problem = f"its selection's default_reason is {default!r}, not a non-empty string"
             raise self.windower.violation([problem])
         actions, reasons = _by_unit(selection)
+        unit_scores, unit_scores_problem = _own_copy(selection.unit_scores, count)
         chosen = _Chosen(
             actions=actions,
             reasons=reasons,
             default_reason=default,
             scores=dict(selection.scores),
+            unit_scores=unit_scores,
             kept=set(selection.kept),
             synthetic=list(selection.synthetic),
             notes=tuple(map(str, selection.notes)),
@@ -516,6 +526,8 @@ class Visit:
             by_unit = chosen.actions if isinstance(chosen.actions, _ByUnit) else None
             problems.extend(record_problems(chosen.actions, chosen.kept, count, by_unit))
         problems.extend(synthetic_problems(chosen.synthetic, count))
+        if unit_scores_problem:
+            problems.append(unit_scores_problem)
         stand_ins = history._replacements
         if stand_ins.keys() != self.replaced.keys() or any(
             stand_ins[p][0] is not m for p, m in self.replaced.items()
@@ -541,7 +553,7 @@ class Visit:
             return decisions_from(
                 ["kept"] * count,
                 ["everything fits the budget"] * count,
-                {},
+                _no_score,
                 history.span,
                 history.message_id,
                 history.unit_tokens,
@@ -576,6 +588,30 @@ class Visit:
             _decide=decide,
             _decide_runs=decide_runs,
         )
+
+
+def _own_copy(scores: object, count: int) -> tuple[Sequence[float] | None, str | None]:
+    """A selection's ``unit_scores`` as the runner keeps them, out of the strategy's
+    reach (a numpy array of real numbers copied: microseconds for thousands; any other
+    sequence read into a tuple of floats), or what is wrong with them."""
+    if scores is None:
+        return None, None
+    dtype = getattr(scores, "dtype", None)
+    copied: Sequence[float]
+    if dtype is not None and getattr(scores, "ndim", None) == 1 and dtype.kind in "fiu":
+        copied = scores.copy()  # type: ignore[attr-defined]
+    else:
+        try:
+            copied = tuple(map(float, scores))  # type: ignore[call-overload]
+        except (TypeError, ValueError) as error:
+            return None, f"selection.unit_scores must hold one real number per unit ({error})"
+    if len(copied) != count:
+        return None, f"selection.unit_scores holds {len(copied)} scores for {count} units"
+    return copied, None
+
+
+def _no_score(_unit: int) -> None:
+    return None
 
 
 def _decision_runs(history: History, chosen: _Chosen) -> tuple[DecisionRun, ...]:

@@ -200,7 +200,7 @@ class Window(Generic[T]):
 def decisions_from(
     actions: Sequence[str],
     reasons: Sequence[str],
-    scores: dict[int, float],
+    score: Callable[[int], float | None],
     spans: Callable[[int], range],
     ids: Callable[[int], str | None],
     tokens: Callable[[int], int],
@@ -217,7 +217,7 @@ def decisions_from(
                 action=action,  # type: ignore[arg-type]
                 reason=reason,
                 tokens=tokens(unit),
-                score=scores.get(unit),
+                score=score(unit),
             )
         )
     return tuple(built)

@@ -16,12 +16,22 @@ from ctxwindow_semantic.lexical import BM25Index
 
 
 def dot_rows(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Each row's dot product with ``vector``, in one pass of numpy's own loop rather than
-    BLAS: OpenBLAS spreads a matrix-vector product over its threads, which on a busy
-    machine wait on each other (10,000 x 384 floats: 32 ms with its threads on 2 shared
-    cores, 1.5 ms on one), and a chat turn needs one such product."""
+    """Each row's dot product with ``vector``, without a BLAS matrix-vector product:
+    OpenBLAS spreads one over its threads, which on a busy machine wait on each other
+    (8,000 x 384 floats: 8 ms with 2 shared cores busy, 0.1 ms otherwise), and a chat
+    turn needs one such product. numpy's ``vecdot`` (2.0 on) takes each row's product
+    on its own, single-threaded, at 1.6x the speed of ``einsum``'s own loop."""
+    product: np.ndarray = _vecdot(rows, vector)
+    return product
+
+
+def _einsum_rows(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """:func:`dot_rows` for numpy before 2.0."""
     product: np.ndarray = np.einsum("ij,j->i", rows, vector)
     return product
+
+
+_vecdot: Callable[[np.ndarray, np.ndarray], np.ndarray] = getattr(np, "vecdot", _einsum_rows)
 
 
 class UnitIndex:

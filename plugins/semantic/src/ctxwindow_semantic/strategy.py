@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -150,8 +150,9 @@ class SemanticWindow(BaseStrategy):
             unit -= 1
         index = self.indexes.get(history.conversation)
         relevance = self._relevance(history, index)
-        scores: list[float] = relevance.tolist()
-        selection.scores = dict(enumerate(scores))  # every unit's, for the record
+        selection.unit_scores = relevance  # every unit's, for the record
+        # a unit's as a float, read only for the units valued
+        score_of: Callable[[int], float] = relevance.item
         weight = self.options["identifier_weight"] if history.agent else 0.0
         spoken = self.options["spoken_weight"]
         coverage = (
@@ -162,7 +163,7 @@ class SemanticWindow(BaseStrategy):
         figures = index.figures
         if coverage is not None and self.options["excerpts"]:
             _keep_with_excerpts(
-                history, selection, figures, relevance, unit + 1, room, scores, coverage
+                history, selection, figures, relevance, unit + 1, room, score_of, coverage
             )
             return selection
         older = older_units(
@@ -174,14 +175,14 @@ class SemanticWindow(BaseStrategy):
             if candidate == history.task_unit:
                 return math.inf  # the task statement comes first when the core could not
             assert coverage is not None
-            return scores[candidate] + coverage.novelty(candidate)
+            return score_of(candidate) + coverage.novelty(candidate)
 
         chosen = best_first(*older, room, value)
         for rank, candidate in enumerate(chosen):
             reason = _reason(history, coverage, rank, candidate)
             if coverage is not None:
                 coverage.add(candidate)
-            selection.keep(candidate, reason, scores[candidate])
+            selection.keep(candidate, reason, score_of(candidate))
         return selection
 
     async def achoose(self, history: History) -> Selection:
@@ -196,7 +197,7 @@ def _keep_with_excerpts(
     relevance: np.ndarray,
     stop: int,
     room: int,
-    scores: list[float],
+    score_of: Callable[[int], float],
     coverage: Coverage,
 ) -> None:
     """In an agent's history: the units before ``stop`` not kept yet, best first, each
@@ -207,11 +208,11 @@ def _keep_with_excerpts(
     def score(candidate: int) -> float:
         if candidate == history.task_unit:
             return math.inf  # the task statement comes first when the core could not
-        return scores[candidate]
+        return score_of(candidate)
 
     # keep_best calls both for each unit it keeps: without a frame of their own where
     # they can do without (no task statement to rank first)
-    scored = scores.__getitem__ if history.task_unit is None else score
+    scored = score_of if history.task_unit is None else score
     reason = functools.partial(_reason, history, coverage)
     keep_ranked(
         history,
