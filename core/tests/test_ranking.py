@@ -111,7 +111,7 @@ class Case:
         bounds = [self.valuer(frozenset())(unit) for unit in self.units]
         exact = [told_exact and not self.holds[unit] for unit in self.units]
 
-        def tighten(_key: int) -> tuple[np.ndarray, np.ndarray]:
+        def tighten() -> tuple[np.ndarray, np.ndarray]:
             """Every candidate's value now, a hair above (as floats may err)."""
             now = [self.valuer(covered)(unit) + 1e-9 for unit in self.units]
             return np.arange(len(self.units)), np.array(now, dtype=np.float64)

@@ -271,7 +271,7 @@ def best_first(
     value: Callable[[int], float],
     *,
     above: float | None = None,
-    tighten: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None,
+    tighten: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Iterator[int]:
     """What ``ctxwindow.kit.best_first(history, candidates, room, value, above=above)``
     yields: the candidate worth most now (ties to the one given first) while any fits,
@@ -285,20 +285,48 @@ def best_first(
     ``unit``'s other form (its excerpt): once one form is taken, the other is worth
     nothing (as ``value`` says of the keys it values). With ``above``, units valued at
     or below it are not taken. The caller keeps what it takes, as with the kit's.
-    ``tighten(key)``, called once the caller has kept a key, names candidates (by
-    index) and lower bounds for them, which replace those in ``bounds`` (in place):
-    the values that fell as the window grew, so fewer candidates need valuing.
+    ``tighten()``, called before a pending bound is read once the caller has kept keys
+    since the last call, names candidates (by index) and lower bounds for them, which
+    replace those in ``bounds`` (in place): the values that fell as the window grew, so
+    fewer candidates need valuing.
     """
     #: (-value, rank, size, key, exact): ordered as the kit's heap, by its first two
     heap: list[tuple[float, int, int, int, bool]] = []
     pending = _Pending(bounds, sizes)
     smallest = int(sizes.min()) if len(sizes) else 0
     taken: set[int] = set()  # units taken, in either form
+    #: Keys taken since the pending bounds were last tightened. Tightening is put off
+    #: until a pending bound is read: the bounds only fall, so one that does not
+    #: outrank as it stands would not once tightened, and the keys taken meanwhile are
+    #: tightened for at once (what is taken, and in what order, is the same).
+    untightened = False
+
+    def tighten_pending() -> None:
+        nonlocal untightened
+        untightened = False
+        assert tighten is not None
+        ranks, lower = tighten()
+        if len(ranks):
+            bounds[ranks] = np.minimum(bounds[ranks], lower)
+            if (ranks == pending.top_rank).any():  # else the best pending bound stands
+                pending.read_top()
+
+    def outranks(key: float, rank: int) -> bool:
+        """Whether a pending candidate could come before one worth ``key`` at ``rank``,
+        on the pending bounds tightened when that could change the answer."""
+        if not pending.outranks(key, rank):
+            return False
+        if untightened:
+            tighten_pending()
+            return pending.outranks(key, rank)
+        return True
 
     def settle() -> None:
         """Move candidates into the heap, on their bounds, until its top outranks every
         one still pending: then no candidate can be worth more than the top says."""
-        while len(pending.rest) and (not heap or pending.outranks(-heap[0][0], heap[0][1])):
+        while len(pending.rest) and (not heap or outranks(-heap[0][0], heap[0][1])):
+            if untightened:  # the chunk is taken by the bounds as they are now
+                tighten_pending()
             ranks = pending.take(room)
             constant = exact[ranks]
             heap.extend(
@@ -331,7 +359,7 @@ def best_first(
                 continue
             # valued again, it goes back unless it still comes first (ties by rank)
             if fresh < -stale and (
-                pending.outranks(fresh, rank) or (heap and (-fresh, rank) > heap[0][:2])
+                (heap and (-fresh, rank) > heap[0][:2]) or outranks(fresh, rank)
             ):
                 heapq.heappush(heap, (-fresh, rank, size, unit, constant))
                 continue
@@ -340,12 +368,7 @@ def best_first(
         room -= size
         taken.add(~unit if unit < 0 else unit)
         yield unit
-        if tighten is not None:
-            ranks, lower = tighten(unit)
-            if len(ranks):
-                bounds[ranks] = np.minimum(bounds[ranks], lower)
-                if (ranks == pending.top_rank).any():  # else the best pending bound stands
-                    pending.read_top()
+        untightened = tighten is not None
 
 
 # -- what each unit is read for, once ---------------------------------------------------
@@ -607,20 +630,28 @@ class _Worth:
 
     def cover(self) -> np.ndarray:
         """Lower the units holding the identifiers covered since the last call (the
-        first call: those covered before any unit was taken); the units lowered."""
+        first call: those covered before any unit was taken); the units lowered,
+        ascending. Each unit falls by one for each of them it holds, counted for all of
+        them at once (a unit is listed once among an identifier's holders)."""
         new = self.coverage.covered - self._known
-        self._known |= new
-        lowered = []
-        for identifier in new:
-            units, spoken = self.figures.holding(identifier, self.stop, self.coverage)
-            if units:
-                self.new[units] -= 1
-                if spoken:
-                    self.spoken[units] -= 1
-                lowered.append(units)
-        if not lowered:
+        if not new:
             return _NO_UNITS
-        return np.unique(np.concatenate([np.asarray(units) for units in lowered]))
+        self._known |= new
+        held: list[int] = []
+        spoken: list[int] = []
+        for identifier in new:
+            units, is_spoken = self.figures.holding(identifier, self.stop, self.coverage)
+            held += units
+            if is_spoken:
+                spoken += units
+        if not held:
+            return _NO_UNITS
+        lowered = np.bincount(np.asarray(held, dtype=np.int64), minlength=self.stop)
+        self.new -= lowered
+        if spoken:
+            self.spoken -= np.bincount(np.asarray(spoken, dtype=np.int64), minlength=self.stop)
+        found: np.ndarray = np.flatnonzero(lowered)
+        return found
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
@@ -743,9 +774,9 @@ class _Keys:
             bounds[units == self.first] = math.inf
         return bounds
 
-    def tighten(self, _taken: int) -> tuple[np.ndarray, np.ndarray]:
-        """Once a key is taken: the keys whose units hold an identifier it covered, and
-        their bounds as the window now stands (:func:`best_first`'s ``tighten``)."""
+    def tighten(self) -> tuple[np.ndarray, np.ndarray]:
+        """Once keys were taken: the keys whose units hold an identifier they covered,
+        and their bounds as the window now stands (:func:`best_first`'s ``tighten``)."""
         assert self.worth is not None
         units = self.worth.cover()
         if not len(units):
