@@ -159,10 +159,17 @@ class Coverage:
         more for one that a user or assistant wrote (text or call arguments): the ids
         in play, which an agent's next step passes on far more often than one that only
         a tool's output holds."""
-        new = set(new)
+        found = new if isinstance(new, (set, frozenset)) else set(new)
         if not self.spoken_weight:
-            return float(len(new))
-        return len(new) + self.spoken_weight * sum(map(self.spoken, new))
+            return float(len(found))
+        # :meth:`spoken` of each, inline: a visit values units many times
+        first_of, stable, later = self._memo.spoken_first.get, self._stable, self._spoken_later
+        spoken = 0
+        for identifier in found:
+            first = first_of(identifier)
+            if (first is not None and first < stable) or identifier in later:
+                spoken += 1
+        return len(found) + self.spoken_weight * spoken
 
     def spoken(self, identifier: str) -> bool:
         """Whether a user or assistant message of the history wrote ``identifier``."""
