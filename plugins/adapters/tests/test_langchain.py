@@ -194,19 +194,25 @@ def test_start_on_and_end_on() -> None:
     assert window_record.engaged
 
 
+def _started_on(windower: Any, messages: list[BaseMessage], start_on: str) -> Any:
+    """The adapter's window of ``messages`` trimmed to start on ``start_on``, as
+    ``trim_messages`` trims it, through the adapter's own Call (its record kept)."""
+    return adapter.Call(
+        windower,
+        adapter.read_messages(messages),
+        adapter.SHAPE,
+        trim=adapter.Trim(
+            lambda window: adapter._bounds(window, start_on=(start_on,), end_on=()), "start_on"
+        ),
+    ).select()
+
+
 def test_start_on_updates_the_record() -> None:
     messages = history()
     counter = get_counter("approx")
     plain_options = {"task_statement": False}  # the window may open on an AI message
     windower = adapter.windower_for(None, "fixed", 300, counter, plain_options)
-    trimmed = adapter.Call(
-        windower,
-        adapter.read_messages(messages),
-        adapter.SHAPE,
-        trim=adapter.Trim(
-            lambda window: adapter._bounds(window, start_on=("human",), end_on=()), "start_on"
-        ),
-    ).select()
+    trimmed = _started_on(windower, messages, "human")
     plain = adapter.select(messages, 300, counter=counter, **plain_options)
     removed = len(plain) - len(trimmed)
     assert removed > 0
@@ -229,14 +235,7 @@ def test_a_summary_removed_by_start_on_leaves_the_record_true() -> None:
     full = adapter.Call(windower, adapter.read_messages(messages), adapter.SHAPE).select()
     made = [m for m in full.messages if not any(m is o for o in messages)]
     assert len(made) == 1 and full.messages.index(made[0]) == 2  # after the task statement
-    trimmed = adapter.Call(
-        windower,
-        adapter.read_messages(messages),
-        adapter.SHAPE,
-        trim=adapter.Trim(
-            lambda window: adapter._bounds(window, start_on=("ai",), end_on=()), "start_on"
-        ),
-    ).select()
+    trimmed = _started_on(windower, messages, "ai")
     assert not any(m is made[0] or m.content == made[0].content for m in trimmed.messages)
     first_ai = next(i for i, m in enumerate(full.messages) if isinstance(m, AIMessage))
     assert first_ai > 2
