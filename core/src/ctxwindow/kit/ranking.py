@@ -216,17 +216,20 @@ class _Pending:
         self.top_rank = -1
         self.read_top()
 
-    def read_top(self) -> None:
+    def read_top(self, values: np.ndarray | None = None) -> None:
         """Read the best pending bound again (and the lowest rank holding it): once on
         a chunk's taking, and when the bound at :attr:`top_rank` was lowered (lowering
-        any other cannot change which bound is best)."""
+        any other cannot change which bound is best). ``values``: the pending bounds,
+        when the caller has them already."""
         rest = self.rest
         if not len(rest):
             self.top, self.top_rank = -math.inf, -1
             return
-        values = self.bounds[rest]
-        self.top = float(values.max())
-        self.top_rank = int(rest[np.argmax(values == self.top)])
+        if values is None:
+            values = self.bounds[rest]
+        at = int(np.argmax(values))  # the first of the best: the lowest rank, as ascending
+        self.top = float(values[at])
+        self.top_rank = int(rest[at])
 
     def outranks(self, key: float, rank: int) -> bool:
         """Whether a pending candidate could come before one worth ``key`` at ``rank``:
@@ -241,17 +244,19 @@ class _Pending:
         rest = self.rest
         rest = rest[self.sizes[rest] <= room]
         values = self.bounds[rest]
-        chosen = np.ones(len(rest), dtype=bool)
-        if len(rest) > self.chunk:
-            near = np.flatnonzero(values >= _about_kth_largest(values, self.chunk))
-            if len(near) > self.chunk:  # many as good (ties), or the sample erred
-                near = near[np.lexsort((near, -values[near]))[: self.chunk]]
-            chosen[:] = False
-            chosen[near] = True
-        self.rest = rest[~chosen]
-        self.read_top()
+        if len(rest) <= self.chunk:
+            self.rest = rest[:0]
+            self.read_top()
+            return rest
+        near = np.flatnonzero(values >= _about_kth_largest(values, self.chunk))
+        if len(near) > self.chunk:  # many as good (ties), or the sample erred
+            near = near[np.lexsort((near, -values[near]))[: self.chunk]]
+        left = np.ones(len(rest), dtype=bool)
+        left[near] = False
+        self.rest = rest[left]
+        self.read_top(values[left])
         self.chunk *= 2
-        taken: np.ndarray = rest[chosen]
+        taken: np.ndarray = rest[~left]  # by rank, as ``rest`` is
         return taken
 
 

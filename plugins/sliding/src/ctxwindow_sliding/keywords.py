@@ -423,13 +423,22 @@ class KeywordScorer:
         units = np.concatenate([held for held, _ in found])
         counts = np.concatenate([times for _, times in found])
         idf = np.repeat(idfs, [len(held) for held, _ in found])
-        lengths = np.concatenate(
-            [index.lengths.view[:indexed], np.asarray([r.length for r in tail], np.float64)]
-        )
-        norm = K1 * (1 - B + B * lengths[units] / average)
-        scored: np.ndarray = np.bincount(
-            units, weights=idf * counts * (K1 + 1) / (counts + norm), minlength=size
-        )
+        lengths = index.lengths.view[:indexed]
+        if tail:
+            lengths = np.concatenate([lengths, np.asarray([r.length for r in tail], np.float64)])
+        # K1 * (1 - B + B * length / average), then idf * count * (K1 + 1) / (count + norm),
+        # in place, operation by operation: the same floats without a new array at each
+        # step (in an agent's history the query's terms have tens of thousands of postings)
+        norm = lengths[units]
+        norm *= B
+        norm /= average
+        norm += 1 - B
+        norm *= K1
+        norm += counts
+        weights = idf * counts
+        weights *= K1 + 1
+        weights /= norm
+        scored: np.ndarray = np.bincount(units, weights=weights, minlength=size)
         return scored, np.unique(units) if len(units) * FEW_SHARE < size else None
 
 
