@@ -535,14 +535,29 @@ class UnitFigures:
                     counts[holders] += 1
             return counts
 
-    def holding(self, identifier: str, stop: int, coverage: Coverage) -> tuple[list[int], bool]:
-        """The stored units before ``stop`` that hold ``identifier``, ascending; and
-        whether :meth:`spoken_counts` counts it as spoken for this visit."""
+    def holding(
+        self, identifiers: Iterable[str], stop: int, coverage: Coverage
+    ) -> tuple[list[int], list[int]]:
+        """The stored units before ``stop`` that hold each of ``identifiers`` (a unit
+        once per identifier it holds), and those of the identifiers
+        :meth:`spoken_counts` counts as spoken for this visit."""
+        held: list[int] = []
+        spoken: list[int] = []
+        counts_spoken = bool(coverage.spoken_weight)
+        later = coverage.spoken_later
         with self.lock:
-            holders = self._holders.get(identifier, [])
-            units = holders[: bisect.bisect_left(holders, stop)]
-            spoken = identifier in self._written or identifier in coverage.spoken_later
-        return units, bool(coverage.spoken_weight) and spoken
+            holders_of, written = self._holders.get, self._written
+            for identifier in identifiers:
+                holders = holders_of(identifier)
+                if not holders:
+                    continue
+                units = (
+                    holders if holders[-1] < stop else holders[: bisect.bisect_left(holders, stop)]
+                )
+                held += units
+                if counts_spoken and (identifier in written or identifier in later):
+                    spoken += units
+        return held, spoken
 
 
 def _sums_in(
@@ -642,13 +657,7 @@ class _Worth:
         if not new:
             return _NO_UNITS
         self._known |= new
-        held: list[int] = []
-        spoken: list[int] = []
-        for identifier in new:
-            units, is_spoken = self.figures.holding(identifier, self.stop, self.coverage)
-            held += units
-            if is_spoken:
-                spoken += units
+        held, spoken = self.figures.holding(new, self.stop, self.coverage)
         if not held:
             return _NO_UNITS
         lowered = np.bincount(np.asarray(held, dtype=np.int64), minlength=self.stop)
