@@ -132,3 +132,53 @@ def test_a_stage_whose_input_parts_near_its_end_starts_from_its_last_state(last:
             branched += 1
         seen.append(stage)
     assert branched >= 20  # a result cleared, or pins let go: most turns
+
+
+def test_a_visit_reads_where_the_new_messages_come_from_and_gives_back_this_calls_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where each message of the first stage's input comes from is read once per unit
+    of a conversation (the newest again), not on every visit; the input itself is the
+    caller's list of this call, so a list rebuilt from equal dicts gets its own dicts
+    back. Windows and records are those of a pipeline reading everything afresh."""
+    import ctxwindow_pipeline.pipeline as module
+
+    made = 0
+    real = module._Origin
+
+    def counted(*args: Any) -> Any:
+        nonlocal made
+        made += 1
+        return real(*args)
+
+    rng = random.Random(12)
+    steps = agent_steps(700, rng)  # 600 read, 20 visited, some of the rest instead
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for step in steps[:600]:
+        history.extend(step)
+    stages = ["clear_tool_outputs", "sliding"]
+    pipeline = PipelineStrategy(stages=stages)
+    pipeline.select(history, 1_500)
+    monkeypatch.setattr(module, "_Origin", counted)
+    for number, step in enumerate(steps[600:620]):
+        history = history + step  # a new list each turn, as an app's request body is
+        if number % 5 == 4:  # rebuilt from equal dicts: recognised, its own dicts given back
+            history = [dict(message) for message in history]
+        if number % 7 == 6:  # the last step taken back and made again: a branch
+            pipeline.select(history, 1_500)
+            history = history[: -len(step)] + steps[620 + number]
+        made = 0
+        window = pipeline.select(history, 1_500)
+        assert made < 20, f"{made} origins made for {len(step)} new messages"
+        ours = {id(message) for message in history}
+        assert all(id(item) in ours for item in window.messages if "metadata" not in item), (
+            "a window item is not one of this call's dicts"
+        )
+        keep = rec.REMEMBER_FROM
+        rec.REMEMBER_FROM = 10**9  # nothing remembered: every stage reads its input whole
+        try:
+            fresh = PipelineStrategy(stages=stages).select(list(history), 1_500)
+        finally:
+            rec.REMEMBER_FROM = keep
+        assert window.messages == fresh.messages
+        assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]

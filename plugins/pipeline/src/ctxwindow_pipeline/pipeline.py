@@ -9,12 +9,15 @@ budget, so the last one guarantees it, and the runner checks the final window to
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple
 
 from ctxwindow import (
     BaseStrategy,
+    Branch,
+    Conversation,
     Decision,
     DecisionRun,
     History,
@@ -27,6 +30,7 @@ from ctxwindow import (
     WindowRecord,
 )
 from ctxwindow.errors import BudgetTooSmall
+from ctxwindow.kit import PerConversation
 from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 
 KEPT_ALL_FIT = "every stage found its input within the budget"
@@ -65,6 +69,12 @@ class PipelineStrategy(BaseStrategy):
             f"share of the pipeline's; default 1.0), for example {EXAMPLE}.",
         ),
     )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        #: Per conversation, where each message of the first stage's input comes from,
+        #: read once per unit (see :class:`_Origins`).
+        self._origins: PerConversation[_Origins] = PerConversation(_Origins, _Origins.branch)
 
     def check_ready(self) -> None:
         """Build every stage now: a bad stage fails at configuration, named."""
@@ -110,13 +120,13 @@ class PipelineStrategy(BaseStrategy):
         return any(stage.budget_share not in (None, 1.0) for stage in self.stages)
 
     def _choose(self, history: History, shares: bool) -> Selection:
-        run = _Run(history)
+        run = _Run(history, self._origins)
         for stage, windower in self._windowing(run, shares):
             run.apply(stage, windower, windower.select(run.items, query=history.query))
         return _set_aside(run.finish(), shares)
 
     async def _achoose(self, history: History, shares: bool) -> Selection:
-        run = _Run(history)
+        run = _Run(history, self._origins)
         for stage, windower in self._windowing(run, shares):
             run.apply(stage, windower, await windower.aselect(run.items, query=history.query))
         return _set_aside(run.finish(), shares)
@@ -167,6 +177,19 @@ def _as_copied(item: Any, position: int, history: History) -> Message | Mapping[
     if isinstance(item, (Message, Mapping)):
         return item
     return history.messages[position]
+
+
+def _as_input(history: History, position: int, replaced: Mapping[int, Message], pin: bool) -> Any:
+    """The first stage's input message for the caller's message at ``position``: the
+    caller's object, or a copy of it cut as the host cut it, pinned when ``pin``."""
+    item = history.original(position)
+    if position not in replaced and not pin:
+        return item
+    item = _as_copied(item, position, history)
+    if position in replaced:
+        cut = replaced[position]
+        item = cut if isinstance(item, Message) else {**item, **_content(cut)}
+    return _pinned(item) if pin else item
 
 
 def _pinned(item: Any) -> Any:
@@ -225,11 +248,49 @@ class _Origin(NamedTuple):
     stand_in: Any = None
 
 
+class _Origins:
+    """Where each message of a conversation's first stage input comes from (the
+    caller's message at its position, standing for its unit), read once per unit: a
+    visit would otherwise make one per message of the history. The newest unit is read
+    again on each visit (its exchange may still grow). Only for views without defective
+    messages, whose units hold every message in order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.origins: list[_Origin] = []
+        self.starts: list[int] = []  # each unit's first position
+
+    def branch(self, conversation: Conversation, origin: Branch) -> _Origins:
+        """A branch's: those of the units the two share, but the newest of them."""
+        twin = _Origins()
+        with self.lock:
+            units = max(0, min(len(self.starts), origin.units) - 1)
+            twin.starts = self.starts[:units]
+            twin.origins = self.origins[: self._start(units)]
+        return twin
+
+    def _start(self, unit: int) -> int:
+        return self.starts[unit] if unit < len(self.starts) else len(self.origins)
+
+    def of(self, history: History) -> list[_Origin]:
+        """The origins of ``history``'s messages, in a list of the caller's own."""
+        count = len(history.units)
+        with self.lock:
+            known = max(0, min(len(self.starts), count) - 1)
+            del self.origins[self._start(known) :], self.starts[known:]
+            for unit in range(known, count):
+                span = history.span(unit)
+                covers = frozenset((unit,))
+                self.starts.append(span.start)
+                self.origins.extend([_Origin(position, covers) for position in span])
+            return self.origins[:]
+
+
 class _Run:
     """One pipeline visit: the current messages, where each came from, and the fate of
     every caller's unit that a stage removed."""
 
-    def __init__(self, history: History) -> None:
+    def __init__(self, history: History, read: PerConversation[_Origins]) -> None:
         self.history = history
         self.items: list[Any] = []
         self.origins: list[_Origin] = []
@@ -240,19 +301,21 @@ class _Run:
         self.labels: list[str] = []
         replaced = history.replacements  # the host's cuts (tool results, newest user)
         pin = set(history.must_keep) - _kept_by_every_stage(history)
-        items, origins, span, original = self.items, self.origins, history.span, history.original
+        origins = None if history.defects else read.of(history.conversation).of(history)
+        if origins is not None and len(origins) == len(history):
+            # every message in its unit, in order: the caller's list, with the few
+            # pinned or cut messages changed
+            self.items, self.origins = history.originals, origins
+            pinned = (position for unit in pin for position in history.span(unit))
+            for position in sorted({*replaced, *pinned}):
+                unit = history.unit_of(position)
+                self.items[position] = _as_input(history, position, replaced, unit in pin)
+            return
+        items, origins, span = self.items, self.origins, history.span
         for unit in range(len(history.units)):
             covers = frozenset((unit,))
             for position in span(unit):
-                item = original(position)
-                if position in replaced or unit in pin:
-                    item = _as_copied(item, position, history)
-                if position in replaced:
-                    cut = replaced[position]
-                    item = cut if isinstance(item, Message) else {**item, **_content(cut)}
-                if unit in pin:
-                    item = _pinned(item)
-                items.append(item)
+                items.append(_as_input(history, position, replaced, unit in pin))
                 origins.append(_Origin(position, covers))
 
     def apply(self, stage: Stage, windower: Windower, window: Window[Any]) -> None:
