@@ -134,3 +134,40 @@ def test_settings_come_from_the_spec() -> None:
         Settings.parse("reach=99")
     with pytest.raises(ctxwindow.InvalidOption, match="neighbours must be a number >= 0"):
         Settings.parse("neighbours=nan")
+
+
+_SCORES_IN_A_PROCESS = """
+import json, random
+from ctxwindow import Conversation, get_counter
+from ctxwindow_sliding import KeywordScorer
+rng = random.Random(3)
+words = "flight price hotel budget date plan city morning call result data trip".split()
+history = [
+    {"role": ("user", "assistant")[i % 2], "content": " ".join(rng.choices(words, k=40))}
+    for i in range(300)
+]
+history.append({"role": "user", "content": " ".join(words)})
+view = Conversation(history).view(get_counter("approx"), 1_000)
+print(json.dumps([value.hex() for value in KeywordScorer().score(view).tolist()]))
+"""
+
+
+def test_scores_are_the_same_to_the_bit_whatever_the_hash_seed() -> None:
+    """A unit's BM25 sums its terms' parts in the query's order: summed in a set's
+    order, which the hash seed decides, scores differed in the last bit between
+    processes, and so could a window between two runs of the same program."""
+    import os
+    import subprocess
+    import sys
+
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", _SCORES_IN_A_PROCESS],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(runs) == 1

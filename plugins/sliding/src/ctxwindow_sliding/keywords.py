@@ -346,7 +346,9 @@ class KeywordScorer:
         # read once: in an agent's history it is built from the whole current turn
         query_text = history.effective_query
         query = terms(query_text)
-        matched, scoring = self._overlap(index, tail, set(query), size)
+        # each term once, in the query's order: float sums added in a set's order (which
+        # varies between processes with the hash seed) vary in the last bit
+        matched, scoring = self._overlap(index, tail, list(dict.fromkeys(query)), size)
         asking = history.newest_user if history.query is None else None
         own = None if asking is None else history.unit_of(asking)
         if own is not None:
@@ -395,7 +397,7 @@ class KeywordScorer:
 
     @staticmethod
     def _overlap(
-        index: TermIndex, tail: list[UnitTerms], query: set[str], size: int
+        index: TermIndex, tail: list[UnitTerms], query: list[str], size: int
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """BM25 of the first ``size`` units for the ``query`` terms (0 for a unit that
         shares none); ``tail`` holds the last units when the index does not. Every
