@@ -4,6 +4,7 @@ visit of a strategy that only keeps and drops never spells out a list per unit."
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -242,6 +243,17 @@ def test_unit_scores_give_every_unit_a_score_and_a_units_own_comes_first(kind: s
     assert [d.score for d in own] == [9.5]
     assert all(d.score == d.unit / 4 and type(d.score) is float for d in decisions if d not in own)
     assert any(d.action == "dropped" for d in decisions)
+
+
+def test_a_nan_among_unit_scores_gives_its_unit_no_score() -> None:
+    def given(count: int) -> list[float]:
+        return [math.nan if unit % 2 else unit / 4 for unit in range(count)]
+
+    window = Windower(_ScoresEvery(given), 600, "approx").select(HISTORY)
+    for decision in window.record.decisions:
+        if decision.reason != "kept with its own score":
+            expected = None if decision.unit % 2 else decision.unit / 4
+            assert decision.score == expected
 
 
 def test_unit_scores_changed_after_the_visit_leave_the_record_as_it_was() -> None:

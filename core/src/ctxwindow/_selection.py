@@ -68,9 +68,9 @@ class Selection:
         self.default_reason = DROPPED_BY_DEFAULT
         self.scores: dict[int, float] = {}
         #: One score per unit, for the record of the units given none in ``scores`` (a
-        #: sequence, such as a numpy array, read only when the record's decisions are):
-        #: a strategy that scores every unit records them without a dict of thousands
-        #: of entries on every visit.
+        #: sequence, such as a numpy array, read only when the record's decisions are;
+        #: NaN: no score, as for a unit in neither): a strategy that scores every unit
+        #: records them without a dict of thousands of entries on every visit.
         self.unit_scores: UnitScores | None = None
         self.kept: set[int] = set()
         self.synthetic: list[tuple[int, Message]] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -183,10 +184,12 @@ class _Chosen:
         return self.reasons[unit] or self.default_reason
 
     def score(self, unit: int) -> float | None:
-        """The unit's score for the record: its own, else its :attr:`unit_scores` entry."""
+        """The unit's score for the record: its own, else its :attr:`unit_scores` entry
+        (None for a NaN there)."""
         score = self.scores.get(unit)
         if score is None and self.unit_scores is not None:
-            return float(self.unit_scores[unit])
+            entry = float(self.unit_scores[unit])
+            return None if math.isnan(entry) else entry
         return score
 
 

@@ -305,16 +305,30 @@ def test_the_units_said_to_score_hold_every_unit_that_does(asked: str, agent: bo
     scores, support = KeywordScorer(Settings()).score_with_support(history)
     assert (support is None) == (asked not in {"zebra", "quartz"})
     strategy = SlidingWindow()
-    importance, everything = strategy._importance(history, None)
-    for values, units in ((scores, support), (importance, everything)):
-        if units is not None:
-            assert np.all(np.diff(units) > 0)
-            assert set(np.flatnonzero(values).tolist()) <= set(units.tolist())
+    importance = strategy.importance(history)
+    if support is not None:
+        assert np.all(np.diff(support) > 0)
+        assert set(np.flatnonzero(scores).tolist()) <= set(support.tolist())
     if asked == "zebra":  # the rare word's units and their neighbours score
         assert np.count_nonzero(scores) > 5
     chosen = strategy.choose(history)  # type: ignore[attr-defined]
+
+    def recorded(unit: int) -> float | None:
+        """The unit's score as the record reads it: its own, else its ``unit_scores``
+        entry (NaN: none)."""
+        own = chosen.scores.get(unit)
+        if own is not None:
+            return own
+        assert chosen.unit_scores is not None
+        entry = float(chosen.unit_scores[unit])
+        return None if math.isnan(entry) else entry
+
     scored = {unit: float(importance[unit]) for unit in np.flatnonzero(importance).tolist()}
-    assert scored and {unit: chosen.scores[unit] for unit in scored} == scored
+    assert scored and {unit: recorded(unit) for unit in scored} == scored
+    # a unit of importance 0 has no score, unless kept with one (for its identifiers)
+    unscored = [u for u in range(len(history.units)) if u not in scored and u not in chosen.scores]
+    assert all(recorded(unit) is None for unit in unscored)
+    assert unscored or support is None  # a rare word: most units score 0
 
 
 def test_the_state_goes_with_its_conversation() -> None:

@@ -129,14 +129,9 @@ class SlidingWindow(BaseStrategy):
     def importance(self, history: History, notes: list[str] | None = None) -> np.ndarray:
         """Each unit's importance (float64, one per unit): the scorer's scores scaled so
         the largest is 1 in size, plus the ``metadata.importance`` of the unit's messages,
-        plus TASK_BOOST for the task statement's unit (unless ``task_statement`` is off)."""
-        return self._importance(history, notes)[0]
-
-    def _importance(
-        self, history: History, notes: list[str] | None
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """:meth:`importance`, and the units outside which it is 0, ascending, when the
-        scorer says (see :meth:`_scores`); else None."""
+        plus TASK_BOOST for the task statement's unit (unless ``task_statement`` is off).
+        Scaled over the units the scorer says may score (see :meth:`_scores`) alone,
+        when it says."""
         scores, support = self._scores(history)
         looked = scores if support is None else scores[support]
         top = float(np.abs(looked).max()) if len(looked) else 0.0
@@ -145,7 +140,6 @@ class SlidingWindow(BaseStrategy):
                 scores /= top
             else:
                 scores[support] /= top
-        marked = []
         for position, value in self._state_of(history).importance:
             unit = history.unit_of(position) if position < len(history) else None
             if unit is None:
@@ -159,14 +153,10 @@ class SlidingWindow(BaseStrategy):
                     )
             else:
                 scores[unit] += number
-                marked.append(unit)
         task = history.task_unit
         if task is not None:
             scores[task] += TASK_BOOST
-            marked.append(task)
-        if support is not None and marked:
-            support = np.union1d(support, marked)
-        return scores, support
+        return scores
 
     def _scores(self, history: History) -> tuple[np.ndarray, np.ndarray | None]:
         """The scorer's scores, one per unit, as a float64 array of their own, and the
@@ -207,18 +197,17 @@ class SlidingWindow(BaseStrategy):
             oldest_recent = unit
         # 2. The important older units, most important first, while any fits; in an
         # agent's history a unit also counts for the identifiers it would add.
-        scores, support = self._importance(history, selection.notes)
+        scores = self.importance(history, selection.notes)
         room = self._take_important(history, selection, scores, oldest_recent, room)
         # 3. Room the important units left extends the recent run.
         for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
             selection.keep(unit, RECENT)
             room -= history.unit_tokens(unit)
-        scored = np.flatnonzero(scores) if support is None else support[scores[support] != 0]
-        # every unit's score that is not 0, for the record (beside those kept with one)
-        selection.scores = {
-            **dict(zip(scored.tolist(), scores[scored].tolist(), strict=True)),
-            **selection.scores,
-        }
+        # every unit's score that is not 0, for the record (beside those kept with one):
+        # read when the record is, not a dict of every scoring unit on every visit
+        recorded = scores.copy()
+        recorded[recorded == 0] = np.nan
+        selection.unit_scores = recorded
         return selection
 
     def _take_important(
