@@ -87,6 +87,19 @@ def agent_steps(rounds: int, rng: random.Random) -> list[list[dict[str, Any]]]:
     return steps
 
 
+def assert_as_read_afresh(window: Any, stages: list[Any], messages: list[Any], budget: int) -> None:
+    """``window`` holds what a new pipeline of ``stages`` gives for ``messages`` with
+    nothing remembered (every stage reads its input whole), and records the same."""
+    keep = rec.REMEMBER_FROM
+    rec.REMEMBER_FROM = 10**9
+    try:
+        fresh = PipelineStrategy(stages=stages).select(list(messages), budget)
+    finally:
+        rec.REMEMBER_FROM = keep
+    assert window.messages == fresh.messages
+    assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
+
+
 @pytest.mark.parametrize("last", ["sliding", "fixed"])
 def test_a_stage_whose_input_parts_near_its_end_starts_from_its_last_state(last: str) -> None:
     """After clearing, a stage's input parts from the last turn's near its end (a result
@@ -116,15 +129,7 @@ def test_a_stage_whose_input_parts_near_its_end_starts_from_its_last_state(last:
     for step in steps[200:]:
         conversation.extend(step)
         window = pipeline.select(conversation, 1_500)
-        messages = conversation.originals
-        keep = rec.REMEMBER_FROM
-        rec.REMEMBER_FROM = 10**9  # nothing remembered: every stage reads its input whole
-        try:
-            fresh = PipelineStrategy(stages=stages).select(list(messages), 1_500)
-        finally:
-            rec.REMEMBER_FROM = keep
-        assert window.messages == fresh.messages
-        assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
+        assert_as_read_afresh(window, stages, conversation.originals, 1_500)
         stage = visited[-1]
         if seen and stage is not seen[-1]:  # else the input only grew
             assert stage.branched_from is not None and stage.branched_from.parent is seen[-1]
@@ -174,11 +179,4 @@ def test_a_visit_reads_where_the_new_messages_come_from_and_gives_back_this_call
         assert all(id(item) in ours for item in window.messages if "metadata" not in item), (
             "a window item is not one of this call's dicts"
         )
-        keep = rec.REMEMBER_FROM
-        rec.REMEMBER_FROM = 10**9  # nothing remembered: every stage reads its input whole
-        try:
-            fresh = PipelineStrategy(stages=stages).select(list(history), 1_500)
-        finally:
-            rec.REMEMBER_FROM = keep
-        assert window.messages == fresh.messages
-        assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
+        assert_as_read_afresh(window, stages, history, 1_500)
