@@ -162,14 +162,7 @@ class Coverage:
         found = new if isinstance(new, (set, frozenset)) else set(new)
         if not self.spoken_weight:
             return float(len(found))
-        # :meth:`spoken` of each, inline: a visit values units many times
-        first_of, stable, later = self._memo.spoken_first.get, self._stable, self._spoken_later
-        spoken = 0
-        for identifier in found:
-            first = first_of(identifier)
-            if (first is not None and first < stable) or identifier in later:
-                spoken += 1
-        return len(found) + self.spoken_weight * spoken
+        return len(found) + self.spoken_weight * sum(map(self.spoken, found))
 
     def spoken(self, identifier: str) -> bool:
         """Whether a user or assistant message of the history wrote ``identifier``."""

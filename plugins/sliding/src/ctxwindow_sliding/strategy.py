@@ -204,10 +204,10 @@ class SlidingWindow(BaseStrategy):
             selection.keep(unit, RECENT)
             room -= history.unit_tokens(unit)
         # every unit's score that is not 0, for the record (beside those kept with one):
-        # read when the record is, not a dict of every scoring unit on every visit
-        recorded = scores.copy()
-        recorded[recorded == 0] = np.nan
-        selection.unit_scores = recorded
+        # read when the record is, not a dict of every scoring unit on every visit; the
+        # array is this visit's own and read no more here (the runner keeps a copy)
+        scores[scores == 0] = np.nan
+        selection.unit_scores = scores
         return selection
 
     def _take_important(
