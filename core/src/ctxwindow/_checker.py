@@ -44,7 +44,7 @@ def kept_units_problems(
     budget less the strategy's declared overhead (None for a transform, which may stay
     over it); ``must_keep`` maps the units that must stay to why, as the runner found
     them before the strategy ran."""
-    tokens = history.positions_tokens(runs)
+    tokens = history.positions_tokens(runs, kept)
     problems = [
         f"unit {unit} ({reason}) must be kept but was dropped"
         for unit, reason in must_keep.items()

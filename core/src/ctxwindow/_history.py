@@ -13,6 +13,7 @@ import contextlib
 import gc
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from itertools import accumulate, count, repeat
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar, overload
@@ -742,11 +743,18 @@ class History:
             total += sum(c for unit, c in self._unit_change.items() if start <= unit < stop)
         return total
 
-    def positions_tokens(self, runs: Sequence[tuple[int, int]]) -> int:
+    def positions_tokens(
+        self, runs: Sequence[tuple[int, int]], units: AbstractSet[int] | None = None
+    ) -> int:
         """What the messages of ``runs`` (start, stop positions within the view) cost,
-        stand-ins counted as they are: one subtraction per run, not a count per unit."""
+        stand-ins counted as they are: one subtraction per run, not a count per unit.
+        ``units``: the units the runs hold, whole (a window's kept units), when known:
+        then the stand-ins are counted a unit at a time, in one set operation."""
         sums = self._sums
         total = sum(sums[stop] - sums[start] for start, stop in runs)
+        if units is not None:
+            change = self._unit_change
+            return total + sum(map(change.__getitem__, change.keys() & units))
         for position, (_, tokens) in self._replacements.items():
             if any(start <= position < stop for start, stop in runs):
                 total += tokens - (sums[position + 1] - sums[position])
@@ -913,6 +921,17 @@ class History:
         """Whether a unit holds a tool call or result (a reply in words is not one: the
         model waits on no reply)."""
         return any(_in_exchange(self._message(p)) for p in self.span(unit))
+
+    def _take_replacements(self, old: History, position: int, units: int) -> None:
+        """Take over ``old``'s stand-ins before ``position`` (in its first ``units``
+        units), counted already: the same messages, carried from the visit of ``old``
+        (see ``Selection.carry``)."""
+        self._replacements.update(
+            (at, pair) for at, pair in old._replacements.items() if at < position
+        )
+        self._unit_change.update(
+            (unit, change) for unit, change in old._unit_change.items() if unit < units
+        )
 
     def _replace(self, position: int, message: Message) -> None:
         """Stand ``message`` in for the one at ``position``: the host's truncation of the

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxwindow._messages import Message
@@ -34,12 +36,53 @@ _NO_REASON = (
 )
 
 
+_LOCKED = (
+    "{what}: decided already, carried from an earlier visit by carry(); carry fewer "
+    "units to decide it again"
+)
+
+
 class UnitScores(Protocol):
     """One real number per unit, by unit: a list of floats, a numpy array."""
 
     def __len__(self) -> int: ...
 
     def __getitem__(self, unit: Any, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the runner made of a selection it finished (checked, laid out, recorded):
+    what a later visit's :meth:`Selection.carry` takes over instead of doing again."""
+
+    history: History
+    #: The decisions as the strategy made them (by unit, and the runs), copied.
+    decided: Mapping[int, tuple[str, str | None]]
+    runs: tuple[Run, ...]
+    kept: frozenset[int] | set[int]
+    stand_ins: Mapping[int, Message]
+    scores: Mapping[int, float]
+    default_reason: str
+    #: The positions the host cut (the current turn's), whose window items are its own.
+    cut: frozenset[int]
+    #: The window's messages, and the runs of positions they were laid out from.
+    output: Sequence[Any]
+    layout: Sequence[tuple[int, int]]
+    #: The record's decision runs, when they had been read by the time of the next visit.
+    record: Any
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A selection's units taken over from an earlier visit's (see :meth:`Selection.carry`):
+    the first ``units`` units, messages before ``position``."""
+
+    outcome: Outcome
+    units: int
+    position: int
+    #: The units of those kept, and how many stand-ins they hold.
+    kept: set[int]
+    stand_ins: int
 
 
 class Selection:
@@ -80,6 +123,11 @@ class Selection:
         self.notes: list[str] = []
         #: The records of the strategies a composed strategy ran, in order (a pipeline's).
         self.stages: list[Any] = []
+        #: Units below this were carried from an earlier visit: decided, not to change.
+        self._locked = 0
+        self._carried: Carried | None = None
+        #: Set by the runner once it has finished a visit with this selection.
+        self._outcome: Outcome | None = None
         for unit, reason in history.must_keep.items():
             self.keep(unit, reason)
 
@@ -132,6 +180,63 @@ class Selection:
             return None
         return dict(self._decided), tuple(self._runs)
 
+    def carry(self, previous: Selection, units: int) -> int:
+        """Decide the first ``units`` units as ``previous`` decided them, and say how many
+        that was: the rest (from that unit on) are this visit's to decide.
+
+        For a strategy whose decisions about old units stay the same from turn to turn
+        (clearing old tool outputs): ``previous`` is the selection it returned on an
+        earlier visit of the same conversation, and the runner checks and lays out only
+        what changed, so a turn costs what is new rather than the whole history.
+        Carried: each unit's action and reason (a reason left to the default takes this
+        selection's ``default_reason``), its score, and the stand-ins of those units;
+        they cannot be decided again on this visit. Fewer units are carried (0: decide
+        everything) where the two visits differ: from the first unit whose must-keep
+        status or reason changed, the newest unit ``previous`` saw (it may have grown)
+        and the messages the host cut, when the messages are not the very ones read
+        before, or when ``previous`` was not finished by the runner, was counted by
+        another counter, made messages (a summary) or gave ``unit_scores``. Call it
+        first, before any other decision.
+        """
+        if not isinstance(previous, Selection):
+            raise InvalidSelection(
+                f"carry() takes the Selection of an earlier visit, got {type(previous).__name__}"
+            )
+        if type(units) is not int or units < 0:
+            raise InvalidSelection(f"carry(units={units!r}): give a whole number of units >= 0")
+        must_keep, decided = self.history.must_keep, self._decided
+        fresh = (  # as history.selection() made it
+            decided is not None
+            and len(decided) == len(must_keep) == len(self.kept)
+            and all(decided.get(unit) == ("kept", why) for unit, why in must_keep.items())
+            and not (self._runs or self.stand_ins or self.synthetic or self._carried)
+        )
+        if not fresh:
+            raise InvalidSelection("carry() comes first, before the selection decides anything")
+        found = _carriable(previous, self.history, units)
+        if found is None:
+            return 0
+        outcome, count, position = found
+        decided = self._decided
+        assert decided is not None
+        own = {unit: made for unit, made in decided.items() if unit >= count}
+        decided.clear()
+        decided.update((unit, made) for unit, made in outcome.decided.items() if unit < count)
+        decided.update(own)
+        self._runs = [
+            (start, min(stop, count), action, reason)
+            for start, stop, action, reason in outcome.runs
+            if start < count
+        ]
+        kept = outcome.kept.intersection(range(count))
+        self.kept.update(kept)
+        stand_ins = {at: m for at, m in outcome.stand_ins.items() if at < position}
+        self.stand_ins.update(stand_ins)
+        self.scores.update((unit, s) for unit, s in outcome.scores.items() if unit < count)
+        self._locked = count
+        self._carried = Carried(outcome, count, position, set(kept), len(stand_ins))
+        return count
+
     def keep(self, unit: int | range, reason: str, score: float | None = None) -> None:
         """Keep ``unit`` in the window, saying why (a non-empty string: the record shows
         it). A ``range`` of units keeps each of them at the cost of one call (with no
@@ -144,7 +249,7 @@ class Selection:
         if (  # the common case, as _decide records it, inline: a strategy keeps each unit
             decided is not None
             and type(unit) is int
-            and 0 <= unit < self._count
+            and self._locked <= unit < self._count
             and type(reason) is str
             and reason
             and (score is None or type(score) is float)
@@ -195,6 +300,8 @@ class Selection:
                 f"replace({position!r}): not the position of a message in one of the "
                 f"history's units (0 to {len(history) - 1}, defective messages excluded)"
             )
+        if unit < self._locked:
+            raise InvalidSelection(_LOCKED.format(what=f"message {position}"))
         self.stand_ins[position] = message
         self.keep(unit, reason)
 
@@ -205,6 +312,8 @@ class Selection:
             raise InvalidSelection(
                 f"add_synthetic() takes a ctxwindow.Message, got {type(message).__name__}"
             )
+        if type(before_unit) is int and 0 <= before_unit < self._locked:
+            raise InvalidSelection(_LOCKED.format(what=f"a made message before unit {before_unit}"))
         if type(before_unit) is not int or not 0 <= before_unit <= self._count:
             raise InvalidSelection(
                 f"add_synthetic(before_unit={before_unit!r}): units are numbered "
@@ -216,6 +325,8 @@ class Selection:
         """Record the decision; the unit's index (checked) for the kept set."""
         if type(unit) is not int or not 0 <= unit < self._count:
             unit = self._unit_index(unit)
+        if unit < self._locked:
+            raise InvalidSelection(_LOCKED.format(what=f"unit {unit}"))
         if reason is not None and not isinstance(reason, str):
             raise InvalidSelection(
                 f"the reason for unit {unit} must be a string, got {type(reason).__name__}"
@@ -260,6 +371,8 @@ class Selection:
         start, stop = units.start, units.stop
         if start >= stop:
             return
+        if start < self._locked:
+            raise InvalidSelection(_LOCKED.format(what=f"units {start}-{stop - 1}"))
         decided = self._decided
         if decided is None:
             self._actions[start:stop] = [action] * (stop - start)
@@ -300,3 +413,43 @@ class Selection:
         if given is None:
             given = next((run[2:] for run in reversed(self._runs) if run[0] <= unit < run[1]), None)
         return (given[1] if given else None) or self.default_reason
+
+
+def _carriable(
+    previous: Selection, history: History, units: int
+) -> tuple[Outcome, int, int] | None:
+    """The outcome of ``previous`` and how many of its units (and messages) ``history``
+    can take over, or None (see :meth:`Selection.carry`)."""
+    outcome = previous._outcome
+    if outcome is None or previous.synthetic or previous.unit_scores is not None:
+        return None
+    old = outcome.history
+    if old.counter is not history.counter or old.defects or history.defects:
+        return None
+    count = min(units, len(old.units) - 1, len(history.units))
+    for position in itertools.chain(outcome.cut, history._replacements):  # the host's cuts
+        unit = history.unit_of(position)
+        count = min(count, unit if unit is not None else 0)
+    before, now = old.must_keep, history.must_keep
+    for unit in before.keys() | now.keys():
+        if unit < count and before.get(unit) != now.get(unit):
+            count = unit
+    if count <= 0:
+        return None
+    position = old.span(count - 1).stop
+    if history.span(count - 1) != old.span(count - 1) or not _same_messages(old, history, position):
+        return None
+    return outcome, count, position
+
+
+def _same_messages(old: History, new: History, stop: int) -> bool:
+    """Whether the first ``stop`` messages of the two views are the very ones read: the
+    same conversation (append-only), a branch of the other taken past ``stop``, or
+    else the same objects, compared one by one at C speed."""
+    before, now = old.conversation, new.conversation
+    if before is now:
+        return True
+    branch = now.branched_from
+    if branch is not None and branch.parent is before and branch.messages >= stop:
+        return True
+    return all(map(operator.is_, itertools.islice(before._messages, stop), now._messages[:stop]))

@@ -13,6 +13,7 @@ import bisect
 import dataclasses
 import itertools
 import math
+import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
@@ -28,7 +29,7 @@ from ctxwindow._contract import common_option, overhead_problem
 from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
 from ctxwindow._messages import ContentPart, Message, content_as_sent
 from ctxwindow._recent import RECENT
-from ctxwindow._selection import Selection
+from ctxwindow._selection import Carried, Outcome, Run, Selection
 from ctxwindow._window import Decision, DecisionRun, Window, WindowRecord, decisions_from
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
 from ctxwindow.kit import keep_run, recent_run
@@ -130,8 +131,10 @@ class _ByUnit(Sequence[T]):
         for start, stop, value in self.runs:
             first, end = bisect.bisect_left(bounds, start), bisect.bisect_left(bounds, stop)
             values[first:end] = [value] * (end - first)
+        low = bounds[0]
         for unit, value in self.given.items():
-            values[bisect.bisect_left(bounds, unit)] = value
+            if unit >= low:
+                values[bisect.bisect_left(bounds, unit)] = value
         return values
 
     def __iter__(self) -> Iterator[T]:
@@ -143,12 +146,15 @@ class _ByUnit(Sequence[T]):
         return iter(values)
 
 
+Decisions = tuple[dict[int, tuple[str, "str | None"]], tuple[Run, ...]]
+
+
 def _by_unit(
-    selection: Selection,
+    selection: Selection, made: Decisions | None
 ) -> tuple[list[str] | _ByUnit[str], list[str | None] | _ByUnit[str | None]]:
     """The runner's own copy of a selection's actions and reasons: lists when the
-    strategy spelled them out (read or changed them directly), else what it decided."""
-    made = selection._decisions()
+    strategy spelled them out (read or changed them directly, ``made`` None), else
+    what it decided (``made``: see ``Selection._decisions``)."""
     if made is None:
         return list(selection.actions), list(selection.reasons)
     decided, runs = made
@@ -179,6 +185,12 @@ class _Chosen:
     llm: Any
     stand_ins: dict[int, Message]
     stages: tuple[WindowRecord, ...]
+    #: What the strategy decided, as it decided it (None: it spelled out the lists).
+    decisions: Decisions | None = None
+    #: The units carried from an earlier visit, and the stand-ins new since (or
+    #: changed): only those are checked, counted and laid out again.
+    carried: Carried | None = None
+    fresh_stand_ins: dict[int, Message] | None = None
 
     def reason(self, unit: int) -> str:
         return self.reasons[unit] or self.default_reason
@@ -439,9 +451,20 @@ class Visit:
                 f"unit(s) went (messages {first}-{last})"
                 + (", its newest exchange stayed" if stayed else "")
             )
-        for position, message in chosen.stand_ins.items():  # checked: counted from here on
-            history._replace(position, message)
-            chosen.actions[history.unit_of(position)] = "replaced"  # type: ignore[index]
+        carried = chosen.carried
+        fresh = chosen.fresh_stand_ins if chosen.fresh_stand_ins is not None else {}
+        # every stand-in carried as it was (counted on its visit, for these messages),
+        # and none new among the carried units
+        as_before = (
+            carried is not None
+            and len(chosen.stand_ins) - len(fresh) == carried.stand_ins
+            and all(position >= carried.position for position in fresh)
+        )
+        if carried is not None and as_before:
+            history._take_replacements(carried.outcome.history, carried.position, carried.units)
+        for position, message in (fresh if as_before else chosen.stand_ins).items():
+            history._replace(position, message)  # checked: counted from here on
+        _mark_replaced(history, chosen)
         limit = self.limit if self.bounded else None
         # whole units in order, laid out by the runs of them, made messages between
         runs = _unit_runs(history, chosen.kept)
@@ -451,11 +474,19 @@ class Visit:
         )
         if problems:
             raise self.windower.violation(problems)
-        output = _run_output(history, runs, self.replaced, chosen.stand_ins)
+        reused = _carried_output(history, runs, chosen) if as_before else None
+        if reused is None:
+            output = _run_output(history, runs, self.replaced, chosen.stand_ins)
+        else:
+            head, position = reused
+            tail = [(max(start, position), stop) for start, stop in runs if stop > position]
+            output = head + _run_output(history, tail, self.replaced, fresh)
         if made:
             output = _with_made(history, output, runs, made)
         notes = tuple(self.notes) + chosen.notes
         defect_decisions = tuple(self.defect_decisions)
+        earlier = _earlier_runs(chosen) if as_before else None
+        chosen.carried = chosen.fresh_stand_ins = None  # no chain of visits kept alive
 
         def decide() -> tuple[Decision, ...]:
             return (
@@ -471,13 +502,29 @@ class Visit:
             )
 
         def decide_runs() -> tuple[DecisionRun, ...]:
-            return _decision_runs(history, chosen) + tuple(
+            return _decision_runs(history, chosen, earlier) + tuple(
                 DecisionRun(range(0), d.positions, d.action, d.reason) for d in defect_decisions
             )
 
         record = self._record(tokens, True, len(output), notes, decide, chosen.llm, decide_runs)
         if chosen.stages:
             record = dataclasses.replace(record, stages=chosen.stages)
+        if isinstance(selection, Selection):  # _chosen made sure
+            selection._carried = None
+            if chosen.decisions is not None and not self.defect_decisions:
+                selection._outcome = Outcome(
+                    history=history,
+                    decided=chosen.decisions[0],
+                    runs=chosen.decisions[1],
+                    kept=chosen.kept,
+                    stand_ins=chosen.stand_ins,
+                    scores=chosen.scores,
+                    default_reason=chosen.default_reason,
+                    cut=frozenset(self.replaced),
+                    output=output,
+                    layout=runs,
+                    record=record,
+                )
         return Window(output, record)
 
     def timed_out(self, limit: TimeLimit) -> Window[Any]:
@@ -507,7 +554,8 @@ class Visit:
         if not isinstance(default, str) or not default:
             problem = f"its selection's default_reason is {default!r}, not a non-empty string"
             raise self.windower.violation([problem])
-        actions, reasons = _by_unit(selection)
+        made = selection._decisions()
+        actions, reasons = _by_unit(selection, made)
         unit_scores, unit_scores_problem = _own_copy(selection.unit_scores, count)
         chosen = _Chosen(
             actions=actions,
@@ -521,7 +569,10 @@ class Visit:
             llm=selection.llm,
             stand_ins=dict(selection.stand_ins),
             stages=tuple(selection.stages),
+            decisions=made,
+            carried=selection._carried,
         )
+        chosen.fresh_stand_ins = _fresh(chosen.stand_ins, chosen.carried)
         problems = []
         if len(chosen.actions) != count or len(chosen.reasons) != count:
             problems.append(f"the selection must hold one action and reason per unit ({count})")
@@ -536,9 +587,9 @@ class Visit:
             stand_ins[p][0] is not m for p, m in self.replaced.items()
         ):
             problems.append("the strategy replaced messages of its history; only the host may")
-        problems.extend(
+        problems.extend(  # those carried were checked on their visit, for these messages
             stand_ins_problems(
-                history, chosen.stand_ins, chosen.kept, self.must_keep, self.replaced
+                history, chosen.fresh_stand_ins, chosen.kept, self.must_keep, self.replaced
             )
         )
         if not all(isinstance(stage, WindowRecord) for stage in chosen.stages):
@@ -617,34 +668,126 @@ def _no_score(_unit: int) -> None:
     return None
 
 
-def _decision_runs(history: History, chosen: _Chosen) -> tuple[DecisionRun, ...]:
+def _decision_runs(
+    history: History, chosen: _Chosen, earlier: tuple[tuple[DecisionRun, ...], int] | None = None
+) -> tuple[DecisionRun, ...]:
     """The chosen actions and reasons as runs of consecutive units with one of each, in
     time linear in what the strategy decided (the edges of its runs and the units it
-    decided one by one) when it did not spell out a list per unit."""
+    decided one by one) when it did not spell out a list per unit. ``earlier``: the
+    runs of a visit whose decisions about the first so many units this one carried
+    (see :func:`_earlier_runs`): those that end by then are taken as they are."""
+    head: tuple[DecisionRun, ...] = ()
+    first = 0
+    if earlier is not None:
+        head, first = _runs_before(*earlier)
     actions, reasons, default = chosen.actions, chosen.reasons, chosen.default_reason
     count = len(history.units)
     if isinstance(actions, _ByUnit) and isinstance(reasons, _ByUnit):
-        edges = {0, count}
+        edges = {first, count}
         for by_unit in (actions, reasons):
-            edges.update(edge for start, stop, _ in by_unit.runs for edge in (start, stop))
-            edges.update(edge for unit in by_unit.given for edge in (unit, unit + 1))
+            edges.update(
+                edge for start, stop, _ in by_unit.runs for edge in (start, stop) if edge > first
+            )
+            edges.update(
+                edge for unit in by_unit.given if unit >= first for edge in (unit, unit + 1)
+            )
         bounds = sorted(edges)
         pieces = zip(
             itertools.pairwise(bounds), actions.pieces(bounds), reasons.pieces(bounds), strict=True
         )
     else:
-        pieces = zip(((unit, unit + 1) for unit in range(count)), actions, reasons, strict=True)
+        pieces = zip(
+            ((unit, unit + 1) for unit in range(first, count)),
+            actions[first:],
+            reasons[first:],
+            strict=True,
+        )
     runs: list[tuple[int, int, str, str]] = []
+    if head:  # the newest of the earlier runs goes on if the next has its decision
+        last = head[-1]
+        runs.append((last.units.start, last.units.stop, last.action, last.reason))
+        head = head[:-1]
     for (start, stop), action, given in pieces:  # each piece: one action, one reason
         reason = given or default
         if runs and runs[-1][1] == start and runs[-1][2:] == (action, reason):
             runs[-1] = (runs[-1][0], stop, action, reason)
         else:
             runs.append((start, stop, action, reason))
-    return tuple(
+    return head + tuple(
         DecisionRun(range(start, stop), _positions(history, start, stop), action, reason)  # type: ignore[arg-type]
         for start, stop, action, reason in runs
     )
+
+
+def _runs_before(runs: tuple[DecisionRun, ...], units: int) -> tuple[tuple[DecisionRun, ...], int]:
+    """The runs of an earlier visit's ``runs`` that end by unit ``units``, and where."""
+    whole = bisect.bisect_right(runs, units, key=lambda run: run.units.stop)
+    return runs[:whole], runs[whole - 1].units.stop if whole else 0
+
+
+def _earlier_runs(chosen: _Chosen) -> tuple[tuple[DecisionRun, ...], int] | None:
+    """The decision runs of the visit ``chosen`` carried units from, when its record's
+    were read and hold for this one's first units: decided as there (the decisions
+    made through the selection's methods, not spelled out; every carried stand-in as
+    it was), and a reason left to the default meaning the same."""
+    carried = chosen.carried
+    if carried is None or chosen.decisions is None:
+        return None
+    outcome = carried.outcome
+    runs = outcome.record.__dict__.get("_runs")  # read by then: cached
+    if runs is None or outcome.default_reason != chosen.default_reason:
+        return None
+    return runs, carried.units
+
+
+def _fresh(stand_ins: dict[int, Message], carried: Carried | None) -> dict[int, Message]:
+    """The stand-ins not carried as they were from an earlier visit (all, with none)."""
+    if carried is None:
+        return stand_ins
+    before, position = carried.outcome.stand_ins, carried.position
+    return {at: m for at, m in stand_ins.items() if at >= position or before.get(at) is not m}
+
+
+def _mark_replaced(history: History, chosen: _Chosen) -> None:
+    """The record says ``replaced`` of each unit a stand-in went into."""
+    units = map(history._unit_of.__getitem__, chosen.stand_ins)
+    actions = chosen.actions
+    if isinstance(actions, _ByUnit):
+        actions.given.update(zip(units, itertools.repeat("replaced")))
+    else:
+        for unit in units:
+            actions[unit] = "replaced"
+
+
+def _carried_output(
+    history: History, runs: Sequence[tuple[int, int]], chosen: _Chosen
+) -> tuple[list[Any], int] | None:
+    """The window up to the carried units' last message, as the carried visit laid it
+    out, when this one lays it out alike (the same units kept before there), with the
+    caller's objects of this visit where they are not that visit's (equal ones: a
+    list rebuilt, a message pinned anew)."""
+    carried = chosen.carried
+    assert carried is not None
+    outcome, position = carried.outcome, carried.position
+    if chosen.kept.intersection(range(carried.units)) != carried.kept:
+        return None
+    originals, earlier = history._originals, outcome.output
+    head: list[Any] = []
+    differ: list[tuple[int, int]] = []  # (index in the head, position) of other objects
+    for start, run_stop in outcome.layout:
+        if start >= position:
+            break
+        stop = min(run_stop, position)
+        size = len(head)
+        head.extend(earlier[size : size + stop - start])
+        here = originals[start:stop]
+        found = itertools.compress(range(start, stop), map(operator.is_not, head[size:], here))
+        differ.extend((size + at - start, at) for at in found)
+    stand_ins = outcome.stand_ins
+    for index, at in differ:
+        if at not in stand_ins:  # a stand-in's item is the runner's own
+            head[index] = originals[at]
+    return head, position
 
 
 def _positions(history: History, start: int, stop: int) -> Sequence[int]:

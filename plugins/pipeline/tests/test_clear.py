@@ -251,6 +251,41 @@ def test_a_turn_clears_only_what_is_new_in_the_window(monkeypatch: pytest.Monkey
     assert len(made) == 1
 
 
+@pytest.mark.parametrize("keep_recent", [0, 2])
+def test_a_transform_takes_the_settled_exchanges_over_from_the_last_turn(
+    monkeypatch: pytest.MonkeyPatch, keep_recent: int
+) -> None:
+    """As a pipeline's first stage, turn after turn: the exchanges older than the
+    newest results' are carried from the last transform (Selection.carry), and the
+    window and record are a fresh strategy's, also when a budget too small for the
+    newest exchanges clears them though they are recent, and after a turn taken back
+    (the longer list's newest results are not this one's)."""
+    messages = agent(300, words=150)
+    strategy = ClearToolOutputs(keep_recent=keep_recent)
+    carried: list[int] = []
+    carry = ctxwindow.Selection.carry
+
+    def counted(selection: ctxwindow.Selection, previous: Any, units: int) -> int:
+        carried.append(carry(selection, previous, units))
+        return carried[-1]
+
+    monkeypatch.setattr(ctxwindow.Selection, "carry", counted)
+    ends = [end for end in range(601, len(messages) + 1) if not messages[end - 1].get("tool_calls")]
+    for number, end in enumerate(ends[:40]):
+        budget = 300 if number % 9 == 8 else 3_000
+        if number % 7 == 6:  # a turn taken back: a longer list first, then this one
+            ctxwindow.Windower(strategy, budget, COUNTER).transform(messages[: end + 8])
+        got = ctxwindow.Windower(strategy, budget, COUNTER).transform(messages[:end])
+        want = ctxwindow.Windower(ClearToolOutputs(keep_recent=keep_recent), budget, COUNTER)
+        fresh = want.transform(messages[:end])
+        assert got.messages == fresh.messages, end
+        assert got.record.decision_runs == fresh.record.decision_runs, end
+        assert decisions(got) == decisions(fresh), end
+        assert got.record.notes == fresh.record.notes, end
+        assert got.record.tokens_after == fresh.record.tokens_after, end
+    assert sum(1 for units in carried if units > 400) >= 25  # of about 450
+
+
 class _UnitByUnit(ClearToolOutputs):
     """clear_tool_outputs choosing as it did before plain units were taken a stretch at
     a time: every unit, newest first, one at a time."""

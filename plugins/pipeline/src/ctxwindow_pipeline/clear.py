@@ -100,14 +100,38 @@ class ClearToolOutputs(BaseStrategy):
         """Clear, and keep everything else, even if the window is still over budget.
 
         What a ``pipeline`` calls when this is not its last stage: the stages after it
-        fit the budget, with the cleared history as their input.
+        fit the budget, with the cleared history as their input. An agent's turn adds
+        an exchange or two to a history of thousands: the exchanges older than the
+        newest ``keep_recent`` results were cleared (or not) for good, so the last
+        visit's decisions about them are carried (:meth:`Selection.carry`) and only the
+        newer ones are decided again.
         """
         selection = history.selection()
         must_keep = history.must_keep
-        planned = [c for u, c, _ in self._planned(history) if c and u not in must_keep]
+        memo = self._memo_of(history)
+        last = memo.last if not history.defects else None
+        stable = self._settled(history, memo) if not history.defects else 0
+        # carried: units older than the newest results' on both visits (cleared for good)
+        first = selection.carry(last.selection, min(last.stable, stable)) if last else 0
+        planned = [c for u, c, _ in self._planned(history, first) if c and u not in must_keep]
         planned.reverse()  # oldest first
-        _apply(selection, planned, must_keep, KEPT)
+        _apply(selection, planned, must_keep, KEPT, first)
+        cleared = _Cleared.of(last.cleared if last else None, first, planned)
+        _note(selection, cleared)
+        memo.last = _Transformed(selection, stable, cleared)
         return selection
+
+    def _settled(self, history: History, memo: _Memo) -> int:
+        """The unit that holds the oldest of the newest ``keep_recent`` results: how
+        the exchanges before it are cleared depends on them alone (their messages, and
+        whether they must stay), not on the budget or on what came after."""
+        found, count = memo.exchanges(history)
+        wanted, seen = self.options["keep_recent"], 0
+        for unit in _newest_first(found, count):
+            if seen >= wanted:
+                return unit + 1
+            seen += _results(history, unit)
+        return 0 if wanted else len(history.units)
 
     def choose(self, history: History) -> Selection:
         """The newest units that fit once cleared; the older ones are dropped. Only the
@@ -186,14 +210,18 @@ class ClearToolOutputs(BaseStrategy):
         if top > 0:
             yield range(0, top), None, []
 
-    def _planned(self, history: History) -> Iterator[tuple[int, Clearing | None, list[int]]]:
-        """:meth:`_units` of the tool exchanges alone, newest first (the memo's, read
-        once per unit): the plain units between hold no result. Of every unit when a
-        message of the history is defective (its units are not the memo's to trust)."""
+    def _planned(
+        self, history: History, first: int = 0
+    ) -> Iterator[tuple[int, Clearing | None, list[int]]]:
+        """:meth:`_units` of the tool exchanges alone, newest first down to unit
+        ``first`` (the memo's, read once per unit): the plain units between hold no
+        result. Of every unit when a message of the history is defective (its units are
+        not the memo's to trust)."""
         if history.defects:
             return self._units(history)
         found, count = self._memo_of(history).exchanges(history)
-        return self._units(history, _newest_first(found, count))
+        start = bisect.bisect_left(found, first, 0, count)
+        return self._units(history, _newest_first(found, count, start))
 
     def _units(
         self, history: History, units: Iterable[int] | None = None
@@ -243,7 +271,7 @@ class ClearToolOutputs(BaseStrategy):
         memo = self._memos.of(history.conversation)
         with memo.lock:
             if memo.counter is not history.counter:  # made under another counter: anew
-                memo.counter, memo.made = history.counter, {}
+                memo.counter, memo.made, memo.last = history.counter, {}, None
         return memo
 
 
@@ -274,6 +302,8 @@ class _Memo:
         #: first ``units_read`` units.
         self.exchange_units: list[int] = []
         self.units_read = 0
+        #: The last transform of the conversation, for the next to carry from.
+        self.last: _Transformed | None = None
         self.lock = threading.Lock()
 
     def exchanges(self, history: History) -> tuple[list[int], int]:
@@ -306,6 +336,7 @@ class _Memo:
                 : bisect.bisect_left(self.exchange_units, units)
             ]
             twin.units_read = units
+            twin.last = self.last  # Selection.carry checks which units the two share
         return twin
 
     def clearing(self, history: History, unit: int, cleared: list[int]) -> Clearing | None:
@@ -322,37 +353,93 @@ class _Memo:
         return clearing
 
 
-def _newest_first(found: list[int], count: int) -> Iterator[int]:
-    return (found[index] for index in range(count - 1, -1, -1))
+def _newest_first(found: list[int], count: int, start: int = 0) -> Iterator[int]:
+    return (found[index] for index in range(count - 1, start - 1, -1))
+
+
+def _results(history: History, unit: int) -> int:
+    """How many tool results ``unit`` holds."""
+    messages = history.messages
+    return sum(messages[position].role == "tool" for position in history.span(unit))
 
 
 def _apply(
-    selection: Selection, done: list[Clearing], apart: Iterable[int], kept_reason: str
+    selection: Selection,
+    done: list[Clearing],
+    apart: Iterable[int],
+    kept_reason: str,
+    first: int = 0,
 ) -> None:
-    """Keep every unit, each of ``done`` (oldest first) cleared, but those ``apart``
-    (the must-keep units, the host's to keep), and note what clearing saved. Units kept
-    as they are go in runs of consecutive units, a call per run."""
-    start = 0
+    """Keep every unit from ``first`` on, each of ``done`` (oldest first) cleared, but
+    those ``apart`` (the must-keep units, the host's to keep). Units kept as they are
+    go in runs of consecutive units, a call per run."""
+    start = first
     for unit in sorted({*apart, *(clearing.unit for clearing in done)}):
+        if unit < first:
+            continue
         if unit > start:
             selection.keep(range(start, unit), kept_reason)
         start = unit + 1
     if start < len(selection.history.units):
         selection.keep(range(start, len(selection.history.units)), kept_reason)
-    _note_cleared(selection, done)
+    _stand_in(selection, done)
+
+
+def _stand_in(selection: Selection, done: list[Clearing]) -> None:
+    """Stand each clearing's stubs in."""
+    for clearing in done:
+        for position, stub in clearing.stubs.items():
+            selection.replace(position, stub, clearing.reason)
 
 
 def _note_cleared(selection: Selection, done: list[Clearing]) -> None:
     """Stand each clearing's stubs in, and note what clearing saved."""
-    for clearing in done:
-        for position, stub in clearing.stubs.items():
-            selection.replace(position, stub, clearing.reason)
-    if done:
-        before = sum(c.tokens_before for c in done)
-        after = sum(c.tokens_after for c in done)
+    _stand_in(selection, done)
+    _note(selection, _Cleared.of(None, 0, done))
+
+
+def _note(selection: Selection, cleared: _Cleared) -> None:
+    """Note what clearing saved, if it cleared anything."""
+    if cleared.units:
         selection.notes.append(
-            f"cleared the tool output of {len(done)} exchange(s): {before:,} -> {after:,} tokens"
+            f"cleared the tool output of {len(cleared.units)} exchange(s): "
+            f"{cleared.before[-1]:,} -> {cleared.after[-1]:,} tokens"
         )
+
+
+@dataclass(frozen=True)
+class _Cleared:
+    """The exchanges a visit cleared, ascending, with running sums of their tokens
+    before and after: what a later visit that carries the first so many units sums up
+    without going over them again."""
+
+    units: list[int]
+    before: list[int]
+    after: list[int]
+
+    @classmethod
+    def of(cls, carried: _Cleared | None, first: int, done: list[Clearing]) -> _Cleared:
+        """Those of ``carried`` before unit ``first``, then ``done`` (oldest first)."""
+        kept = bisect.bisect_left(carried.units, first) if carried else 0
+        units = carried.units[:kept] if carried else []
+        before = carried.before[:kept] if carried else []
+        after = carried.after[:kept] if carried else []
+        for clearing in done:
+            units.append(clearing.unit)
+            before.append((before[-1] if before else 0) + clearing.tokens_before)
+            after.append((after[-1] if after else 0) + clearing.tokens_after)
+        return cls(units, before, after)
+
+
+@dataclass(frozen=True)
+class _Transformed:
+    """A conversation's last :meth:`ClearToolOutputs.transform`: its selection, the
+    units before ``stable`` (older than the newest ``keep_recent`` results' units,
+    cleared for good), and what it cleared."""
+
+    selection: Selection
+    stable: int
+    cleared: _Cleared
 
 
 def _first_fitting(history: History, run: range, room: int) -> int:
