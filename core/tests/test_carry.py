@@ -309,7 +309,7 @@ def test_nothing_is_carried_from_the_unit_whose_must_keep_status_changed() -> No
     assert history.selection().carry(earlier, len(history.units)) == 1
 
 
-def test_a_made_message_goes_after_the_carried_units() -> None:
+def test_carried_units_stay_decided_and_a_made_message_goes_after_them() -> None:
     messages = agent_loop(10)
     earlier = finished(Clears(), messages)
     history = earlier.history.conversation.view(COUNTER, 100_000, None, task_statement=True)
@@ -319,3 +319,15 @@ def test_a_made_message_goes_after_the_carried_units() -> None:
     with pytest.raises(InvalidSelection, match="carried from an earlier visit"):
         selection.add_synthetic(note, carried - 1)
     selection.add_synthetic(note, carried)
+    result = history.span(carried - 1).stop - 1  # the last carried unit's last result
+    stub = dataclasses.replace(history.messages[result], metadata={"synthetic": True})
+    for decide in (
+        lambda: selection.keep(carried - 1, "again"),
+        lambda: selection.keep(range(carried - 2, carried + 1), "again"),
+        lambda: selection.drop(range(0, carried), "again"),
+        lambda: selection.summarize(carried - 1, "again"),
+        lambda: selection.replace(result, stub, "again"),
+    ):
+        with pytest.raises(InvalidSelection, match="carried from an earlier visit"):
+            decide()
+    selection.keep(carried, "a unit of this visit's own")

@@ -752,9 +752,9 @@ class History:
         then the stand-ins are counted a unit at a time, in one set operation."""
         sums = self._sums
         total = sum(sums[stop] - sums[start] for start, stop in runs)
+        change = self._unit_change
         if units is not None:
-            change = self._unit_change
-            return total + sum(map(change.__getitem__, change.keys() & units))
+            return total + sum(map(change.__getitem__, change.keys() & units)) if change else total
         for position, (_, tokens) in self._replacements.items():
             if any(start <= position < stop for start, stop in runs):
                 total += tokens - (sums[position + 1] - sums[position])

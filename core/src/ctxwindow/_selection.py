@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ctxwindow._messages import Message
 from ctxwindow.errors import InvalidSelection
@@ -50,21 +49,17 @@ class UnitScores(Protocol):
     def __getitem__(self, unit: Any, /) -> Any: ...
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What the runner made of a selection it finished (checked, laid out, recorded):
     what a later visit's :meth:`Selection.carry` takes over instead of doing again."""
 
     history: History
-    #: The decisions as the strategy made them (by unit, and the runs), copied.
-    decided: Mapping[int, tuple[str, str | None]]
-    runs: tuple[Run, ...]
-    kept: frozenset[int] | set[int]
-    stand_ins: Mapping[int, Message]
-    scores: Mapping[int, float]
-    default_reason: str
+    #: The runner's checked copy of the selection: its ``decisions`` as the strategy
+    #: made them (by unit, and the runs), ``kept``, ``stand_ins``, ``scores`` and
+    #: ``default_reason``.
+    chosen: Any
     #: The positions the host cut (the current turn's), whose window items are its own.
-    cut: frozenset[int]
+    cut: Collection[int]
     #: The window's messages, and the runs of positions they were laid out from.
     output: Sequence[Any]
     layout: Sequence[tuple[int, int]]
@@ -72,8 +67,7 @@ class Outcome:
     record: Any
 
 
-@dataclass(frozen=True)
-class Carried:
+class Carried(NamedTuple):
     """A selection's units taken over from an earlier visit's (see :meth:`Selection.carry`):
     the first ``units`` units, messages before ``position``."""
 
@@ -101,6 +95,8 @@ class Selection:
         #: a visit that only keeps, drops and summarizes costs what it decides, not
         #: what the history holds (every unit not here is dropped, with no reason).
         self._decided: dict[int, tuple[str, str | None]] | None = {}
+        #: ``_decided`` while keep() may write it inline (no unit carried, nothing spelled out).
+        self._open: dict[int, tuple[str, str | None]] | None = self._decided
         #: Decisions about a whole range of units at once (``summarize(range(...))``),
         #: oldest first, as (start, stop, action, reason). A unit's own decision in
         #: ``_decided`` is always newer than any run that covers it.
@@ -160,6 +156,7 @@ class Selection:
     def _spell_out(self) -> None:
         """The decisions as one list of actions and one of reasons (kept from then on)."""
         decided, self._decided = self._decided or {}, None
+        self._open = None
         runs, self._runs = self._runs, []
         actions: list[str] = ["dropped"] * self._count
         reasons: list[str | None] = [None] * self._count
@@ -221,19 +218,21 @@ class Selection:
         assert decided is not None
         own = {unit: made for unit, made in decided.items() if unit >= count}
         decided.clear()
-        decided.update((unit, made) for unit, made in outcome.decided.items() if unit < count)
+        chosen = outcome.chosen
+        earlier, runs = chosen.decisions
+        decided.update((unit, made) for unit, made in earlier.items() if unit < count)
         decided.update(own)
         self._runs = [
             (start, min(stop, count), action, reason)
-            for start, stop, action, reason in outcome.runs
+            for start, stop, action, reason in runs
             if start < count
         ]
-        kept = outcome.kept.intersection(range(count))
+        kept = chosen.kept.intersection(range(count))
         self.kept.update(kept)
-        stand_ins = {at: m for at, m in outcome.stand_ins.items() if at < position}
+        stand_ins = {at: m for at, m in chosen.stand_ins.items() if at < position}
         self.stand_ins.update(stand_ins)
-        self.scores.update((unit, s) for unit, s in outcome.scores.items() if unit < count)
-        self._locked = count
+        self.scores.update((unit, s) for unit, s in chosen.scores.items() if unit < count)
+        self._locked, self._open = count, None
         self._carried = Carried(outcome, count, position, set(kept), len(stand_ins))
         return count
 
@@ -245,11 +244,11 @@ class Selection:
             self._decide_run(unit, "kept", reason, score)
             self.kept.update(unit)
             return
-        decided = self._decided
+        decided = self._open
         if (  # the common case, as _decide records it, inline: a strategy keeps each unit
             decided is not None
             and type(unit) is int
-            and self._locked <= unit < self._count
+            and 0 <= unit < self._count
             and type(reason) is str
             and reason
             and (score is None or type(score) is float)
@@ -422,6 +421,8 @@ def _carriable(
     can take over, or None (see :meth:`Selection.carry`)."""
     outcome = previous._outcome
     if outcome is None or previous.synthetic or previous.unit_scores is not None:
+        return None
+    if outcome.chosen.decisions is None:  # spelled out: what it decided is not known
         return None
     old = outcome.history
     if old.counter is not history.counter or old.defects or history.defects:

@@ -452,19 +452,16 @@ class Visit:
                 + (", its newest exchange stayed" if stayed else "")
             )
         carried = chosen.carried
-        fresh = chosen.fresh_stand_ins if chosen.fresh_stand_ins is not None else {}
-        # every stand-in carried as it was (counted on its visit, for these messages),
-        # and none new among the carried units
-        as_before = (
-            carried is not None
-            and len(chosen.stand_ins) - len(fresh) == carried.stand_ins
-            and all(position >= carried.position for position in fresh)
-        )
-        if carried is not None and as_before:
+        fresh = chosen.stand_ins
+        if carried is not None and _as_before(chosen, carried):
             history._take_replacements(carried.outcome.history, carried.position, carried.units)
-        for position, message in (fresh if as_before else chosen.stand_ins).items():
+            fresh = chosen.fresh_stand_ins or {}
+        else:
+            carried = None
+        for position, message in fresh.items():
             history._replace(position, message)  # checked: counted from here on
-        _mark_replaced(history, chosen)
+        if chosen.stand_ins:
+            _mark_replaced(history, chosen)
         limit = self.limit if self.bounded else None
         # whole units in order, laid out by the runs of them, made messages between
         runs = _unit_runs(history, chosen.kept)
@@ -474,7 +471,7 @@ class Visit:
         )
         if problems:
             raise self.windower.violation(problems)
-        reused = _carried_output(history, runs, chosen) if as_before else None
+        reused = _carried_output(history, runs, chosen) if carried is not None else None
         if reused is None:
             output = _run_output(history, runs, self.replaced, chosen.stand_ins)
         else:
@@ -485,8 +482,11 @@ class Visit:
             output = _with_made(history, output, runs, made)
         notes = tuple(self.notes) + chosen.notes
         defect_decisions = tuple(self.defect_decisions)
-        earlier = _earlier_runs(chosen) if as_before else None
-        chosen.carried = chosen.fresh_stand_ins = None  # no chain of visits kept alive
+        earlier = None
+        if chosen.carried is not None:
+            earlier = _earlier_runs(chosen) if carried is not None else None
+            chosen.carried = chosen.fresh_stand_ins = None  # no chain of visits kept alive
+            selection._carried = None  # type: ignore[attr-defined]  # a Selection: checked
 
         def decide() -> tuple[Decision, ...]:
             return (
@@ -509,22 +509,8 @@ class Visit:
         record = self._record(tokens, True, len(output), notes, decide, chosen.llm, decide_runs)
         if chosen.stages:
             record = dataclasses.replace(record, stages=chosen.stages)
-        if isinstance(selection, Selection):  # _chosen made sure
-            selection._carried = None
-            if chosen.decisions is not None and not self.defect_decisions:
-                selection._outcome = Outcome(
-                    history=history,
-                    decided=chosen.decisions[0],
-                    runs=chosen.decisions[1],
-                    kept=chosen.kept,
-                    stand_ins=chosen.stand_ins,
-                    scores=chosen.scores,
-                    default_reason=chosen.default_reason,
-                    cut=frozenset(self.replaced),
-                    output=output,
-                    layout=runs,
-                    record=record,
-                )
+        if not defect_decisions:  # selection is a Selection: _chosen made sure
+            selection._outcome = Outcome(history, chosen, self.replaced, output, runs, record)  # type: ignore[attr-defined]
         return Window(output, record)
 
     def timed_out(self, limit: TimeLimit) -> Window[Any]:
@@ -572,7 +558,8 @@ class Visit:
             decisions=made,
             carried=selection._carried,
         )
-        chosen.fresh_stand_ins = _fresh(chosen.stand_ins, chosen.carried)
+        if chosen.carried is not None:
+            chosen.fresh_stand_ins = _fresh(chosen.stand_ins, chosen.carried)
         problems = []
         if len(chosen.actions) != count or len(chosen.reasons) != count:
             problems.append(f"the selection must hold one action and reason per unit ({count})")
@@ -589,7 +576,11 @@ class Visit:
             problems.append("the strategy replaced messages of its history; only the host may")
         problems.extend(  # those carried were checked on their visit, for these messages
             stand_ins_problems(
-                history, chosen.fresh_stand_ins, chosen.kept, self.must_keep, self.replaced
+                history,
+                chosen.stand_ins if chosen.fresh_stand_ins is None else chosen.fresh_stand_ins,
+                chosen.kept,
+                self.must_keep,
+                self.replaced,
             )
         )
         if not all(isinstance(stage, WindowRecord) for stage in chosen.stages):
@@ -735,21 +726,32 @@ def _earlier_runs(chosen: _Chosen) -> tuple[tuple[DecisionRun, ...], int] | None
         return None
     outcome = carried.outcome
     runs = outcome.record.__dict__.get("_runs")  # read by then: cached
-    if runs is None or outcome.default_reason != chosen.default_reason:
+    if runs is None or outcome.chosen.default_reason != chosen.default_reason:
         return None
     return runs, carried.units
+
+
+def _as_before(chosen: _Chosen, carried: Carried) -> bool:
+    """Whether every stand-in carried is as it was (checked and counted on its visit,
+    for these very messages) and none is new among the carried units."""
+    fresh = chosen.fresh_stand_ins or {}
+    return len(chosen.stand_ins) - len(fresh) == carried.stand_ins and all(
+        position >= carried.position for position in fresh
+    )
 
 
 def _fresh(stand_ins: dict[int, Message], carried: Carried | None) -> dict[int, Message]:
     """The stand-ins not carried as they were from an earlier visit (all, with none)."""
     if carried is None:
         return stand_ins
-    before, position = carried.outcome.stand_ins, carried.position
+    before, position = carried.outcome.chosen.stand_ins, carried.position
     return {at: m for at, m in stand_ins.items() if at >= position or before.get(at) is not m}
 
 
 def _mark_replaced(history: History, chosen: _Chosen) -> None:
     """The record says ``replaced`` of each unit a stand-in went into."""
+    if not chosen.stand_ins:
+        return
     units = map(history._unit_of.__getitem__, chosen.stand_ins)
     actions = chosen.actions
     if isinstance(actions, _ByUnit):
@@ -783,7 +785,7 @@ def _carried_output(
         here = originals[start:stop]
         found = itertools.compress(range(start, stop), map(operator.is_not, head[size:], here))
         differ.extend((size + at - start, at) for at in found)
-    stand_ins = outcome.stand_ins
+    stand_ins = outcome.chosen.stand_ins
     for index, at in differ:
         if at not in stand_ins:  # a stand-in's item is the runner's own
             head[index] = originals[at]
