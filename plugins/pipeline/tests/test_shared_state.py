@@ -180,3 +180,44 @@ def test_a_visit_reads_where_the_new_messages_come_from_and_gives_back_this_call
             "a window item is not one of this call's dicts"
         )
         assert_as_read_afresh(window, stages, history, 1_500)
+
+
+def test_a_turn_starts_from_the_last_turns_first_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first stage's decisions about the settled exchanges are the last turn's very
+    ones (clear_tool_outputs carries them): the pipeline takes over what it made of
+    them too (where each message came from, why each unit was kept or cleared), and
+    goes over the new decisions only. Windows and records are a fresh pipeline's, for
+    a growing conversation and for lists rebuilt or taken back."""
+    import ctxwindow_pipeline.pipeline as module
+
+    went_over: list[int] = []
+    carried = module._Run._carried
+
+    def counted(run: Any, last: Any, decisions: Any, messages: Any) -> Any:
+        found = carried(run, last, decisions, messages)
+        went_over.append(len(decisions) - found[0])
+        return found
+
+    monkeypatch.setattr(module._Run, "_carried", counted)
+    rng = random.Random(14)
+    steps = agent_steps(330, rng)
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for step in steps[:300]:
+        history.extend(step)
+    stages = ["clear_tool_outputs", "sliding"]
+    pipeline = PipelineStrategy(stages=stages)
+    conversation = Conversation(history)
+    pipeline.select(conversation, 1_500)
+    for step in steps[300:315]:
+        conversation.extend(step)
+        window = pipeline.select(conversation, 1_500)
+        assert_as_read_afresh(window, stages, conversation.originals, 1_500)
+    assert len(went_over) >= 14
+    assert sorted(went_over)[len(went_over) // 2] <= 8  # of about 150 decision runs
+    listed = conversation.originals
+    for number, step in enumerate(steps[315:]):
+        listed = listed + step
+        if number % 5 == 4:  # a turn taken back: this list's newest results are not the last's
+            pipeline.select(listed + steps[315 + number - 1], 1_500)
+        window = pipeline.select(listed, 1_500)
+        assert_as_read_afresh(window, stages, listed, 1_500)

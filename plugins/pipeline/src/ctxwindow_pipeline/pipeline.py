@@ -9,6 +9,8 @@ budget, so the last one guarantees it, and the runner checks the final window to
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -33,6 +35,10 @@ from ctxwindow.errors import BudgetTooSmall
 from ctxwindow.kit import PerConversation
 from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 
+#: At most this many messages of the first stage's input may differ (as objects) from
+#: the last visit's for the pipeline to start from that visit's bookkeeping.
+MOST_READ_AGAIN = 64
+NOT_AS_RECORDED = "its window does not hold the very messages its record says it kept"
 KEPT_ALL_FIT = "every stage found its input within the budget"
 #: The actions of a unit that stays in a stage's window.
 KEEPING = ("kept", "truncated", "replaced")
@@ -259,6 +265,8 @@ class _Origins:
         self.lock = threading.Lock()
         self.origins: list[_Origin] = []
         self.starts: list[int] = []  # each unit's first position
+        #: The last visit's first stage, for the next to start from (checked there).
+        self.after_first: _AfterFirst | None = None
 
     def branch(self, conversation: Conversation, origin: Branch) -> _Origins:
         """A branch's: those of the units the two share, but the newest of them."""
@@ -267,6 +275,7 @@ class _Origins:
             units = max(0, min(len(self.starts), origin.units) - 1)
             twin.starts = self.starts[:units]
             twin.origins = self.origins[: self._start(units)]
+            twin.after_first = self.after_first
         return twin
 
     def _start(self, unit: int) -> int:
@@ -286,6 +295,35 @@ class _Origins:
             return self.origins[:]
 
 
+class _AfterFirst(NamedTuple):
+    """A visit's first stage: its budget, input (messages, origins), decisions and
+    window, and what the pipeline made of them (origins, reasons and fates by unit)."""
+
+    budget: int
+    items: list[Any]
+    before: list[_Origin]
+    decisions: Sequence[Any]
+    messages: list[Any]
+    origins: list[_Origin]
+    kept_reason: dict[int, str]
+    replaced_reason: dict[int, str]
+    fate: dict[int, tuple[str, str]]
+
+
+def _differing(these: Sequence[Any], those: Sequence[Any], count: int) -> Iterator[int]:
+    """The positions among the first ``count`` whose items are not the same objects."""
+    return itertools.compress(range(count), map(operator.is_not, these[:count], those[:count]))
+
+
+def _same_objects(these: Sequence[Any], those: Sequence[Any], count: int) -> bool:
+    """Whether the first ``count`` items of the two are the very same objects."""
+    return (
+        len(these) >= count
+        and len(those) >= count
+        and all(map(operator.is_, these[:count], those[:count]))
+    )
+
+
 class _Run:
     """One pipeline visit: the current messages, where each came from, and the fate of
     every caller's unit that a stage removed."""
@@ -299,13 +337,16 @@ class _Run:
         self.replaced_reason: dict[int, str] = {}
         self.records: list[WindowRecord] = []
         self.labels: list[str] = []
+        #: The conversation's origins and the last visit's first stage (None: not read).
+        self.read: _Origins | None = None
         replaced = history.replacements  # the host's cuts (tool results, newest user)
         pin = set(history.must_keep) - _kept_by_every_stage(history)
-        origins = None if history.defects else read.of(history.conversation).of(history)
+        state = None if history.defects else read.of(history.conversation)
+        origins = state.of(history) if state is not None else None
         if origins is not None and len(origins) == len(history):
             # every message in its unit, in order: the caller's list, with the few
             # pinned or cut messages changed
-            self.items, self.origins = history.originals, origins
+            self.items, self.origins, self.read = history.originals, origins, state
             pinned = (position for unit in pin for position in history.span(unit))
             for position in sorted({*replaced, *pinned}):
                 unit = history.unit_of(position)
@@ -327,32 +368,25 @@ class _Run:
             return
         label = stage.label
         decisions = _decisions(record)
-        kept = sorted(p for d in decisions if d.action in KEEPING for p in d.positions)
-        items: list[Any] = []
-        origins: list[_Origin | None] = []
-        made: list[tuple[int, int]] = []  # (index in the new input, input position after it)
-        pointer = 0
-        for item in window.messages:
-            here = kept[pointer] if pointer < len(kept) else None
-            if here is not None and item is self.items[here]:
-                origins.append(self.origins[here])
-                pointer += 1
-            elif here is not None and _stands_in_for(item, here):
-                origins.append(self.origins[here]._replace(stand_in=item))
-                pointer += 1
-            else:
-                anchor = kept[pointer] if pointer < len(kept) else len(self.items)
-                made.append((len(items), anchor))
-                origins.append(None)
-            items.append(item)
-        if pointer != len(kept):
-            problem = "its window does not hold the very messages its record says it kept"
-            raise windower.violation([problem])
+        last = self.read.after_first if self.read and stage.index == 0 else None
+        first = 0  # the decisions to go over: those before were the last visit's
+        in_place = len(window.messages) == len(self.items) and all(
+            d.action in KEEPING for d in decisions
+        )
+        if in_place:  # every input message sent, in its place (a transform's): no walk
+            first, position, differ = 0, 0, list[int]()
+            if last is not None and last.budget == windower.budget:
+                first, position, differ = self._carried(last, decisions, window.messages)
+            items = list(window.messages)
+            origins: list[_Origin | None] = self._in_place(windower, items, position, last, differ)  # type: ignore[assignment]
+            made: list[tuple[int, int]] = []
+        else:
+            items, origins, made = self._walk(windower, window, decisions)
         summarized: list[tuple[int, frozenset[int]]] = []
         before, size = self.origins, len(self.origins)
         kept_reason, replaced_reason = self.kept_reason, self.replaced_reason
         labelled: dict[str, str] = {}  # each reason with the stage's label, made once
-        for decision in decisions:
+        for decision in itertools.islice(decisions, first, None):
             if not decision.positions:
                 continue
             carried = [before[p] for p in decision.positions if p < size]
@@ -380,8 +414,114 @@ class _Run:
             # and what the stage says its message stands for
             covers = frozenset().union(grouped, *(before[p].covers for p in written_from))
             origins[index] = _Origin(None, covers, label)
-        self.items = items
-        self.origins = [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
+        final: list[_Origin] = (
+            [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
+            if made or not in_place
+            else origins  # type: ignore[assignment]  # no made message: none is None
+        )
+        if self.read is not None and stage.index == 0:  # for the next visit to start from
+            self.read.after_first = (
+                _AfterFirst(
+                    windower.budget,
+                    self.items,
+                    before,
+                    decisions,
+                    items,
+                    final,
+                    dict(kept_reason),
+                    dict(replaced_reason),
+                    dict(self.fate),
+                )
+                if in_place
+                else None
+            )
+        self.items, self.origins = items, final
+
+    def _walk(
+        self, windower: Windower, window: Window[Any], decisions: Sequence[Any]
+    ) -> tuple[list[Any], list[_Origin | None], list[tuple[int, int]]]:
+        """The window's messages, where each comes from (None: made by the stage), and
+        where each made one sits: (index in the new input, input position after it)."""
+        kept = sorted(p for d in decisions if d.action in KEEPING for p in d.positions)
+        items: list[Any] = []
+        origins: list[_Origin | None] = []
+        made: list[tuple[int, int]] = []  # (index in the new input, input position after it)
+        pointer = 0
+        for item in window.messages:
+            here = kept[pointer] if pointer < len(kept) else None
+            if here is not None and item is self.items[here]:
+                origins.append(self.origins[here])
+                pointer += 1
+            elif here is not None and _stands_in_for(item, here):
+                origins.append(self.origins[here]._replace(stand_in=item))
+                pointer += 1
+            else:
+                anchor = kept[pointer] if pointer < len(kept) else len(self.items)
+                made.append((len(items), anchor))
+                origins.append(None)
+            items.append(item)
+        if pointer != len(kept):
+            raise windower.violation([NOT_AS_RECORDED])
+        return items, origins, made
+
+    def _in_place(
+        self,
+        windower: Windower,
+        messages: list[Any],
+        position: int,
+        last: _AfterFirst | None,
+        differ: Sequence[int] = (),
+    ) -> list[_Origin]:
+        """Where each message of a window that sends every input message in its place
+        comes from: the input message's origin, with what the stage sent in its place
+        (each item not the input's very object must stand in for it). Before
+        ``position``, the last visit's, but at the positions ``differ`` names (a
+        message pinned anew: equal, not the same object), read here."""
+        origins = (last.origins[:position] if last and position else []) + self.origins[position:]
+        items = self.items
+        for at in differ:
+            origins[at] = self.origins[at]
+        others = map(operator.is_not, messages[position:], items[position:])
+        for at in itertools.chain(
+            (at for at in differ if messages[at] is not items[at]),
+            itertools.compress(range(position, len(items)), others),
+        ):
+            item = messages[at]
+            if not _stands_in_for(item, at):
+                raise windower.violation([NOT_AS_RECORDED])
+            origins[at] = origins[at]._replace(stand_in=item)
+        return origins
+
+    def _carried(
+        self, last: _AfterFirst, decisions: Sequence[Any], messages: Sequence[Any]
+    ) -> tuple[int, int, list[int]]:
+        """How many of the first stage's decisions, and up to which input position, are
+        the last visit's very ones (the runner carried them: Selection.carry), on the
+        same input there: this visit's bookkeeping starts from the last one's for those,
+        but at the positions whose input or window item is not the last one's very
+        object (a message pinned anew), also returned. (0, 0, []): none."""
+        same = list(map(operator.is_, decisions, last.decisions))
+        count = same.index(False) if False in same else len(same)
+        while count and not isinstance(decisions[count - 1].positions, range):
+            count -= 1
+        if not count:
+            return 0, 0, []
+        position: int = decisions[count - 1].positions.stop
+        if not (position <= len(last.items) and _same_objects(self.origins, last.before, position)):
+            return 0, 0, []
+        differ = sorted(
+            {
+                *_differing(self.items, last.items, position),
+                *_differing(messages, last.messages, position),
+            }
+        )
+        if len(differ) > MOST_READ_AGAIN:  # a list rebuilt from equal messages: read it all
+            return 0, 0, []
+        units = max(last.origins[position - 1].covers, default=-1) + 1 if position else 0
+        self.kept_reason = {u: why for u, why in last.kept_reason.items() if u < units}
+        self.replaced_reason = {u: why for u, why in last.replaced_reason.items() if u < units}
+        self.fate = {u: fate for u, fate in last.fate.items() if u < units}
+        return count, position, differ
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
         said = f"{label}: {reason}"
