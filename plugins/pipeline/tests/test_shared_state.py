@@ -8,10 +8,14 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxwindow._recent as rec
 from ctxwindow import BaseStrategy, Conversation, History, Selection
+from ctxwindow.errors import BudgetTooSmall
 from ctxwindow.kit import recent_units
+from ctxwindow.testing.conversations import agent_histories
 from ctxwindow_pipeline import PipelineStrategy
 
 WORDS = "plan trip hotel flight price city morning budget call result data".split()
@@ -221,3 +225,34 @@ def test_a_turn_starts_from_the_last_turns_first_stage(monkeypatch: pytest.Monke
             pipeline.select(listed + steps[315 + number - 1], 1_500)
         window = pipeline.select(listed, 1_500)
         assert_as_read_afresh(window, stages, listed, 1_500)
+
+
+def _fates_one_by_one(run: Any, label: str, reason: str, positions: range, cleared: Any) -> None:
+    """What _Run._dropped does, message by message, as the general path does it."""
+    run._removed(label, "dropped", reason, [run.origins[p] for p in positions])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    history=agent_histories(max_rounds=30),
+    budget=st.integers(200, 5_000),
+    last=st.sampled_from(["sliding", "fixed", "summarize"]),
+)
+def test_a_run_of_the_callers_messages_dropped_at_once_reads_as_one_by_one(
+    history: list[dict[str, Any]], budget: int, last: str
+) -> None:
+    """A stage's run of dropped messages, when the stage's input is the caller's list in
+    its places, is given its fates a run of units at a time: the record says what it
+    says when every message is read one by one."""
+    import ctxwindow_pipeline.pipeline as module
+
+    stages = [{"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 20}, last]
+    try:
+        fast = PipelineStrategy(stages=stages).select(history, budget)
+    except BudgetTooSmall:
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module._Run, "_dropped", _fates_one_by_one)
+        slow = PipelineStrategy(stages=stages).select(history, budget)
+    assert fast.messages == slow.messages
+    assert fast.record.to_dict()["decisions"] == slow.record.to_dict()["decisions"]

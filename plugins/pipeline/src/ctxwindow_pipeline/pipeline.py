@@ -9,12 +9,13 @@ budget, so the last one guarantees it, and the runner checks the final window to
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ctxwindow import (
     BaseStrategy,
@@ -39,6 +40,7 @@ from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 #: the last visit's for the pipeline to start from that visit's bookkeeping.
 MOST_READ_AGAIN = 64
 NOT_AS_RECORDED = "its window does not hold the very messages its record says it kept"
+T = TypeVar("T")
 KEPT_ALL_FIT = "every stage found its input within the budget"
 #: The actions of a unit that stays in a stage's window.
 KEEPING = ("kept", "truncated", "replaced")
@@ -310,6 +312,18 @@ class _AfterFirst(NamedTuple):
     fate: dict[int, tuple[str, str]]
 
 
+def _before(by_unit: dict[int, T], units: int) -> dict[int, T]:
+    """A copy of ``by_unit`` without the units from ``units`` on. Those come last: the
+    first stage goes over its decisions in order, and what :class:`_AfterFirst` keeps
+    of it was made so (the last visit's, then this one's newer decisions)."""
+    kept = dict(by_unit)
+    for unit in reversed(by_unit):
+        if unit < units:
+            break
+        del kept[unit]
+    return kept
+
+
 def _differing(these: Sequence[Any], those: Sequence[Any], count: int) -> Iterator[int]:
     """The positions among the first ``count`` whose items are not the same objects."""
     return itertools.compress(range(count), map(operator.is_not, these[:count], those[:count]))
@@ -339,6 +353,9 @@ class _Run:
         self.labels: list[str] = []
         #: The conversation's origins and the last visit's first stage (None: not read).
         self.read: _Origins | None = None
+        #: Whether the current input is the caller's messages in their places (each one
+        #: stood in for at most): a run of input positions is then one of the caller's.
+        self.aligned = False
         replaced = history.replacements  # the host's cuts (tool results, newest user)
         pin = set(history.must_keep) - _kept_by_every_stage(history)
         state = None if history.defects else read.of(history.conversation)
@@ -347,6 +364,7 @@ class _Run:
             # every message in its unit, in order: the caller's list, with the few
             # pinned or cut messages changed
             self.items, self.origins, self.read = history.originals, origins, state
+            self.aligned = True
             pinned = (position for unit in pin for position in history.span(unit))
             for position in sorted({*replaced, *pinned}):
                 unit = history.unit_of(position)
@@ -386,8 +404,14 @@ class _Run:
         before, size = self.origins, len(self.origins)
         kept_reason, replaced_reason = self.kept_reason, self.replaced_reason
         labelled: dict[str, str] = {}  # each reason with the stage's label, made once
+        cleared: list[int] | None = None  # the units cleared so far, ascending, when needed
         for decision in itertools.islice(decisions, first, None):
             if not decision.positions:
+                continue
+            if self.aligned and decision.action == "dropped" and type(decision.positions) is range:
+                if cleared is None:
+                    cleared = sorted(replaced_reason)
+                self._dropped(label, decision.reason, decision.positions, cleared)
                 continue
             carried = [before[p] for p in decision.positions if p < size]
             if decision.action in KEEPING:
@@ -436,6 +460,7 @@ class _Run:
                 else None
             )
         self.items, self.origins = items, final
+        self.aligned = self.aligned and in_place
 
     def _walk(
         self, windower: Windower, window: Window[Any], decisions: Sequence[Any]
@@ -518,10 +543,26 @@ class _Run:
         if len(differ) > MOST_READ_AGAIN:  # a list rebuilt from equal messages: read it all
             return 0, 0, []
         units = max(last.origins[position - 1].covers, default=-1) + 1 if position else 0
-        self.kept_reason = {u: why for u, why in last.kept_reason.items() if u < units}
-        self.replaced_reason = {u: why for u, why in last.replaced_reason.items() if u < units}
-        self.fate = {u: fate for u, fate in last.fate.items() if u < units}
+        self.kept_reason = _before(last.kept_reason, units)
+        self.replaced_reason = _before(last.replaced_reason, units)
+        self.fate = _before(last.fate, units)
         return count, position, differ
+
+    def _dropped(self, label: str, reason: str, positions: range, cleared: list[int]) -> None:
+        """:meth:`_removed` of a run of the caller's own messages, in their places (the
+        stage input is the caller's list, its messages stood in for at most): a fate for
+        its units at once, then one for each of them cleared first."""
+        history = self.history
+        first, last = history.unit_of(positions.start), history.unit_of(positions.stop - 1)
+        assert first is not None and last is not None  # no defective message: aligned
+        fate = self.fate
+        fate.update(dict.fromkeys(range(first, last + 1), ("dropped", f"{label}: {reason}")))
+        then = f"; then {label} dropped it: {reason}"
+        replaced_reason = self.replaced_reason
+        for unit in cleared[
+            bisect.bisect_left(cleared, first) : bisect.bisect_right(cleared, last)
+        ]:
+            fate[unit] = ("dropped", f"{replaced_reason[unit]}{then}")
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
         said = f"{label}: {reason}"
@@ -554,14 +595,15 @@ class _Run:
             if origin.position is None
             for unit in origin.covers
         }
-        decided: list[tuple[str, str] | None] = [
-            None
-            if unit in must_keep
-            else ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
-            if unit in present
-            else _in_summary(fate.get(unit), summarized.get(unit))
-            for unit in range(len(history.units))
-        ]
+        # each unit's fate, then (overriding, in this order) a summary's, the window's
+        # and the must-keep units' (left as the selection has them)
+        decided: list[tuple[str, str] | None] = list(map(fate.get, range(len(history.units))))
+        for unit, made_by in summarized.items():
+            decided[unit] = _in_summary(decided[unit], made_by)
+        for unit in present:
+            decided[unit] = ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
+        for unit in must_keep:
+            decided[unit] = None
         _decide_in_runs(selection, decided)
         for origin in self.origins:
             if origin.position is not None and origin.stand_in is not None:
