@@ -74,9 +74,9 @@ class Carried(NamedTuple):
     outcome: Outcome
     units: int
     position: int
-    #: The units of those kept, and how many stand-ins they hold.
+    #: The units of those kept, and the stand-ins they hold (position, message).
     kept: set[int]
-    stand_ins: int
+    stand_ins: list[tuple[int, Message]]
 
 
 class Selection:
@@ -227,13 +227,15 @@ class Selection:
             for start, stop, action, reason in runs
             if start < count
         ]
-        kept = chosen.kept.intersection(range(count))
-        self.kept.update(kept)
-        stand_ins = {at: m for at, m in chosen.stand_ins.items() if at < position}
-        self.stand_ins.update(stand_ins)
+        kept = _below(chosen.kept, count)
+        self.kept = kept | self.kept
+        stand_ins = chosen.stand_ins
+        if stand_ins and max(stand_ins) >= position:
+            stand_ins = {at: m for at, m in stand_ins.items() if at < position}
+        self.stand_ins.update(stand_ins)  # empty before: these come first
         self.scores.update((unit, s) for unit, s in chosen.scores.items() if unit < count)
         self._locked, self._open = count, None
-        self._carried = Carried(outcome, count, position, set(kept), len(stand_ins))
+        self._carried = Carried(outcome, count, position, kept, list(stand_ins.items()))
         return count
 
     def keep(self, unit: int | range, reason: str, score: float | None = None) -> None:
@@ -441,6 +443,19 @@ def _carriable(
     if history.span(count - 1) != old.span(count - 1) or not _same_messages(old, history, position):
         return None
     return outcome, count, position
+
+
+def _below(units: set[int], stop: int) -> set[int]:
+    """The units of ``units`` below ``stop``, in time linear in the smaller part: a copy
+    less the units from ``stop`` on when most are below (a transform keeps them all)."""
+    if not units:
+        return set()
+    top = max(units)
+    if top - stop < stop:
+        below = set(units)
+        below.difference_update(range(stop, top + 1))
+        return below
+    return units.intersection(range(stop))
 
 
 def _same_messages(old: History, new: History, stop: int) -> bool:

@@ -735,7 +735,7 @@ def _as_before(chosen: _Chosen, carried: Carried) -> bool:
     """Whether every stand-in carried is as it was (checked and counted on its visit,
     for these very messages) and none is new among the carried units."""
     fresh = chosen.fresh_stand_ins or {}
-    return len(chosen.stand_ins) - len(fresh) == carried.stand_ins and all(
+    return len(chosen.stand_ins) - len(fresh) == len(carried.stand_ins) and all(
         position >= carried.position for position in fresh
     )
 
@@ -744,7 +744,10 @@ def _fresh(stand_ins: dict[int, Message], carried: Carried | None) -> dict[int, 
     """The stand-ins not carried as they were from an earlier visit (all, with none)."""
     if carried is None:
         return stand_ins
-    before, position = carried.outcome.chosen.stand_ins, carried.position
+    count = len(carried.stand_ins)  # carry() put them first, in order
+    if list(itertools.islice(stand_ins.items(), count)) == carried.stand_ins:
+        return dict(itertools.islice(stand_ins.items(), count, None))
+    before, position = dict(carried.stand_ins), carried.position
     return {at: m for at, m in stand_ins.items() if at >= position or before.get(at) is not m}
 
 
@@ -775,7 +778,7 @@ def _carried_output(
         return None
     originals, earlier = history._originals, outcome.output
     head: list[Any] = []
-    differ: list[tuple[int, int]] = []  # (index in the head, position) of other objects
+    stand_ins = outcome.chosen.stand_ins
     for start, run_stop in outcome.layout:
         if start >= position:
             break
@@ -784,11 +787,8 @@ def _carried_output(
         head.extend(earlier[size : size + stop - start])
         here = originals[start:stop]
         found = itertools.compress(range(start, stop), map(operator.is_not, head[size:], here))
-        differ.extend((size + at - start, at) for at in found)
-    stand_ins = outcome.chosen.stand_ins
-    for index, at in differ:
-        if at not in stand_ins:  # a stand-in's item is the runner's own
-            head[index] = originals[at]
+        for at in set(found).difference(stand_ins):  # a stand-in's item is the runner's own
+            head[size + at - start] = originals[at]
     return head, position
 
 

@@ -330,7 +330,9 @@ class _Memo:
         twin = _Memo()
         with self.lock:
             twin.counter = self.counter
-            twin.made = {key: made for key, made in self.made.items() if key[1] <= origin.messages}
+            # shared: an entry holds the messages it was made from, so each conversation
+            # takes only its own (a turn's branch would copy every clearing made)
+            twin.made = self.made
             units = min(origin.units, self.units_read)
             twin.exchange_units = self.exchange_units[
                 : bisect.bisect_left(self.exchange_units, units)
@@ -371,10 +373,12 @@ def _apply(
     first: int = 0,
 ) -> None:
     """Keep every unit from ``first`` on, each of ``done`` (oldest first) cleared, but
-    those ``apart`` (the must-keep units, the host's to keep). Units kept as they are
-    go in runs of consecutive units, a call per run."""
+    those ``apart`` (the must-keep units, the host's to keep). The units between those
+    apart go in runs, a call per run, and a cleared unit's own decision then says why
+    it was cleared (a unit's decision is newer than the run over it): a few runs, not
+    one per stretch between two cleared exchanges."""
     start = first
-    for unit in sorted({*apart, *(clearing.unit for clearing in done)}):
+    for unit in sorted(apart):
         if unit < first:
             continue
         if unit > start:

@@ -651,17 +651,18 @@ def _decide_in_runs(selection: Selection, decided: Sequence[tuple[str, str] | No
     """Each unit's (action, reason), None for a unit left as the selection has it, told
     to ``selection`` a run of consecutive units with one decision at a time: a stage
     drops nearly the whole history every turn, and a call per unit would cost a turn a
-    pass of calls over it."""
+    pass of calls over it. The runs' edges are found at C speed, and a run of one unit
+    is told as that unit (the selection's quicker call)."""
     decide = {"kept": selection.keep, "summarized": selection.summarize}
-    start = 0
-    for unit in range(1, len(decided) + 1):
-        if unit < len(decided) and decided[unit] == decided[start]:
-            continue
+    count = len(decided)
+    changes = map(operator.ne, decided[1:], decided[:-1])
+    edges = [0, *itertools.compress(range(1, count), changes), count] if count else []
+    for start, stop in itertools.pairwise(edges):
         decision = decided[start]
         if decision is not None:
             action, reason = decision
-            decide.get(action, selection.drop)(range(start, unit), reason)
-        start = unit
+            units = start if stop - start == 1 else range(start, stop)
+            decide.get(action, selection.drop)(units, reason)
 
 
 def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Message:
