@@ -63,7 +63,7 @@ class Outcome(NamedTuple):
     #: The window's messages, and the runs of positions they were laid out from.
     output: Sequence[Any]
     layout: Sequence[tuple[int, int]]
-    #: The record's decision runs, when they had been read by the time of the next visit.
+    #: The record: its decision runs are taken over when read by the next visit.
     record: Any
 
 

@@ -29,7 +29,7 @@ from ctxwindow._contract import common_option, overhead_problem
 from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
 from ctxwindow._messages import ContentPart, Message, content_as_sent
 from ctxwindow._recent import RECENT
-from ctxwindow._selection import Carried, Outcome, Run, Selection
+from ctxwindow._selection import Carried, Outcome, Run, Selection, _below
 from ctxwindow._window import Decision, DecisionRun, Window, WindowRecord, decisions_from
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
 from ctxwindow.kit import keep_run, recent_run
@@ -774,7 +774,7 @@ def _carried_output(
     carried = chosen.carried
     assert carried is not None
     outcome, position = carried.outcome, carried.position
-    if chosen.kept.intersection(range(carried.units)) != carried.kept:
+    if _below(chosen.kept, carried.units) != carried.kept:
         return None
     originals, earlier = history._originals, outcome.output
     head: list[Any] = []

@@ -237,16 +237,18 @@ def _fates_one_by_one(run: Any, label: str, reason: str, positions: range, clear
     history=agent_histories(max_rounds=30),
     budget=st.integers(200, 5_000),
     last=st.sampled_from(["sliding", "fixed", "summarize"]),
+    cleared_first=st.booleans(),
 )
 def test_a_run_of_the_callers_messages_dropped_at_once_reads_as_one_by_one(
-    history: list[dict[str, Any]], budget: int, last: str
+    history: list[dict[str, Any]], budget: int, last: str, cleared_first: bool
 ) -> None:
     """A stage's run of dropped messages, when the stage's input is the caller's list in
     its places, is given its fates a run of units at a time: the record says what it
     says when every message is read one by one."""
     import ctxwindow_pipeline.pipeline as module
 
-    stages = [{"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 20}, last]
+    clearing = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 20}
+    stages = [clearing, last] if cleared_first else [last]
     try:
         fast = PipelineStrategy(stages=stages).select(history, budget)
     except BudgetTooSmall:
