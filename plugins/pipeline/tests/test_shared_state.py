@@ -258,3 +258,42 @@ def test_a_run_of_the_callers_messages_dropped_at_once_reads_as_one_by_one(
         slow = PipelineStrategy(stages=stages).select(history, budget)
     assert fast.messages == slow.messages
     assert fast.record.to_dict()["decisions"] == slow.record.to_dict()["decisions"]
+
+
+def test_threads_windowing_one_conversation_at_once_each_get_a_fresh_pipelines_window() -> None:
+    """What a turn takes over from the last (the first stage's carried decisions, the
+    pipeline's bookkeeping of them) is checked against the turn's own input, so threads
+    windowing one growing conversation at once, each from a list of its own moment,
+    get what a pipeline reading everything afresh gives."""
+    import threading
+
+    rng = random.Random(21)
+    steps = agent_steps(340, rng)
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for step in steps[:300]:
+        history.extend(step)
+    stages = ["clear_tool_outputs", "sliding"]
+    pipeline = PipelineStrategy(stages=stages)
+    conversation = Conversation(history)
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def window_now() -> None:
+        for _ in range(8):
+            with lock:
+                listed = conversation.originals
+            try:
+                window = pipeline.select(listed, 1_500)
+                assert_as_read_afresh(window, stages, listed, 1_500)
+            except BaseException as error:  # reported in the main thread
+                failures.append(error)
+
+    threads = [threading.Thread(target=window_now) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for step in steps[300:]:
+        with lock:
+            conversation.extend(step)
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[0]
