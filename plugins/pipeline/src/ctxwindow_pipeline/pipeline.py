@@ -604,7 +604,7 @@ class _Run:
             decided[unit] = ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
         for unit in must_keep:
             decided[unit] = None
-        _decide_in_runs(selection, decided)
+        _decide_each(selection, decided)
         for origin in self.origins:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
@@ -647,22 +647,20 @@ def _decisions(record: WindowRecord) -> Sequence[Decision | DecisionRun]:
     return runs
 
 
-def _decide_in_runs(selection: Selection, decided: Sequence[tuple[str, str] | None]) -> None:
-    """Each unit's (action, reason), None for a unit left as the selection has it, told
-    to ``selection`` a run of consecutive units with one decision at a time: a stage
-    drops nearly the whole history every turn, and a call per unit would cost a turn a
-    pass of calls over it. The runs' edges are found at C speed, and a run of one unit
-    is told as that unit (the selection's quicker call)."""
-    decide = {"kept": selection.keep, "summarized": selection.summarize}
-    count = len(decided)
-    changes = map(operator.ne, decided[1:], decided[:-1])
-    edges = [0, *itertools.compress(range(1, count), changes), count] if count else []
-    for start, stop in itertools.pairwise(edges):
-        decision = decided[start]
+def _decide_each(selection: Selection, decided: Sequence[tuple[str, str] | None]) -> None:
+    """Each unit's (action, reason), None for a unit left as the selection has it,
+    written into the selection's lists of actions and reasons (spelled out), and its
+    kept set: one pass at list speed. Told a run of equal decisions at a time, a turn
+    cost about a call per exchange cleared and then dropped (each has a reason of its
+    own: about 2,000 calls at 10,000 messages)."""
+    actions, reasons, kept = selection.actions, selection.reasons, selection.kept
+    for unit, decision in enumerate(decided):
         if decision is not None:
-            action, reason = decision
-            units = start if stop - start == 1 else range(start, stop)
-            decide.get(action, selection.drop)(units, reason)
+            actions[unit], reasons[unit] = decision
+            if decision[0] == "kept":
+                kept.add(unit)
+            else:
+                kept.discard(unit)
 
 
 def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Message:
