@@ -41,6 +41,11 @@ def portrait(history: History) -> dict[str, Any]:
         "tokens": [history.tokens(p) for p in range(len(history))],
         "total": history.total_tokens,
         "ids": [history.message_id(p) for p in range(len(history))],
+        "first_of_ids": {
+            message_id: history.position_of_id(message_id)
+            for message_id in map(history.message_id, range(len(history)))
+            if message_id
+        },
         "checked": history.conversation.checked_always,
     }
 
@@ -195,3 +200,25 @@ def test_a_state_starts_from_the_state_of_the_conversation_a_branch_came_from() 
     assert len(made) == 1
     assert PerConversation(list).of(parent.branch(5)) == []  # no branch function: anew
     assert states.peek(Conversation()) is None
+
+
+def test_a_branch_near_the_end_finds_each_id_where_a_fresh_read_would() -> None:
+    """The ids first met past the cut are taken off the branch's copy one by one (a
+    branch parts near its end); an id met before the cut keeps its first position."""
+    history: list[dict[str, Any]] = [{"role": "system", "content": "Be brief.", "id": "s"}]
+    for turn in range(60):
+        history.append({"role": "user", "content": f"question {turn}", "id": f"u{turn}"})
+        history.append({"role": "assistant", "content": f"answer {turn}", "id": f"a{turn}"})
+    history[-2]["id"] = "u3"  # met first at 7: stays there
+    parent = Conversation(history)
+    view(parent)
+    tail = [
+        {"role": "user", "content": "again", "id": "u59"},  # its first position moves
+        {"role": "assistant", "content": "sure", "id": "new"},
+    ]
+    branch = parent.branch(len(history) - 2)
+    branch.extend(tail)
+    fresh = Conversation([*history[:-2], *tail])
+    assert portrait(view(branch)) == portrait(view(fresh))
+    assert view(branch).position_of_id("a59") is None
+    assert view(branch).position_of_id("u3") == 7

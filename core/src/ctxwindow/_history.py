@@ -402,7 +402,7 @@ class Conversation:
             last = self._messages[cut - 1] if cut else None
             if isinstance(last, Message) and last.function_call is not None:
                 twin._function_call = (cut - 1, last.function_call.name)
-            twin._ids = {key: at for key, at in self._ids.items() if at < cut}
+            twin._ids = _ids_before(self._ids, self._messages, cut)
             twin._sums = {key: (c, sums[: cut + 1]) for key, (c, sums) in self._sums.items()}
             twin.all_dicts, twin.all_messages = self.all_dicts, self.all_messages
             self._branched_from = None
@@ -599,6 +599,20 @@ def _calls_text(message: Message) -> str:
     if legacy is not None:
         calls.append(f"{legacy.name}({legacy.arguments})")
     return " ".join(calls)
+
+
+def _ids_before(ids: dict[str, int], messages: Sequence[Any], cut: int) -> dict[str, int]:
+    """``ids`` (each message id's first position) of the messages before ``cut``: a
+    copy less the ids first met from there on, read off those messages when they are
+    few (a branch parts near the end), else a pass over every id."""
+    if len(messages) - cut > len(ids) // 8:
+        return {key: at for key, at in ids.items() if at < cut}
+    kept = dict(ids)
+    for position in range(cut, len(messages)):
+        item = messages[position]
+        if type(item) is not tuple and item.id is not None and kept.get(item.id) == position:
+            del kept[item.id]
+    return kept
 
 
 def _in_exchange(message: Message) -> bool:
