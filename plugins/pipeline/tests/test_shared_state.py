@@ -91,6 +91,15 @@ def agent_steps(rounds: int, rng: random.Random) -> list[list[dict[str, Any]]]:
     return steps
 
 
+def agent_read(rounds: int, seed: int) -> tuple[list[list[dict[str, Any]]], Conversation]:
+    """An agent's rounds, the first 300 read into a Conversation after a system prompt."""
+    steps = agent_steps(rounds, random.Random(seed))
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for step in steps[:300]:
+        history.extend(step)
+    return steps, Conversation(history)
+
+
 def assert_as_read_afresh(window: Any, stages: list[Any], messages: list[Any], budget: int) -> None:
     """``window`` holds what a new pipeline of ``stages`` gives for ``messages`` with
     nothing remembered (every stage reads its input whole), and records the same."""
@@ -203,14 +212,9 @@ def test_a_turn_starts_from_the_last_turns_first_stage(monkeypatch: pytest.Monke
         return found
 
     monkeypatch.setattr(module._Run, "_carried", counted)
-    rng = random.Random(14)
-    steps = agent_steps(330, rng)
-    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
-    for step in steps[:300]:
-        history.extend(step)
+    steps, conversation = agent_read(330, seed=14)
     stages = ["clear_tool_outputs", "sliding"]
     pipeline = PipelineStrategy(stages=stages)
-    conversation = Conversation(history)
     pipeline.select(conversation, 1_500)
     for step in steps[300:315]:
         conversation.extend(step)
@@ -267,14 +271,9 @@ def test_threads_windowing_one_conversation_at_once_each_get_a_fresh_pipelines_w
     get what a pipeline reading everything afresh gives."""
     import threading
 
-    rng = random.Random(21)
-    steps = agent_steps(340, rng)
-    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
-    for step in steps[:300]:
-        history.extend(step)
+    steps, conversation = agent_read(340, seed=21)
     stages = ["clear_tool_outputs", "sliding"]
     pipeline = PipelineStrategy(stages=stages)
-    conversation = Conversation(history)
     lock = threading.Lock()
     failures: list[BaseException] = []
 
