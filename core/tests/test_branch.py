@@ -222,3 +222,31 @@ def test_a_branch_near_the_end_finds_each_id_where_a_fresh_read_would() -> None:
     assert portrait(view(branch)) == portrait(view(fresh))
     assert view(branch).position_of_id("a59") is None
     assert view(branch).position_of_id("u3") == 7
+
+
+def test_a_state_that_refers_to_its_conversation_goes_with_it() -> None:
+    """A strategy's state may hold its conversation's views (the last selection, for
+    Selection.carry): the conversation, once the app lets go of it, is still freed,
+    state and all, and a state made for a strategy no longer alive goes with it."""
+    import gc
+    import weakref
+
+    class Bag(list[Any]):  # a list that can be referred to weakly
+        pass
+
+    states: PerConversation[Bag] = PerConversation(Bag)
+    conversation = Conversation(chat(6))
+    states.of(conversation).append(view(conversation))  # a History: refers back
+    held = weakref.ref(states.of(conversation))
+    gone = weakref.ref(conversation)
+    assert len(states) == 1
+    del conversation
+    gc.collect()
+    assert gone() is None and held() is None
+    assert len(states) == 0
+    other = Conversation(chat(3))
+    temporary: PerConversation[Bag] = PerConversation(Bag)
+    kept = weakref.ref(temporary.of(other))
+    del temporary
+    gc.collect()
+    assert kept() is None  # the conversation keeps no state of a PerConversation gone

@@ -76,7 +76,7 @@ def test_a_branch_and_its_parent_keep_the_figures_a_fresh_read_gives(
     figures = UnitFigures()
     figures_of(figures, parent)
     if forgotten:
-        written._states.pop(parent)
+        parent._states.pop(written)  # the state it held for these figures, gone
     child = parent.branch(len(history) - 1 - seed * 3)
     child.extend(agent(130, seed + 200)[len(child) :])
     if parent_first:  # the parent grows, and is read, before the branch's first visit

@@ -12,6 +12,7 @@ import bisect
 import contextlib
 import gc
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import accumulate, count, repeat
@@ -152,6 +153,8 @@ class Conversation:
         #: before stay as they were).
         self._successor: Conversation | None = None
         self._branched_from: Branch | None = None
+        #: Strategies' states for this conversation, by their PerConversation (weakly).
+        self._states: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.extend(messages)
 
     def __len__(self) -> int:

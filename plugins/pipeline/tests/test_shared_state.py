@@ -276,14 +276,14 @@ def test_threads_windowing_one_conversation_at_once_each_get_a_fresh_pipelines_w
     pipeline = PipelineStrategy(stages=stages)
     lock = threading.Lock()
     failures: list[BaseException] = []
+    windowed: list[tuple[list[Any], Any]] = []
 
     def window_now() -> None:
         for _ in range(8):
             with lock:
                 listed = conversation.originals
             try:
-                window = pipeline.select(listed, 1_500)
-                assert_as_read_afresh(window, stages, listed, 1_500)
+                windowed.append((listed, pipeline.select(listed, 1_500)))
             except BaseException as error:  # reported in the main thread
                 failures.append(error)
 
@@ -296,3 +296,28 @@ def test_threads_windowing_one_conversation_at_once_each_get_a_fresh_pipelines_w
     for thread in threads:
         thread.join()
     assert not failures, failures[0]
+    assert len(windowed) == 24
+    for listed, window in windowed:  # afresh here: that reading sets a process-wide bound
+        assert_as_read_afresh(window, stages, listed, 1_500)
+
+
+def test_turn_after_turn_the_stages_conversations_do_not_pile_up() -> None:
+    """Each turn reads the first stage's input as a branch of the last turn's, and
+    clear_tool_outputs keeps its last selection (a view of that branch) to carry from:
+    the branches of turns gone are freed all the same, as the app's own are."""
+    import gc
+
+    def conversations() -> int:
+        gc.collect()
+        return sum(1 for thing in gc.get_objects() if type(thing) is Conversation)
+
+    steps, conversation = agent_read(330, seed=23)
+    pipeline = PipelineStrategy(stages=["clear_tool_outputs", "sliding"])
+    for step in steps[300:305]:
+        conversation.extend(step)
+        pipeline.select(conversation, 1_500)
+    after_five = conversations()
+    for step in steps[305:]:
+        conversation.extend(step)
+        pipeline.select(conversation, 1_500)
+    assert conversations() <= after_five

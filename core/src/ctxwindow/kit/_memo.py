@@ -15,8 +15,12 @@ S = TypeVar("S")
 
 
 class PerConversation(Generic[S]):
-    """One ``S`` per conversation, made by ``make`` on first use; held weakly, so a
-    conversation the app lets go of takes its state with it. Thread-safe.
+    """One ``S`` per conversation, made by ``make`` on first use, and held by the
+    conversation itself: a conversation the app lets go of takes its state with it,
+    even a state that refers back to it (the last selection a strategy made there,
+    for :meth:`~ctxwindow.Selection.carry`: a history of the conversation). Held by a
+    mapping of its own, keyed weakly by conversation, such a state would keep its key
+    alive for good. Thread-safe.
 
     With ``branch``, a conversation read as a branch of another
     (:meth:`~ctxwindow.Conversation.branch`: a list that parts from a remembered history
@@ -34,28 +38,32 @@ class PerConversation(Generic[S]):
     ) -> None:
         self._make = make
         self._branch = branch
-        self._states: weakref.WeakKeyDictionary[Conversation, S] = weakref.WeakKeyDictionary()
+        #: The conversations holding a state of this one's (weakly: for len()).
+        self._holders: weakref.WeakSet[Conversation] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     def of(self, conversation: Conversation) -> S:
         """The state of ``conversation``: made (or branched) on first use."""
         with self._lock:
-            state = self._states.get(conversation)
+            held = conversation._states
+            state: S | None = held.get(self)
             if state is None:
-                state = self._states[conversation] = self._first(conversation)
+                state = held[self] = self._first(conversation)
+                self._holders.add(conversation)
             return state
 
     def peek(self, conversation: Conversation) -> S | None:
         """The state of ``conversation`` if it has one, without making it."""
         with self._lock:
-            return self._states.get(conversation)
+            found: S | None = conversation._states.get(self)
+            return found
 
     def _first(self, conversation: Conversation) -> S:
         origin = conversation.branched_from
-        parent = self._states.get(origin.parent) if origin is not None else None
+        parent: S | None = origin.parent._states.get(self) if origin is not None else None
         if parent is None or self._branch is None or origin is None:
             return self._make()
         return self._branch(parent, conversation, origin)
 
     def __len__(self) -> int:
-        return len(self._states)
+        return len(self._holders)
