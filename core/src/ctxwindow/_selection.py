@@ -17,6 +17,8 @@ DROPPED_BY_DEFAULT = "not chosen by the strategy"
 
 #: A decision about a range of units at once: (start, stop, action, reason).
 Run = tuple[int, int, str, "str | None"]
+#: What a selection decided, as it decided it: by unit, and the runs of units.
+Decisions = tuple[dict[int, tuple[str, "str | None"]], tuple[Run, ...]]
 
 
 def in_range(units: Collection[int], run: range) -> list[int]:
@@ -168,7 +170,7 @@ class Selection:
             reasons[unit] = reason
         self._actions, self._reasons = actions, reasons
 
-    def _decisions(self) -> tuple[dict[int, tuple[str, str | None]], tuple[Run, ...]] | None:
+    def _decisions(self) -> Decisions | None:
         """The decisions made so far: by unit (a copy), and the runs of units decided at
         once, oldest first (a unit's own decision is newer than the runs covering it;
         a unit in neither is dropped with no reason). None once ``actions`` or

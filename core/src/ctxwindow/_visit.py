@@ -29,7 +29,7 @@ from ctxwindow._contract import common_option, overhead_problem
 from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
 from ctxwindow._messages import ContentPart, Message, content_as_sent
 from ctxwindow._recent import RECENT
-from ctxwindow._selection import Carried, Outcome, Run, Selection, _below
+from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below
 from ctxwindow._window import Decision, DecisionRun, Window, WindowRecord, decisions_from
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
 from ctxwindow.kit import keep_run, recent_run
@@ -144,9 +144,6 @@ class _ByUnit(Sequence[T]):
         for unit, value in self.given.items():
             values[unit] = value
         return iter(values)
-
-
-Decisions = tuple[dict[int, tuple[str, "str | None"]], tuple[Run, ...]]
 
 
 def _by_unit(
@@ -482,10 +479,9 @@ class Visit:
             output = _with_made(history, output, runs, made)
         notes = tuple(self.notes) + chosen.notes
         defect_decisions = tuple(self.defect_decisions)
-        earlier = None
-        if chosen.carried is not None:
-            earlier = _earlier_runs(chosen) if carried is not None else None
-            chosen.carried = chosen.fresh_stand_ins = None  # no chain of visits kept alive
+        earlier = _earlier_runs(chosen) if carried is not None else None
+        if chosen.carried is not None:  # no chain of visits kept alive
+            chosen.carried = chosen.fresh_stand_ins = None
             selection._carried = None  # type: ignore[attr-defined]  # a Selection: checked
 
         def decide() -> tuple[Decision, ...]:

@@ -331,11 +331,8 @@ def _differing(these: Sequence[Any], those: Sequence[Any], count: int) -> Iterat
 
 def _same_objects(these: Sequence[Any], those: Sequence[Any], count: int) -> bool:
     """Whether the first ``count`` items of the two are the very same objects."""
-    return (
-        len(these) >= count
-        and len(those) >= count
-        and all(map(operator.is_, these[:count], those[:count]))
-    )
+    differ = _differing(these, those, count)
+    return len(these) >= count and len(those) >= count and next(differ, None) is None
 
 
 class _Run:
