@@ -172,3 +172,32 @@ def test_ranking_values_no_key_whose_bound_is_exact() -> None:
     )
     assert taken == [0, 1, 2]  # ~1 fits the last room, but 1 was taken whole
     assert set(valued) == {~1}  # only the key whose bound is not its value
+
+
+def test_distinct_is_numpys_unique() -> None:
+    rng = random.Random(3)
+    for _ in range(300):
+        units = np.array([rng.randrange(40) for _ in range(rng.randint(0, 30))], dtype=np.int64)
+        assert ranking.distinct(units).tolist() == np.unique(units).tolist()
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 500])
+def test_where_finds_each_units_key_or_none(count: int) -> None:
+    """A unit's key position among few units (a binary search) or many (a table over
+    every unit): -1 for a unit that has none."""
+    rng = random.Random(count)
+    stop = 1_000
+    units = np.array(sorted(rng.sample(range(stop), count)), dtype=np.int64)[::-1]
+    at = np.arange(len(units)) + 7
+    where = ranking._Where(units, at, stop)
+    asked = np.array([*units.tolist(), *rng.sample(range(stop), 50)], dtype=np.int64)
+    expected = dict(zip(units.tolist(), at.tolist(), strict=True))
+    assert where[asked].tolist() == [expected.get(unit, -1) for unit in asked.tolist()]
+
+
+def test_lower_takes_one_per_listing_whether_few_or_many() -> None:
+    for listed in ([3, 3, 9], list(range(100)) * 2):
+        counts = np.full(120, 5, dtype=np.int64)
+        ranking._lower(counts, np.array(listed, dtype=np.int64))
+        expected = [5 - listed.count(unit) for unit in range(120)]
+        assert counts.tolist() == expected

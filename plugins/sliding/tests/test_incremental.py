@@ -317,12 +317,13 @@ def test_the_units_said_to_score_hold_every_unit_that_does(asked: str, agent: bo
         """The unit's score as the record reads it: its own, else its ``unit_scores``
         entry (NaN: none)."""
         own = chosen.scores.get(unit)
-        if own is not None:
+        if own is not None or chosen.unit_scores is None:
             return own
-        assert chosen.unit_scores is not None
         entry = float(chosen.unit_scores[unit])
         return None if math.isnan(entry) else entry
 
+    # the scores of a few scoring units go by unit, without an array of every unit's
+    assert (chosen.unit_scores is None) == (support is not None)
     scored = {unit: float(importance[unit]) for unit in np.flatnonzero(importance).tolist()}
     assert scored and {unit: recorded(unit) for unit in scored} == scored
     # a unit of importance 0 has no score, unless kept with one (for its identifiers)
@@ -491,3 +492,86 @@ def test_a_branch_and_its_parent_keep_the_index_a_fresh_read_gives(time: float, 
         for conversation in (child, parent):
             fresh = Conversation(conversation.originals)
             assert index_of(scorer, conversation) == index_of(KeywordScorer(scorer.settings), fresh)
+
+
+def rare_question_histories(seed: int) -> list[list[dict[str, Any]]]:
+    """Chats and agent loops in which a rare word and a few ids sit in a handful of
+    units, ending on a question about them: the few units worth anything are found from
+    the keyword match and the units holding ids, without a pass over every unit."""
+    rng = random.Random(seed)
+    histories = []
+    for agent in (False, True):
+        size = rng.randint(350, 900)
+        if agent:
+            messages = agent_history(size // 3, seed)  # ids in its results, a few pins
+        else:
+            messages = [
+                {"role": ("user", "assistant")[i % 2], "content": " ".join(rng.choices(WORDS, k=9))}
+                for i in range(size)
+            ]
+        for position in rng.sample(range(1, len(messages) - 1), 6):
+            message = messages[position]
+            if message["role"] in ("user", "assistant") and message.get("content"):
+                extra = rng.choice([" zebra", " zebra RES-77", " quartz 4411"])
+                messages[position] = {**message, "content": message["content"] + extra}
+        question = rng.choice(["zebra?", "what about the zebra and RES-77?", "quartz"])
+        histories.append([*messages, {"role": "user", "content": question}])
+    return histories
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_rare_question_ranks_its_few_units_as_a_pass_over_every_unit_does(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """When few units can be worth anything, the ranking reads them from the keyword
+    match's support and the units holding ids (no pass over every unit), and keeps
+    exactly what the pass over every unit keeps, with the same record, and what valuing
+    every key keeps."""
+    from ctxwindow.kit import ranking
+
+    few = ranking._Keys._few_candidates
+    found: list[int] = []
+
+    def counted(self: Any, *args: Any) -> Any:
+        candidates = few(self, *args)
+        if candidates is not None:
+            found.append(len(candidates))
+        return candidates
+
+    monkeypatch.setattr(ranking, "VALUE_EVERY_KEY_BELOW", 0)  # however short the history
+    for messages in rare_question_histories(seed):
+        for budget in (300, 1_200, 4_000):
+            with monkeypatch.context() as patched:
+                patched.setattr(ranking._Keys, "_few_candidates", counted)
+                ours = SlidingWindow().select(messages, budget)
+            with monkeypatch.context() as patched:  # a pass over every unit
+                patched.setattr(ranking._Keys, "_few_candidates", lambda *_: None)
+                dense = SlidingWindow().select(messages, budget)
+            with monkeypatch.context() as patched:
+                every_key(patched)
+                theirs = SlidingWindow().select(messages, budget)
+            assert shown(ours) == shown(dense) == shown(theirs), budget
+    assert found  # the few units were found where they are
+
+
+def test_a_few_matches_score_as_a_pass_over_every_unit_scores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Summed where they are (few postings) or by a pass over every unit, the keyword
+    scores are the same floats, to the last bit; the support holds every scoring unit."""
+    from ctxwindow_sliding import keywords
+
+    few = 0
+    for seed in range(5):
+        for messages in rare_question_histories(seed):
+            history = Conversation(messages).view(get_counter("approx"), 2_000)
+            scores, support = KeywordScorer(Settings()).score_with_support(history)
+            with monkeypatch.context() as patched:
+                patched.setattr(keywords, "FEW_SHARE", 10**9)  # every unit looked at
+                dense, none = KeywordScorer(Settings()).score_with_support(history)
+            assert none is None
+            assert scores.tolist() == dense.tolist()
+            if support is not None:
+                few += 1
+                assert set(np.flatnonzero(dense).tolist()) <= set(support.tolist())
+    assert few  # some questions matched few units

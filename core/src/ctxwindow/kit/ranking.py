@@ -49,6 +49,9 @@ RECENT_UNITS = 1_024
 #: Bounds sampled to find the cut that leaves about a chunk above it (a full partition of
 #: every bound costs more than the whole ranking of a chat loop's turn).
 SAMPLE = 2_048
+#: Units that make up less than 1/FEW_SHARE of a history are "few": read where they
+#: are (an index search, a scatter) rather than with a pass over every unit.
+FEW_SHARE = 8
 
 __all__ = [
     "Older",
@@ -57,6 +60,7 @@ __all__ = [
     "Rows",
     "UnitFigures",
     "best_first",
+    "distinct",
     "keep_ranked",
     "older_units",
     "stable_units",
@@ -407,6 +411,9 @@ class UnitFigures:
         #: Of each unit's excerpt (:func:`excerpt_figures`): three columns.
         self.excerpts = Rows(np.int64)
         self.identifiers = Rows(np.int64)
+        #: The stored units holding any identifier, ascending: a visit that ranks only
+        #: the units worth something finds those without a pass over every unit.
+        self.holding_any = Rows(np.int64)
         #: Of each unit's identifiers, how many a user or assistant wrote anywhere in
         #: the conversation read so far: at least as many as any visit counts as spoken
         #: (so a bound). Grown in place as identifiers are found written (under the lock).
@@ -433,6 +440,9 @@ class UnitFigures:
                 twin.excerpts = self.excerpts.copy(min(origin.units, len(self.excerpts)))
             kept = min(origin.units, len(self.identifiers))
             twin.identifiers, twin.spoken = self.identifiers.copy(kept), self.spoken.copy(kept)
+            twin.holding_any = self.holding_any.copy(
+                int(np.searchsorted(self.holding_any.view, kept))
+            )
             twin._holders = dict(self._holders)
             for identifier, held in self._holders.items():
                 if held[-1] >= kept:  # a unit the branch does not share holds it
@@ -493,15 +503,19 @@ class UnitFigures:
         self, history: History, stop: int, read: Callable[[int], frozenset[str]] | None
     ) -> np.ndarray:
         found = read or (lambda unit: identifiers(unit_text(history, unit)))
-        counts, spoken = [], []
+        counts, spoken, holding = [], [], []
         for unit in range(len(self.identifiers), stop):
             held = found(unit)
             counts.append(len(held))
             spoken.append(len(held & self._written.keys()))
+            if held:
+                holding.append(unit)
             for identifier in held:
                 self._hold(identifier, unit)
         self.identifiers.extend(counts)
         self.spoken.extend(spoken)
+        if holding:
+            self.holding_any.extend(holding)
         return self.identifiers.view[:stop]
 
     def _hold(self, identifier: str, unit: int) -> None:
@@ -632,15 +646,31 @@ class _Worth:
         self.figures = figures
         self.coverage = coverage
         self.stop = stop
+        self.stable = min(stable_units(history), stop)
         stored = functools.partial(figures.identifier_counts, read=coverage.of)
         self.held = _per_unit(history, stop, stored, lambda unit: len(coverage.of(unit)))
-        self.new = self.held.copy()
-        self.spoken = (
-            _spoken_counts(history, figures, stop, coverage).copy()
-            if coverage.spoken_weight
-            else np.zeros(stop, dtype=np.int64)
-        )
+        # Both are the figures' own until a unit is lowered (copied then, in cover): a
+        # visit that covers nothing any older unit holds copies neither. Until then the
+        # spoken counts may rise under another visit (an identifier found written): a
+        # higher bound is still a bound, and the values are computed apart.
+        self.new = self.held
+        self._history = history
+        self._spoken: np.ndarray | None = None  # read on first need (no candidate: none)
+        self._own = False
         self._known: set[str] = set()
+
+    @property
+    def spoken(self) -> np.ndarray:
+        """Of each unit, at least how many of the identifiers the window lacks may be
+        spoken (:func:`_spoken_counts`, lowered as :attr:`new` is)."""
+        if self._spoken is None:
+            coverage, stop = self.coverage, self.stop
+            self._spoken = (
+                _spoken_counts(self._history, self.figures, stop, coverage)
+                if coverage.spoken_weight
+                else np.zeros(stop, dtype=np.int64)
+            )
+        return self._spoken
 
     def worth(self, new: np.ndarray, spoken: np.ndarray) -> np.ndarray:
         """:meth:`Coverage.worth` of ``new`` identifiers of which ``spoken`` are spoken,
@@ -648,11 +678,22 @@ class _Worth:
         weight = self.coverage.spoken_weight
         return new + weight * spoken if weight else new.astype(np.float64)
 
+    def holding_any(self) -> np.ndarray:
+        """The units before ``stop`` that hold any identifier, ascending, read from the
+        figures (and, from the first stand-in on, from :attr:`held`): no pass over
+        every unit."""
+        stored = self.figures.holding_any.view
+        known = stored[: int(np.searchsorted(stored, self.stable))]
+        if self.stable == self.stop:
+            return known
+        fresh = self.stable + np.flatnonzero(self.held[self.stable :])
+        return np.concatenate([known, fresh])
+
     def cover(self) -> np.ndarray:
         """Lower the units holding the identifiers covered since the last call (the
         first call: those covered before any unit was taken); the units lowered,
-        ascending. Each unit falls by one for each of them it holds, counted for all of
-        them at once (a unit is listed once among an identifier's holders)."""
+        ascending. Each unit falls by one for each of them it holds (a unit is listed
+        once among an identifier's holders)."""
         new = self.coverage.covered - self._known
         if not new:
             return _NO_UNITS
@@ -660,12 +701,35 @@ class _Worth:
         held, spoken = self.figures.holding(new, self.stop, self.coverage)
         if not held:
             return _NO_UNITS
-        lowered = np.bincount(np.asarray(held, dtype=np.int64), minlength=self.stop)
-        self.new -= lowered
+        if not self._own:
+            self.new, self._spoken, self._own = self.new.copy(), self.spoken.copy(), True
+        lowered = np.asarray(held, dtype=np.int64)
+        _lower(self.new, lowered)
         if spoken:
-            self.spoken -= np.bincount(np.asarray(spoken, dtype=np.int64), minlength=self.stop)
-        found: np.ndarray = np.flatnonzero(lowered)
-        return found
+            _lower(self.spoken, np.asarray(spoken, dtype=np.int64))
+        return distinct(lowered)
+
+
+def _lower(counts: np.ndarray, units: np.ndarray) -> None:
+    """Take one from ``counts`` at each of ``units`` (a unit listed twice, twice): at
+    the cost of the units when they are few, of a pass over every count when many."""
+    if len(units) * FEW_SHARE < len(counts):
+        np.subtract.at(counts, units, 1)
+    else:
+        counts -= np.bincount(units, minlength=len(counts))
+
+
+def distinct(units: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array, ascending: ``np.unique`` without the
+    import of ``numpy.ma`` its first call makes (about 14 ms)."""
+    ordered = np.sort(units)
+    if len(ordered) < 2:
+        return ordered
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    found: np.ndarray = ordered[first]
+    return found
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
@@ -707,28 +771,25 @@ class _Keys:
         first: int | None,
         newest_first: bool,
         above: float | None = None,
+        support: np.ndarray | None = None,
     ) -> None:
         self.relevance = relevance
         self.first = first
         self.worth = None if coverage is None else _Worth(history, figures, stop, coverage)
         self.weight = 0.0 if coverage is None else coverage.weight
-        free = np.ones(stop, dtype=bool)
-        free[[unit for unit in history.must_keep if unit < stop]] = False
-        if above is not None:
-            # a unit without identifiers is worth its relevance: at or below ``above``,
-            # never taken, so not a candidate (in a chat, most of the history)
-            worth = relevance[:stop] > above
-            if self.worth is not None:
-                worth |= self.worth.held > 0
-            if first is not None and first < stop:
-                worth[first] = True
-            free &= worth
-        candidates = np.flatnonzero(free)
-        if newest_first:
-            candidates = candidates[::-1]
-        tokens = _per_unit(history, stop, figures.unit_tokens, history.unit_tokens)
+        ascending = self._candidates(history, stop, above, support)
+        candidates = ascending[::-1] if newest_first else ascending
         self.units = candidates
         self.wholes = len(candidates)
+        #: Of each excerpt offered: its relevance, identifiers, those that may be spoken,
+        #: tokens, and identifiers its unit does not hold.
+        self._excerpt: tuple[np.ndarray, ...] | None = None
+        if not len(candidates):  # nothing to rank (a chat's question no unit matched)
+            self.sizes, self.bounds = _NO_UNITS, _NO_BOUNDS
+            self.exact = np.zeros(0, dtype=bool)
+            self.whole_at = self.excerpt_at = _Where(_NO_UNITS, _NO_UNITS, stop)
+            return
+        tokens = _per_unit(history, stop, figures.unit_tokens, history.unit_tokens)
         self.sizes = tokens[candidates]
         self.exact = np.ones(len(candidates), dtype=bool)
         if self.worth is not None:
@@ -736,12 +797,53 @@ class _Keys:
             self.exact = self.worth.held[candidates] == 0
         self.bounds = self._whole_bounds(candidates, self.sizes)
         #: Where each unit's whole key is, and its excerpt's (-1: none).
-        self.whole_at = np.full(stop, -1, dtype=np.int64)
-        self.whole_at[candidates] = np.arange(len(candidates))
-        self.excerpt_at = np.full(stop, -1, dtype=np.int64)
-        #: Of each excerpt offered: its relevance, identifiers, those that may be spoken,
-        #: tokens, and identifiers its unit does not hold.
-        self._excerpt: tuple[np.ndarray, ...] | None = None
+        self.whole_at = _Where(candidates, np.arange(len(candidates)), stop)
+        self.excerpt_at = _Where(_NO_UNITS, _NO_UNITS, stop)
+
+    def _candidates(
+        self, history: History, stop: int, above: float | None, support: np.ndarray | None
+    ) -> np.ndarray:
+        """The units before ``stop`` not kept by rule that may be taken, ascending: with
+        ``above``, only those whose relevance is above it, those holding identifiers
+        (worth their novelty) and :attr:`first`. ``support``: the units outside which no
+        relevance is above ``above``, ascending, when the caller knows them: when these
+        candidates are few, they are found there, without a pass over every unit."""
+        must = [unit for unit in history.must_keep if unit < stop]
+        if above is not None and support is not None:
+            found = self._few_candidates(stop, above, support, must)
+            if found is not None:
+                return found
+        free = np.ones(stop, dtype=bool)
+        free[must] = False
+        if above is not None:
+            # a unit without identifiers is worth its relevance: at or below ``above``,
+            # never taken, so not a candidate (in a chat, most of the history)
+            worth = self.relevance[:stop] > above
+            if self.worth is not None:
+                worth |= self.worth.held > 0
+            if self.first is not None and self.first < stop:
+                worth[self.first] = True
+            free &= worth
+        candidates: np.ndarray = np.flatnonzero(free)
+        return candidates
+
+    def _few_candidates(
+        self, stop: int, above: float, support: np.ndarray, must: list[int]
+    ) -> np.ndarray | None:
+        """:meth:`_candidates` read from ``support`` and the units holding identifiers,
+        when they are few (None: many, found with a pass over every unit instead)."""
+        scoring = support[: int(np.searchsorted(support, stop))]
+        parts = [scoring[self.relevance[scoring] > above]]
+        if self.worth is not None:
+            parts.append(self.worth.holding_any())
+        if self.first is not None and self.first < stop:
+            parts.append(np.asarray([self.first], dtype=np.int64))
+        found = distinct(np.concatenate(parts).astype(np.int64, copy=False))
+        if len(found) * FEW_SHARE >= stop:
+            return None
+        if must:
+            found = found[~_among(found, np.asarray(sorted(must), dtype=np.int64))]
+        return found
 
     @property
     def older(self) -> Older:
@@ -768,7 +870,7 @@ class _Keys:
         # its identifiers are some of its unit's, and a few of its own (``extra``)
         spoken = np.minimum(held, self.worth.spoken[units] + extra)
         self._excerpt = (own, held, spoken, tokens, extra)
-        self.excerpt_at[units] = len(self.units) + np.arange(len(units))
+        self.excerpt_at = _Where(units, len(self.units) + np.arange(len(units)), stop)
         bounds = self._excerpt_bounds(np.arange(len(units)), units)
         self.units = np.concatenate([self.units, ~units])
         self.sizes = np.concatenate([self.sizes, tokens])
@@ -812,6 +914,39 @@ class _Keys:
 _NO_BOUNDS = np.zeros(0, dtype=np.float64)
 
 
+class _Where:
+    """Where each of some units' keys is among the keys (-1: not among them), looked
+    up for a few units at a time: through an array over every unit when the units are
+    many, else by a binary search of them (no pass over every unit)."""
+
+    def __init__(self, units: np.ndarray, at: np.ndarray, stop: int) -> None:
+        self._table: np.ndarray | None = None
+        if len(units) * FEW_SHARE >= stop:
+            self._table = np.full(stop, -1, dtype=np.int64)
+            self._table[units] = at
+        order = np.argsort(units, kind="stable") if self._table is None else _NO_UNITS
+        self._units = units[order]
+        self._at = at[order]
+
+    def __getitem__(self, units: np.ndarray) -> np.ndarray:
+        if self._table is not None:
+            found: np.ndarray = self._table[units]
+            return found
+        if not len(self._units):
+            return np.full(len(units), -1, dtype=np.int64)
+        near = np.minimum(np.searchsorted(self._units, units), len(self._units) - 1)
+        return np.where(self._units[near] == units, self._at[near], -1)
+
+
+def _among(units: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Which of ``units`` are among ``others`` (ascending), as a mask."""
+    if not len(others):
+        return np.zeros(len(units), dtype=bool)
+    near = np.minimum(np.searchsorted(others, units), len(others) - 1)
+    found: np.ndarray = others[near] == units
+    return found
+
+
 def _excerpt_row(history: History) -> Callable[[int], tuple[int, int, int]]:
     return functools.partial(excerpt_figures, history)
 
@@ -831,13 +966,17 @@ def keep_ranked(
     above: float | None = None,
     first: int | None = None,
     newest_first: bool = False,
+    support: np.ndarray | None = None,
 ) -> int:
     """:func:`~ctxwindow.kit.keep_best` over the units before ``stop`` not kept by rule
     (:func:`older_units`), valuing only the keys that can come first; the room left.
     ``score(unit)`` is each unit's ``relevance`` (infinity for ``first``); with
     ``coverage`` and ``excerpts``, tool results are offered as excerpts too, ranked the
     same way; as the window covers identifiers, the bounds of the units holding them
-    fall, so a visit values about the keys it takes, however many units hold some."""
+    fall, so a visit values about the keys it takes, however many units hold some.
+    ``support`` (with ``above``): the units outside which no ``relevance`` is above
+    ``above``, ascending, when the caller knows them (a keyword match's): when the units
+    worth something are few, a visit then costs them, not a pass over every unit."""
     if stop < VALUE_EVERY_KEY_BELOW:
         # numpy's fixed costs would outweigh valuing every key: the kit's own order
         older = [u for u in range(stop) if u not in history.must_keep]
@@ -852,7 +991,9 @@ def keep_ranked(
             excerpts=excerpts,
             above=above,
         )
-    keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first, above)
+    keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first, above, support)
+    if not keys.wholes:  # no candidate, so no excerpt either: nothing is taken
+        return room
     if coverage is not None and excerpts:
         keys.offer_excerpts(history, figures, stop)
     tighten = keys.tighten if coverage is not None else None
@@ -874,5 +1015,14 @@ def keep_ranked(
         )
 
     return keep_best(
-        history, selection, [], room, score, coverage, reason, excerpts=excerpts, order=order
+        history,
+        selection,
+        [],
+        room,
+        score,
+        coverage,
+        reason,
+        excerpts=excerpts,
+        above=above,  # applied by the order: given for a stand-in of it (tests' every key)
+        order=order,
     )

@@ -56,7 +56,7 @@ from ctxwindow.kit import (
     unit_anchor,
     unit_text,
 )
-from ctxwindow.kit.ranking import Postings, Rows, stable_units
+from ctxwindow.kit.ranking import Postings, Rows, distinct, stable_units
 
 K1 = 1.2
 B = 0.75
@@ -361,30 +361,33 @@ class KeywordScorer:
         top = float(looked.max()) if len(looked) else 0.0
         if top <= 0 and not timed:
             return matched, scoring
-        scaled = matched / top if top > 0 else matched
-        out = spread(scaled, settings.neighbours, settings.reach, scoring)
+        if top > 0:  # scaled in place (the array is this call's): where it may score
+            if scoring is None:
+                matched /= top
+            else:
+                matched[scoring] /= top
+        out = spread(matched, settings.neighbours, settings.reach, scoring)
         support = _support(scoring, settings.neighbours, settings.reach, size)
         if support is not None and timed:
-            support = np.union1d(support, np.fromiter(timed, np.int64, len(timed)))
+            support = distinct(np.concatenate([support, np.fromiter(timed, np.int64, len(timed))]))
         for unit, match in timed.items():
             value = float(out[unit])
             weight = settings.time * match
             out[unit] = value * (1 + weight) if value else weight / 2
+        # Raised for the kind of fact asked and the speaker named: where a unit scores
+        # (any other stays 0), so only the support is looked at when it is known.
         asked = asks_for(query_text) if settings.salience else 0
         if asked:
             facts = np.concatenate(
                 [index.facts.view[:stable], np.asarray([r.facts for r in tail], np.int64)]
             )
-            out[(facts & asked) != 0] *= 1 + settings.salience
+            if support is None:
+                out[(facts & asked) != 0] *= 1 + settings.salience
+            else:
+                out[support[(facts[support] & asked) != 0]] *= 1 + settings.salience
         named = set(query) if settings.speaker else set()
-        if named:
-            speaking = np.zeros(size, dtype=bool)
-            for term in named:
-                units = index.speakers.get(term)
-                if units is not None:
-                    speaking[units.view[: int(np.searchsorted(units.view, stable))]] = True
-            for offset, read in enumerate(tail):
-                speaking[stable + offset] |= not named.isdisjoint(read.speakers)
+        speaking = _speaking(index, tail, named, stable) if named else _NO_UNITS
+        if len(speaking):
             out[speaking] *= 1 + settings.speaker
         return out, support
 
@@ -440,12 +443,34 @@ class KeywordScorer:
         weights = idf * counts
         weights *= K1 + 1
         weights /= norm
-        scored: np.ndarray = np.bincount(units, weights=weights, minlength=size)
-        return scored, np.unique(units) if len(units) * FEW_SHARE < size else None
+        if len(units) * FEW_SHARE >= size:
+            scored: np.ndarray = np.bincount(units, weights=weights, minlength=size)
+            return scored, None
+        # few: summed where they are, in the order given (as bincount sums), into zeros
+        # a pass over every unit never touches
+        scored = np.zeros(size)
+        np.add.at(scored, units, weights)
+        return scored, distinct(units)
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)
 _NO_COUNTS = np.zeros(0, dtype=np.float64)
+
+
+def _speaking(index: TermIndex, tail: list[UnitTerms], named: set[str], stable: int) -> np.ndarray:
+    """The units whose speaker is one of the ``named`` terms, ascending (each once): the
+    indexed ones before ``stable``, then those of ``tail`` (read on this visit)."""
+    found = []
+    for term in named:
+        units = index.speakers.get(term)
+        if units is not None:
+            found.append(units.view[: int(np.searchsorted(units.view, stable))])
+    said = [stable + at for at, read in enumerate(tail) if not named.isdisjoint(read.speakers)]
+    if said:
+        found.append(np.asarray(said, dtype=np.int64))
+    if not found:
+        return _NO_UNITS
+    return found[0] if len(found) == 1 else distinct(np.concatenate(found))
 
 
 def spread(
@@ -467,7 +492,8 @@ def spread(
         scoring = np.flatnonzero(scores)
     if len(scoring) * (2 * span + 1) * 4 >= size:
         return _spread_pass(scores, strength, span)
-    out: np.ndarray = scores.copy()
+    # every score outside the stretches is 0: zeros, with each stretch's sums put in
+    out: np.ndarray = np.zeros(size, dtype=scores.dtype)
     for start, stop in _stretches(scoring.tolist(), span, size):
         out[start:stop] = _spread_pass(scores[start:stop], strength, span)
     return out

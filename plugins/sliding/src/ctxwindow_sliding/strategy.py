@@ -28,7 +28,7 @@ from ctxwindow.kit import (
     identifier_weight_option,
     recent_units,
 )
-from ctxwindow.kit.ranking import UnitFigures, keep_ranked
+from ctxwindow.kit.ranking import UnitFigures, distinct, keep_ranked
 from ctxwindow_sliding.keywords import KeywordScorer
 
 #: What the task statement (the opening user message) adds to its importance: as much as
@@ -132,6 +132,13 @@ class SlidingWindow(BaseStrategy):
         plus TASK_BOOST for the task statement's unit (unless ``task_statement`` is off).
         Scaled over the units the scorer says may score (see :meth:`_scores`) alone,
         when it says."""
+        return self._importance(history, notes)[0]
+
+    def _importance(
+        self, history: History, notes: list[str] | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`importance`, and the units outside which it is 0, ascending, when the
+        scorer says where it scores (None: any unit may be important)."""
         scores, support = self._scores(history)
         looked = scores if support is None else scores[support]
         top = float(np.abs(looked).max()) if len(looked) else 0.0
@@ -140,6 +147,7 @@ class SlidingWindow(BaseStrategy):
                 scores /= top
             else:
                 scores[support] /= top
+        marked: list[int] = []
         for position, value in self._state_of(history).importance:
             unit = history.unit_of(position) if position < len(history) else None
             if unit is None:
@@ -153,10 +161,14 @@ class SlidingWindow(BaseStrategy):
                     )
             else:
                 scores[unit] += number
+                marked.append(unit)
         task = history.task_unit
         if task is not None:
             scores[task] += TASK_BOOST
-        return scores
+            marked.append(task)
+        if support is not None and marked:
+            support = distinct(np.concatenate([support, np.asarray(marked, dtype=np.int64)]))
+        return scores, support
 
     def _scores(self, history: History) -> tuple[np.ndarray, np.ndarray | None]:
         """The scorer's scores, one per unit, as a float64 array of their own, and the
@@ -167,17 +179,17 @@ class SlidingWindow(BaseStrategy):
         scorer = self.scorer
         size = len(history.units)
         nonzero = getattr(scorer, "nonzero_scores", None)
-        out = np.zeros(size)
         if callable(nonzero):
             found = _checked_nonzero(scorer, nonzero(history), size)
+            out = np.zeros(size)
             out[list(found)] = list(found.values())
             return out, np.asarray(sorted(found), dtype=np.int64)
         if isinstance(scorer, KeywordScorer):  # its own: trusted to say where it scores
             scores, support = scorer.score_with_support(history)
-            out[:] = _checked(scorer, scores, size)
-            return out, support
-        out[:] = _checked(scorer, scorer.score(history), size)
-        return out, None
+            if support is not None and _fresh_scores(scores, support, size):
+                return scores, support  # its own array, 0 outside the support: not copied
+            return _checked(scorer, scores, size), support
+        return _checked(scorer, scorer.score(history), size), None
 
     def _state_of(self, history: History) -> _ConversationState:
         state = self._states.of(history.conversation)
@@ -197,17 +209,20 @@ class SlidingWindow(BaseStrategy):
             oldest_recent = unit
         # 2. The important older units, most important first, while any fits; in an
         # agent's history a unit also counts for the identifiers it would add.
-        scores = self.importance(history, selection.notes)
-        room = self._take_important(history, selection, scores, oldest_recent, room)
+        scores, support = self._importance(history, selection.notes)
+        room = self._take_important(history, selection, scores, oldest_recent, room, support)
         # 3. Room the important units left extends the recent run.
         for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
             selection.keep(unit, RECENT)
             room -= history.unit_tokens(unit)
-        # every unit's score that is not 0, for the record (beside those kept with one):
-        # read when the record is, not a dict of every scoring unit on every visit; the
-        # array is this visit's own and read no more here (the runner keeps a copy)
-        scores[scores == 0] = np.nan
-        selection.unit_scores = scores
+        # every unit's score that is not 0, for the record (beside those kept with one)
+        if support is None:  # read when the record is, not a dict of every scoring unit
+            # on every visit; the array is this visit's own and read no more here
+            scores[scores == 0] = np.nan
+            selection.unit_scores = scores
+        else:  # few: by unit, without a pass over every unit (nor the runner's copy)
+            scoring = support[scores[support] != 0]
+            selection.scores.update(zip(scoring.tolist(), scores[scoring].tolist(), strict=True))
         return selection
 
     def _take_important(
@@ -217,6 +232,7 @@ class SlidingWindow(BaseStrategy):
         scores: np.ndarray,
         before: int,
         room: int,
+        support: np.ndarray | None = None,
     ) -> int:
         """Keep the older units (before ``before``) most important first while any fits
         ``room``; the room left. In an agent's history a unit also counts for the
@@ -255,11 +271,24 @@ class SlidingWindow(BaseStrategy):
             excerpts=self.options["excerpts"],
             above=0.0,
             newest_first=True,  # ties go to the newer unit
+            support=support,
         )
 
 
+def _fresh_scores(scores: np.ndarray, support: np.ndarray, size: int) -> bool:
+    """Whether the keyword scorer's own ``scores`` can be used as they are: float64, one
+    per unit, finite where they may be other than 0 (the ``support``)."""
+    return (
+        isinstance(scores, np.ndarray)
+        and scores.dtype == np.float64
+        and scores.shape == (size,)
+        and bool(np.isfinite(scores[support]).all())
+    )
+
+
 def _checked(scorer: ImportanceScorer, scores: Sequence[float], size: int) -> np.ndarray:
-    """The scorer's scores as float64, or PluginError saying what is wrong with them."""
+    """The scorer's scores as a float64 array of their own, or PluginError saying what is
+    wrong with them."""
     if isinstance(scores, np.ndarray) and scores.ndim == 1 and scores.dtype.kind in "fiu":
         values = scores.astype(np.float64)
     else:
