@@ -646,7 +646,6 @@ class _Worth:
         self.figures = figures
         self.coverage = coverage
         self.stop = stop
-        self.stable = min(stable_units(history), stop)
         stored = functools.partial(figures.identifier_counts, read=coverage.of)
         self.held = _per_unit(history, stop, stored, lambda unit: len(coverage.of(unit)))
         # Both are the figures' own until a unit is lowered (copied then, in cover): a
@@ -682,11 +681,12 @@ class _Worth:
         """The units before ``stop`` that hold any identifier, ascending, read from the
         figures (and, from the first stand-in on, from :attr:`held`): no pass over
         every unit."""
+        stable = min(stable_units(self._history), self.stop)
         stored = self.figures.holding_any.view
-        known = stored[: int(np.searchsorted(stored, self.stable))]
-        if self.stable == self.stop:
+        known = stored[: int(np.searchsorted(stored, stable))]
+        if stable == self.stop:
             return known
-        fresh = self.stable + np.flatnonzero(self.held[self.stable :])
+        fresh = stable + np.flatnonzero(self.held[stable:])
         return np.concatenate([known, fresh])
 
     def cover(self) -> np.ndarray:
@@ -787,7 +787,7 @@ class _Keys:
         if not len(candidates):  # nothing to rank (a chat's question no unit matched)
             self.sizes, self.bounds = _NO_UNITS, _NO_BOUNDS
             self.exact = np.zeros(0, dtype=bool)
-            self.whole_at = self.excerpt_at = _Where(_NO_UNITS, _NO_UNITS, stop)
+            self.whole_at, self.excerpt_at = _Where(_NO_UNITS, _NO_UNITS, stop), None
             return
         tokens = _per_unit(history, stop, figures.unit_tokens, history.unit_tokens)
         self.sizes = tokens[candidates]
@@ -796,9 +796,10 @@ class _Keys:
             self.worth.cover()  # what the window holds before any unit is taken
             self.exact = self.worth.held[candidates] == 0
         self.bounds = self._whole_bounds(candidates, self.sizes)
-        #: Where each unit's whole key is, and its excerpt's (-1: none).
+        #: Where each unit's whole key is, and its excerpt's (-1: none; None: no
+        #: excerpt offered).
         self.whole_at = _Where(candidates, np.arange(len(candidates)), stop)
-        self.excerpt_at = _Where(_NO_UNITS, _NO_UNITS, stop)
+        self.excerpt_at: _Where | None = None
 
     def _candidates(
         self, history: History, stop: int, above: float | None, support: np.ndarray | None
@@ -902,7 +903,7 @@ class _Keys:
         whole = whole[whole >= 0]
         at = [whole]
         bounds = [self._whole_bounds(units_whole, self.sizes[whole])]
-        if self._excerpt is not None:
+        if self._excerpt is not None and self.excerpt_at is not None:
             excerpt = self.excerpt_at[units]
             units_excerpt = units[excerpt >= 0]
             excerpt = excerpt[excerpt >= 0]
@@ -921,12 +922,13 @@ class _Where:
 
     def __init__(self, units: np.ndarray, at: np.ndarray, stop: int) -> None:
         self._table: np.ndarray | None = None
+        self._units = self._at = _NO_UNITS
         if len(units) * FEW_SHARE >= stop:
             self._table = np.full(stop, -1, dtype=np.int64)
             self._table[units] = at
-        order = np.argsort(units, kind="stable") if self._table is None else _NO_UNITS
-        self._units = units[order]
-        self._at = at[order]
+        elif len(units):
+            order = np.argsort(units, kind="stable")
+            self._units, self._at = units[order], at[order]
 
     def __getitem__(self, units: np.ndarray) -> np.ndarray:
         if self._table is not None:

@@ -304,8 +304,19 @@ def _fields(message: Any) -> tuple[Any, ...]:
 
 
 def _fields_now(messages: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """:func:`_fields` of each message, as they are (no copies): see :func:`_fields`."""
-    return list(map(_now, messages))
+    """:func:`_fields` of each message, as they are (no copies): see :func:`_fields`.
+    Read inline from each ``__dict__`` (a call per message costs a fifth more: this runs
+    for the newest CHECKED messages on every call), by :func:`_now` when one lacks it."""
+    try:
+        return [
+            (fields["content"], fields.get("tool_calls"), fields["name"], fields["id"])
+            for fields in map(_DICT, messages)
+        ]
+    except (AttributeError, KeyError):
+        return list(map(_now, messages))
+
+
+_DICT = operator.attrgetter("__dict__")
 
 
 def _now(message: Any) -> tuple[Any, ...]:
