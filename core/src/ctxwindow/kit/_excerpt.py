@@ -418,11 +418,13 @@ def keep_best(
     else:
         chosen = order(forms.value, forms.first_value, forms.size)
     excerpted: list[int] = []
+    taken = forms.taken
     for rank, key in enumerate(chosen):
-        unit, excerpt = _form(key)
-        if unit in forms.taken:  # its other form, valued -inf: offered only without ``above``
+        excerpt = key < 0
+        unit = ~key if excerpt else key  # _form(key), inline: a call per key kept
+        if unit in taken:  # its other form, valued -inf: offered only without ``above``
             continue
-        forms.taken.add(unit)
+        taken.add(unit)
         if excerpt:
             found = forms.excerpt(unit)
             assert found is not None

@@ -352,7 +352,9 @@ def best_first(
 
     pop = heapq.heappop
     while room >= smallest:
-        settle()
+        # settle (a call each turn of the loop costs more than the test that skips it)
+        if len(pending.rest) and (not heap or outranks(-heap[0][0], heap[0][1])):
+            settle()
         if not heap:
             return
         stale, rank, size, unit, constant = pop(heap)
