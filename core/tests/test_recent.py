@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 import ctxwindow
 from ctxwindow import Conversation, Windower
+from ctxwindow._history import _content_of
 from ctxwindow._recent import RECENT, RecentHistories
 from ctxwindow.errors import InvalidMessage
-from ctxwindow.kit._prefixes import CHECKED, REMEMBER_FROM, RecentLists
+from ctxwindow.kit._prefixes import CHECKED, REMEMBER_FROM, RecentLists, starts_with
 from ctxwindow.testing.conversations import agent_loop
 from ctxwindow.testing.strategies import Newest
 
@@ -185,6 +186,29 @@ def test_a_replaced_message_anywhere_is_seen() -> None:
     ctxwindow.select(history, 300, "newest")
     history[3] = {"role": "user", "content": "a different question " * 30}
     same_window(ctxwindow.select(history, 300, "newest"), fresh(history, 300))
+
+
+def test_a_comparison_leaves_the_remembered_list_as_it_was() -> None:
+    """``starts_with`` compares a grown list with the remembered one by growing the
+    remembered list for the moment (a slice of the grown one would touch every
+    message): whether the two match or not, it is as it was afterwards, so a history
+    grown turn after turn holds each message once."""
+    history = chat(40)
+    ctxwindow.select(history, 300, "newest")
+    (entry,) = RECENT.remembered._entries.values()
+    remembered = entry.originals
+    before = list(remembered)
+    history.append({"role": "user", "content": "one more"})
+    changed = [*history[:5], {"role": "user", "content": "not the same"}, *history[6:]]
+    for listed, matches in ((changed, False), (history, True)):
+        assert starts_with(listed, entry, _content_of) is matches
+        assert len(remembered) == len(before)
+        assert all(a is b for a, b in zip(remembered, before, strict=True))
+    for _ in range(3):  # grown and windowed turn after turn: each message once
+        history.append({"role": "user", "content": f"and {len(history)}?"})
+        same_window(ctxwindow.select(history, 300, "newest"), fresh(history, 300))
+        assert len(entry.originals) == len(history)
+        assert all(a is b for a, b in zip(entry.originals, history, strict=True))
 
 
 def test_an_old_message_replaced_beyond_the_checked_tail_is_seen() -> None:

@@ -76,7 +76,7 @@ def starts_with(
     originals = remembered.originals
     size = len(originals)
     try:
-        if size > len(given) or _as_list(given[:size]) != _as_list(originals):
+        if size > len(given) or not _same_items(given, originals):
             return False
         contents = remembered.contents
         read = contents_of or (lambda batch: list(map(content, batch)))
@@ -172,6 +172,29 @@ def _as_read(
         except TypeError:  # ``raw`` reads only some kinds (dicts): read each as ``read`` does
             pass
     return read(items) == stored
+
+
+def _same_items(given: Sequence[Any], originals: Sequence[Any]) -> bool:
+    """Whether ``given`` starts with the items of ``originals`` (no longer than it):
+    the same objects, or equal ones.
+
+    Lists are compared whole, the remembered list grown for the moment by ``given``'s
+    newer items and cut back before returning (under the lock its owner holds for the
+    comparison; a reader without the lock reads it up to a length it knows, or, as
+    :meth:`RecentLists.candidates`, only to choose what to compare under the lock).
+    A copy of ``given``'s first items (a slice) would write to every item's reference
+    count and so touch every message, about 7 us per thousand once they are out of the
+    CPU's caches; comparing two lists reads their arrays of references alone where the
+    items are the same objects (an app's list that grew): about a tenth of the time at
+    100,000 messages."""
+    size = len(originals)
+    if type(given) is not list or type(originals) is not list:
+        return _as_list(given[:size]) == _as_list(originals)
+    originals.extend(given[size:])
+    try:
+        return given == originals
+    finally:
+        del originals[size:]
 
 
 def _as_list(items: Sequence[Any]) -> list[Any]:
