@@ -786,10 +786,12 @@ class _Keys:
         #: Of each excerpt offered: its relevance, identifiers, those that may be spoken,
         #: tokens, and identifiers its unit does not hold.
         self._excerpt: tuple[np.ndarray, ...] | None = None
+        #: Where each unit's excerpt key is (None: no excerpt offered).
+        self.excerpt_at: _Where | None = None
         if not len(candidates):  # nothing to rank (a chat's question no unit matched)
             self.sizes, self.bounds = _NO_UNITS, _NO_BOUNDS
             self.exact = np.zeros(0, dtype=bool)
-            self.whole_at, self.excerpt_at = _Where(_NO_UNITS, _NO_UNITS, stop), None
+            self.whole_at = _Where(_NO_UNITS, _NO_UNITS, stop)
             return
         tokens = _per_unit(history, stop, figures.unit_tokens, history.unit_tokens)
         self.sizes = tokens[candidates]
@@ -798,10 +800,8 @@ class _Keys:
             self.worth.cover()  # what the window holds before any unit is taken
             self.exact = self.worth.held[candidates] == 0
         self.bounds = self._whole_bounds(candidates, self.sizes)
-        #: Where each unit's whole key is, and its excerpt's (-1: none; None: no
-        #: excerpt offered).
+        #: Where each unit's whole key is (-1: none).
         self.whole_at = _Where(candidates, np.arange(len(candidates)), stop)
-        self.excerpt_at: _Where | None = None
 
     def _candidates(
         self, history: History, stop: int, above: float | None, support: np.ndarray | None
