@@ -72,7 +72,8 @@ def starts_with(
     (``contents_of``, when given, reads a batch of items' contents at once: faster, as
     the core reads a list of dicts; ``raw_of``, their contents as they are, compared
     first: see :func:`contents_unchanged`). The caller holds whatever lock keeps the
-    remembered list from growing meanwhile."""
+    remembered list from growing meanwhile: a remembered ``list`` is grown for the
+    moment by ``given``'s newer items and cut back before this returns."""
     originals = remembered.originals
     size = len(originals)
     try:
