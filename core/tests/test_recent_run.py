@@ -1,6 +1,7 @@
 """``recent_run`` finds by bisection the run ``recent_units`` walks to, and ``keep_run``
 keeps it (the must-keep units with their own reasons); ``History.run_tokens`` and
-``positions_tokens`` are what the per-unit counts add up to."""
+``positions_tokens`` are what the per-unit counts add up to, and
+``History.fitting_start`` is the first start whose run fits."""
 
 from __future__ import annotations
 
@@ -78,3 +79,16 @@ def test_run_and_positions_tokens_add_up_the_unit_counts(
     assert history.run_tokens(units) == sum(map(history.unit_tokens, units))
     runs = [(span.start, span.stop) for span in map(history.span, units)]
     assert history.positions_tokens(runs) == sum(map(history.unit_tokens, units))
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(defects=True), st.integers(-5, 3000), st.data())
+def test_fitting_start_is_the_first_start_whose_run_fits(
+    messages: list[Any], room: int, data: st.DataObject
+) -> None:
+    history = _view(messages, 1000, True)
+    count = len(history.units)
+    start = data.draw(st.integers(0, count))
+    units = range(start, data.draw(st.integers(start, count)))
+    fitting = [s for s in units if history.run_tokens(range(s, units.stop)) <= room]
+    assert history.fitting_start(units, room) == (fitting[0] if fitting else units.stop)

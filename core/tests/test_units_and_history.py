@@ -348,6 +348,8 @@ def test_token_accounting() -> None:
     assert history.must_keep == {0: "system message", 3: "newest user message"}
     assert history.must_keep_tokens == 9
     assert history.unit_text(2) == "\n" + "r" * 10 + "\n" + "r" * 14
+    history._replace(6, Message("user", ""))  # as the host cuts the newest message: 3
+    assert history.must_keep_tokens == 8  # summed again, not as first read
 
 
 def test_messages_and_originals() -> None:

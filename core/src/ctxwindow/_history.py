@@ -689,6 +689,7 @@ class History:
         #: What the replacements change each unit's tokens by, so that unit_tokens stays
         #: O(1) however many messages stand-ins replace (a pipeline's cleared outputs).
         self._unit_change: dict[int, int] = {}
+        self._must_keep_tokens: int | None = None  # see must_keep_tokens
         self.defects = defects
         self.counter = counter
         self.budget = budget
@@ -760,6 +761,35 @@ class History:
             total += sum(c for unit, c in self._unit_change.items() if start <= unit < stop)
         return total
 
+    def fitting_start(self, units: range, room: int) -> int:
+        """The first unit of the newest part of ``units`` (a step-1 range) that costs at
+        most ``room`` together: ``units.stop`` when not even the newest unit fits.
+
+        Two bisections in C over the running totals when the units lie end to end and
+        no stand-in changed a unit's cost: a turn's window is found in about a
+        microsecond, where a bisection over :meth:`run_tokens` calls takes about ten."""
+        start, stop = units.start, units.stop
+        if start >= stop:
+            return stop
+        if self.defects or self._unit_change or units.step != 1:
+            low, high = start, stop  # the answer lies in [low, high]
+            while low < high:
+                middle = (low + high) // 2
+                if self.run_tokens(range(middle, stop)) <= room:
+                    high = middle
+                else:
+                    low = middle + 1
+            return low
+        if not 0 <= start < stop <= self._unit_count:
+            raise IndexError(f"units {start}-{stop - 1} are not all units of this history")
+        starts, sums = self._starts, self._sums
+        last = self._stops[stop - 1]
+        last = last if last <= self._size else self._size
+        # the first message position from which the rest up to ``last`` fits, then the
+        # first unit that starts there or later
+        position = bisect.bisect_left(sums, sums[last] - room, starts[start], last + 1)
+        return bisect.bisect_left(starts, position, start, stop)
+
     def positions_tokens(
         self, runs: Sequence[tuple[int, int]], units: AbstractSet[int] | None = None
     ) -> int:
@@ -823,7 +853,11 @@ class History:
 
     @property
     def must_keep_tokens(self) -> int:
-        return sum(self.unit_tokens(unit) for unit in self.must_keep)
+        """What the must-keep units cost together: summed once, and again only after a
+        stand-in or the task statement changed it (a strategy reads it several times)."""
+        if self._must_keep_tokens is None:
+            self._must_keep_tokens = sum(map(self.unit_tokens, self._must_keep))
+        return self._must_keep_tokens
 
     @property
     def effective_query(self) -> str:
@@ -933,6 +967,7 @@ class History:
         if cost <= self.budget - self.must_keep_tokens and cost <= self.budget // TASK_SHARE:
             reasons = {**self._must_keep, unit: TASK_STATEMENT}
             self._must_keep = MappingProxyType(dict(sorted(reasons.items())))
+            self._must_keep_tokens = None
 
     def _is_exchange(self, unit: int) -> bool:
         """Whether a unit holds a tool call or result (a reply in words is not one: the
@@ -949,6 +984,7 @@ class History:
         self._unit_change.update(
             (unit, change) for unit, change in old._unit_change.items() if unit < units
         )
+        self._must_keep_tokens = None
 
     def _replace(self, position: int, message: Message) -> None:
         """Stand ``message`` in for the one at ``position``: the host's truncation of the
@@ -962,6 +998,7 @@ class History:
         unit = self._unit_of[position]
         if unit >= 0:
             self._unit_change[unit] = self._unit_change.get(unit, 0) + change
+            self._must_keep_tokens = None
 
     @property
     def replacements(self) -> dict[int, Message]:

@@ -171,25 +171,22 @@ def recent_run(history: History, room: int, *, before: int | None = None) -> ran
     """The units :func:`recent_units` yields, as one range from the oldest it yields to
     ``before`` (must-keep units within included; empty when it yields none).
 
-    Found by bisection over the history's running totals, so a turn costs O(log n)
-    however many units fit: an agent's window of hundreds of units, every turn."""
+    Found by bisection over the history's running totals (:meth:`History.fitting_start`),
+    a stretch between must-keep units at a time, so a turn costs O(log n) however many
+    units fit: an agent's window of hundreds of units, every turn."""
     stop = len(history.units) if before is None else before
     must_keep = history.must_keep
     if history.defects:  # units do not lie end to end: walk
         walked = list(recent_units(history, room, before=before))
         return range(walked[-1] if walked else stop, stop)
-    kept = [(unit, history.unit_tokens(unit)) for unit in must_keep if unit < stop]
-
-    def cost(start: int) -> int:  # of units start..stop-1, must-keep ones free
-        return history.run_tokens(range(start, stop)) - sum(t for u, t in kept if u >= start)
-
-    low, high = 0, stop  # the first start whose run fits
-    while low < high:
-        middle = (low + high) // 2
-        if cost(middle) <= room:
-            high = middle
-        else:
-            low = middle + 1
+    low = stop  # the first start whose run fits, must-keep units free
+    for free in [*sorted((unit for unit in must_keep if unit < stop), reverse=True), -1]:
+        first = history.fitting_start(range(free + 1, low), room)
+        if first > free + 1 or free < 0:  # the stretch does not fit whole, or is the oldest
+            low = first
+            break
+        room -= history.run_tokens(range(free + 1, low))
+        low = free
     while low < stop and low in must_keep:  # the oldest unit it yields comes first
         low += 1
     return range(low, stop)

@@ -146,7 +146,7 @@ class ClearToolOutputs(BaseStrategy):
         walk = self._walk(history, memo.exchanges(history) if not history.defects else None)
         for unit, planned, protected in walk:
             if isinstance(unit, range):  # plain units, newest last: as many as fit
-                first = _first_fitting(history, unit, room)
+                first = history.fitting_start(unit, room)
                 if first < unit.stop:
                     kept.append(range(first, unit.stop))
                     room -= history.run_tokens(kept[-1])
@@ -444,19 +444,6 @@ class _Transformed:
     selection: Selection
     stable: int
     cleared: _Cleared
-
-
-def _first_fitting(history: History, run: range, room: int) -> int:
-    """The first unit of the newest part of ``run`` that fits ``room`` (``run.stop``:
-    none fits): a bisection over the history's running sums."""
-    low, high = run.start, run.stop  # the answer lies in [low, high]
-    while low < high:
-        middle = (low + high) // 2
-        if history.run_tokens(range(middle, run.stop)) <= room:
-            high = middle
-        else:
-            low = middle + 1
-    return low
 
 
 def _clearing(history: History, unit: int, cleared: list[int]) -> Clearing | None:
