@@ -76,6 +76,28 @@ def test_a_second_strategy_on_the_same_store_makes_no_summarizer_call(
     assert again.messages == window.messages
 
 
+def test_a_turn_whose_summary_is_held_in_memory_asks_the_shared_store_nothing(
+    tmp_path: Path, counted: Any
+) -> None:
+    strategy = SummarizeWindow(cache=str(tmp_path / "summaries.sqlite3"))
+    calls = counted(strategy)
+    back = strategy.cache.store.back  # type: ignore[attr-defined]  # memory before SQLite
+    lookups: list[int] = []
+    read = back.get_many
+    back.get_many = lambda keys: (lookups.append(len(keys)), read(keys))[1]
+    conversation = Conversation(history(40))
+    strategy.select(conversation, 200)  # a first visit: a summary at the boundary alone
+    quiet = 0
+    for turn in range(30):
+        written, asked = calls[0], len(lookups)
+        conversation.append({"role": "user", "content": f"And one more thing, {turn}?"})
+        assert summary_texts(strategy.select(conversation, 200))
+        if calls[0] == written:  # the boundary's summary was held: read from memory
+            assert len(lookups) == asked
+            quiet += 1
+    assert quiet >= 10  # most turns summarize nothing new
+
+
 @pytest.mark.parametrize("where", ["memory", "sqlite", "redis"])
 def test_replicas_that_summarize_one_prefix_at_once_send_the_first_summary(
     where: str, tmp_path: Path, request: pytest.FixtureRequest

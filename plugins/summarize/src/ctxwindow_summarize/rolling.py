@@ -11,9 +11,14 @@ history, so re-selecting the same history finds the same boundary and its cached
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+
+from ctxwindow import Message
 
 from ctxwindow_stores import Store, as_store, cache_key, put_first
 from ctxwindow_summarize.ledger import Candidates
@@ -27,6 +32,12 @@ class Summary:
 
     text: str
     summarizer: str
+
+    @cached_property
+    def counted(self) -> Message:
+        """The summary as the message a window sends, but for its metadata (which no
+        counter counts): made once, as the same summary serves turn after turn."""
+        return Message("system", self.text)
 
 
 def boundary(candidates: Candidates, room: int, step: int) -> int:
@@ -53,6 +64,8 @@ def checkpoints(candidates: Candidates, start: int, step: int) -> Iterator[int]:
             yield index
 
 
+#: Stored values whose summaries are kept as read (see SummaryCache._decoded).
+DECODED_KEPT = 16
 #: The in-memory layer's bounds: 4,096 summaries or 16 MiB, whichever comes first.
 MEMORY_ENTRIES = 4_096
 MEMORY_BYTES = 16 * 2**20
@@ -77,6 +90,8 @@ class SummaryCache:
         )
         self.entries = entries
         self.where = self.store.where
+        self._recent: OrderedDict[bytes, Summary | None] = OrderedDict()  # see _decoded
+        self._lock = threading.Lock()
 
     @staticmethod
     def store_key(summarizer: str, target: int, key: str) -> str:
@@ -90,10 +105,24 @@ class SummaryCache:
         wanted = {self.store_key(summarizer, target, key): key for key in keys if key}
         found: dict[str, Summary] = {}
         for stored, value in self.store.get_many(list(wanted)).items():
-            summary = _decode(value)
+            summary = self._decoded(value)
             if summary is not None:
                 found[wanted[stored]] = summary
         return found
+
+    def _decoded(self, value: bytes) -> Summary | None:
+        """:func:`_decode` of ``value``, remembered for the few values read most
+        recently: a turn reads the summary the last turn read."""
+        with self._lock:
+            if value in self._recent:
+                self._recent.move_to_end(value)
+                return self._recent[value]
+        summary = _decode(value)
+        with self._lock:
+            self._recent[value] = summary
+            while len(self._recent) > DECODED_KEPT:
+                self._recent.popitem(last=False)
+        return summary
 
     def put(self, summarizer: str, target: int, key: str, summary: Summary) -> Summary:
         """Hold ``summary`` unless one is held for this prefix already; the one held

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from itertools import chain, islice
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any, ClassVar
 
 from ctxwindow import (
@@ -29,10 +30,12 @@ from ctxwindow_summarize.rolling import Summary, SummaryCache, boundary, checkpo
 DROP = "drop"
 #: A summary shorter than this says nothing; below it the older units are dropped instead.
 MIN_SUMMARY_TOKENS = 12
-#: Prefixes whose summaries are asked for at once: the boundary's and the newest
-#: checkpoints' (the previous summary is nearly always the newest checkpoint's); the
-#: older ones only when none of these has one.
+#: Checkpoints whose summaries are asked for at once when the boundary's is not held (the
+#: previous summary is nearly always the newest checkpoint's); the older ones only when
+#: none of these has one.
 FIRST_LOOKUPS = 8
+#: The summary message but its text: what the framing of one costs.
+_FRAMING = Message("system", "")
 
 
 def _share(value: float) -> str | None:
@@ -194,7 +197,7 @@ class SummarizeWindow(BaseStrategy):
         room = max(0, history.budget - history.must_keep_tokens - reserve)
         step = max(1, int(_stable_room(history, reserve) * (1 - self.options["low_water"])))
         start = boundary(candidates, room, step)
-        framing = history.counter.count_message(Message("system", ""))
+        framing = history.counter.count_message(_FRAMING)
         recent = candidates.tokens(len(candidates)) - candidates.tokens(start)
         left = history.budget - history.must_keep_tokens - recent
         return _Plan(candidates, start, step, min(reserve, left) - framing)
@@ -248,18 +251,18 @@ class SummarizeWindow(BaseStrategy):
 
     def _newest_held(self, primary: str, target: int, plan: _Plan) -> tuple[int, Summary] | None:
         """The longest prefix the cache holds a summary of, with the summary: the
-        boundary's, else the newest checkpoint's before it. The newest few are asked for
-        first, and the rest only if none of those is held: one round trip a turn."""
+        boundary's, else the newest checkpoint's before it. The boundary's is asked for
+        alone first: it is held on nearly every turn, in memory, so a turn asks a shared
+        store (SQLite, Redis) nothing, where a batch with checkpoints never summarized (a
+        first visit summarizes at the boundary alone) would send it their keys on every
+        turn. Then the newest few checkpoints, then the rest."""
         candidates = plan.candidates
-        indexes = chain([plan.start], checkpoints(candidates, plan.start, plan.step))
-        batch = list(islice(indexes, FIRST_LOOKUPS))
-        while batch:
+        for batch in _lookups(plan.start, checkpoints(candidates, plan.start, plan.step)):
             keys = [candidates.key(index) for index in batch]
             held = self.cache.get_many(primary, target, keys)
             for index, key in zip(batch, keys, strict=True):
                 if key in held:
                     return index, held[key]
-            batch = list(indexes)
         return None
 
     def _remember_failure(self, attempt: tuple[str, int, str], why: str) -> None:
@@ -280,8 +283,7 @@ class SummarizeWindow(BaseStrategy):
         summary = outcome.summary
         first = plan.start
         if summary is not None or outcome.dropped:
-            text = summary.text if summary is not None else None
-            first = min(first, _first_fitting(history, candidates, text))
+            first = min(first, _first_fitting(history, candidates, summary))
         summarized = min(outcome.covered, first)
         verbatim = range(first, plan.start)
         keep_run(
@@ -313,10 +315,18 @@ class SummarizeWindow(BaseStrategy):
         return selection
 
 
-def _first_fitting(history: History, candidates: Candidates, summary: str | None) -> int:
+def _lookups(start: int, checkpoints: Iterator[int]) -> Iterator[list[int]]:
+    """The prefixes whose summaries :meth:`SummarizeWindow._newest_held` asks for, in
+    batches: the boundary's, the newest FIRST_LOOKUPS checkpoints', the rest."""
+    yield [start]
+    yield list(islice(checkpoints, FIRST_LOOKUPS))
+    yield list(checkpoints)
+
+
+def _first_fitting(history: History, candidates: Candidates, summary: Summary | None) -> int:
     """The first candidate from which the rest fits beside the must-keep messages and
     the summary (its text: the message the window sends, whatever it covers)."""
-    used = history.counter.count_message(Message("system", summary)) if summary else 0
+    used = history.counter.count_message(summary.counted) if summary and summary.text else 0
     room = history.budget - history.must_keep_tokens - used
     total = candidates.tokens(len(candidates))
     return 0 if total <= room else candidates.first_reaching(total - room)
