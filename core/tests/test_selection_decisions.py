@@ -209,6 +209,24 @@ def test_a_kept_range_the_window_lacks_is_a_violation() -> None:
         Windower(_KeptRangeBehindItsBack(), 600, "approx").select(HISTORY)
 
 
+class _KeptUnitsBehindItsBack(BaseStrategy):
+    """Keeps units one by one, then takes one of them out of the kept set without drop()."""
+
+    name = "kept-units-behind"
+
+    def choose(self, history: History) -> Selection:
+        selection = newest(history)
+        for unit in (1, 2, 3):
+            selection.keep(unit, "kept on its own")
+        selection.kept.discard(2)
+        return selection
+
+
+def test_a_unit_kept_on_its_own_the_window_lacks_is_a_violation() -> None:
+    with pytest.raises(ContractViolation, match="unit 2 is recorded as kept but is not"):
+        Windower(_KeptUnitsBehindItsBack(), 600, "approx").select(HISTORY)
+
+
 class _ScoresEvery(BaseStrategy):
     """``newest``, with a score for every unit in ``unit_scores`` (``given``), one unit's
     own score in ``scores``, and the given scores changed after the visit."""

@@ -802,6 +802,9 @@ def _unit_runs(history: History, kept: set[int]) -> list[tuple[int, int]]:
     then copied as one slice)."""
     starts, stops, size = history._starts, history._stops, len(history)
     if not history.defects:  # units lie end to end: a run of units is a run of messages
+        count = len(history.units)
+        if len(kept) == count:  # every unit (checked to be units): a transform's window
+            return [(starts[0], min(stops[count - 1], size))] if count else []
         after = set(map((1).__add__, kept))
         firsts, ends = sorted(kept - after), sorted(after - kept)
         pairs = zip(firsts, ends, strict=True)
