@@ -113,6 +113,8 @@ class SummaryCache:
     def _decoded(self, value: bytes) -> Summary | None:
         """:func:`_decode` of ``value``, remembered for the few values read most
         recently: a turn reads the summary the last turn read."""
+        if type(value) is not bytes:  # a store of another kind's (a bytearray): as it is
+            return _decode(value)
         with self._lock:
             if value in self._recent:
                 self._recent.move_to_end(value)
