@@ -307,6 +307,16 @@ def _given_problems(given: Mapping[int, str], kept: set[int]) -> list[str]:
     return _unexpected_actions(given.items(), kept)
 
 
+class Decided(Protocol):
+    """A record's actions held as the units decided one by one and the runs of units
+    decided at once (the runner's compact copy of a selection)."""
+
+    @property
+    def given(self) -> Mapping[int, str]: ...
+    @property
+    def runs(self) -> Sequence[tuple[int, int, str]]: ...
+
+
 def _unexpected_actions(actions: Iterable[tuple[int, str]], kept: set[int]) -> list[str]:
     """A unit recorded as kept that the window lacks, or an action not the strategy's."""
     for unit, action in actions:

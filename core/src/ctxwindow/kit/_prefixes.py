@@ -110,12 +110,13 @@ def shared_prefix(
     try:
         # the last item before the newest CHECKED first: two histories that part earlier
         # (another conversation, opening with the same system prompt) nearly always
-        # differ there, and a comparison of everything before would copy both prefixes
-        if tail and not same(given[tail - 1], originals[tail - 1]):
+        # differ there, and a comparison of everything before copies both prefixes
+        if tail and not (
+            same(given[tail - 1], originals[tail - 1])
+            and _as_list(given[:tail]) == _as_list(originals[:tail])
+        ):
             return 0
         cut = next((i for i in range(tail, size) if not same(given[i], originals[i])), size)
-        if tail and _as_list(given[:tail]) != _as_list(originals[:tail]):
-            return 0
         contents = remembered.contents
         if contents is None:
             return cut

@@ -19,7 +19,6 @@ from functools import cached_property
 from pathlib import Path
 
 from ctxwindow import Message
-
 from ctxwindow_stores import Store, as_store, cache_key, put_first
 from ctxwindow_summarize.ledger import Candidates
 
