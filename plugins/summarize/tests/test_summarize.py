@@ -199,6 +199,21 @@ def test_reselecting_the_same_history_calls_nothing(counted: Any) -> None:
     assert again.messages[1]["content"] == first.messages[1]["content"]
 
 
+def test_turns_that_keep_a_summary_send_one_frozen_message_for_it() -> None:
+    strategy = SummarizeWindow()
+    conversation = Conversation([ctxwindow.Message.from_dict(m) for m in history(40)])
+    windows = []
+    for index in range(40, 43):  # the first writes a summary, the others read it
+        conversation.append(ctxwindow.Message("user", f"And round {index}?"))
+        windows.append(strategy.select(conversation, 500))
+    made = [[m for m in w.messages if m.synthetic] for w in windows]
+    assert all(len(summaries) == 1 for summaries in made)
+    assert made[1][0] is made[2][0]  # made once, not once a turn
+    assert made[1][0].metadata["covers"][:2] == ("a0", "u1")  # u0: the task statement
+    with pytest.raises(TypeError):  # shared by the windows, so it cannot be changed
+        made[0][0].metadata["covers"] = ()  # type: ignore[index]
+
+
 def test_chat_loop_of_200_turns_calls_rarely_and_loses_nothing(counted: Any) -> None:
     strategy = SummarizeWindow()
     calls = counted(strategy)

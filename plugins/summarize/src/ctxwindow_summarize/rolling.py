@@ -38,6 +38,18 @@ class Summary:
         counter counts): made once, as the same summary serves turn after turn."""
         return Message("system", self.text)
 
+    def sent(self, covers: tuple[str, ...]) -> Message:
+        """The message a window sends for this summary, written from the messages
+        ``covers`` names: made again only for another tuple (a conversation's ledger
+        hands the same one over until the next checkpoint). A Message is frozen, its
+        metadata read-only, so windows can share it."""
+        made: tuple[tuple[str, ...], Message] | None = self.__dict__.get("_sent")
+        if made is None or made[0] is not covers:
+            metadata = {"synthetic": True, "covers": covers, "summarizer": self.summarizer}
+            made = (covers, Message(role="system", content=self.text, metadata=metadata))
+            self.__dict__["_sent"] = made  # frozen: the one made last, beside the fields
+        return made[1]
+
 
 def boundary(candidates: Candidates, room: int, step: int) -> int:
     """How many of the candidates the summary covers. The verbatim part (the rest) must

@@ -295,17 +295,9 @@ class SummarizeWindow(BaseStrategy):
             by = summary.summarizer
             why = f"older than the recent part; in the summary ({by})"
             _decide_all(selection, candidates, range(summarized), "summarized", why)
-            message = Message(
-                role="system",
-                content=summary.text,
-                metadata={
-                    "synthetic": True,
-                    # what it was written from: the same tuple on every visit until
-                    # the next checkpoint, though the newest of those may be verbatim
-                    "covers": candidates.refs(outcome.covered),
-                    "summarizer": by,
-                },
-            )
+            # what it was written from: the same tuple on every visit until the next
+            # checkpoint, though the newest of those may be verbatim
+            message = summary.sent(candidates.refs(outcome.covered))
             last = candidates.unit(summarized - 1)
             selection.add_synthetic(message, before_unit=last + 1)
         why = "; ".join(outcome.failures) or "no summary could be written"
