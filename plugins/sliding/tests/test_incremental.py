@@ -16,7 +16,7 @@ import pytest
 import ctxwindow
 from ctxwindow import Conversation, History, get_counter
 from ctxwindow.kit import Coverage, terms
-from ctxwindow_sliding import KeywordScorer, SlidingWindow
+from ctxwindow_sliding import KeywordScorer, SlidingWindow, keywords
 from ctxwindow_sliding.keywords import DECAY, K1, B, Settings, UnitTerms, spread
 
 WORDS = "the plan trip hotel flight price city budget call result data".split()
@@ -330,6 +330,41 @@ def test_the_units_said_to_score_hold_every_unit_that_does(asked: str, agent: bo
     unscored = [u for u in range(len(history.units)) if u not in scored and u not in chosen.scores]
     assert all(recorded(unit) is None for unit in unscored)
     assert unscored or support is None  # a rare word: most units score 0
+
+
+def test_a_question_for_a_kind_of_fact_raises_the_few_units_as_a_pass_over_all_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """'When ...?' raises the units that state a time: on the few path, those among
+    the support alone, read from the index up to the first stand-in and from this
+    visit's reading after it (here a tool result the host cut), as a pass over every
+    unit raises them."""
+    rng = random.Random(7)
+    said = [" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(400)]
+    chat = [{"role": ("user", "assistant")[i % 2], "content": text} for i, text in enumerate(said)]
+    for position in (40, 150, 300):  # the rare word, with a date or without
+        chat[position] = {**chat[position], "content": f"{said[position]} zebra on 3 May 2024"}
+    chat[200] = {**chat[200], "content": f"{said[200]} zebra"}
+    call = {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}
+    messages = [
+        *chat,
+        {"role": "user", "content": "When does the zebra come?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "The zebra comes on 14 March 2025."},
+    ]
+    history = Conversation(messages).view(get_counter("approx"), 1000)
+    cut = ctxwindow.Message("tool", "The zebra comes on 14 March 2025. [cut]", tool_call_id="c1")
+    history._replace(len(messages) - 1, cut)  # as the host cuts an oversized result
+    few, support = KeywordScorer(Settings()).score_with_support(history)
+    plain, _ = KeywordScorer(Settings(salience=0)).score_with_support(history)
+    monkeypatch.setattr(keywords, "FEW_SHARE", 10**9)  # a pass over every unit
+    every, none = KeywordScorer(Settings()).score_with_support(history)
+    assert support is not None and none is None
+    assert np.array_equal(few, every)
+    answer = history.unit_of(len(messages) - 1)  # holds a stand-in: read on this visit
+    for unit in (answer, history.unit_of(40), history.unit_of(150)):
+        assert few[unit] > plain[unit] > 0  # states a time: raised
+    assert few[history.unit_of(200)] == plain[history.unit_of(200)] > 0  # states none
 
 
 def test_the_state_goes_with_its_conversation() -> None:

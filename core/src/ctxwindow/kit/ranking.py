@@ -108,6 +108,11 @@ class Rows:
         buffer[self._size : size] = new
         self._size = size
 
+    def count_below(self, bound: int) -> int:
+        """How many of the rows are below ``bound``, for ascending single values (a
+        binary search): where the rows a smaller history shares end."""
+        return int(np.searchsorted(self.view, bound))
+
     def copy(self, size: int | None = None) -> Rows:
         """Rows of their own holding the first ``size`` rows (all of them by default)."""
         twin = Rows(self.dtype)
@@ -137,14 +142,13 @@ class Posting:
 
     def before(self, size: int) -> tuple[np.ndarray, np.ndarray]:
         """Units and counts among the first ``size`` units (a binary search, no copy)."""
-        units = self.units.view
-        cut = int(np.searchsorted(units, size))
-        return units[:cut], self.counts.view[:cut]
+        cut = self.units.count_below(size)
+        return self.units.view[:cut], self.counts.view[:cut]
 
     def copy(self, size: int) -> Posting:
         """A posting of its own holding the entries of the first ``size`` units."""
         twin = Posting(self.counts.dtype)
-        cut = int(np.searchsorted(self.units.view, size))
+        cut = self.units.count_below(size)
         twin.units, twin.counts = self.units.copy(cut), self.counts.copy(cut)
         return twin
 
@@ -442,9 +446,7 @@ class UnitFigures:
                 twin.excerpts = self.excerpts.copy(min(origin.units, len(self.excerpts)))
             kept = min(origin.units, len(self.identifiers))
             twin.identifiers, twin.spoken = self.identifiers.copy(kept), self.spoken.copy(kept)
-            twin.holding_any = self.holding_any.copy(
-                int(np.searchsorted(self.holding_any.view, kept))
-            )
+            twin.holding_any = self.holding_any.copy(self.holding_any.count_below(kept))
             twin._holders = dict(self._holders)
             for identifier, held in self._holders.items():
                 if held[-1] >= kept:  # a unit the branch does not share holds it
@@ -684,8 +686,8 @@ class _Worth:
         figures (and, from the first stand-in on, from :attr:`held`): no pass over
         every unit."""
         stable = min(stable_units(self._history), self.stop)
-        stored = self.figures.holding_any.view
-        known = stored[: int(np.searchsorted(stored, stable))]
+        holding = self.figures.holding_any
+        known = holding.view[: holding.count_below(stable)]
         if stable == self.stop:
             return known
         fresh = stable + np.flatnonzero(self.held[stable:])
@@ -938,7 +940,7 @@ class _Where:
             return found
         if not len(self._units):
             return np.full(len(units), -1, dtype=np.int64)
-        near = np.minimum(np.searchsorted(self._units, units), len(self._units) - 1)
+        near = _nearest(self._units, units)
         return np.where(self._units[near] == units, self._at[near], -1)
 
 
@@ -946,9 +948,15 @@ def _among(units: np.ndarray, others: np.ndarray) -> np.ndarray:
     """Which of ``units`` are among ``others`` (ascending), as a mask."""
     if not len(others):
         return np.zeros(len(units), dtype=bool)
-    near = np.minimum(np.searchsorted(others, units), len(others) - 1)
-    found: np.ndarray = others[near] == units
+    found: np.ndarray = others[_nearest(others, units)] == units
     return found
+
+
+def _nearest(ordered: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """For each of ``units``, the index in ``ordered`` (ascending, not empty) of the
+    first value at or above it, or of the last: where the unit is, if it is there."""
+    near: np.ndarray = np.minimum(np.searchsorted(ordered, units), len(ordered) - 1)
+    return near
 
 
 def _excerpt_row(history: History) -> Callable[[int], tuple[int, int, int]]:

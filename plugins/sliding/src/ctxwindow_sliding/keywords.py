@@ -247,7 +247,7 @@ class TermIndex:
             twin.lengths, twin.facts = self.lengths.copy(kept), self.facts.copy(kept)
             twin.length_sums = self.length_sums[: kept + 1]
             for term, speaking in self.speakers.items():
-                mine = speaking.copy(int(np.searchsorted(speaking.view, kept)))
+                mine = speaking.copy(speaking.count_below(kept))
                 if len(mine):
                     twin.speakers[term] = mine
             twin.time = self.time.branch(kept) if self.time is not None else None
@@ -378,13 +378,9 @@ class KeywordScorer:
         # (any other stays 0), so only the support is looked at when it is known.
         asked = asks_for(query_text) if settings.salience else 0
         if asked:
-            facts = np.concatenate(
-                [index.facts.view[:stable], np.asarray([r.facts for r in tail], np.int64)]
-            )
-            if support is None:
-                out[(facts & asked) != 0] *= 1 + settings.salience
-            else:
-                out[support[(facts[support] & asked) != 0]] *= 1 + settings.salience
+            units = np.arange(size) if support is None else support
+            facts = _facts_of(index, tail, stable, units)
+            out[units[(facts & asked) != 0]] *= 1 + settings.salience
         named = set(query) if settings.speaker else set()
         speaking = _speaking(index, tail, named, stable) if named else _NO_UNITS
         if len(speaking):
@@ -457,6 +453,16 @@ _NO_UNITS = np.zeros(0, dtype=np.int64)
 _NO_COUNTS = np.zeros(0, dtype=np.float64)
 
 
+def _facts_of(
+    index: TermIndex, tail: list[UnitTerms], stable: int, units: np.ndarray
+) -> np.ndarray:
+    """The kinds of fact each of ``units`` (ascending) states: the indexed ones before
+    ``stable``, then those of ``tail`` (read on this visit); no copy of every unit's."""
+    cut = int(np.searchsorted(units, stable))
+    read = np.asarray([r.facts for r in tail], dtype=np.int64)
+    return np.concatenate([index.facts.view[units[:cut]], read[units[cut:] - stable]])
+
+
 def _speaking(index: TermIndex, tail: list[UnitTerms], named: set[str], stable: int) -> np.ndarray:
     """The units whose speaker is one of the ``named`` terms, ascending (each once): the
     indexed ones before ``stable``, then those of ``tail`` (read on this visit)."""
@@ -464,7 +470,7 @@ def _speaking(index: TermIndex, tail: list[UnitTerms], named: set[str], stable: 
     for term in named:
         units = index.speakers.get(term)
         if units is not None:
-            found.append(units.view[: int(np.searchsorted(units.view, stable))])
+            found.append(units.view[: units.count_below(stable)])
     said = [stable + at for at, read in enumerate(tail) if not named.isdisjoint(read.speakers)]
     if said:
         found.append(np.asarray(said, dtype=np.int64))
