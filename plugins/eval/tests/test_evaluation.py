@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -289,14 +289,18 @@ class RecentWithModel(BaseStrategy):
         self.embedder = _CountingEmbedder()
 
     def choose(self, history: History) -> Selection:
-        selection = history.selection()
         self.embedder.embed([history.unit_text(u) for u in range(len(history.units))])
-        room = history.budget - history.must_keep_tokens
-        for unit in reversed(range(len(history.units))):
-            if unit not in history.must_keep and history.unit_tokens(unit) <= room:
-                selection.keep(unit, "recent")
-                room -= history.unit_tokens(unit)
-        return selection
+        return _recent_that_fit(history)
+
+
+def _recent_that_fit(history: History) -> Selection:
+    selection = history.selection()
+    room = history.budget - history.must_keep_tokens
+    for unit in reversed(range(len(history.units))):
+        if unit not in history.must_keep and history.unit_tokens(unit) <= room:
+            selection.keep(unit, "recent")
+            room -= history.unit_tokens(unit)
+    return selection
 
 
 def test_a_model_strategy_times_every_cold_entry_point_only_when_small(
@@ -315,6 +319,32 @@ def test_a_model_strategy_times_every_cold_entry_point_only_when_small(
     assert large.cold_ms and large.encode_all_ms and large.encode_new_ms
     assert any("not timed" in note for note in large.notes)
     assert not any("not timed" in note for note in small.notes)
+
+
+class NewestTextSeen(BaseStrategy):
+    """Test strategy: the newest units that fit, noting the newest unit's text of each
+    visit, as a strategy caching by text would meet it."""
+
+    name = "test-newest-text"
+    seen: ClassVar[list[str]] = []
+
+    def choose(self, history: History) -> Selection:
+        NewestTextSeen.seen.append(history.unit_text(len(history.units) - 1))
+        return _recent_that_fit(history)
+
+
+def test_no_warm_turn_of_any_row_sends_a_text_an_earlier_row_sent(
+    ctxwindow_register: Any,
+) -> None:
+    """The one-call API keeps its windowers, and their caches, from row to row: a warm
+    turn repeating an earlier row's text would time a cache hit, not a turn."""
+    ctxwindow_register(NewestTextSeen, name="test-newest-text")
+    NewestTextSeen.seen = []
+    for size in (60, 80):
+        bench_strategy("test-newest-text", size, repeats=1)
+    turns = [text for text in NewestTextSeen.seen if "one more question" in text]
+    assert len(turns) >= 2 * 3 * 3  # warm, warm with caches cold, one-call warm: per row
+    assert len(set(turns)) == len(turns)
 
 
 @pytest.mark.parametrize(

@@ -245,11 +245,14 @@ def _repeats(size: int) -> int:
     return max(3, min(15, 150_000 // size))
 
 
+_TURN_NUMBERS = itertools.count(1)
+
+
 def _turns() -> Iterator[dict[str, Any]]:
-    """New user messages for warm runs, each unlike any before."""
-    number = 0
-    while True:
-        number += 1
+    """New user messages for warm runs, each unlike any before in this process: a text
+    another row already sent (the one-call API keeps its windowers, and their caches,
+    from row to row) would be a cache hit, not a turn."""
+    for number in _TURN_NUMBERS:
         yield {"role": "user", "content": f"and one more question, number {number}?"}
 
 
