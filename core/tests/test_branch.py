@@ -250,3 +250,56 @@ def test_a_state_that_refers_to_its_conversation_goes_with_it() -> None:
     del temporary
     gc.collect()
     assert kept() is None  # the conversation keeps no state of a PerConversation gone
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("set"), st.integers(0, 9), st.integers(0, 40), st.integers(1, 9)),
+            st.tuples(st.just("branch"), st.integers(0, 9), st.integers(0, 40)),
+        ),
+        max_size=60,
+    ),
+    st.integers(1, 4),
+)
+def test_a_span_memo_branch_reads_right_values_and_all_a_copy_would(
+    steps: list[tuple[Any, ...]], own_at_most: int
+) -> None:
+    """Branches of branches, each written before and after others branch from it: a
+    memo never reads a value its own conversation's messages would not give, and it
+    reads every span a dict would that each branch filled with a copy of its parent's
+    spans ending by the cut (what the memo stood in for). A span's value is the
+    messages it holds: each message named by the conversation that wrote it, so a
+    branch and its parent agree on the messages before the cut and on nothing after."""
+    from ctxwindow.kit import _memo
+
+    memos: list[_memo.SpanMemo[str]] = [_memo.SpanMemo()]
+    copies: list[dict[tuple[int, int], str]] = [{}]
+    writers: list[list[int]] = [[0] * 50]  # who wrote each message of each conversation
+
+    def value(conversation: int, span: tuple[int, int]) -> str:
+        return ",".join(str(writers[conversation][p]) for p in range(*span))
+
+    original = _memo.OWN_AT_MOST
+    _memo.OWN_AT_MOST = own_at_most
+    try:
+        for step in steps:
+            which = step[1] % len(memos)
+            if step[0] == "set":
+                span = (step[2], step[2] + step[3])
+                memos[which][span] = copies[which][span] = value(which, span)
+            else:
+                cut = step[2]
+                memos.append(memos[which].branch(cut))
+                copies.append({s: v for s, v in copies[which].items() if s[1] <= cut})
+                writers.append(writers[which][:cut] + [len(writers)] * (50 - cut))
+            for conversation, (memo, copy) in enumerate(zip(memos, copies, strict=True)):
+                for start in range(41):
+                    for length in range(1, 10):
+                        span = (start, start + length)
+                        found = memo.get(span, _memo.MISSING)
+                        assert found is not _memo.MISSING or span not in copy
+                        assert found is _memo.MISSING or found == value(conversation, span)
+    finally:
+        _memo.OWN_AT_MOST = original

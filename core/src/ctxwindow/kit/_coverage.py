@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow._options import Option
-from ctxwindow.kit._memo import PerConversation
+from ctxwindow.kit._memo import PerConversation, SpanMemo
 from ctxwindow.kit._text import unit_text
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class _UnitIdentifiers:
     made, so a chat loop pays for a new unit only."""
 
     def __init__(self) -> None:
-        self.by_unit: dict[tuple[int, int], frozenset[str]] = {}
+        self.by_unit: SpanMemo[frozenset[str]] = SpanMemo()
         #: Where each identifier a user or assistant wrote was first written, for the
         #: messages read so far (``spoken_read``): a turn reads its new messages only.
         self.spoken_first: dict[str, int] = {}
@@ -81,7 +81,7 @@ class _UnitIdentifiers:
         twin = _UnitIdentifiers()
         cut = origin.messages
         with self.lock:
-            twin.by_unit = {span: found for span, found in self.by_unit.items() if span[1] <= cut}
+            twin.by_unit = self.by_unit.branch(cut)
             # in the order first written, so a reader's count of those it read holds
             twin.spoken_first = {key: at for key, at in self.spoken_first.items() if at < cut}
             twin.spoken_read = min(self.spoken_read, cut)

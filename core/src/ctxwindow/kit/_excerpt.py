@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwindow._options import Option
 from ctxwindow.kit._coverage import Coverage, best_first, has_identifier, identifiers
-from ctxwindow.kit._memo import PerConversation
+from ctxwindow.kit._memo import MISSING, PerConversation, SpanMemo
 
 if TYPE_CHECKING:
     from ctxwindow._history import Branch, Conversation, History
@@ -212,15 +212,15 @@ class _Memo:
     units never change once made, so each is cut once per counter."""
 
     def __init__(self) -> None:
-        self.by_counter: dict[int, tuple[object, dict[tuple[int, int], Excerpt | None]]] = {}
+        self.by_counter: dict[int, tuple[object, SpanMemo[Excerpt | None]]] = {}
         self.lock = threading.Lock()
 
-    def spans(self, counter: TokenCounter) -> dict[tuple[int, int], Excerpt | None]:
+    def spans(self, counter: TokenCounter) -> SpanMemo[Excerpt | None]:
         exact = getattr(counter, "inner", counter)  # a cache's counts are its counter's
         with self.lock:
             entry = self.by_counter.pop(id(exact), None)
             if entry is None or entry[0] is not exact:
-                entry = (exact, {})
+                entry = (exact, SpanMemo())
             self.by_counter[id(exact)] = entry  # last: the most recently used
             while len(self.by_counter) > COUNTERS_KEPT:
                 del self.by_counter[next(iter(self.by_counter))]
@@ -232,7 +232,7 @@ class _Memo:
         cut = origin.messages
         with self.lock:
             twin.by_counter = {
-                key: (counter, {span: found for span, found in spans.items() if span[1] <= cut})
+                key: (counter, spans.branch(cut))
                 for key, (counter, spans) in self.by_counter.items()
             }
         return twin
@@ -266,13 +266,11 @@ class _Cuts:
         if replaced and any(position in replaced for position in span):
             return None
         key = (span.start, span.stop)
-        spans = self.spans
-        if key in spans:
-            found = spans[key]
-        else:
+        found = self.spans.get(key, MISSING)
+        if found is MISSING:
             found = _cut(history, unit)
             with self.memo.lock:
-                spans[key] = found
+                self.spans[key] = found
         if found is None or found.unit == unit:
             return found
         return replace(found, unit=unit)
