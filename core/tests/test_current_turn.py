@@ -67,6 +67,25 @@ def test_a_current_turn_past_the_budget_keeps_its_newest_exchange_and_says_so() 
     assert messages[-4] in window.messages
 
 
+def test_the_note_on_a_current_turn_past_the_budget_names_only_the_messages_that_went() -> None:
+    """Two rounds and a long reply after one instruction: the newest exchange stays (cut),
+    the older round and the reply go, and the note names those, not the span from the
+    first to the last (which holds the exchange that stayed)."""
+    messages = [
+        {"role": "system", "content": "s"},
+        user("do it"),
+        calls("c1"),
+        result("c1", "data " * 300),
+        calls("c2"),
+        result("c2", "data " * 300),
+        assistant("Done. " * 100),
+    ]
+    window = ctxwindow.select(messages, 200, "newest")
+    assert messages[4] in window.messages and messages[6] not in window.messages
+    note = next(n for n in window.record.notes if n.startswith("the current turn is bigger"))
+    assert "2 of its unit(s) went (messages 2-3, 6), its newest exchange stayed" in note
+
+
 def test_the_task_statement_is_kept_and_can_be_turned_off() -> None:
     messages = [
         {"role": "system", "content": "Be brief."},
@@ -178,6 +197,40 @@ def test_oversize_raise_names_the_tool_result_that_is_too_big() -> None:
     with pytest.raises(BudgetTooSmall) as caught:
         ctxwindow.select(oversized_exchange(), 600, "newest", oversize="raise")
     assert "message 7, the tool result for call 'log'" in str(caught.value)
+
+
+def test_truncate_cuts_a_huge_request_and_its_tool_result_to_one_size() -> None:
+    """A pasted log as the request and a big result after it: with 'truncate' the two
+    share the room (neither is left whole while the other goes to its marker), and the
+    budget is met; with 'cut', which may not touch the request, the error says to
+    truncate. Found by a new user's review: truncate raised, blaming the system."""
+    messages = [
+        {"role": "system", "content": "sys"},
+        user("Here is the log:\n" + "ERROR line\n" * 2_000),
+        calls("grep"),
+        result("grep", "match " * 3_000),
+    ]
+    window = ctxwindow.select(messages, 2_000, "newest", oversize="truncate")
+    assert window.tokens <= 2_000
+    notes = window.record.notes
+    assert any(n.startswith("cut the tool result of message 3") for n in notes)
+    assert any(n.startswith("truncated message 1") for n in notes)
+    request, cut = (APPROX.count_message(Message.from_dict(window.messages[p])) for p in (1, 3))
+    assert abs(request - cut) < 50  # one common size
+    assert request + cut <= 2_000 - 2_000 // 4  # older context keeps its share
+    with pytest.raises(BudgetTooSmall) as caught:
+        ctxwindow.select(messages, 2_000, "newest", oversize="cut")
+    assert "oversize='truncate'" in str(caught.value)
+
+
+def test_oversize_raise_says_when_cutting_would_fit() -> None:
+    """'raise' cuts nothing: when 'cut' would fit, the error says so, rather than that
+    even cut results leave it over budget."""
+    with pytest.raises(BudgetTooSmall) as caught:
+        ctxwindow.select(oversized_exchange(), 600, "newest", oversize="raise")
+    text = str(caught.value)
+    assert "pass oversize='cut'" in text and "even with" not in text
+    assert ctxwindow.select(oversized_exchange(), 600, "newest", oversize="cut").tokens <= 600
 
 
 class DropsTheTurn(BaseStrategy):

@@ -415,12 +415,12 @@ def test_api_config_of_the_wrong_shape(source: Any, phrase: str) -> None:
 
 
 def test_api_budget_too_small_names_the_numbers() -> None:
-    text = _raises_cleanly(
-        lambda: select([{"role": "user", "content": "x" * 400}], 5),
-        BudgetTooSmall,
-        "need",
-    )
-    assert "oversize='truncate'" in text
+    big = [{"role": "user", "content": "x" * 400}]
+    text = _raises_cleanly(lambda: select(big, 60), BudgetTooSmall, "need")
+    assert "oversize='truncate'" in text  # it would fit: the message cut to 60 tokens
+    text = _raises_cleanly(lambda: select(big, 5), BudgetTooSmall, "need")
+    # its marker alone is more: the least budget, and no policy advised
+    assert "raise the budget to at least 19 tokens" in text and "oversize=" not in text
 
 
 # -- files: messages and configs -------------------------------------------------------

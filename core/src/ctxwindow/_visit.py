@@ -50,6 +50,15 @@ TOOL_CUT_MARKER = (
 OLDER_SHARE = 4
 #: Below this many tokens a cut tool result is little more than its marker.
 MIN_CUT_TOKENS = 64
+#: The ``oversize`` policies, each cutting more than the one before.
+OVERSIZE_POLICIES = ("raise", "cut", "truncate")
+#: BudgetTooSmall's advice when a policy that cuts more would fit.
+_HELPS = {
+    "cut": "pass oversize='cut' to cut the current turn's tool results to fit (head and "
+    "tail kept, with a marker)",
+    "truncate": "pass oversize='truncate' to cut the newest user message's text (and the "
+    "current turn's tool results) with a marker",
+}
 #: The reason for each unit the runner keeps when a strategy ran out of time.
 RECENT_REASON = "among the newest units that fit (the strategy ran out of time)"
 OLDER_REASON = "outside the newest units that fit (the strategy ran out of time)"
@@ -291,13 +300,12 @@ class Visit:
     def apply_oversize_policy(self) -> None:
         """What must stay exceeds the budget: cut the current turn's tool results (unless
         ``oversize='raise'``), then the newest user message (``'truncate'``), else raise
-        BudgetTooSmall naming the biggest message that must stay."""
+        BudgetTooSmall naming the biggest message that must stay and what would help."""
         history = self.history
         if history.must_keep_tokens <= self.limit:
             return
         policy = common_option(self.strategy, "oversize")
-        if policy != "raise":
-            self._cut_tool_results()
+        level = self._cut_tool_results(policy) if policy != "raise" else None
         needed = history.must_keep_tokens
         if needed <= self.limit:
             if self.replaced:  # cut to fit: the task statement may fit in what is left
@@ -305,33 +313,20 @@ class Visit:
                 self.must_keep = MappingProxyType(dict(history.must_keep))
             return
         newest = history.newest_user
-        least = self._least_needed(policy) if policy != "raise" else needed
-        truncating_helps = policy == "cut" and self._least_needed("truncate") <= self.limit
-        if self._cut_positions("cut") and least > self.limit and not truncating_helps:
-            # tool results the policy may cut, but no cut can help: say what budget would
-            raise BudgetTooSmall(
-                needed,
-                self.limit,
-                f"to at least {least + self.budget - self.limit:,} tokens: even with "
-                f"{self._cuttable(policy)} cut to their markers, what must stay needs "
-                f"{least:,}",
-                **self._biggest(),
-                least=True,
-            )
         if policy != "truncate" or newest is None:
-            raise BudgetTooSmall(needed, self.limit, **self._biggest())
+            raise self._too_small(policy)
         message = history.messages[newest]
         room = history.tokens(newest) - (needed - self.limit)
-        # drafts are counted past the cache, so that they do not crowd it
-        replacement = _truncate(message, room, self.counter.count_uncached)
+        # the tool results' common size when they were cut beside it: the rest of the
+        # room is older context's share; drafts are counted past the cache, so that they
+        # do not crowd it
+        count = self.counter.count_uncached
+        replacement = None
+        if level is not None and level < room:
+            replacement = _truncate(message, level, count)
+        replacement = replacement or _truncate(message, room, count)
         if replacement is None:
-            raise BudgetTooSmall(
-                needed,
-                self.limit,
-                "shorten the system or pinned messages: even cut to nothing, the newest "
-                "user message leaves them over budget",
-                **self._biggest(),
-            )
+            raise self._too_small(policy)
         history._replace(newest, replacement)
         self.replaced[newest] = replacement
         self.notes.append(
@@ -339,10 +334,31 @@ class Visit:
             f"{len(replacement.text)} characters to fit the budget"
         )
 
-    def _cut_tool_results(self) -> None:
+    def _too_small(self, policy: str) -> BudgetTooSmall:
+        """BudgetTooSmall for what must stay under ``policy``: the first oversize policy
+        that cuts more and would fit, else the least budget that works under this one."""
+        needed = self.history.must_keep_tokens
+        allowed = OVERSIZE_POLICIES[OVERSIZE_POLICIES.index(policy) + 1 :]
+        helping = next((p for p in allowed if self._least_needed(p) <= self.limit), None)
+        if helping is not None:
+            return BudgetTooSmall(needed, self.limit, _HELPS[helping], **self._biggest())
+        least = needed if policy == "raise" else self._least_needed(policy)
+        detail = f"to at least {least + self.budget - self.limit:,} tokens"
+        cuttable = self._cuttable(policy) if policy != "raise" else ""
+        if cuttable:
+            many = len(self._cut_positions(policy)) > 1
+            detail += (
+                f": even with {cuttable} cut to {'their markers' if many else 'its marker'}, "
+                f"what must stay needs {least:,}"
+            )
+        return BudgetTooSmall(needed, self.limit, detail, **self._biggest(), least=True)
+
+    def _cut_tool_results(self, policy: str) -> int | None:
         """Cut the current turn's must-keep tool results, the largest first, to one
         common size that leaves older context its share of the budget (all of what is
-        left when that share cannot be spared); each keeps its head and tail."""
+        left when that share cannot be spared); each keeps its head and tail. With
+        ``'truncate'`` the newest user message shares that size with them (it is cut
+        after them, to fit): the common size, None with no result to cut."""
         history = self.history
         turn = [unit for unit in history.current_turn if unit in history.must_keep]
         results = [
@@ -352,13 +368,16 @@ class Visit:
             if history.messages[position].role == "tool"
         ]
         if not results:
-            return
+            return None
         sizes = {position: history.tokens(position) for position in results}
-        others = history.must_keep_tokens - sum(sizes.values())
+        sharing = list(sizes.values())
+        if policy == "truncate" and history.newest_user is not None:
+            sharing.append(history.tokens(history.newest_user))
+        others = history.must_keep_tokens - sum(sharing)
         room = self.limit - others - self.limit // OLDER_SHARE
-        if room < len(results) * MIN_CUT_TOKENS:
+        if room < len(sharing) * MIN_CUT_TOKENS:
             room = self.limit - others
-        level = _water_level(sorted(sizes.values()), room)
+        level = _water_level(sorted(sharing), room)
         for position in sorted(results, key=sizes.__getitem__, reverse=True):
             if sizes[position] <= level:
                 break
@@ -374,6 +393,7 @@ class Visit:
                 f"{sizes[position]:,} to {history.tokens(position):,} tokens to fit the budget, "
                 f"its head and tail kept; the whole result is in the history you passed"
             )
+        return level
 
     def _cut_positions(self, policy: str) -> list[int]:
         """The must-keep messages ``policy`` may cut: the current turn's tool results,
@@ -403,9 +423,12 @@ class Visit:
         return least
 
     def _cuttable(self, policy: str) -> str:
-        """The messages ``policy`` may cut, in words (the current turn has results)."""
-        said = f"the current turn's {len(self._cut_positions('cut'))} tool result(s)"
-        return f"{said} and the newest user message" if policy == "truncate" else said
+        """The messages ``policy`` may cut, in words (empty: none)."""
+        results = len(self._cut_positions("cut"))
+        said = [f"the current turn's {results} tool result(s)"] if results else []
+        if policy == "truncate" and self.history.newest_user is not None:
+            said.append("the newest user message")
+        return " and ".join(said)
 
     def _biggest(self) -> dict[str, Any]:
         """The biggest message that must stay, for BudgetTooSmall: in words, and as its
@@ -441,11 +464,10 @@ class Visit:
             chosen.reasons[unit] = f"{chosen.reason(unit)}; {what} to fit the budget"
         gone = [unit for unit in history.current_turn if unit not in chosen.kept]
         if gone:
-            first, last = history.span(gone[0]).start, history.span(gone[-1]).stop - 1
             stayed = NEWEST_EXCHANGE in history.must_keep.values()
             self.notes.append(
                 f"the current turn is bigger than the budget: {len(gone)} of its "
-                f"unit(s) went (messages {first}-{last})"
+                f"unit(s) went (messages {_positions_in_words(history, gone)})"
                 + (", its newest exchange stayed" if stayed else "")
             )
         carried = chosen.carried
@@ -915,6 +937,18 @@ def _sent_instead(
 
 def _content_and_metadata(message: Message) -> dict[str, Any]:
     return {"content": content_as_sent(message), "metadata": dict(message.metadata)}
+
+
+def _positions_in_words(history: History, units: list[int]) -> str:
+    """The messages of ``units`` (ascending) as runs: ``2-3, 6``."""
+    runs: list[list[int]] = []
+    for unit in units:
+        span = history.span(unit)
+        if runs and runs[-1][1] == span.start - 1:
+            runs[-1][1] = span.stop - 1
+        else:
+            runs.append([span.start, span.stop - 1])
+    return ", ".join(f"{start}-{stop}" if stop > start else f"{start}" for start, stop in runs)
 
 
 def _water_level(sizes: Sequence[int], room: int) -> int:
