@@ -3,6 +3,8 @@ units, what makes a unit important, and how scorers are found and checked."""
 
 from __future__ import annotations
 
+import json
+import random
 import re
 import types
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 import ctxwindow
 from ctxwindow import Conversation, History, get_counter
+from ctxwindow.testing import calls, result
 from ctxwindow_sliding import KeywordScorer, SlidingWindow
 from ctxwindow_sliding.strategy import TASK_BOOST
 
@@ -150,7 +153,8 @@ def test_the_opening_task_statement_is_boosted() -> None:
     messages[1] = long_task
     window = SlidingWindow().select(messages, 200)
     kept = decision(window, 1)
-    assert kept.reason.startswith("important") and kept.score == pytest.approx(TASK_BOOST)
+    assert kept.reason == "task statement (ranked first among older units)"
+    assert kept.score == pytest.approx(TASK_BOOST)
     # The option off: neither kept by rule nor boosted.
     window = SlidingWindow(task_statement=False).select(messages, 200)
     assert long_task not in window.messages
@@ -161,6 +165,27 @@ def test_the_opening_task_statement_is_boosted() -> None:
     window = SlidingWindow().select(later, 200)
     assert later[30] not in window.messages
     assert decision(window, 30).score is None
+
+
+def test_an_agents_long_task_statement_comes_before_results_rich_in_identifiers() -> None:
+    """A task too big for the runner to keep outright, then search results each adding
+    ids: what those add per token outweighed the boost, and the task went though it was
+    the most important unit (a new user's review). It is ranked first, as the docs say."""
+    rng = random.Random(0)
+    words = "the flight leaves from the main terminal and the hotel is near the old town".split()
+    prose = " ".join(rng.choice(words) for _ in range(250))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": f"Task: a trip for mia_3321 to Lisbon in May. {prose}"},
+    ]
+    for number in range(12):
+        hotels = [{"id": f"HT{rng.randint(1000, 9999)}", "price": rng.randint(80, 300)}]
+        messages += [calls(f"call_{number}"), result(f"call_{number}", json.dumps(hotels * 3))]
+    messages += [{"role": "user", "content": "yes go ahead"}]
+    window = SlidingWindow().select(messages, 700)
+    kept = decision(window, 1)
+    assert kept.action == "kept" and kept.reason.startswith("task statement")
+    assert window.tokens <= 700
 
 
 def test_the_query_argument_overrides_the_newest_user_message() -> None:

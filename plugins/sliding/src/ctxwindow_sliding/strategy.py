@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,6 +35,8 @@ from ctxwindow_sliding.keywords import KeywordScorer
 #: the unit that best matches the query. The core keeps it outright when it is small; the
 #: boost still ranks it first among older units when it is too big for that.
 TASK_BOOST = 1.0
+#: Why the task statement was kept when the runner could not keep it outright.
+TASK_FIRST = "task statement (ranked first among older units)"
 RECENT = "recent"
 DROPPED = "neither among the most recent units nor important enough to fit"
 
@@ -251,7 +253,17 @@ class SlidingWindow(BaseStrategy):
             else None
         )
 
+        task = history.task_unit
+        score: Callable[[int], float] = scores.item  # a float, read only for units valued
+        if task is not None:
+
+            def score(unit: int) -> float:
+                # the task statement comes first when the runner could not keep it
+                return math.inf if unit == task else scores.item(unit)
+
         def reason(rank: int, unit: int, added: int) -> str:
+            if unit == task:
+                return TASK_FIRST
             # the score itself is the decision's (Decision.score), shown beside the reason
             where = f"rank {rank + 1}" if rank >= 0 else "ranked"
             if coverage is None:
@@ -264,12 +276,13 @@ class SlidingWindow(BaseStrategy):
             scores,
             before,
             room,
-            scores.item,  # a unit's score as a float, read only for the units valued
+            score,
             coverage,
             reason,
             figures=self._state_of(history).figures,
             excerpts=self.options["excerpts"],
             above=0.0,
+            first=task,
             newest_first=True,  # ties go to the newer unit
             support=support,
         )
