@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
 
-from ctxwindow import BaseStrategy, History, Message, Selection
+from ctxwindow import ApproxCounter, BaseStrategy, Conversation, History, Message, Selection
+from ctxwindow.kit import unit_text
 from ctxwindow.testing.strategies import Raises
 from ctxwindow_eval import StrategySpec, evaluate, load_jsonl, load_locomo
 from ctxwindow_eval.bench import agent_history, bench_strategy, synthetic_history, to_json
@@ -345,6 +349,215 @@ def test_no_warm_turn_of_any_row_sends_a_text_an_earlier_row_sent(
     turns = [text for text in NewestTextSeen.seen if "one more question" in text]
     assert len(turns) >= 2 * 3 * 3  # warm, warm with caches cold, one-call warm: per row
     assert len(set(turns)) == len(turns)
+
+
+class _LazyModel(_CountingEmbedder):
+    """Stands in for a model that loads on first use (as sentence-transformers' does):
+    logs each call (the model, whether it came inside a timed cold run, whether the
+    model was loaded before it, the texts) in the order the calls came."""
+
+    log: ClassVar[list[tuple[_LazyModel, bool, bool, list[str]]]] = []
+    #: Set by the spy on the bench's cold timer while a cold run's work runs.
+    timing: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded = False
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        _LazyModel.log.append((self, _LazyModel.timing, self.loaded, list(texts)))
+        self.loaded = True
+        return super().embed(texts)
+
+
+class _PreloadableModel(_LazyModel):
+    """A lazy model with ``preload()``, as SentenceTransformerEmbedder has."""
+
+    def preload(self) -> None:
+        self.loaded = True
+
+
+class UnitsWithModel(BaseStrategy):
+    """Test strategy: the newest units that fit, embedding each unit's text (the kit's
+    ``unit_text``, as semantic embeds them) on every visit."""
+
+    name = "test-units-with-model"
+    model: ClassVar[type[_LazyModel]] = _LazyModel
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.embedder = self.model()
+
+    def choose(self, history: History) -> Selection:
+        self.embedder.embed([unit_text(history, u) for u in range(len(history.units))])
+        return _recent_that_fit(history)
+
+
+@pytest.fixture
+def cold_runs(monkeypatch: pytest.MonkeyPatch) -> list[Callable[[], None]]:
+    """Spies on the bench's cold timer: each probe appended is called as each cold run
+    starts (after what the timer does untimed before it), and the models note the calls
+    made inside a cold run. The timer itself runs as it is."""
+    from ctxwindow_eval import bench
+
+    timer = bench.median_each_ms
+    probes: list[Callable[[], None]] = []
+
+    def spied(work: Callable[[Any], Any], inputs: Sequence[Any], *args: Any, **kw: Any) -> float:
+        def run(item: Any) -> Any:
+            for probe in probes:
+                probe()
+            _LazyModel.timing = True
+            try:
+                return work(item)
+            finally:
+                _LazyModel.timing = False
+
+        return timer(run, inputs, *args, **kw)
+
+    monkeypatch.setattr(bench, "median_each_ms", spied)
+    _LazyModel.log = []
+    return probes
+
+
+@pytest.mark.parametrize("model", [_LazyModel, _PreloadableModel])
+def test_a_model_is_loaded_before_any_cold_run_of_any_entry_point(
+    ctxwindow_register: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    cold_runs: list[Callable[[], None]],
+    model: type[_LazyModel],
+) -> None:
+    """A cold run is a process's first visit with the strategy built and its model
+    loaded (preload() when the model has it, else one untimed embedding): loading it is
+    not the visit's cost. Every entry point's: the one-call API and the adapter share a
+    Windower of their own, whose strategy has a model of its own here."""
+    ctxwindow_register(UnitsWithModel, name=UnitsWithModel.name)
+    monkeypatch.setattr(UnitsWithModel, "model", model)
+    bench_strategy(UnitsWithModel.name, 60, repeats=1)
+    cold = [loaded for _, timed, loaded, _ in _LazyModel.log if timed]
+    assert len(cold) >= 2  # the Windower's and the one-call API's, the adapter's too
+    assert all(cold), cold
+    if model is _PreloadableModel:  # loaded by preload(), not by an embedding
+        assert not any(not loaded for _, _, loaded, _ in _LazyModel.log)
+
+
+def test_every_cold_run_finds_no_history_remembered(
+    cold_runs: list[Callable[[], None]],
+) -> None:
+    """Cold means a new process's state: neither the runner's memory of the lists it
+    read nor the LangChain adapter's of its conversions holds an earlier run's or row's
+    history (each opens with the same system message, so each would be compared with)."""
+    from ctxwindow._recent import RECENT
+
+    adapter = pytest.importorskip("ctxwindow_adapters.langchain")
+    found: list[tuple[int, int]] = []
+    cold_runs.append(lambda: found.append((len(RECENT), len(adapter._READS.remembered))))
+    for size in (120, 140):
+        bench_strategy("fixed", size, repeats=2)
+    assert len(found) == 2 * 3 * 2  # two rows, three entry points, two cold runs each
+    assert set(found) == {(0, 0)}, found
+    assert len(adapter._READS.remembered) > 0  # the warm runs remember, as they should
+
+
+def test_the_encoding_anchor_encodes_what_a_cold_run_embeds(
+    ctxwindow_register: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    cold_runs: list[Callable[[], None]],
+) -> None:
+    """The model's cold limit: one text per unit (a tool exchange is one) of a history
+    as long as the cold runs' and never seen, as many texts as a cold run embeds, none
+    embedded before; the PyTorch twin encodes the very same texts."""
+    from ctxwindow_eval import bench
+
+    ctxwindow_register(UnitsWithModel, name=UnitsWithModel.name)
+    twin = _LazyModel()
+    monkeypatch.setattr(bench, "_torch_twin", lambda embedder: twin)
+    row = bench_strategy(UnitsWithModel.name, 60, repeats=1)
+    assert row.encode_all_ms is not None and row.encode_all_torch_ms is not None
+    cold = next(texts for _, timed, _, texts in _LazyModel.log if timed)  # the Windower's
+    ours = [texts for model, _, _, texts in _LazyModel.log if model is not twin]
+    *before, anchor = ours
+    assert len(cold) < 60  # units, not messages: the history holds tool exchanges
+    assert len(anchor) == len(cold)
+    assert not set(anchor) & {text for texts in before for text in texts}
+    assert [texts for model, _, _, texts in _LazyModel.log if model is twin][-1] == anchor
+
+
+def test_an_agent_step_times_its_append_with_its_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the main bench's warm turn times its append, an agent step's clock runs over
+    appending the step's messages and windowing: a clock of our own, moved by each piece
+    of work, says which work the step's time holds (no speed is asserted)."""
+    from ctxwindow import Windower
+    from ctxwindow_eval import steps
+
+    loop = steps._Loop("fixed", 100, 4000)
+    clock = [0.0]
+    extend, select = Conversation.extend, Windower.select
+
+    def appended(self: Conversation, *args: Any, **kw: Any) -> Any:
+        clock[0] += 1.0
+        return extend(self, *args, **kw)
+
+    def windowed(self: Windower, *args: Any, **kw: Any) -> Any:
+        clock[0] += 0.25
+        return select(self, *args, **kw)
+
+    monkeypatch.setattr(steps, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(Conversation, "extend", appended)
+    monkeypatch.setattr(Windower, "select", windowed)
+    loop.step(timed=True)
+    loop.step(timed=False)
+    assert loop.times == [1.25]
+
+
+def test_the_anchors_count_what_our_counter_counts() -> None:
+    """The count loop and trim_messages' counter give an agent history (tool calls, tool
+    results with their call ids, a speaker's name) the tokens ctxwindow's approx
+    counter gives it: the same counter on every side."""
+    from ctxwindow_eval.bench import _LangChain, tight_count
+
+    history = agent_history(200, 3)
+    history[2] = {**history[2], "name": "ada"}
+    assert any(m.get("tool_call_id") for m in history) and any(m.get("name") for m in history)
+    counter = ApproxCounter()
+    ours = Conversation(history).view(counter, 4000).total_tokens
+    assert tight_count(history, counter) == ours
+    langchain = _LangChain.load()
+    if langchain is None:
+        pytest.skip("langchain-core not installed")
+    assert sum(map(langchain.count, langchain.messages(history))) == ours
+
+
+#: A time typed as a figure: "20 microseconds", "275.15 ms", "about a minute", "about a
+#: third of a cold visit" (the generated tables are where such figures belong).
+_TIMING = re.compile(
+    r"\b\d[\d,.]*\s*(?:ms|µs|milliseconds?|microseconds?|seconds?|minutes?|hours?)\b"
+    r"|\b(?:about|around|some|under|over|nearly|roughly|of)\s+"
+    r"(?:(?:one|two|three|four|five|six|seven|eight|nine|ten)(?: and a half)?|a few|an?)\s+"
+    r"(?:ms|milliseconds?|microseconds?|seconds?|minutes?|hours?)\b"
+    r"|\b(?:a|one) (?:third|half|quarter|tenth|fifth) of an? (?:cold |warm )?"
+    r"(?:visit|turn|run|window|second|millisecond)",
+    re.IGNORECASE,
+)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "docs/evaluation.md",
+        "docs/concepts.md",
+        "plugins/semantic/README.md",
+        "plugins/pipeline/README.md",
+    ],
+)
+def test_no_time_is_typed_by_hand_in_the_pages_prose(page: str) -> None:
+    """Times go stale with every change and machine: a page points to the tables
+    generated from docs/results (between the bench-tables markers) instead of typing
+    one, in its prose and its example output alike."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    text = re.sub(r"<!-- bench-tables.*?<!-- end of bench-tables -->", "", text, flags=re.S)
+    typed = [" ".join(m.group(0).split()) for m in _TIMING.finditer(text)]
+    assert not typed, f"{page}: {typed}"
 
 
 @pytest.mark.parametrize(

@@ -10,19 +10,26 @@ For each strategy and history length, through every entry point a user has:
   list, and through the adapter on the grown list.
 
 Anchors, measured in the same run on the same history and counted the same way
-(characters / 4 plus 3 per message): a tight loop that only counts each dict's text
+(characters / 4 plus 3 per message, every piece of text ctxwindow's approx counter
+counts: a tool result's call id too): a tight loop that only counts each dict's text
 (the least a cold visit can cost); LangChain's ``trim_messages`` on ``BaseMessage``
 objects, cold (a per-message counter) and warm (the counter cached per message, as an
-app would); and, for a strategy with an embedder, the model encoding the history's
-texts (the cold limit) and the new message alone (the per-turn limit). Each
-``trim_messages`` window is checked to hold the same number of tokens as ours within
-5%; a row says when it does not. Medians of repeated runs: the machine is shared.
+app would); and, for a strategy with an embedder, the model encoding what a cold visit
+embeds (one text per unit of an unseen history of the cold runs' size: the cold limit)
+and the new message alone (the per-turn limit). Each ``trim_messages`` window is
+checked to hold the same number of tokens as ours within 5%; a row says when it does
+not. Medians of repeated runs: the machine is shared.
 
-Cold against cold, warm against warm: a cold run (and its anchors) follows a full
-collection, which also empties the CPU caches, as a process's first visit finds them;
-warm turns run back to back with the collector paused, as :mod:`timeit` runs them. The
-warm turn and the cached ``trim_messages`` are also timed after a full collection
-(``*_cold_caches_ms``), for a loop whose turns follow other work of the app's.
+Cold against cold, warm against warm: a cold run is a new process's first visit, with
+the strategy built and its model, if any, loaded (untimed, before any cold run). Before
+each cold run, untimed, what the process remembers of histories read before is emptied
+(the runner's memory of the lists it read and the LangChain adapter's of its
+conversions: every bench history opens with the same system message, so a remembered
+one would be compared with), and a full collection empties the CPU caches, as a
+process's first visit finds them (the anchors of cold runs follow a full collection
+too). Warm turns run back to back with the collector paused, as :mod:`timeit` runs
+them. The warm turn and the cached ``trim_messages`` are also timed after a full
+collection (``*_cold_caches_ms``), for a loop whose turns follow other work of the app's.
 """
 
 from __future__ import annotations
@@ -43,8 +50,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import ctxwindow
-from ctxwindow import ApproxCounter, Conversation, describe_strategies, from_config, get_embedder
+from ctxwindow import (
+    ApproxCounter,
+    Conversation,
+    cached_windower,
+    describe_strategies,
+    from_config,
+    get_embedder,
+    remember_histories,
+)
 from ctxwindow.errors import CtxWindowError
+from ctxwindow.kit import unit_text
 from ctxwindow_eval.runner import StrategySpec
 
 SIZES = (1_000, 10_000, 100_000)
@@ -229,11 +245,32 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def median_each_ms(work: Callable[[Any], Any], inputs: Sequence[Any]) -> float:
-    """Median wall time of ``work(x)`` for each prepared input (made untimed), a full
-    collection before each: cold, as :func:`median_ms`."""
+def forget_histories() -> None:
+    """Empty what this process remembers of the histories it read: the runner's memory
+    of the plain lists visits read (:func:`ctxwindow.remember_histories`: bounds of
+    nothing forget them all; the bounds are then put back) and the LangChain adapter's
+    remembered conversions. A cold run must find neither: every bench history opens
+    with the same system message, so each remembered one would be compared with it."""
+    lists, items = remember_histories(0, 0)
+    remember_histories(lists, items)
+    adapter = sys.modules.get("ctxwindow_adapters.langchain")  # not imported: it holds none
+    if adapter is not None:
+        # no public way to empty it (it is bounded as the runner's is): our own bench
+        # reaches into the adapter's memory, as a new process would find it, empty
+        adapter._READS.remembered.clear()
+
+
+def median_each_ms(
+    work: Callable[[Any], Any],
+    inputs: Sequence[Any],
+    before: Callable[[], None] = forget_histories,
+) -> float:
+    """Median wall time of ``work(x)`` for each prepared input (made untimed), each
+    after ``before()`` (by default :func:`forget_histories`) and a full collection, both
+    untimed: cold, as a new process's first visit, and as :func:`median_ms`."""
     times = []
     for item in inputs:
+        before()
         gc.collect()
         started = time.perf_counter()
         work(item)
@@ -258,15 +295,24 @@ def _turns() -> Iterator[dict[str, Any]]:
 
 # -- anchors ---------------------------------------------------------------------
 def tight_count(history: Sequence[dict[str, Any]], counter: ApproxCounter) -> int:
-    """The least a cold visit can do: count each dict's text once, nothing else."""
+    """The least a cold visit can do: count each dict's text once, nothing else. The
+    text is what ctxwindow's approx counter counts of the bench's messages (string
+    content, a name, each tool call's name and arguments, a tool result's call id), all
+    of a message's characters over ``chars_per_token``, rounded up once."""
     overhead = counter.message_overhead
     total = 0
     for message in history:
         content = message.get("content")
         text = content if isinstance(content, str) else ""
+        name = message.get("name")
+        if name:
+            text += name
         for call in message.get("tool_calls") or ():
             function = call["function"]
             text += function["name"] + function["arguments"]
+        call_id = message.get("tool_call_id")
+        if call_id:
+            text += call_id
         total += overhead + counter.count_text(text)
     return total
 
@@ -297,10 +343,16 @@ class _LangChain:
         return list(self.convert(plain))
 
     def count(self, message: Any) -> int:
-        """Characters / 4 plus 3, as ctxwindow's approx counter counts the same message."""
+        """Characters / 4 plus 3, as ctxwindow's approx counter counts the same message:
+        its text, name, tool calls (name and arguments) and a tool result's call id."""
         text = message.content if isinstance(message.content, str) else ""
+        if isinstance(message.name, str):
+            text += message.name
         for call in getattr(message, "tool_calls", None) or ():
             text += call["name"] + json.dumps(call["args"])
+        call_id = getattr(message, "tool_call_id", None)
+        if isinstance(call_id, str):
+            text += call_id
         return self.counter.message_overhead + self.counter.count_text(text)
 
     def trim_window(
@@ -340,6 +392,11 @@ def bench_strategy(
     config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
     windower = from_config(config)
     embedder = getattr(windower.strategy, "embedder", None)
+    # the one-call API and the adapter share this configuration's Windower: built now,
+    # as a process serving requests has built it, not in the first cold run
+    shared = cached_windower(spec.name, budget, counter="approx", **options)
+    for model in _models(windower, shared):
+        load_model(model)  # a cold run is a process's first visit, its model loaded
     # a cold run with a model embeds the whole history, and one at 100,000 messages takes
     # seconds: once per entry point is plenty (and the noise is small beside it)
     cold_runs = 1 if embedder is not None or size >= 100_000 else repeats
@@ -411,12 +468,34 @@ def bench_strategy(
     _langchain_rows(row, spec.name, options, base, unseen() if each_cold else [], budget, repeats)
     if embedder is not None:
         row.encode_new_ms = encode_new_ms
-        row.encode_all_ms = encode_all_ms(embedder, conversation)
+        # what a cold run embeds, of a history as long as the cold runs' and never seen
+        texts = cold_texts(history(size, next(_UNSEEN_SEEDS)))
+        row.encode_all_ms = encode_all_ms(embedder, texts)
         torch = _torch_twin(embedder) if each_cold else None
-        if torch is not None:
+        if torch is not None:  # the very same texts
             torch.embed(["the model loaded before the clock starts, as the other's was"])
-            row.encode_all_torch_ms = encode_all_ms(torch, conversation)
+            row.encode_all_torch_ms = encode_all_ms(torch, texts)
     return row
+
+
+#: Numbers for the texts that load a model: each embedded once, never again.
+_LOADS = itertools.count(1)
+
+
+def load_model(embedder: Any) -> None:
+    """Load ``embedder``'s model now, untimed: with its ``preload()`` when it has one,
+    else by embedding one text no run embeds again."""
+    preload = getattr(embedder, "preload", None)
+    if callable(preload):
+        preload()
+    else:
+        embedder.embed([f"the model loaded before the clock starts, load {next(_LOADS)}"])
+
+
+def _models(*windowers: Any) -> list[Any]:
+    """The embedders of the windowers' strategies (each once)."""
+    found = (getattr(w.strategy, "embedder", None) for w in windowers)
+    return list({id(e): e for e in found if e is not None}.values())
 
 
 def _langchain_rows(
@@ -488,11 +567,28 @@ def _langchain_rows(
         )
 
 
-def encode_all_ms(embedder: Any, conversation: Conversation) -> float:
-    """The model's own cold cost: encoding every text of the history once."""
-    texts = [m.text for m in conversation.view(ApproxCounter(), BUDGET).messages]
+#: Numbers for the encoding anchor's texts: no text of one anchor is another's.
+_ANCHORS = itertools.count(1)
+
+
+def cold_texts(history: Sequence[dict[str, Any]]) -> list[str]:
+    """What a cold visit of a strategy with a model embeds of ``history`` (one never
+    seen): each unit's text (:func:`ctxwindow.kit.unit_text`; a tool exchange is one
+    unit) and the query, each text once, as the semantic strategy embeds them through
+    its cache. Each ends in a mark of its own: no cache has seen them."""
+    view = Conversation(history).view(ApproxCounter(), BUDGET)
+    texts = [unit_text(view, unit) for unit in range(len(view.units))]
+    query = view.effective_query
+    if query.strip():  # without one, the strategy embeds nothing to match it with
+        texts.append(query)
+    mark = f" (anchor {next(_ANCHORS)})"
+    return [text + mark for text in dict.fromkeys(texts)]
+
+
+def encode_all_ms(embedder: Any, texts: Sequence[str]) -> float:
+    """The model's own cold cost: encoding ``texts`` (:func:`cold_texts`) in one call."""
     started = time.perf_counter()
-    embedder.embed([f"{text} (once more)" for text in texts])  # unseen by any cache
+    embedder.embed(list(texts))
     return (time.perf_counter() - started) * 1000
 
 

@@ -7,9 +7,11 @@ strategy's scoring has nothing to rank and its warm cost looks flat. An agent's 
 not like that. Here the history's tool results are records with identifiers (a
 reservation id, a flight, a date, a price) and each step appends what a loop appends:
 the user's request naming one of those ids in the history's own words, the agent's
-tool call for it and the call's result. The step is timed through ``Windower`` +
-``Conversation`` (the warm path), the collector run between steps, not during them,
-and the history lengths take their steps turn about.
+tool call for it and the call's result. The step, appending those messages and
+windowing the history, is timed through ``Windower`` + ``Conversation`` (the warm path,
+as the main bench's warm turn times its append and its window); the steps run back to
+back with the collector paused for the whole series (one full collection before it, as
+:mod:`timeit` runs), and the history lengths take their steps turn about.
 """
 
 from __future__ import annotations
@@ -117,9 +119,11 @@ class _Loop:
         self.tokens = 0
 
     def step(self, timed: bool) -> None:
-        """Append the next step and window it, timed or not."""
-        self.conversation.extend(next(self.made))
+        """Append the next step and window it, both timed or not (the step's messages
+        are made before the clock starts: a loop holds them already)."""
+        messages = next(self.made)
         started = time.perf_counter()
+        self.conversation.extend(messages)
         window = self.windower.select(self.conversation)
         if timed:
             self.times.append(time.perf_counter() - started)
