@@ -336,3 +336,169 @@ def test_the_interval_is_a_column_on_a_page_and_under_the_recall_in_a_terminal()
     assert "95% interval" not in names
     recall = shown.columns[names.index("next-action recall (95% interval)")]
     assert list(recall.cells) == [f"{row.recall:.3f} ({row.recall_steps})\n{low:.3f}-{high:.3f}"]
+
+
+def shipped_runs() -> list[dict[str, Any]]:
+    """The two sound runs of examples/agent-runs.jsonl, as objects with an id."""
+    return [json.loads(line) for line in RUNS.read_text().splitlines() if line.strip()]
+
+
+def orphaned(entry: dict[str, Any], **keys: Any) -> dict[str, Any]:
+    """``entry``'s run with a tool result for a call nobody made at message 5 (after the
+    exchange at 2-4 is whole), under ``keys`` instead of its id."""
+    messages = list(entry["messages"])
+    messages.insert(5, {"role": "tool", "tool_call_id": "call_3", "content": "{}"})
+    return {**keys, "messages": messages}
+
+
+def write_jsonl(path: Path, entries: list[Any], *, blank_first: bool = False) -> Path:
+    path.write_text("\n" * blank_first + "\n".join(json.dumps(e) for e in entries) + "\n")
+    return path
+
+
+ORPHAN = "message 5: tool result for call 'call_3' does not follow an assistant message"
+
+
+def test_a_broken_tool_exchange_stops_the_run_naming_its_line_and_the_way_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The JSONL's line (a blank line first: the file's line, not the entry's index),
+    its task, the message, and how to go on from the command line."""
+    from ctxwindow.testing.commands import run_command
+
+    monkeypatch.chdir(tmp_path)
+    first, second = shipped_runs()
+    bad = orphaned(second, task_id="refund-7", trial=0)
+    write_jsonl(Path("my-agent-logs.jsonl"), [first, bad, second], blank_first=True)
+    command = ["eval", "my-agent-logs.jsonl", "--kind", "agent", "--budgets", "400"]
+    error = run_command(*command, "-s", "fixed", "-s", "sliding:task_statement=false").error()
+    assert error == (
+        "ctxwindow: error: my-agent-logs.jsonl: 1 of 3 trajectories is malformed; nothing "
+        f"was evaluated: line 3 (task refund-7 trial 0), {ORPHAN} that made that call. To go "
+        "on, fix it, drop broken tool exchanges (-s fixed:orphans=drop "
+        "-s sliding:task_statement=false,orphans=drop), or leave it out (--skip-malformed)"
+    )
+    # a strategy that drops them already is not named; the way on runs
+    error = run_command(*command, "-s", "fixed:orphans=drop", "-s", "sliding").error()
+    assert "(-s sliding:orphans=drop)" in error and "fixed" not in error
+    done = run_command(*command, "-s", "fixed:orphans=drop", "-s", "sliding:orphans=drop")
+    assert done.code == 0, done.err
+    assert "3 trajectories" in done.out and "next-action" in done.out
+
+
+def test_skip_malformed_leaves_out_the_broken_ones_and_says_which(tmp_path: Path) -> None:
+    from ctxwindow.testing.commands import run_command
+
+    first, second = shipped_runs()
+    path = write_jsonl(tmp_path / "logs.jsonl", [first, orphaned(second, id="r2"), second])
+    out = tmp_path / "agent.json"
+    done = run_command(
+        "eval", str(path), "-s", "fixed", "--budgets", "400", "--skip-malformed", "--json", str(out)
+    )
+    assert done.code == 0, done.err
+    said = " ".join(done.out.split())
+    assert "2 trajectories" in said and "1 malformed left out" in said
+    assert f"--skip-malformed left out 1 of 3 trajectories: line 2 (id 'r2'), {ORPHAN}" in said
+    result = json.loads(out.read_text())
+    assert result["trajectories"] == ["travel-lisbon", "bookshop-support"]
+    assert result["left_out_malformed"] == [f"line 2 (id 'r2'), {ORPHAN} that made that call"]
+
+
+def test_unreadable_messages_are_listed_by_index_the_first_few_then_a_count(
+    tmp_path: Path,
+) -> None:
+    """A JSON list names each by its index (and id); a message no strategy could read is
+    no broken exchange, so orphans=drop is no way on for it; when every trajectory is
+    malformed, leaving them out is none either."""
+    from ctxwindow.testing.commands import run_command
+
+    first, second = shipped_runs()
+    unreadable = {"id": "b", "messages": [*second["messages"][:1], {"role": "user", "content": 5}]}
+    listed = tmp_path / "runs.json"
+    listed.write_text(json.dumps([first, unreadable, second, *[unreadable["messages"]] * 4]))
+    error = run_command("eval", str(listed), "-s", "fixed").error()
+    assert "5 of 7 trajectories are malformed; nothing was evaluated" in error
+    assert (
+        "trajectory 1 (id 'b'), message 1: 'content' must be a string or a list of parts, got "
+        "int; trajectory 3, message 1:" in error
+    )
+    assert "; trajectory 4, message 1: " in error and "; and 2 more. " in error
+    assert error.endswith("To go on, fix them or leave them out (--skip-malformed)")
+    listed.write_text(json.dumps([unreadable]))
+    for extra in ((), ("--skip-malformed",)):
+        error = run_command("eval", str(listed), "-s", "fixed", *extra).error()
+        assert error.endswith(
+            "1 of 1 trajectories is malformed; nothing was evaluated: "
+            "trajectory 0 (id 'b'), message 1: 'content' must be a string "
+            "or a list of parts, got int. To go on, fix it"
+        )
+
+
+class Counting(BaseStrategy):
+    """Counts its windows (each raising BudgetTooSmall: it keeps nothing)."""
+
+    name = "counting"
+    windows = 0
+
+    def choose(self, history: History) -> Selection:
+        type(self).windows += 1
+        raise BudgetTooSmall(history.budget + 1, history.budget)
+
+
+def test_every_trajectory_is_checked_before_any_strategy_runs(
+    tmp_path: Path, ctxwindow_register: Any
+) -> None:
+    """The malformed trajectory comes last: no window was made when the error comes; with
+    skip_malformed the others are scored and the result names it."""
+    from ctxwindow_eval.agent_runner import MalformedTrajectories
+
+    ctxwindow_register(Counting, name=Counting.name)
+    Counting.windows = 0
+    first, second = shipped_runs()
+    path = write_jsonl(tmp_path / "logs.jsonl", [first, second, orphaned(second)])
+    runs = load_trajectories(path)
+    with pytest.raises(MalformedTrajectories) as raised:
+        evaluate_agent(["counting", "fixed"], runs, budgets=[400])
+    assert Counting.windows == 0
+    assert [str(fault) for fault in raised.value.faults] == [
+        f"line 3, {ORPHAN} that made that call"
+    ]
+    assert str(raised.value).endswith(
+        "To go on, fix it, drop broken tool exchanges ('counting:orphans=drop', "
+        "'fixed:orphans=drop'), or leave it out (skip_malformed=True)"
+    )
+    result = evaluate_agent(["counting", "fixed"], runs, budgets=[400], skip_malformed=True)
+    assert result.trajectories == ["travel-lisbon", "bookshop-support"]
+    assert result.left_out == [f"line 3, {ORPHAN} that made that call"]
+    assert Counting.windows == result.row("counting", 400).too_small > 0
+
+
+def test_a_log_of_one_run_names_the_line_of_the_message(tmp_path: Path) -> None:
+    """A JSONL of messages is one run: the fault is named by the message's line."""
+    from ctxwindow_eval.agent_runner import MalformedTrajectories, screen_trajectories
+
+    (_, second) = shipped_runs()
+    path = write_jsonl(tmp_path / "one-run.jsonl", orphaned(second)["messages"], blank_first=True)
+    (run_,) = load_trajectories(path)
+    with pytest.raises(
+        MalformedTrajectories, match=r"1 of 1 trajectories is malformed.*: line 7 \(message 5\)"
+    ):
+        screen_trajectories(["fixed"], [run_], cli=True)
+    kept, faults = screen_trajectories(["fixed:orphans=drop"], [run_])
+    assert kept == [run_] and faults == []
+
+
+@pytest.mark.parametrize("kind", [(), ("--kind", "agent"), ("--kind", "locomo")])
+def test_a_missing_file_is_said_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: tuple[str, ...]
+) -> None:
+    from ctxwindow.testing.commands import run_command
+
+    monkeypatch.chdir(tmp_path)
+    error = run_command("eval", "nonexist.jsonl", *kind, "-s", "fixed").error()
+    assert error == (
+        "ctxwindow: error: file 'nonexist.jsonl' does not exist; DATA is agent trajectories "
+        "(JSON or JSONL), LoCoMo's JSON, your messages JSONL (with --questions) or a "
+        "benchmark's name (locomo, tau-airline)"
+    )
+    assert run_command("eval", "tau_airline").error().endswith("did you mean 'tau-airline'?")

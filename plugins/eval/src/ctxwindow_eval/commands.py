@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwindow import describe_strategies, from_config
-from ctxwindow.errors import ConfigError, CtxWindowError
+from ctxwindow.errors import ConfigError, CtxWindowError, did_you_mean
 from ctxwindow_eval import (
     agent_runner,
     bench,
@@ -45,6 +45,13 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         + ", ".join(datasets.DATASETS),
     )
     evaluation.add_argument("--questions", help="JSONL of {question, evidence: [ids]} for DATA")
+    evaluation.add_argument(
+        "--skip-malformed",
+        action="store_true",
+        help="agent trajectories: leave out those ctxwindow cannot window (a bad message, "
+        "a broken tool exchange), named after the table and in the JSON, instead of "
+        "stopping before the run with their list",
+    )
     evaluation.add_argument(
         "--kind",
         choices=KINDS,
@@ -124,6 +131,7 @@ def _eval(args: argparse.Namespace) -> int:
     to_stdout = args.json == "-"  # JSON alone on stdout, for a pipe
     console = _console(report, stderr=to_stdout)
     _public_benchmark(args, console)
+    _require_file(args.data)
     agent = _is_agent(args)
     default = agent_runner.AGENT_BUDGETS if agent else runner.DEFAULT_BUDGETS
     budgets = _ints(args.budgets, "--budgets") if args.budgets else list(default)
@@ -133,8 +141,12 @@ def _eval(args: argparse.Namespace) -> int:
     with progress_module.Progress(console=console, transient=True) as bar:
         if agent:
             runs = trajectories.load_trajectories(args.data)
-            steps = _actions(runs, args.data)
-            console.print(f"[dim]{len(runs)} trajectories, {steps} actions[/dim]")
+            kept, faults = agent_runner.screen_trajectories(  # all, before minutes of running
+                specs, runs, counter=args.counter, skip_malformed=args.skip_malformed, cli=True
+            )
+            steps = _actions(kept, args.data)
+            left_out = f"; {len(faults)} malformed left out" if faults else ""
+            console.print(f"[dim]{len(kept)} trajectories, {steps} actions{left_out}[/dim]")
             task = bar.add_task("evaluating", total=steps * len(specs) * len(budgets))
         else:
             conversations, loaded = _load_conversations(args)
@@ -147,7 +159,12 @@ def _eval(args: argparse.Namespace) -> int:
 
         if agent:
             result = agent_runner.evaluate_agent(
-                specs, runs, budgets=budgets, counter=args.counter, progress=advance
+                specs,
+                runs,
+                budgets=budgets,
+                counter=args.counter,
+                progress=advance,
+                skip_malformed=args.skip_malformed,
             )
         else:
             result = runner.evaluate(
@@ -162,6 +179,8 @@ def _eval(args: argparse.Namespace) -> int:
     console.print(report.table(result))
     for line in report.failures(result):
         console.print(line, style="yellow", markup=False, highlight=False)
+    for line in _left_out(result):
+        console.print(line, style="yellow", markup=False, highlight=False)
     if to_stdout:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     elif args.json:
@@ -171,6 +190,28 @@ def _eval(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(result, args.plot)
     return 0
+
+
+def _left_out(result: Any) -> list[str]:
+    """The malformed trajectories --skip-malformed left out, one line each."""
+    left_out = getattr(result, "left_out", [])
+    if not left_out:
+        return []
+    total = len(left_out) + len(result.trajectories)
+    head = f"--skip-malformed left out {len(left_out)} of {total} trajectories:"
+    return [head, *(f"  {fault}" for fault in left_out)]
+
+
+def _require_file(data: str) -> None:
+    """DATA that is neither a file nor a benchmark's name: said plainly ('-', stdin, is
+    your messages with --questions)."""
+    if data == "-" or Path(data).exists():
+        return
+    raise ConfigError(
+        f"file {data!r} does not exist; DATA is agent trajectories (JSON or JSONL), "
+        "LoCoMo's JSON, your messages JSONL (with --questions) or a benchmark's name "
+        f"({', '.join(datasets.DATASETS)}){did_you_mean(data, datasets.DATASETS)}"
+    )
 
 
 def _public_benchmark(args: argparse.Namespace, console: Any) -> None:

@@ -10,6 +10,10 @@ historical trajectories), ``messages`` or ``trajectory``, with an optional ``id`
 (else ``task_id`` and ``trial``, else its place in the file; a ``task_id`` also groups
 the runs of one task, see :mod:`.spread`); or one such object. A
 file whose entries are all messages (a JSONL log of one run) is one trajectory.
+
+:func:`find_faults` says which trajectories ctxwindow cannot window (a message it cannot
+read, a broken tool exchange), each by its place in the file: ``ctxwindow eval`` checks
+them all before it runs anything.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxwindow.errors import ConfigError
+from ctxwindow import Conversation, Message, get_counter
+from ctxwindow.errors import ConfigError, InvalidMessage
 
 MESSAGE_KEYS = ("traj", "messages", "trajectory")
 
@@ -34,6 +39,14 @@ class Trajectory:
     #: The task it ran (tau-bench's ``task_id``), when the file says: runs of one task
     #: are one sample when the spread of a figure is estimated (see :mod:`.spread`).
     task: str | None = None
+    #: Where the file holds it, for errors: ``line 3`` (JSONL) or ``trajectory 2`` (a
+    #: JSON list's index), with the file's id for it: ``line 3 (task 12 trial 1)``;
+    #: empty when the file is this one trajectory.
+    place: str = ""
+    #: The file it was read from (empty when it was not).
+    source: str = ""
+    #: The file line of each message, for a JSONL log of one run (one message a line).
+    lines: tuple[int, ...] = ()
 
     @property
     def sample(self) -> str:
@@ -46,29 +59,101 @@ class Trajectory:
             if position and message.get("role") == "assistant" and message.get("tool_calls"):
                 yield position
 
+    def where(self, position: int | None = None) -> str:
+        """Where it, or its message at ``position``, is in its file: ``line 3 (id 'r7'),
+        message 5``; ``line 9 (message 8)`` in a log of one run."""
+        if position is None:
+            return self.place or f"trajectory {self.id!r}"
+        if 0 <= position < len(self.lines):
+            return f"line {self.lines[position]} (message {position})"
+        return f"{self.place}, message {position}" if self.place else f"message {position}"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Why ctxwindow cannot window a trajectory: its first message at fault."""
+
+    trajectory: Trajectory
+    position: int | None
+    problem: str
+    #: A broken tool exchange (a result without its call, calls without their results),
+    #: which a strategy with ``orphans='drop'`` drops instead of raising OrphanToolResult.
+    exchange: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.trajectory.where(self.position)}: {self.problem}"
+
+
+def find_faults(trajectories: Sequence[Trajectory], *, exchanges: bool = True) -> list[Fault]:
+    """The first fault of each trajectory that has one: a message ctxwindow cannot read
+    (InvalidMessage), or, with ``exchanges``, a broken tool exchange in the history
+    before its last action, which a strategy with ``orphans='raise'`` (the default)
+    raises OrphanToolResult on; none is missed for want of a step over the budget."""
+    counter = get_counter("approx")
+    faults = []
+    for trajectory in trajectories:
+        fault = _fault_of(trajectory, counter if exchanges else None)
+        if fault is not None:
+            faults.append(fault)
+    return faults
+
+
+def _fault_of(trajectory: Trajectory, counter: Any) -> Fault | None:
+    messages = trajectory.messages
+    for position, message in enumerate(messages):
+        try:
+            Message.from_dict(message, position)
+        except InvalidMessage as error:
+            return Fault(trajectory, error.index, error.problem)
+    last = max(trajectory.actions(), default=None)
+    if counter is None or last is None:
+        return None
+    conversation = Conversation()
+    conversation.extend(messages[:last])  # the longest history a strategy is given
+    defects = conversation.view(counter, 1).defects
+    if not defects:
+        return None
+    more = f" (and {len(defects) - 1} more after it)" if len(defects) > 1 else ""
+    return Fault(trajectory, defects[0].start, defects[0].problem + more, exchange=True)
+
 
 def load_trajectories(path: str | Path) -> list[Trajectory]:
     """Read a JSON list or JSONL of trajectories; a file of another shape is a
-    ConfigError naming the entry at fault."""
+    ConfigError naming the entry at fault (its line in JSONL)."""
     source = Path(path)
-    entries = _entries(source)
-    if _all_messages(entries):
-        entries = [{"id": source.stem, "messages": list(entries)}]
+    entries, lines, single = _entries(source)
+    message_lines: tuple[int, ...] = ()
+    if _all_messages(entries):  # a log of one run: each entry a message
+        entries, single = [{"id": source.stem, "messages": list(entries)}], True
+        message_lines, lines = tuple(lines or ()), None
     out = []
     for number, entry in enumerate(entries):
+        line = f"line {lines[number]}" if lines else None
         messages = messages_of(entry)
         if messages is None:
             raise ConfigError(
-                f"{source}: entry {number} is not a trajectory: give a list of OpenAI "
-                f"messages, or an object with it under one of {', '.join(MESSAGE_KEYS)}"
+                f"{source}: {line or f'entry {number}'} is not a trajectory: give a list of "
+                f"OpenAI messages, or an object with it under one of {', '.join(MESSAGE_KEYS)}"
             )
+        label = _label_of(entry)
+        place = "" if single else line or f"trajectory {number}"
+        if place and label:
+            place += f" ({label})"
+        trajectory = Trajectory(
+            _id_of(entry, number),
+            messages,
+            _task_of(entry),
+            place=place,
+            source=str(source),
+            lines=message_lines,
+        )
         for position, message in enumerate(messages):
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise ConfigError(
-                    f"{source}: trajectory {number}, message {position} is not an OpenAI "
-                    "message (an object with a 'role')"
+                    f"{source}: {trajectory.where(position)} is not an OpenAI message (an "
+                    "object with a 'role')"
                 )
-        out.append(Trajectory(_id_of(entry, number), messages, _task_of(entry)))
+        out.append(trajectory)
     if not out:
         raise ConfigError(f"{source} holds no trajectories")
     return out
@@ -139,6 +224,16 @@ def _id_of(entry: Any, number: int) -> str:
     return f"trajectory {number}"
 
 
+def _label_of(entry: Any) -> str | None:
+    """What the file calls a trajectory, for errors: ``id 'r7'``, ``task 12 trial 1``."""
+    if isinstance(entry, dict):
+        if "id" in entry:
+            return f"id {entry['id']!r}"
+        if "task_id" in entry:
+            return _id_of(entry, 0)
+    return None
+
+
 def _task_of(entry: Any) -> str | None:
     task = entry.get("task_id") if isinstance(entry, dict) else None
     return None if task is None else str(task)
@@ -155,7 +250,9 @@ def _read(source: Path) -> str:
         raise ConfigError(f"trajectory file {str(source)!r} cannot be read: {error}") from None
 
 
-def _entries(source: Path) -> Sequence[Any]:
+def _entries(source: Path) -> tuple[Sequence[Any], list[int] | None, bool]:
+    """The file's entries; the line of each in a JSONL file (else None); and whether
+    the file is one trajectory object."""
     text = _read(source)
     try:
         whole = json.loads(text)
@@ -164,10 +261,10 @@ def _entries(source: Path) -> Sequence[Any]:
     except RecursionError as error:
         raise ConfigError(f"trajectory file {str(source)!r} is not JSON: {error}") from None
     if isinstance(whole, list):
-        return whole
+        return whole, None, False
     if isinstance(whole, dict) and messages_of(whole) is not None:
-        return [whole]  # one trajectory object, also when written over many lines
-    entries = []
+        return [whole], None, True  # one trajectory object, also when written over many lines
+    entries, lines = [], []
     for line_number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -178,4 +275,5 @@ def _entries(source: Path) -> Sequence[Any]:
                 f"{source}: line {line_number} is not JSON ({error}); give a JSON list of "
                 "trajectories or JSONL with one trajectory a line"
             ) from None
-    return entries
+        lines.append(line_number)
+    return entries, lines, False
