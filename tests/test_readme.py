@@ -73,6 +73,20 @@ def test_the_speed_tables_show_the_figures_in_docs_results() -> None:
     assert reference.serve_table() in serve, "run: python docs_gen/bench_tables.py"
 
 
+def test_a_bar_against_trim_messages_says_when_its_window_was_not_alike() -> None:
+    """A bar met against a trim_messages window 0.9x ours is not met like for like: the
+    bars table says so beside it, as the row's note does; within 5% it says nothing."""
+    reference = docs_scripts.load("reference")
+    row = {"strategy": "fixed", "messages": 10_000, "encode_new_ms": None}
+    row |= {"trim_cached_over_warm": 25.0, "cold_over_trim": 0.5, "cold_over_count": 2.0}
+    unlike = reference.bench_bars([{**row, "trim_tokens_ratio": 0.9}], {}, None)
+    alike = reference.bench_bars([{**row, "trim_tokens_ratio": 1.02}], {}, None)
+    marked = [line for line in unlike if "not like for like" in line]
+    assert len(marked) == 2 and all("0.90x ours" in line for line in marked)
+    assert not any("like for like" in line for line in alike)
+    assert not any("count loop" in line and "like" in line for line in unlike)
+
+
 def test_the_strategy_table_shows_the_figures_in_docs_results() -> None:
     """Every figure in the README's strategy table is read from docs/results (both
     benchmarks), by docs_gen/readme_table.py; `nox -s eval` rewrites both."""
