@@ -419,8 +419,9 @@ def test_api_budget_too_small_names_the_numbers() -> None:
     text = _raises_cleanly(lambda: select(big, 60), BudgetTooSmall, "need")
     assert "oversize='truncate'" in text  # it would fit: the message cut to 60 tokens
     text = _raises_cleanly(lambda: select(big, 5), BudgetTooSmall, "need")
-    # its marker alone is more: the least budget, and no policy advised
-    assert "raise the budget to at least 19 tokens" in text and "oversize=" not in text
+    # its marker alone is more: the least budget, under the policy in force and the one
+    # that cuts more
+    assert "raise the budget to at least 103 tokens (19 with oversize='truncate')" in text
 
 
 # -- files: messages and configs -------------------------------------------------------

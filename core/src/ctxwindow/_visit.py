@@ -351,6 +351,10 @@ class Visit:
                 f": even with {cuttable} cut to {'their markers' if many else 'its marker'}, "
                 f"what must stay needs {least:,}"
             )
+        lower = [(self._least_needed(p), p) for p in allowed]
+        fewest, other = min(lower, default=(least, policy))
+        if fewest < least:  # a policy that cuts more would do with less
+            detail += f" ({fewest + self.budget - self.limit:,} with oversize={other!r})"
         return BudgetTooSmall(needed, self.limit, detail, **self._biggest(), least=True)
 
     def _cut_tool_results(self, policy: str) -> int | None:
