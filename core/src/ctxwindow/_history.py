@@ -449,15 +449,12 @@ class Conversation:
             total = sums[-1]
             counting = direct(counter)
             count = counting.count_message
-            # a simple dict's count without its Message, when the counter can
-            simple = getattr(counting, "count_simple", None)
+            # simple dicts' counts without their Messages, when the counter can
+            entries = getattr(counting, "count_entries", None)
             start = len(sums) - 1
             with _collector_paused(upto - start):
-                if simple is not None:  # the common case: each count in one pass, summed in C
-                    counts = [
-                        simple(*item) if isinstance(item, tuple) else count(item)
-                        for item in self._messages[start:upto]
-                    ]
+                if entries is not None:  # the common case: counted in one pass, summed in C
+                    counts = entries(self._messages[start:upto])
                     running = accumulate(counts, initial=total)
                     next(running)  # ``total`` itself: the last entry already
                     sums.extend(running)

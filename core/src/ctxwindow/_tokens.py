@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from ctxwindow._messages import Message, simple_message
+from ctxwindow._messages import Message, Simple, simple_message
 from ctxwindow.errors import CounterFailed, CtxWindowError, InvalidOption
 from ctxwindow.hookspecs import RegisterTokenCounter, hookimpl
 
@@ -105,11 +105,23 @@ class ApproxCounter:
     def count_text(self, text: str) -> int:
         return math.ceil(len(text) / self.chars_per_token)
 
-    def count_simple(self, role: str, content: str, tool_call_id: str | None) -> int:
-        """What :meth:`count_message` gives a message of string ``content`` and nothing
-        else but, for a tool result, its call id: counted without building it."""
-        chars = len(content) + len(tool_call_id) if tool_call_id else len(content)
-        return self.message_overhead + math.ceil(chars / self.chars_per_token)
+    def count_entries(self, items: Iterable[Simple | Message]) -> list[int]:
+        """Each item's count: a Message's as :meth:`count_message` gives it, and a simple
+        dict's fields (role, string content and, for a tool result, its call id) as it
+        would give their Message, without building it. In one pass with no call per
+        simple item: a cold visit counts thousands, and a call each was a fifth of it."""
+        overhead, per, ceil, count = (
+            self.message_overhead,
+            self.chars_per_token,
+            math.ceil,
+            self.count_message,
+        )
+        return [
+            overhead + ceil((len(item[1]) + len(item[2]) if item[2] else len(item[1])) / per)
+            if isinstance(item, tuple)
+            else count(item)
+            for item in items
+        ]
 
     def count_message(self, message: Message) -> int:
         if _plain(message):
@@ -311,15 +323,22 @@ class CachedCounter:
                     self._evict()
         return count
 
-    def count_simple(self, role: str, content: str, tool_call_id: str | None) -> int:
-        """:meth:`count_message` of a simple dict's message (one that
-        ``read_common`` kept as role, content and tool call id), built only on a cache
-        miss."""
+    def count_entries(self, items: Iterable[Simple | Message]) -> list[int]:
+        """Each item's count: :meth:`count_message` of a Message, and of a simple dict's
+        message (one that ``read_common`` kept as role, content and tool call id), built
+        only on a cache miss."""
+        return [
+            self._count_simple(item) if isinstance(item, tuple) else self.count_message(item)
+            for item in items
+        ]
+
+    def _count_simple(self, fields: Simple) -> int:
+        role, content, tool_call_id = fields
         key = (role, content, None, (), tool_call_id, None, None, None)
         entry = self._counts.get(key)  # the key count_message makes of its Message
         if entry is not None:
             return entry[0]
-        return self.count_message(simple_message((role, content, tool_call_id)))
+        return self.count_message(simple_message(fields))
 
     def _evict(self) -> None:
         """Forget the oldest entries, down to three quarters of both bounds."""
