@@ -391,6 +391,27 @@ def test_orphan_raises_by_default_even_under_budget() -> None:
         assert isinstance(raised.value, InvalidMessage)
 
 
+def test_a_result_appended_twice_is_named_a_repeat_not_a_result_without_its_call() -> None:
+    """A retried step that appends its tool result twice: the second result's call is in
+    the assistant message right before the exchange, so "does not follow an assistant
+    message that made that call" misled (a new user's review). Both policies say what
+    it is: the raise, and the note and decision of orphans='drop'; a third copy too."""
+    messages = [user("q"), calls("c1"), result("c1"), result("c1", "again"), result("c1")]
+    repeat = "tool result for call 'c1' repeats one the exchange before it (messages 1-2)"
+    with pytest.raises(OrphanToolResult) as raised:
+        select(messages, 10_000)
+    assert str(raised.value).startswith(f"message 3: {repeat}")
+    window = select(messages, 10_000, orphans="drop")
+    assert [note.partition(": ")[2] for note in window.record.notes] == [
+        f"{repeat} already holds: a call is answered once"
+    ] * 2
+    assert all(repeat in d.reason for d in window.record.decisions if d.unit == -1)
+    # a result for a call no exchange made keeps its words
+    other = [user("q"), calls("c1"), result("c1"), result("c2")]
+    with pytest.raises(OrphanToolResult, match="does not follow an assistant message"):
+        select(other, 10_000)
+
+
 def test_unanswered_call_raises_by_default() -> None:
     messages = [user("q"), calls("c9")]
     with pytest.raises(OrphanToolResult) as raised:

@@ -35,6 +35,7 @@ from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, Vi
 from ctxwindow.kit import keep_run, recent_run
 
 if TYPE_CHECKING:
+    from ctxwindow._units import Defect
     from ctxwindow._windower import Windower
 
 T = TypeVar("T")
@@ -261,16 +262,14 @@ class Visit:
     def _apply_orphan_policy(self) -> None:
         history = self.history
         for defect in history.defects:
+            problem = _problem(history, defect)
             if common_option(self.strategy, "orphans") == "raise":
                 raise OrphanToolResult(
-                    defect.start,
-                    f"{defect.problem}; fix the history or pass orphans='drop'",
+                    defect.start, f"{problem}; fix the history or pass orphans='drop'"
                 )
             positions = tuple(range(defect.start, defect.stop))
-            self.notes.append(
-                f"dropped messages {defect.start}-{defect.stop - 1}: {defect.problem}"
-            )
-            reason = defect.problem
+            self.notes.append(f"dropped messages {defect.start}-{defect.stop - 1}: {problem}")
+            reason = problem
             pinned = [p for p in positions if history.messages[p].pinned]
             if pinned:
                 listed = ", ".join(map(str, pinned))
@@ -941,6 +940,30 @@ def _sent_instead(
 
 def _content_and_metadata(message: Message) -> dict[str, Any]:
     return {"content": content_as_sent(message), "metadata": dict(message.metadata)}
+
+
+def _problem(history: History, defect: Defect) -> str:
+    """What is wrong with a defective run, in words: a tool result that repeats one the
+    exchange before it already holds (a retried step appended twice) is said to be
+    that, not a result without its call."""
+    message = history.messages[defect.start]
+    if defect.stop - defect.start != 1 or message.role != "tool":
+        return defect.problem
+    before = defect.start - 1  # past the results repeated before this one
+    while before >= 0 and history.unit_of(before) is None:
+        if history.messages[before].tool_call_id is None:
+            return defect.problem
+        before -= 1
+    unit = history.unit_of(before) if before >= 0 else None
+    if unit is None:
+        return defect.problem
+    span = history.span(unit)
+    if message.tool_call_id not in {call.id for call in history.messages[span.start].tool_calls}:
+        return defect.problem
+    return (
+        f"tool result for call {message.tool_call_id!r} repeats one the exchange before it "
+        f"(messages {span.start}-{span.stop - 1}) already holds: a call is answered once"
+    )
 
 
 def _positions_in_words(history: History, units: list[int]) -> str:
