@@ -8,7 +8,7 @@ import weakref
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import ctxwindow
@@ -262,6 +262,11 @@ def test_a_state_that_refers_to_its_conversation_goes_with_it() -> None:
         max_size=60,
     ),
     st.integers(1, 4),
+)
+# a branch of a branch past OWN_AT_MOST, its parent sharing a span beyond the smaller cut
+@example(
+    [("set", 0, 10, 2), ("branch", 0, 20), ("set", 1, 0, 1), ("set", 1, 1, 1), ("branch", 1, 5)],
+    1,
 )
 def test_a_span_memo_branch_reads_right_values_and_all_a_copy_would(
     steps: list[tuple[Any, ...]], own_at_most: int

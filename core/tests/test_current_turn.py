@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ctxwindow
 from ctxwindow import (
@@ -199,28 +201,96 @@ def test_oversize_raise_names_the_tool_result_that_is_too_big() -> None:
     assert "message 7, the tool result for call 'log'" in str(caught.value)
 
 
-def test_truncate_cuts_a_huge_request_and_its_tool_result_to_one_size() -> None:
+@pytest.mark.parametrize("older", [False, True])
+def test_truncate_cuts_a_huge_request_and_its_tool_result_to_one_size(older: bool) -> None:
     """A pasted log as the request and a big result after it: with 'truncate' the two
     share the room (neither is left whole while the other goes to its marker), and the
-    budget is met; with 'cut', which may not touch the request, the error says to
-    truncate. Found by a new user's review: truncate raised, blaming the system."""
+    budget is met, older context keeping a quarter of it when there is any; with 'cut',
+    which may not touch the request, the error says to truncate. Found by a new user's
+    review: truncate raised, blaming the system message."""
+    earlier = [user("an earlier question"), assistant("an earlier answer " * 40)]
     messages = [
         {"role": "system", "content": "sys"},
+        *(earlier if older else []),
         user("Here is the log:\n" + "ERROR line\n" * 2_000),
         calls("grep"),
         result("grep", "match " * 3_000),
     ]
+    request_at, result_at = len(messages) - 3, len(messages) - 1
     window = ctxwindow.select(messages, 2_000, "newest", oversize="truncate")
     assert window.tokens <= 2_000
     notes = window.record.notes
-    assert any(n.startswith("cut the tool result of message 3") for n in notes)
-    assert any(n.startswith("truncated message 1") for n in notes)
-    request, cut = (APPROX.count_message(Message.from_dict(window.messages[p])) for p in (1, 3))
-    assert abs(request - cut) < 50  # one common size
-    assert request + cut <= 2_000 - 2_000 // 4  # older context keeps its share
+    assert any(n.startswith(f"cut the tool result of message {result_at}") for n in notes)
+    assert any(n.startswith(f"truncated message {request_at}") for n in notes)
+    cut = (window.messages[-3], window.messages[-1])  # the request and the result
+    assert all(m is not messages[p] for m, p in zip(cut, (request_at, result_at), strict=True))
+    request, output = (APPROX.count_message(Message.from_dict(m)) for m in cut)
+    assert abs(request - output) < 50  # one common size
+    if older:  # older context keeps its share: the earlier answer is in the window
+        assert request + output <= 2_000 - 2_000 // 4 and messages[2] in window.messages
+    else:  # nothing older to leave room for: the two have all of it
+        assert request + output > 2_000 - 2_000 // 4
     with pytest.raises(BudgetTooSmall) as caught:
         ctxwindow.select(messages, 2_000, "newest", oversize="cut")
     assert "oversize='truncate'" in str(caught.value)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(0, 9_000)), min_size=0, max_size=3),
+    st.integers(0, 6_000),
+    st.integers(0, 400),
+    st.integers(40, 2_500),
+    st.sampled_from(["raise", "cut", "truncate"]),
+    st.booleans(),
+)
+def test_what_an_oversize_error_advises_works(
+    results: list[tuple[int, int]],
+    request: int,
+    system: int,
+    budget: int,
+    policy: str,
+    older: bool,
+) -> None:
+    """Whatever the sizes, call ids and budget: a window fits, or BudgetTooSmall says
+    what would: a policy that then fits at this budget, or a least budget above this
+    one that then fits (under this policy, and, if it names one, under the other), and
+    one token less does not (found by a review: markers of different costs sent the
+    advice round in a circle)."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "s" * system}]
+    if older:
+        messages += [user("an earlier question"), assistant("an earlier answer " * 20)]
+    messages.append(user("u" * request))
+    if results:
+        ids = [f"c{number}" + "x" * length for number, (length, _) in enumerate(results)]
+        messages.append(calls(*ids))
+        messages += [result(i, "r" * size) for i, (_, size) in zip(ids, results, strict=True)]
+
+    def fits(at: int, oversize: str) -> bool:
+        try:
+            window = ctxwindow.select(messages, at, "newest", oversize=oversize)
+        except BudgetTooSmall:
+            return False
+        assert window.tokens <= at
+        return True
+
+    try:
+        window = ctxwindow.select(messages, budget, "newest", oversize=policy)
+    except BudgetTooSmall as error:
+        text = str(error)
+        if "pass oversize='" in text:
+            named = text.split("pass oversize='")[1].split("'", maxsplit=1)[0]
+            assert named != policy and fits(budget, named), text
+            return
+        least = int(text.split("to at least ")[1].split(" tokens", maxsplit=1)[0].replace(",", ""))
+        assert least > budget and fits(least, policy) and not fits(least - 1, policy), text
+        if "with oversize='" in text:
+            other = text.split("with oversize='")[1].split("'", maxsplit=1)[0]
+            said = text.rsplit(" (", maxsplit=1)[-1].split(" with", maxsplit=1)[0]
+            fewer = int(said.replace(",", ""))
+            assert fewer < least and fits(fewer, other) and not fits(fewer - 1, other), text
+        return
+    assert window.tokens <= budget
 
 
 def test_oversize_raise_says_when_cutting_would_fit() -> None:

@@ -83,7 +83,7 @@ OVERSIZE = Option(
     "cut",
     "When the messages that must be kept exceed the budget: 'cut' the largest tool "
     "results of the current turn (head and tail kept, with a visible marker) so that "
-    "they leave older context a quarter of the budget, else raise BudgetTooSmall; "
+    "they leave older context (if any) a quarter of the budget, else raise BudgetTooSmall; "
     "'truncate': the same, then cut the newest user message's text too; 'raise' "
     "BudgetTooSmall, naming the biggest message.",
     choices=("cut", "truncate", "raise"),

@@ -304,7 +304,9 @@ class Visit:
         if history.must_keep_tokens <= self.limit:
             return
         policy = common_option(self.strategy, "oversize")
-        level = self._cut_tool_results(policy) if policy != "raise" else None
+        if policy == "raise" or self._least_needed(policy) > self.limit:
+            raise self._too_small(policy)  # said of the messages as given, before a cut
+        level = self._cut_tool_results(policy)
         needed = history.must_keep_tokens
         if needed <= self.limit:
             if self.replaced:  # cut to fit: the task statement may fit in what is left
@@ -337,11 +339,13 @@ class Visit:
         """BudgetTooSmall for what must stay under ``policy``: the first oversize policy
         that cuts more and would fit, else the least budget that works under this one."""
         needed = self.history.must_keep_tokens
-        allowed = OVERSIZE_POLICIES[OVERSIZE_POLICIES.index(policy) + 1 :]
-        helping = next((p for p in allowed if self._least_needed(p) <= self.limit), None)
+        least = needed if policy == "raise" else self._least_needed(policy)
+        known = policy in OVERSIZE_POLICIES  # a protocol strategy's own value: none after it
+        allowed = OVERSIZE_POLICIES[OVERSIZE_POLICIES.index(policy) + 1 :] if known else ()
+        lower = [(self._least_needed(p), p) for p in allowed]
+        helping = next((p for cost, p in lower if cost <= self.limit and cost < least), None)
         if helping is not None:
             return BudgetTooSmall(needed, self.limit, _HELPS[helping], **self._biggest())
-        least = needed if policy == "raise" else self._least_needed(policy)
         detail = f"to at least {least + self.budget - self.limit:,} tokens"
         cuttable = self._cuttable(policy) if policy != "raise" else ""
         if cuttable:
@@ -350,7 +354,6 @@ class Visit:
                 f": even with {cuttable} cut to {'their markers' if many else 'its marker'}, "
                 f"what must stay needs {least:,}"
             )
-        lower = [(self._least_needed(p), p) for p in allowed]
         fewest, other = min(lower, default=(least, policy))
         if fewest < least:  # a policy that cuts more would do with less
             detail += f" ({fewest + self.budget - self.limit:,} with oversize={other!r})"
@@ -359,44 +362,54 @@ class Visit:
     def _cut_tool_results(self, policy: str) -> int | None:
         """Cut the current turn's must-keep tool results, the largest first, to one
         common size that leaves older context its share of the budget (all of what is
-        left when that share cannot be spared); each keeps its head and tail. With
-        ``'truncate'`` the newest user message shares that size with them (it is cut
-        after them, to fit): the common size, None with no result to cut."""
+        left when that share cannot be spared, or there is no older context); each keeps
+        its head and tail, and none is cut below its marker's cost (:meth:`_floor`: it
+        keeps that, and the others share what is left). With ``'truncate'`` the newest
+        user message shares that size with them (it is cut after them, to fit): its
+        size when a result was cut, else None."""
         history = self.history
-        turn = [unit for unit in history.current_turn if unit in history.must_keep]
-        results = [
-            position
-            for unit in turn
-            for position in history.span(unit)
-            if history.messages[position].role == "tool"
-        ]
+        results = self._cut_positions("cut")
         if not results:
             return None
-        sizes = {position: history.tokens(position) for position in results}
-        sharing = list(sizes.values())
-        if policy == "truncate" and history.newest_user is not None:
-            sharing.append(history.tokens(history.newest_user))
-        others = history.must_keep_tokens - sum(sharing)
-        room = self.limit - others - self.limit // OLDER_SHARE
-        if room < len(sharing) * MIN_CUT_TOKENS:
+        sharing = list(results)
+        newest = history.newest_user
+        if policy == "truncate" and newest is not None:
+            sharing.append(newest)
+        sizes = {position: history.tokens(position) for position in sharing}
+        floors = {position: self._floor(position) for position in sharing}
+        others = history.must_keep_tokens - sum(sizes.values())
+        older = len(history.units) > len(history.must_keep)  # units older context holds
+        room = self.limit - others - (self.limit // OLDER_SHARE if older else 0)
+        if room < max(len(sharing) * MIN_CUT_TOKENS, _filled(sizes, floors, 0)):
             room = self.limit - others
-        level = _water_level(sorted(sharing), room)
+        level = _water_level(sizes, floors, room)
+        cut_any = False
         for position in sorted(results, key=sizes.__getitem__, reverse=True):
-            if sizes[position] <= level:
-                break
+            size = max(level, floors[position])
+            if sizes[position] <= size:
+                continue
             message = history.messages[position]
-            cut = _truncate(message, level, self.counter.count_uncached, tail=True)
-            if cut is None:  # its images alone cost more: the others may still make room
+            cut = _truncate(message, size, self.counter.count_uncached, tail=True)
+            if cut is None:  # not at its marker's cost: the others may still make room
                 continue
             history._replace(position, cut)
             self.replaced[position] = cut
+            cut_any = True
             call = message.tool_call_id
             self.notes.append(
                 f"cut the tool result of message {position} (call {call!r}) from "
                 f"{sizes[position]:,} to {history.tokens(position):,} tokens to fit the budget, "
                 f"its head and tail kept; the whole result is in the history you passed"
             )
-        return level
+        if not cut_any or newest not in floors:
+            return None
+        return max(level, floors[newest])
+
+    def _floor(self, position: int) -> int:
+        """What the must-keep message at ``position`` costs cut to its marker alone (its
+        images kept): the least a cut leaves of it."""
+        message = self.history.messages[position]
+        return self.counter.count_uncached(_cut_to(message, 0, tail=message.role == "tool"))
 
     def _cut_positions(self, policy: str) -> list[int]:
         """The must-keep messages ``policy`` may cut: the current turn's tool results,
@@ -415,14 +428,11 @@ class Visit:
 
     def _least_needed(self, policy: str) -> int:
         """What the must-keep messages cost at the least ``policy`` allows: each message
-        it may cut cut to its marker alone, where that is cheaper."""
+        it may cut cut to its marker alone (:meth:`_floor`), where that is cheaper."""
         history = self.history
-        count = self.counter.count_uncached
         least = history.must_keep_tokens
         for position in self._cut_positions(policy):
-            message = history.messages[position]
-            marker = _cut_to(message, 0, tail=message.role == "tool")
-            least -= max(0, history.tokens(position) - count(marker))
+            least -= max(0, history.tokens(position) - self._floor(position))
         return least
 
     def _cuttable(self, policy: str) -> str:
@@ -978,15 +988,22 @@ def _positions_in_words(history: History, units: list[int]) -> str:
     return ", ".join(f"{start}-{stop}" if stop > start else f"{start}" for start, stop in runs)
 
 
-def _water_level(sizes: Sequence[int], room: int) -> int:
-    """The size every item above it is cut to, so that ``sizes`` (ascending) fit ``room``."""
-    left = room
-    for index, size in enumerate(sizes):
-        share = left // (len(sizes) - index)
-        if size > share:
-            return share
-        left -= size
-    return sizes[-1] if sizes else 0
+def _filled(sizes: Mapping[int, int], floors: Mapping[int, int], level: int) -> int:
+    """What items cost cut to ``level``: each at most its size, at least its floor."""
+    return sum(min(size, max(level, floors[key])) for key, size in sizes.items())
+
+
+def _water_level(sizes: Mapping[int, int], floors: Mapping[int, int], room: int) -> int:
+    """The greatest size items above it are cut to (none below its floor) for them to
+    fit ``room``; 0 when even their floors do not."""
+    low, high = 0, max(sizes.values(), default=0)
+    while low < high:  # the cost only grows with the level
+        middle = (low + high + 1) // 2
+        if _filled(sizes, floors, middle) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _cut_to(message: Message, keep: int, tail: bool) -> Message:

@@ -92,6 +92,15 @@ def test_trajectory_files_of_every_accepted_shape(tmp_path: Path) -> None:
     (only,) = load_trajectories(log)
     assert only.id == "one-run" and len(only.messages) == 7
     assert all(looks_like_trajectories(p) for p in (listed, lines, log))
+    # a line separator inside a JSON string (written with ensure_ascii=False) is no line
+    # break of the file: str.splitlines() broke the line there
+    separated = tmp_path / "separated.jsonl"
+    texts = [{"id": f"s{i}", "messages": run()} for i in range(2)]
+    texts[0]["messages"][1] = {"role": "user", "content": "one\u2028two\u0085three"}
+    separated.write_text("\n".join(json.dumps(t, ensure_ascii=False) for t in texts))
+    assert looks_like_trajectories(separated)
+    first, _ = load_trajectories(separated)
+    assert first.messages[1]["content"] == "one\u2028two\u0085three"
     if LOCOMO.exists():
         assert not looks_like_trajectories(LOCOMO)
 

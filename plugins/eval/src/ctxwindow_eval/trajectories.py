@@ -190,7 +190,7 @@ def _holds_messages(entry: Any) -> bool:
 def _is_jsonl(text: str) -> bool:
     """Whether ``text``, not one JSON document, has a line that is a JSON object or list
     on its own: JSONL, maybe with broken lines (a JSON document cut short has none)."""
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): U+2028 may sit in a JSON string
         if not line.strip():
             continue
         try:
@@ -265,7 +265,7 @@ def _entries(source: Path) -> tuple[Sequence[Any], list[int] | None, bool]:
     if isinstance(whole, dict) and messages_of(whole) is not None:
         return [whole], None, True  # one trajectory object, also when written over many lines
     entries, lines = [], []
-    for line_number, line in enumerate(text.splitlines(), 1):
+    for line_number, line in enumerate(text.split("\n"), 1):  # as an editor numbers them
         if not line.strip():
             continue
         try:

@@ -32,8 +32,8 @@ from ctxwindow.kit.ranking import UnitFigures, distinct, keep_ranked
 from ctxwindow_sliding.keywords import KeywordScorer
 
 #: What the task statement (the opening user message) adds to its importance: as much as
-#: the unit that best matches the query. The core keeps it outright when it is small; the
-#: boost still ranks it first among older units when it is too big for that.
+#: the unit that best matches the query. The core keeps it outright when it is small;
+#: when it is too big for that, the ranking takes it first among older units (TASK_FIRST).
 TASK_BOOST = 1.0
 #: Why the task statement was kept when the runner could not keep it outright.
 TASK_FIRST = "task statement (ranked first among older units)"
