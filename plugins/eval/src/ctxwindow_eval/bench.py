@@ -38,6 +38,7 @@ import contextlib
 import gc
 import itertools
 import json
+import math
 import os
 import platform
 import random
@@ -297,23 +298,24 @@ def _turns() -> Iterator[dict[str, Any]]:
 def tight_count(history: Sequence[dict[str, Any]], counter: ApproxCounter) -> int:
     """The least a cold visit can do: count each dict's text once, nothing else. The
     text is what ctxwindow's approx counter counts of the bench's messages (string
-    content, a name, each tool call's name and arguments, a tool result's call id), all
-    of a message's characters over ``chars_per_token``, rounded up once."""
-    overhead = counter.message_overhead
+    content, a name, each tool call's name and arguments, a tool result's call id): the
+    lengths of a message's pieces summed (no string is built), over
+    ``chars_per_token``, rounded up once."""
+    overhead, per = counter.message_overhead, counter.chars_per_token
     total = 0
     for message in history:
         content = message.get("content")
-        text = content if isinstance(content, str) else ""
+        chars = len(content) if isinstance(content, str) else 0
         name = message.get("name")
         if name:
-            text += name
+            chars += len(name)
         for call in message.get("tool_calls") or ():
             function = call["function"]
-            text += function["name"] + function["arguments"]
+            chars += len(function["name"]) + len(function["arguments"])
         call_id = message.get("tool_call_id")
         if call_id:
-            text += call_id
-        total += overhead + counter.count_text(text)
+            chars += len(call_id)
+        total += overhead + math.ceil(chars / per)
     return total
 
 
@@ -345,15 +347,16 @@ class _LangChain:
     def count(self, message: Any) -> int:
         """Characters / 4 plus 3, as ctxwindow's approx counter counts the same message:
         its text, name, tool calls (name and arguments) and a tool result's call id."""
-        text = message.content if isinstance(message.content, str) else ""
+        chars = len(message.content) if isinstance(message.content, str) else 0
         if isinstance(message.name, str):
-            text += message.name
+            chars += len(message.name)
         for call in getattr(message, "tool_calls", None) or ():
-            text += call["name"] + json.dumps(call["args"])
+            chars += len(call["name"]) + len(json.dumps(call["args"]))
         call_id = getattr(message, "tool_call_id", None)
         if isinstance(call_id, str):
-            text += call_id
-        return self.counter.message_overhead + self.counter.count_text(text)
+            chars += len(call_id)
+        counter = self.counter
+        return counter.message_overhead + math.ceil(chars / counter.chars_per_token)
 
     def trim_window(
         self, messages: list[Any], budget: int, count: Callable[[Any], int]
