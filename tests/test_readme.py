@@ -33,6 +33,25 @@ def test_readme_opens_with_the_demo_and_the_test_command_ci_runs() -> None:
     assert '"examples/conversation.json"' in noxfile
 
 
+def test_the_readme_shows_what_the_demo_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's output in the README is the demo's output, with the time left out (it is
+    this machine's, not a figure to quote): the command nox -s demo runs, in process."""
+    from ctxwindow._cli import main
+
+    shown = re.findall(r"```text\n(strategy fixed \| budget 800.*?)```", README, flags=re.S)[0]
+    monkeypatch.chdir(ROOT)
+    window = tmp_path / "window.json"
+    command = ["select", "examples/conversation.json", "--strategy", "fixed", "--budget", "800"]
+    assert main([*command, "--explain", "--output", str(window)]) in (0, None)
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    timed = re.sub(r"engaged \| [0-9.]+ ms", "engaged | ... ms", text)
+    for line in shown.strip().splitlines():
+        assert line.rstrip() in timed, line
+
+
 @pytest.fixture
 def readme_plugin(ctxwindow_register: Any) -> Any:
     """Run the README's plugin example and register it as a plugin would be."""
