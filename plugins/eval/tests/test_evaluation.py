@@ -15,7 +15,7 @@ import pytest
 
 from ctxwindow import ApproxCounter, BaseStrategy, Conversation, History, Message, Selection
 from ctxwindow.kit import unit_text
-from ctxwindow.testing.strategies import Raises
+from ctxwindow.testing.strategies import Raises, newest
 from ctxwindow_eval import StrategySpec, evaluate, load_jsonl, load_locomo
 from ctxwindow_eval.bench import agent_history, bench_strategy, synthetic_history, to_json
 from ctxwindow_eval.dataset import Question
@@ -294,17 +294,7 @@ class RecentWithModel(BaseStrategy):
 
     def choose(self, history: History) -> Selection:
         self.embedder.embed([history.unit_text(u) for u in range(len(history.units))])
-        return _recent_that_fit(history)
-
-
-def _recent_that_fit(history: History) -> Selection:
-    selection = history.selection()
-    room = history.budget - history.must_keep_tokens
-    for unit in reversed(range(len(history.units))):
-        if unit not in history.must_keep and history.unit_tokens(unit) <= room:
-            selection.keep(unit, "recent")
-            room -= history.unit_tokens(unit)
-    return selection
+        return newest(history)
 
 
 def test_a_model_strategy_times_every_cold_entry_point_only_when_small(
@@ -334,7 +324,7 @@ class NewestTextSeen(BaseStrategy):
 
     def choose(self, history: History) -> Selection:
         NewestTextSeen.seen.append(history.unit_text(len(history.units) - 1))
-        return _recent_that_fit(history)
+        return newest(history)
 
 
 def test_no_warm_turn_of_any_row_sends_a_text_an_earlier_row_sent(
@@ -390,7 +380,7 @@ class UnitsWithModel(BaseStrategy):
 
     def choose(self, history: History) -> Selection:
         self.embedder.embed([unit_text(history, u) for u in range(len(history.units))])
-        return _recent_that_fit(history)
+        return newest(history)
 
 
 @pytest.fixture
