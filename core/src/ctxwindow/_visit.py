@@ -242,6 +242,9 @@ class Visit:
         self.tokens_before = self.history.total_tokens  # before any cut of the newest message
         self.notes: list[str] = []
         self.defect_decisions: list[Decision] = []
+        #: Each must-keep message's cost cut to its marker (:meth:`_floor`), of the
+        #: message as given: counted once, though the oversize policy asks several times.
+        self._floors: dict[int, int] = {}
         self._apply_orphan_policy()
 
     # -- before ------------------------------------------------------------------
@@ -408,8 +411,12 @@ class Visit:
     def _floor(self, position: int) -> int:
         """What the must-keep message at ``position`` costs cut to its marker alone (its
         images kept): the least a cut leaves of it."""
-        message = self.history.messages[position]
-        return self.counter.count_uncached(_cut_to(message, 0, tail=message.role == "tool"))
+        floor = self._floors.get(position)
+        if floor is None:
+            message = self.history.messages[position]
+            marker = _cut_to(message, 0, tail=message.role == "tool")
+            floor = self._floors[position] = self.counter.count_uncached(marker)
+        return floor
 
     def _cut_positions(self, policy: str) -> list[int]:
         """The must-keep messages ``policy`` may cut: the current turn's tool results,
