@@ -379,3 +379,30 @@ def test_the_fallback_for_a_bare_strategy_keeps_its_overhead_off_the_budget() ->
     counter = ctxwindow.get_counter("approx")
     assert window.record.tokens_after <= 200
     assert sum(counter.count_message(Message.from_dict(m)) for m in window.messages) <= 200
+
+
+def test_the_windower_says_what_each_common_option_is_on_its_visits() -> None:
+    """What a host reads before a visit: the windower's own limit, else the strategy's
+    option, else the default; a name that is not a common option is a clear error."""
+    own = Windower(Newest(orphans="drop", time_limit=5.0), 100, "approx")
+    assert own.common_option("orphans") == "drop"
+    assert own.common_option("time_limit") == 5.0
+    assert own.common_option("oversize") == "cut", "the default"
+    assert own.common_option("task_statement") is True
+    limited = Windower(Newest(time_limit=5.0), 100, "approx", time_limit=LIMIT, on_timeout="recent")
+    assert (limited.common_option("time_limit"), limited.common_option("on_timeout")) == (
+        LIMIT,
+        "recent",
+    )
+
+    class Bare:  # a protocol strategy: no options of its own
+        name = "bare"
+
+        def choose(self, history: History) -> Selection:
+            return history.selection()
+
+    bare = Windower(Bare(), 100, "approx")
+    assert bare.common_option("orphans") == "raise"
+    assert bare.common_option("time_limit") is None
+    with pytest.raises(InvalidOption, match=r"'budget'.*one of oversize, orphans"):
+        own.common_option("budget")

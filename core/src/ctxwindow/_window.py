@@ -121,8 +121,15 @@ class WindowRecord:
 
     def count(self, action: Action) -> int:
         """How many units got ``action`` (a decision about defective messages counts
-        as one), read from the runs of decisions."""
-        return sum(len(run.units) or 1 for run in self.decision_runs if run.action == action)
+        as one), read from the runs of decisions: tallied for every action in one pass,
+        on the first call (a pipeline's record reads five actions of each stage's)."""
+        tally: dict[str, int] | None = self.__dict__.get("_tally")
+        if tally is None:
+            tally = {}
+            for run in self.decision_runs:
+                tally[run.action] = tally.get(run.action, 0) + (len(run.units) or 1)
+            object.__setattr__(self, "_tally", tally)
+        return tally.get(action, 0)
 
     def to_dict(self, decisions: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -24,7 +24,15 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow._contract import ON_TIMEOUT, TIME_LIMIT, Strategy, check_budget, check_query
+from ctxwindow._contract import (
+    COMMON_OPTIONS,
+    ON_TIMEOUT,
+    TIME_LIMIT,
+    Strategy,
+    check_budget,
+    check_query,
+    common_option,
+)
 from ctxwindow._history import History
 from ctxwindow._plugins import distribution_of, get_counter
 from ctxwindow._selection import Selection
@@ -32,11 +40,20 @@ from ctxwindow._tokens import TokenCounter
 from ctxwindow._visit import TimeLimit, Visit
 from ctxwindow._window import Window
 from ctxwindow._workers import in_thread, saturated, within
-from ctxwindow.errors import ContractViolation, CtxWindowError, InvalidSelection, PluginError
+from ctxwindow.errors import (
+    ContractViolation,
+    CtxWindowError,
+    InvalidOption,
+    InvalidSelection,
+    PluginError,
+)
 
 if TYPE_CHECKING:
     import concurrent.futures
     from collections.abc import Awaitable
+
+#: The options every strategy takes, by name (see :meth:`Windower.common_option`).
+_COMMON_NAMES = tuple(option.name for option in COMMON_OPTIONS)
 
 
 class Windower:
@@ -73,6 +90,22 @@ class Windower:
         if self._distribution is None:
             self._distribution = distribution_of(self.strategy)
         return self._distribution
+
+    def common_option(self, name: str) -> Any:
+        """What one of the options every strategy takes (``orphans``, ``oversize``,
+        ``task_statement``, ``time_limit``, ``on_timeout``) is on this windower's
+        visits: the windower's own time limit when it was given one, else the
+        strategy's option, else the default. For a host that prepares visits (an
+        evaluation that screens broken tool exchanges needs to know if they raise)."""
+        if name not in _COMMON_NAMES:
+            raise InvalidOption(
+                f"Windower.common_option({name!r}): not an option every strategy takes; "
+                f"use one of {', '.join(_COMMON_NAMES)}"
+            )
+        if self.time_limit is not None and name in ("time_limit", "on_timeout"):
+            limit = self.time_limit
+            return limit.seconds if name == "time_limit" else limit.on_timeout
+        return common_option(self.strategy, name)
 
     # -- visits --------------------------------------------------------------------
     def select(

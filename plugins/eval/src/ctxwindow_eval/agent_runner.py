@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,10 +88,8 @@ def _dropping(spec: StrategySpec) -> str:
 
 
 def _raises_on_orphans(windower: Windower) -> bool:
-    """Whether the strategy raises OrphanToolResult on a broken tool exchange (its
-    ``orphans`` option, 'raise' unless it says 'drop')."""
-    options = getattr(windower.strategy, "options", None)
-    return not (isinstance(options, Mapping) and options.get("orphans") == "drop")
+    """Whether the strategy raises OrphanToolResult on a broken tool exchange."""
+    return bool(windower.common_option("orphans") == "raise")
 
 
 @dataclass
