@@ -85,7 +85,57 @@ def test_the_note_on_a_current_turn_past_the_budget_names_only_the_messages_that
     window = ctxwindow.select(messages, 200, "newest")
     assert messages[4] in window.messages and messages[6] not in window.messages
     note = next(n for n in window.record.notes if n.startswith("the current turn is bigger"))
-    assert "2 of its unit(s) went (messages 2-3, 6), its newest exchange stayed" in note
+    room = 200 - tokens(messages[:2])  # what the system and newest user messages leave
+    assert note.startswith(f"the current turn is bigger than the {room} tokens the budget")
+    assert "2 of its unit(s) were dropped (messages 2-3, 6), its newest exchange stayed" in note
+
+
+def test_the_note_says_which_units_of_the_turn_were_summarized_not_that_they_went() -> None:
+    """A turn too big for what a large system message leaves (not for the budget): the
+    note gives that room, and a summarizing strategy's units are called summarized."""
+    messages = [
+        {"role": "system", "content": "rules " * 600},
+        user("do it"),
+        *[m for k in range(6) for m in (calls(f"c{k}"), result(f"c{k}", "data " * 60))],
+    ]
+    budget = tokens(messages) - 200  # the system message is most of it, the turn fits alone
+    assert tokens(messages[1:]) < budget
+    window = ctxwindow.select(messages, budget, "summarize")
+    note = next(n for n in window.record.notes if n.startswith("the current turn is bigger"))
+    room = budget - tokens(messages[:2])
+    assert f"bigger than the {room:,} tokens the budget leaves after the messages" in note
+    summarized = window.record.count("summarized")
+    assert summarized and f"{summarized} of its unit(s) were summarized" in note
+    assert "dropped" not in note
+
+
+def test_an_agent_run_with_no_user_message_keeps_its_newest_exchange() -> None:
+    """Instructions alone start the run: the current turn is everything after them, so
+    the exchange the model waits on stays (its result cut to fit) with older rounds in
+    what is left, and the record says so; never a window of the instructions alone."""
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "developer", "content": "Task: triage BUG-1 automatically."},
+        *[m for k in range(3) for m in (calls(f"c{k}"), result(f"c{k}", f"round {k} " * 120))],
+        calls("big"),
+        result("big", "\n".join(f"LINE {i}: value={i * 7}" for i in range(600))),
+    ]
+    history = Conversation(messages).view(APPROX, 10_000)
+    assert history.current_turn == range(2, len(history.units))
+    assert set(history.must_keep.values()) >= {
+        "current turn (after the instructions: there is no user message)"
+    }
+    for strategy in ("newest", "fixed", "sliding", "summarize", "clear_tool_outputs"):
+        checked = check_window(ctxwindow.get_strategy(strategy), messages, 1500)
+        window = ctxwindow.select(messages, 1500, strategy)
+        assert checked is not None and checked.messages == window.messages
+        assert messages[-2] in window.messages, strategy
+        assert window.messages[-1]["metadata"]["stands_in_for"] == len(messages) - 1, strategy
+        assert window.tokens > 1000, f"{strategy}: older rounds fill what the cut left"
+        notes = " ".join(window.record.notes)
+        assert f"cut the tool result of message {len(messages) - 1}" in notes, strategy
+        went = window.record.count("dropped") + window.record.count("summarized")
+        assert ("its newest exchange stayed" in notes) == bool(went), strategy
 
 
 def test_the_task_statement_is_kept_and_can_be_turned_off() -> None:

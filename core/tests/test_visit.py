@@ -268,8 +268,23 @@ def test_budget_too_small_gives_the_biggest_as_data() -> None:
     counter = ctxwindow.get_counter()
     assert error.position == 10
     assert error.biggest_tokens == counter.count_message(ctxwindow.Message.from_dict(messages[10]))
-    assert error.biggest is not None and error.biggest.startswith("message 10, a user message")
+    assert error.biggest is not None
+    assert error.biggest.startswith("message 10, the newest user message")
     assert f"{error.biggest_tokens:,} tokens" in str(error)
+
+
+def test_budget_too_small_names_only_the_kinds_of_message_the_history_keeps() -> None:
+    """No system message, no pins, no tool exchange: the error does not list them; a
+    pinned user message is called pinned; figures have thousands separators."""
+    pinned = {"role": "user", "content": "y " * 4000, "metadata": {"pinned": True}}
+    with pytest.raises(BudgetTooSmall) as raised:
+        select([pinned, user("hi")], 300, oversize="raise")
+    text = str(raised.value)
+    assert text.startswith("the messages that must be kept (pinned, newest user) need 2,007 ")
+    assert "message 0, a pinned user message, 2,003 tokens" in text
+    with pytest.raises(BudgetTooSmall) as raised:
+        select([{"role": "system", "content": "s"}, user("y " * 4000)], 300, oversize="raise")
+    assert "kept (system, newest user) need" in str(raised.value)
 
 
 def test_budget_too_small_keeps_its_old_constructor() -> None:

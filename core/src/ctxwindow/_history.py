@@ -41,6 +41,9 @@ NOT_UNIT = -1
 #: Why a unit must stay, for the units the runner adds to the instructions and pins.
 NEWEST_USER = "newest user message"
 CURRENT_TURN = "current turn (after the newest user message)"
+#: The current turn's reason in a history with no user message (an agent run from its
+#: system or developer instructions alone).
+CURRENT_TURN_NO_USER = "current turn (after the instructions: there is no user message)"
 NEWEST_EXCHANGE = "newest exchange of the current turn"
 TASK_STATEMENT = "task statement (the first user message)"
 #: The task statement is kept when it costs at most 1/TASK_SHARE of the budget.
@@ -696,10 +699,13 @@ class History:
         self.newest_user = newest_user
         first = self.unit_of(newest_user) if newest_user is not None else None
         #: The current turn: the newest user message's unit and every unit after it (the
-        #: assistant's tool calls and their results in progress); empty with no user message.
-        self.current_turn = (
-            range(unit_count, unit_count) if first is None else range(first, unit_count)
-        )
+        #: assistant's tool calls and their results in progress). With no user message,
+        #: in an agent's history, every unit after the leading system and developer
+        #: messages: a run from its instructions alone is one turn, and its newest
+        #: exchange is what the model waits on; else empty.
+        if first is None:
+            first = self._after_instructions() if agent else unit_count
+        self.current_turn = range(first, unit_count)
         #: The task statement's unit (the first user message), whether or not it is kept;
         #: None with no user message or when the ``task_statement`` option is off. A
         #: strategy that scores units gives it a protected place.
@@ -920,6 +926,15 @@ class History:
     def __len__(self) -> int:
         return self._size
 
+    def _after_instructions(self) -> int:
+        """The first unit that is not all system or developer messages (instructions)."""
+        unit = 0
+        while unit < self._unit_count and all(
+            self._message(position).role in INSTRUCTION_ROLES for position in self.span(unit)
+        ):
+            unit += 1
+        return unit
+
     # -- deciding ----------------------------------------------------------------
     def _find_must_keep(
         self, kept_always: tuple[int, ...], newest_user: int | None
@@ -939,7 +954,8 @@ class History:
         room = self.budget - sum(self.unit_tokens(unit) for unit in reasons)
         turn = [unit for unit in self.current_turn if unit not in reasons]
         if not turn or sum(self.unit_tokens(unit) for unit in turn) <= room:
-            reasons.update((unit, CURRENT_TURN) for unit in turn)
+            why = CURRENT_TURN if newest_user is not None else CURRENT_TURN_NO_USER
+            reasons.update((unit, why) for unit in turn)
         else:  # the newest exchange, unless it is kept already (pinned, say)
             units = reversed(self.current_turn)
             exchange = next((unit for unit in units if self._is_exchange(unit)), None)

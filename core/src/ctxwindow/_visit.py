@@ -26,7 +26,15 @@ from ctxwindow._checker import (
     synthetic_problems,
 )
 from ctxwindow._contract import common_option, overhead_problem
-from ctxwindow._history import NEWEST_EXCHANGE, Conversation, History
+from ctxwindow._history import (
+    CURRENT_TURN,
+    CURRENT_TURN_NO_USER,
+    NEWEST_EXCHANGE,
+    NEWEST_USER,
+    TASK_STATEMENT,
+    Conversation,
+    History,
+)
 from ctxwindow._messages import ContentPart, Message, content_as_sent
 from ctxwindow._recent import RECENT
 from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below
@@ -451,22 +459,24 @@ class Visit:
         return " and ".join(said)
 
     def _biggest(self) -> dict[str, Any]:
-        """The biggest message that must stay, for BudgetTooSmall: in words, and as its
-        position and tokens."""
+        """What must stay, for BudgetTooSmall: the kinds of message this history keeps,
+        and the biggest message, in words and as its position and tokens."""
         history = self.history
         positions = [p for unit in history.must_keep for p in history.span(unit)]
         position = max(positions, key=history.tokens)
         message = history.messages[position]
         tokens = history.tokens(position)
-        what = (
-            f"the tool result for call {message.tool_call_id!r}"
-            if message.role == "tool"
-            else f"a {message.role} message"
-        )
+        if message.role == "tool":
+            what = f"the tool result for call {message.tool_call_id!r}"
+        elif position == history.newest_user:
+            what = "the newest user message"
+        else:
+            what = f"a {'pinned ' if message.pinned else ''}{message.role} message"
         return {
             "biggest": f"message {position}, {what}, {tokens:,} tokens",
             "position": position,
             "biggest_tokens": tokens,
+            "kept": _kinds_kept(history),
         }
 
     # -- after -------------------------------------------------------------------
@@ -484,12 +494,7 @@ class Visit:
             chosen.reasons[unit] = f"{chosen.reason(unit)}; {what} to fit the budget"
         gone = [unit for unit in history.current_turn if unit not in chosen.kept]
         if gone:
-            stayed = NEWEST_EXCHANGE in history.must_keep.values()
-            self.notes.append(
-                f"the current turn is bigger than the budget: {len(gone)} of its "
-                f"unit(s) went (messages {_positions_in_words(history, gone)})"
-                + (", its newest exchange stayed" if stayed else "")
-            )
+            self.notes.append(_turn_note(history, chosen, gone))
         carried = chosen.carried
         fresh = chosen.stand_ins
         if carried is not None and _as_before(chosen, carried):
@@ -800,6 +805,54 @@ def _mark_replaced(history: History, chosen: _Chosen) -> None:
     else:
         for unit in units:
             actions[unit] = "replaced"
+
+
+#: What each must-keep reason is, in BudgetTooSmall's list of what must be kept.
+_KINDS = {
+    "system message": "system",
+    "developer message": "developer",
+    "pinned": "pinned",
+    NEWEST_USER: "newest user",
+    CURRENT_TURN: "the current turn",
+    CURRENT_TURN_NO_USER: "the current turn",
+    NEWEST_EXCHANGE: "the current turn's newest exchange",
+    TASK_STATEMENT: "the task statement",
+}
+
+
+def _kinds_kept(history: History) -> str:
+    """The kinds of message ``history`` must keep, in words, each once, in tier order."""
+    order = {kind: rank for rank, kind in enumerate(dict.fromkeys(_KINDS.values()))}
+    kinds = dict.fromkeys(_KINDS.get(why, why) for why in history.must_keep.values())
+    return ", ".join(sorted(kinds, key=lambda kind: order.get(kind, len(order))))
+
+
+def _turn_note(history: History, chosen: _Chosen, gone: list[int]) -> str:
+    """The note on a current turn some of whose units went: how much room the turn had
+    (what the budget leaves after the messages that stay before it), what became of
+    those units, and whether its newest exchange stayed."""
+    before_turn = sum(
+        history.unit_tokens(unit)
+        for unit, why in history.must_keep.items()
+        if unit not in history.current_turn
+        or why not in (CURRENT_TURN, CURRENT_TURN_NO_USER, NEWEST_EXCHANGE)
+    )
+    summarized = sum(chosen.actions[unit] == "summarized" for unit in gone)
+    dropped = len(gone) - summarized
+    fates = [f"{dropped} of its unit(s) were dropped"] if dropped else []
+    if summarized:
+        fates.append(
+            f"{summarized} summarized"
+            if dropped
+            else f"{summarized} of its unit(s) were summarized"
+        )
+    stayed = NEWEST_EXCHANGE in history.must_keep.values()
+    return (
+        f"the current turn is bigger than the {history.budget - before_turn:,} tokens the "
+        f"budget leaves after the messages that stay before it: {' and '.join(fates)} "
+        f"(messages {_positions_in_words(history, gone)})"
+        + (", its newest exchange stayed" if stayed else "")
+    )
 
 
 def _carried_output(

@@ -150,7 +150,8 @@ class BudgetTooSmall(CtxWindowError, ValueError):
     naming the item in its own list, an app choosing what to shorten) never parses the
     message: ``position`` is its index in the visit's input messages and
     ``biggest_tokens`` its size (both None when the raiser did not say), ``biggest``
-    the words that describe it.
+    the words that describe it; ``kept`` names the kinds of message that must be kept
+    in this history (the runner names only those it has).
     """
 
     def __init__(
@@ -163,6 +164,7 @@ class BudgetTooSmall(CtxWindowError, ValueError):
         position: int | None = None,
         biggest_tokens: int | None = None,
         least: bool = False,
+        kept: str = "system, pinned, newest user, the current turn's newest exchange",
     ) -> None:
         self.needed = needed
         self.budget = budget
@@ -176,9 +178,8 @@ class BudgetTooSmall(CtxWindowError, ValueError):
         # ``least``: ``detail`` says how far to raise the budget, as nothing else helps
         remedy = f"the budget {advice}" if least else f"the budget, or {advice}"
         super().__init__(
-            f"the messages that must be kept (system, pinned, newest user, the current "
-            f"turn's newest exchange) need {needed} tokens but the budget leaves "
-            f"{budget}{named}; raise {remedy}"
+            f"the messages that must be kept ({kept}) need {needed:,} tokens but the "
+            f"budget leaves {budget:,}{named}; raise {remedy}"
         )
 
 

@@ -51,8 +51,10 @@ def _tiers(
 ) -> tuple[set[int], set[int]]:
     """What must stay, in the contract's tiers, and the current turn's positions: the
     base (instructions, pins, the newest user message, whole units); the rest of the
-    current turn if it fits, else its newest tool exchange; the task statement (the first user
-    message) if it fits and costs at most a quarter of the limit."""
+    current turn (from the newest user message; with none, in an agent's history, from
+    the first unit after the leading system and developer messages) if it fits, else
+    its newest tool exchange; the task statement (the first user message) if it fits
+    and costs at most a quarter of the limit."""
     units = _whole_units(messages, broken)
     keep: set[int] = set()
     base = must_keep_positions(messages) - broken
@@ -60,8 +62,14 @@ def _tiers(
         if unit & base:
             keep |= unit
     users = [i for i, m in enumerate(messages) if m.role == "user" and i not in broken]
-    newest = users[-1] if users else None
-    turn_units = [u for u in units if newest is not None and min(u) >= newest]
+    # the turn starts at the newest user message; with none, in an agent's history,
+    # after the instructions
+    instruction = ("system", "developer")
+    agent = any(m.tool_calls or m.function_call is not None for m in messages)
+    starts = users[-1:] or [
+        min(u) for u in units if agent and any(messages[i].role not in instruction for i in u)
+    ]
+    turn_units = [u for u in units if starts and min(u) >= starts[0]]
     turn = set().union(*turn_units) if turn_units else set()
     rest = [u for u in turn_units if not u <= keep]
     if rest and cost(keep | set().union(*rest)) <= limit:
