@@ -536,3 +536,182 @@ def test_a_rolled_call_line_keeps_values_with_full_stops_and_commas() -> None:
         f"{PREFIX}User: Book the trip for Alma.\n"
         "Called book x2: Paris, France, Window seat. Vegan meal please."
     )
+
+
+def _read_call(path: str) -> str:
+    return f"assistant called read_file({json.dumps({'path': path})})\nread_file result: ok"
+
+
+def test_a_request_the_user_repeats_every_turn_is_summarized_once() -> None:
+    """Eight turns of "Please continue with the next file." were kept six times over
+    (the user's words come first, and a copy scores what its original did): said once,
+    with the case and the spaces it was typed with aside, the room goes to the calls."""
+    counter = ctxwindow.get_counter("approx")
+    said = ["Please continue with the next file.", "please  continue with the NEXT file."]
+    texts = ["user: TASK: port the views in app/ to the new router."]
+    for turn_index in range(8):
+        texts.append(f"user: {said[turn_index % 2]}\n{_read_call(f'app/views{turn_index}.py')}")
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 120, counter)).text
+    assert text.lower().count("continue with the next file") == 1, text
+    assert "Called read_file x8: app/views0.py" in text
+    assert counter.count_text(text) <= 120
+
+
+def test_a_constraint_repeated_in_a_long_task_is_kept_once() -> None:
+    """A task that repeats its constraint 35 times filled the summary with copies of it,
+    and no line of calls was left: the constraint once, then what the summary lacks."""
+    counter = ctxwindow.get_counter("approx")
+    task = "user: TASK: migrate customer C-99812 from plan P-OLD-7 to P-NEW-3. " + (
+        "Constraint: never refund more than 200 USD; ask before any cancellation. " * 35
+    )
+    texts = [task, *(_read_call(f"app/views{index}.py") for index in range(3))]
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 150, counter)).text
+    assert text.count("Constraint: never refund more than 200 USD") == 1, text
+    assert "C-99812" in text and "Called read_file x3: app/views0.py" in text
+
+
+def test_a_sentence_said_again_with_a_new_identifier_is_not_a_repeat() -> None:
+    """Near-duplicates go, but not at the cost of a value: a constraint restated with
+    another amount is the user's newer word, and both stay."""
+    counter = ctxwindow.get_counter("approx")
+    texts = [
+        "user: Constraint: never refund more than 200 USD; ask before any cancellation.",
+        _read_call("app/billing.py"),
+        "user: Constraint: never refund more than 350 USD; ask before any cancellation.",
+    ]
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 200, counter)).text
+    assert "200 USD" in text and "350 USD" in text
+
+
+def test_a_chat_summary_holds_a_sentence_said_twice_once() -> None:
+    counter = ctxwindow.get_counter("approx")
+    fact = "Alma: My sister moves to Porto on 14 March 2025."
+    texts = [fact, f"user: {FACTS[9]}", fact, "Ben: Dr. Okafor booked the surgery for 3 June."]
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 200, counter)).text
+    assert text.count("Porto") == 1 and "18500" in text and "Okafor" in text
+
+
+def test_a_chat_fact_restated_with_a_new_amount_is_kept_beside_the_old() -> None:
+    counter = ctxwindow.get_counter("approx")
+    texts = [
+        "Ben: The kitchen budget is 18500 euros and the builder starts in June.",
+        "Alma: Lovely, we should celebrate with dinner at the harbour.",
+        "Ben: The kitchen budget is 19200 euros and the builder starts in June.",
+    ]
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 200, counter)).text
+    assert "18500" in text and "19200" in text
+
+
+def _tool_rounds(count: int, start: int = 0) -> list[dict[str, Any]]:
+    """An agent's rounds: three calls (read, grep, test run) and their long results,
+    answered out of order."""
+    out: list[dict[str, Any]] = []
+    for index in range(start, start + count):
+        calls = {
+            "read_file": ({"path": f"app/mod{index}.py"}, f"file app/mod{index}.py: "
+                          + "def f(): pass " * 60),
+            "grep": ({"pattern": f"sym{index}"}, f"grep sym{index}: " + "match " * 60),
+            "run": ({"cmd": f"pytest -k t{index}"}, f"run {index}: " + "ok line " * 60),
+        }  # fmt: skip
+        out.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"r{index}{name}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}
+            for name, (arguments, _) in calls.items()
+        ]})  # fmt: skip
+        out.extend(
+            {"role": "tool", "tool_call_id": f"r{index}{name}", "content": calls[name][1]}
+            for name in ("run", "read_file", "grep")
+        )
+    return out
+
+
+def _overflowing_turn(rounds_in_turn: int) -> list[dict[str, Any]]:
+    """Three rounds, a new request, then a turn of tool rounds too big for 2,000 tokens."""
+    return [
+        {"role": "system", "content": "You are a coding agent. Use tools carefully."},
+        {
+            "role": "user",
+            "content": "TASK: fix bug BUG-4711 in repo acme/widgets; failing "
+            "test tests/test_parse.py::test_dates. Do not touch setup.py.",
+        },
+        *_tool_rounds(3),
+        {"role": "user", "content": "Now look at app/forms.py too."},
+        *_tool_rounds(rounds_in_turn, start=10),
+    ]
+
+
+def _summaries_sit_where_they_were(messages: list[dict[str, Any]], window: Any) -> None:
+    """No summary stands for messages on both sides of a verbatim one: every verbatim
+    message before it is older than all it covers, and every one after it that it does
+    not cover (the newest it was written from may be verbatim too) is newer."""
+    layout = [
+        ("summary", m["metadata"]["covers"]) if m.get("metadata", {}).get("synthetic")
+        else ("verbatim", next(p for p, o in enumerate(messages) if o is m))
+        for m in window.messages
+    ]  # fmt: skip
+    for at, (kind, covers) in enumerate(layout):
+        if kind != "summary":
+            continue
+        covered = {int(ref[1:]) for ref in covers}
+        before = [p for k, p in layout[:at] if k == "verbatim"]
+        after = [p for k, p in layout[at + 1 :] if k == "verbatim" and p not in covered]
+        assert all(p < min(covered) for p in before), (covers, before)
+        assert all(p > max(covered) for p in after), (covers, after)
+
+
+def test_an_overflowing_turn_gets_its_own_summary_after_the_newest_user_message() -> None:
+    """The current turn outgrew the budget, so its older rounds were summarized with the
+    older history: one summary, after the newest user message, stood for messages
+    before it as well. Each side of it gets its own summary, where what it covers was."""
+    messages = _overflowing_turn(6)
+    window = ctxwindow.select(messages, 2000, "summarize")
+    layout = [
+        m["metadata"]["covers"] if m.get("metadata", {}).get("synthetic") else messages.index(m)
+        for m in window.messages
+    ]
+    history_part = tuple(f"#{p}" for p in range(2, 14))
+    turn_part = tuple(f"#{p}" for p in range(15, 27))
+    assert layout[:5] == [0, 1, history_part, 14, turn_part], layout
+    assert layout[5:] == list(range(27, 39))
+    _summaries_sit_where_they_were(messages, window)
+    decided = {p: d for d in window.record.decisions for p in d.positions}
+    assert decided[14].reason == "newest user message"
+    assert all(decided[p].action == "summarized" for p in range(2, 14))
+    assert all("older than the recent part" in decided[p].reason for p in range(2, 14))
+    assert all(decided[p].action == "summarized" for p in range(15, 27))
+    assert all("current turn" in decided[p].reason for p in range(15, 27))
+    assert window.record.tokens_after <= 2000
+
+
+def test_an_overflowing_turn_growing_round_by_round_keeps_its_summaries_in_place(
+    counted: Any,
+) -> None:
+    """Round after round of an agent's turn: every window keeps the order, loses nothing
+    (verbatim, covered or dropped with the reason), and once the turn is summarized
+    apart, the history's summary stays as it is and the summarizer is called only on a
+    visit whose boundary moved (the turn's summary rolls at checkpoints like the
+    history's)."""
+    strategy = SummarizeWindow()
+    calls = counted(strategy)
+    conversation = Conversation(_overflowing_turn(0))
+    seen: list[list[Any]] = []
+    for index in range(20):
+        for message in _tool_rounds(1, start=10 + index):
+            conversation.append(message)
+        before = calls[0]
+        window = strategy.select(conversation, 2000)
+        history = list(conversation.originals)
+        _summaries_sit_where_they_were(history, window)
+        summaries = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+        covered = {int(ref[1:]) for m in summaries for ref in m["metadata"]["covers"]}
+        verbatim = {p for p, m in enumerate(history) if any(m is w for w in window.messages)}
+        dropped = {p for d in window.record.decisions if d.action == "dropped" for p in d.positions}
+        assert covered | verbatim | dropped == set(range(len(history)))
+        covers = [m["metadata"]["covers"] for m in summaries]
+        if len(covers) == 2 and covers == [m["metadata"]["covers"] for m in seen[-1]]:
+            assert calls[0] == before  # the same boundaries: nothing to write
+        seen.append(summaries)
+    split = [pair for pair in seen if len(pair) == 2]
+    assert len(split) >= 15  # the turn outgrew the budget and was summarized apart
+    assert all(pair[0] == split[0][0] for pair in split)  # the history's, written once
+    assert calls[0] < 20

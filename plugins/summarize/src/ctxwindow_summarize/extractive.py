@@ -12,8 +12,11 @@ In an agent's history (the strategy hands over texts with roles, see
 - repeated tool calls collapse into one line per function, with the values they were
   called with (``get_reservation_details x3: ZFA04Y, XEWRD9, M05KNL``);
 - a tool result is read field by field (one piece per top-level field of a JSON
-  result), and a piece that repeats one already kept (a second identical lookup) is
-  dropped;
+  result);
+- a piece that nearly repeats one already kept (a second identical lookup, a request
+  the user made every turn, a constraint pasted many times) is dropped unless it adds
+  an identifier, so the room goes to what the summary does not hold yet (in a chat
+  too: a sentence said twice is kept once);
 - pieces are then taken for the identifiers they add per token, so what later steps
   pass on (a payment id, a flight number) survives where boilerplate does not.
 
@@ -32,7 +35,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +73,8 @@ CUT = " [...]"
 #: How a collapsed line of tool calls begins, and how one of the user's sentences does.
 CALLED = "Called "
 USER = "User: "
-#: A tool-result piece sharing this much of its words with one already kept is dropped.
+#: A piece sharing this much of its words with one already kept is dropped (unless it
+#: adds an identifier the summary lacks, see :meth:`_Held.repeated`).
 NEAR_DUPLICATE = 0.8
 #: Values listed per collapsed tool call line, and the shortest listed (a flag or a
 #: count says little out of its call).
@@ -430,8 +434,9 @@ def _fill(
     """Take the other pieces (of those ``among``, if given) by value: salience, plus
     (``covered`` given, in an agent's history) the identifiers a piece adds per token,
     lazily re-valued as they get covered; a piece worth nothing (thanks, "Sure!") is
-    not taken, and tool-result pieces that nearly repeat one already kept are dropped.
-    Gives back the room left."""
+    not taken, nor one that nearly repeats a piece already kept (:class:`_Held`): a
+    copy scores what its original did, and copies would fill the summary. Gives back
+    the room left."""
     costs = {
         i: count(p.text) + 1
         for i, p in enumerate(fresh)
@@ -440,9 +445,8 @@ def _fill(
     agent = covered is not None
     found = {i: identifiers(fresh[i].body) if covered is not None else frozenset() for i in costs}
     covered = set() if covered is None else covered
-    words = {i: set(_WORD.findall(fresh[i].text.lower())) for i in costs}
     base = {i: score(fresh[i].text) for i in costs}
-    kept_observations: list[set[str]] = []
+    held = _Held(fresh[i] for i in kept)
 
     # in an agent's history, identifiers lead and salience (rare words: chatter scores
     # high there too) only breaks ties between pieces that add as much
@@ -464,16 +468,44 @@ def _fill(
             continue
         if fresh_value <= 0:
             break
-        if fresh[index].observation and any(
-            _overlap(words[index], other) >= NEAR_DUPLICATE for other in kept_observations
-        ):
+        if held.repeated(fresh[index]):
             continue
         kept.add(index)
         room -= costs[index]
         covered |= found[index]
-        if fresh[index].observation:
-            kept_observations.append(words[index])
+        held.add(fresh[index])
     return room
+
+
+class _Held:
+    """What the summary holds so far, to tell a repeat from news: each kept piece's
+    words, and the identifiers among them."""
+
+    def __init__(self, kept: Iterable[Piece]) -> None:
+        self.words: list[set[str]] = []
+        self.identifiers: set[str] = set()
+        for piece in kept:
+            self.add(piece)
+
+    def add(self, piece: Piece) -> None:
+        self.words.append(_words(piece))
+        self.identifiers |= identifiers(piece.body)
+
+    def repeated(self, piece: Piece) -> bool:
+        """Whether ``piece`` says again what a kept piece says (a request made every
+        turn, a constraint pasted twice, a lookup made twice): the two share
+        NEAR_DUPLICATE of their words, whatever the case and spacing, and it adds no
+        identifier (an amount, an id, a path) the summary lacks, as a restated
+        constraint with a new value does. One rule for every kind of piece."""
+        words = _words(piece)
+        if not any(_overlap(words, other) >= NEAR_DUPLICATE for other in self.words):
+            return False
+        return identifiers(piece.body) <= self.identifiers
+
+
+def _words(piece: Piece) -> set[str]:
+    """The words a piece is compared by: its text's, lower-cased."""
+    return set(_WORD.findall(piece.text.lower()))
 
 
 def _overlap(one: set[str], other: set[str]) -> float:

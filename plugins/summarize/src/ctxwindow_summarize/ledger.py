@@ -174,6 +174,13 @@ class Candidates:
             return bisect.bisect_left(self.ledger.sums, tokens, 0, self.settled + 1)
         return self.settled + bisect.bisect_left(self.tail_sums, tokens)
 
+    def before(self, unit: int) -> int:
+        """How many candidates come before unit ``unit``."""
+        settled = self.settled
+        if settled and self.ledger.units[settled - 1] >= unit:
+            return bisect.bisect_left(self.ledger.units, unit, 0, settled)
+        return settled + bisect.bisect_left(self.tail, unit)
+
     def key(self, index: int) -> str:
         """The cache key of the first ``index`` units' texts: the same on every visit
         that reads the same texts, however it got there."""
@@ -197,6 +204,15 @@ class Candidates:
             return refs
         span, ref = self.history.span, self.history.covers_ref
         return refs + tuple(ref(p) for unit in tail for p in span(unit))
+
+    def refs_of(self, run: range) -> tuple[str, ...]:
+        """The messages of the candidates in ``run``: a prefix's as :meth:`refs` names
+        them (made once per boundary), another stretch's (the current turn's older
+        rounds) read from its units."""
+        if not run.start:
+            return self.refs(run.stop)
+        span, ref = self.history.span, self.history.covers_ref
+        return tuple(ref(p) for index in run for p in span(self.unit(index)))
 
 
 class Ledgers:

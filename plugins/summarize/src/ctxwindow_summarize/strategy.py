@@ -1,11 +1,13 @@
-"""Recent units verbatim, and one synthetic summary message standing for everything older."""
+"""Recent units verbatim, and one synthetic summary message standing for everything older
+(two when the current turn outgrew the budget: one each side of the newest user message)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, takewhile
 from typing import Any, ClassVar
 
 from ctxwindow import (
@@ -48,20 +50,33 @@ def _chain(value: list[Any]) -> str | None:
     return None
 
 
-@dataclass
+@dataclass(eq=False)  # each a visit's own: told apart by identity
 class Outcome:
-    """What summarizing produced on one visit, in indexes into the visit's candidates:
-    the summary covers the first ``covered``; those in ``dropped`` are dropped."""
+    """What summarizing one part produced on a visit, in indexes into the visit's
+    candidates: the summary covers those in ``covered``; those in ``dropped`` are dropped."""
 
     summary: Summary | None
-    covered: int
+    covered: range
     dropped: range = range(0)
     failures: list[str] = field(default_factory=list)
     usage: LLMUsage | None = None
+    #: Why the units it covers are not verbatim (see :data:`OLDER` and :data:`TURN`).
+    why: str = ""
+
+
+#: Why units are summarized: older than the recent part, or older rounds of a current
+#: turn that outgrew the budget (summarized apart, after the newest user message).
+OLDER = "older than the recent part; in the summary ({by})"
+TURN = (
+    "an older round of the current turn, which outgrew the budget; in the turn's own "
+    "summary, after the newest user message ({by})"
+)
 
 
 class SummarizeWindow(BaseStrategy):
-    """Keeps the recent units verbatim and one rolling summary of everything older.
+    """Keeps the recent units verbatim and one rolling summary of everything older; when
+    the current turn outgrew the budget, a second one of its older rounds, after the
+    newest user message (a summary sits where what it covers was).
 
     The summary is extended, never rewritten from a cut input: the previous summary plus
     the newly evicted units go to the summarizer together. It is written only when the
@@ -200,26 +215,46 @@ class SummarizeWindow(BaseStrategy):
         framing = history.counter.count_message(_FRAMING)
         recent = candidates.tokens(len(candidates)) - candidates.tokens(start)
         left = history.budget - history.must_keep_tokens - recent
-        return _Plan(candidates, start, step, min(reserve, left) - framing)
+        split = _turn_split(history, candidates)
+        return _Plan(candidates, start, step, min(reserve, left) - framing, framing, split)
 
-    def _summarize(self, history: History, plan: _Plan) -> Outcome:
-        start, candidates = plan.start, plan.candidates
+    def _summarize(self, history: History, plan: _Plan) -> list[Outcome]:
+        """One summary of the candidates before the boundary; or, when the boundary
+        passed the newest user message (the current turn outgrew the budget), one of
+        those before it and one of the turn's older rounds after it, so that neither
+        stands for messages on both sides of a kept one. The two share the summary's
+        room: the history's takes at most half, the turn's the rest."""
+        start, split = plan.start, plan.split
         if start == 0:
-            return Outcome(None, 0)
-        if plan.summary_room < MIN_SUMMARY_TOKENS:
-            why = (
+            return []
+        if not 0 < split < start:
+            return [self._summarize_part(history, plan, range(start), plan.summary_room, OLDER)]
+        room = plan.summary_room - plan.framing  # the second summary's framing
+        older = self._summarize_part(history, plan, range(split), room // 2, OLDER)
+        used = history.counter.count_text(older.summary.text) if older.summary else 0
+        turn = self._summarize_part(history, plan, range(split, start), room - used, TURN)
+        return [older, turn]
+
+    def _summarize_part(
+        self, history: History, plan: _Plan, part: range, target: int, why: str
+    ) -> Outcome:
+        """The summary of the candidates in ``part``, rolled on from the newest one the
+        cache holds of the same part (the boundary's, else an earlier checkpoint's), or
+        the previous one kept and the rest dropped when every summarizer failed."""
+        candidates = plan.candidates
+        if target < MIN_SUMMARY_TOKENS:
+            room = (
                 f"no room for a summary: the must-keep messages and the recent part leave "
-                f"{max(0, plan.summary_room)} tokens for one (it needs {MIN_SUMMARY_TOKENS})"
+                f"{max(0, target)} tokens for one (it needs {MIN_SUMMARY_TOKENS})"
             )
-            return Outcome(None, 0, range(start), [why])
+            return Outcome(None, range(part.start, part.start), part, [room], why=why)
         primary = self._summarizers[0].name if self._summarizers else DROP
-        target = plan.summary_room
-        found = self._newest_held(primary, target, plan)
-        if found is not None and found[0] == start:
-            return Outcome(found[1], start)
-        previous_at, previous = found if found is not None else (0, None)
-        request_texts = [candidates.text(index) for index in range(previous_at, start)]
-        key = candidates.key(start)
+        found = self._newest_held(primary, target, plan, part)
+        if found is not None and found[0] == part.stop:
+            return Outcome(found[1], part, why=why)
+        previous_at, previous = found if found is not None else (part.start, None)
+        request_texts = [candidates.text(index) for index in range(previous_at, part.stop)]
+        key = _part_key(candidates, part, part.stop)
         failures: list[str] = []
         usage = _Usage()
         for summarizer in self._summarizers:
@@ -245,20 +280,25 @@ class SummarizeWindow(BaseStrategy):
                     usage.add(error.usage)
                 continue
             summary = self.cache.put(primary, target, key, Summary(text, summarizer.name))
-            return Outcome(summary, start, failures=failures, usage=usage.total())
+            return Outcome(summary, part, failures=failures, usage=usage.total(), why=why)
         # Every summarizer failed: keep the previous summary, drop what it does not cover.
-        return Outcome(previous, previous_at, range(previous_at, start), failures, usage.total())
+        covered, dropped = range(part.start, previous_at), range(previous_at, part.stop)
+        return Outcome(previous, covered, dropped, failures, usage.total(), why)
 
-    def _newest_held(self, primary: str, target: int, plan: _Plan) -> tuple[int, Summary] | None:
-        """The longest prefix the cache holds a summary of, with the summary: the
-        boundary's, else the newest checkpoint's before it. The boundary's is asked for
-        alone first: it is held on nearly every turn, in memory, so a turn asks a shared
-        store (SQLite, Redis) nothing, where a batch with checkpoints never summarized (a
-        first visit summarizes at the boundary alone) would send it their keys on every
-        turn. Then the newest few checkpoints, then the rest."""
+    def _newest_held(
+        self, primary: str, target: int, plan: _Plan, part: range
+    ) -> tuple[int, Summary] | None:
+        """The longest stretch of ``part`` from its start the cache holds a summary of,
+        with the summary: the boundary's, else the newest checkpoint's before it. The
+        boundary's is asked for alone first: it is held on nearly every turn, in memory,
+        so a turn asks a shared store (SQLite, Redis) nothing, where a batch with
+        checkpoints never summarized (a first visit summarizes at the boundary alone)
+        would send it their keys on every turn. Then the newest few checkpoints, then
+        the rest."""
         candidates = plan.candidates
-        for batch in _lookups(plan.start, checkpoints(candidates, plan.start, plan.step)):
-            keys = [candidates.key(index) for index in batch]
+        inside = takewhile(part.start.__lt__, checkpoints(candidates, part.stop, plan.step))
+        for batch in _lookups(part.stop, inside):
+            keys = [_part_key(candidates, part, index) for index in batch]
             held = self.cache.get_many(primary, target, keys)
             for index, key in zip(batch, keys, strict=True):
                 if key in held:
@@ -270,40 +310,33 @@ class SummarizeWindow(BaseStrategy):
             self._failed.clear()
         self._failed[attempt] = why
 
-    def _finish(self, history: History, plan: _Plan, outcome: Outcome) -> Selection:
+    def _finish(self, history: History, plan: _Plan, outcomes: list[Outcome]) -> Selection:
         selection = history.selection()
         candidates = plan.candidates
-        for note in outcome.failures:
-            selection.notes.append(note)
-        selection.llm = outcome.usage
-        # The verbatim part fills what the summary leaves, not only its own room: the
-        # boundary sits at a checkpoint (the summary is written once per step), so that
+        usage = _Usage()
+        for outcome in outcomes:
+            selection.notes.extend(outcome.failures)
+            if outcome.usage is not None:
+                usage.add(outcome.usage)
+        selection.llm = usage.total()
+        # The verbatim part fills what the summaries leave, not only its own room: the
+        # boundary sits at a checkpoint (a summary is written once per step), so that
         # room is filled from low_water to whole, and the rest would go unused. The
-        # newest units the summary was written from are then kept verbatim as well.
-        summary = outcome.summary
-        first = plan.start
-        if summary is not None or outcome.dropped:
-            first = min(first, _first_fitting(history, candidates, summary))
-        summarized = min(outcome.covered, first)
+        # newest units a summary was written from are then kept verbatim as well.
+        first, sent = _verbatim_from(history, plan, outcomes)
         verbatim = range(first, plan.start)
         keep_run(
             selection, _units_of(candidates, verbatim), "verbatim, in the room the summary leaves"
         )
         recent = range(plan.start, len(candidates))
         keep_run(selection, _units_of(candidates, recent), "recent, verbatim")
-        if summary is not None and summarized:
-            by = summary.summarizer
-            why = f"older than the recent part; in the summary ({by})"
-            _decide_all(selection, candidates, range(summarized), "summarized", why)
-            # what it was written from: the same tuple on every visit until the next
-            # checkpoint, though the newest of those may be verbatim
-            message = summary.sent(candidates.refs(outcome.covered))
-            last = candidates.unit(summarized - 1)
-            selection.add_synthetic(message, before_unit=last + 1)
-        why = "; ".join(outcome.failures) or "no summary could be written"
-        why = f"dropped, not summarized ({why})"
-        dropped = range(outcome.dropped.start, min(outcome.dropped.stop, first))
-        _decide_all(selection, candidates, dropped, "dropped", why)
+        for outcome in outcomes:
+            if outcome in sent:
+                _place(selection, candidates, outcome, first)
+            why = "; ".join(outcome.failures) or "no summary could be written"
+            why = f"dropped, not summarized ({why})"
+            dropped = range(outcome.dropped.start, min(outcome.dropped.stop, first))
+            _decide_all(selection, candidates, dropped, "dropped", why)
         return selection
 
 
@@ -315,13 +348,69 @@ def _lookups(start: int, checkpoints: Iterator[int]) -> Iterator[list[int]]:
     yield list(checkpoints)
 
 
-def _first_fitting(history: History, candidates: Candidates, summary: Summary | None) -> int:
+def _first_fitting(
+    history: History, candidates: Candidates, summaries: Iterable[Summary | None]
+) -> int:
     """The first candidate from which the rest fits beside the must-keep messages and
-    the summary (its text: the message the window sends, whatever it covers)."""
-    used = history.counter.count_message(summary.counted) if summary and summary.text else 0
+    the summaries (their text: the messages the window sends, whatever they cover)."""
+    count = history.counter.count_message
+    used = sum(count(summary.counted) for summary in summaries if summary and summary.text)
     room = history.budget - history.must_keep_tokens - used
     total = candidates.tokens(len(candidates))
     return 0 if total <= room else candidates.first_reaching(total - room)
+
+
+def _verbatim_from(
+    history: History, plan: _Plan, outcomes: list[Outcome]
+) -> tuple[int, list[Outcome]]:
+    """The first verbatim candidate, and the outcomes whose summaries the window sends.
+    A summary all of whose units fit verbatim beside the others is not sent (the
+    turn's, when what the turn's outgrowing left fits after all), and its room goes to
+    the verbatim part."""
+    if not any(outcome.summary is not None or outcome.dropped for outcome in outcomes):
+        return plan.start, []
+    sent = [outcome for outcome in outcomes if outcome.summary is not None]
+    while True:
+        fitting = _first_fitting(history, plan.candidates, (o.summary for o in sent))
+        first = min(plan.start, fitting)
+        needed = [outcome for outcome in sent if outcome.covered.start < first]
+        if len(needed) == len(sent):
+            return first, sent
+        sent = needed
+
+
+def _place(selection: Selection, candidates: Candidates, outcome: Outcome, first: int) -> None:
+    """Record the units only ``outcome``'s summary holds (those before ``first``) as
+    summarized, and put the summary right after the last of them: where what it
+    covers was. Its covers name every unit it was written from, the same tuple on
+    every visit until the next checkpoint, though the newest of those may be verbatim."""
+    summarized = range(outcome.covered.start, min(outcome.covered.stop, first))
+    if outcome.summary is None or not summarized:
+        return
+    why = outcome.why.format(by=outcome.summary.summarizer)
+    _decide_all(selection, candidates, summarized, "summarized", why)
+    message = outcome.summary.sent(candidates.refs_of(outcome.covered))
+    selection.add_synthetic(message, before_unit=candidates.unit(summarized.stop - 1) + 1)
+
+
+def _turn_split(history: History, candidates: Candidates) -> int:
+    """How many candidates come before the newest user message (all of them when there
+    is none): a summary never stands for messages on both sides of it, which the
+    window always keeps."""
+    if history.newest_user is None:
+        return len(candidates)
+    return candidates.before(history.current_turn.start)
+
+
+def _part_key(candidates: Candidates, part: range, index: int) -> str:
+    """The cache key of a summary of the candidates from ``part``'s start to ``index``:
+    the prefix's key for a part that starts at the first (a rolling summary of the
+    history); else a hash of both ends' prefix keys, so that a summary of the current
+    turn's rounds alone is never taken for one of everything before them."""
+    if not part.start:
+        return candidates.key(index)
+    both = f"from:{candidates.key(part.start)}:to:{candidates.key(index)}"
+    return hashlib.sha256(both.encode("ascii")).hexdigest()
 
 
 @dataclass
@@ -330,6 +419,10 @@ class _Plan:
     start: int
     step: int
     summary_room: int
+    #: What the framing of a summary message costs.
+    framing: int
+    #: The candidates before the newest user message (see :func:`_turn_split`).
+    split: int
 
 
 class _Usage:
