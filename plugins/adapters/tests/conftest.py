@@ -144,6 +144,7 @@ class CountedReads:
         assert converted.messages == first.messages
         assert (converted.sources, converted.parts) == (first.sources, first.parts)
         assert converted.split == first.split
+        assert converted.breaks == first.breaks  # kept as the items grew, and read again
         window = _outcome(lambda: self.module.select(items, budget, strategy))
         again = self.first(
             lambda: _outcome(lambda: self.module.select(copy.deepcopy(items), budget, strategy))
@@ -164,12 +165,15 @@ class CountedReads:
 
 
 def _outcome(select: Callable[[], Any]) -> tuple[Any, ...]:
-    """A window's messages and decided positions, or the error raised instead."""
+    """A window's messages, decided positions and runs of decisions, or the error
+    raised instead."""
     try:
         window = select()
     except Exception as error:
         return type(error), str(error)
-    return window.messages, [d.positions for d in window.record.decisions]
+    record = window.record
+    runs = [(run.units, list(run.positions), run.action) for run in record.decision_runs]
+    return window.messages, [d.positions for d in record.decisions], runs
 
 
 @pytest.fixture

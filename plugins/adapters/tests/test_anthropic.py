@@ -462,3 +462,125 @@ def test_an_edit_in_place_is_read_again(edit: str) -> None:
     fresh = adapter.select(messages, 3000, "fixed", system=system)
     assert window.record.tokens_before == fresh.record.tokens_before
     assert window.messages == fresh.messages
+
+
+# -- the record in the caller's positions ----------------------------------------------
+def use(call_id: str) -> dict[str, Any]:
+    """An assistant message calling one tool."""
+    block = {"type": "tool_use", "id": call_id, "name": "read", "input": {"p": call_id}}
+    return {"role": "assistant", "content": [block]}
+
+
+def answer(call_id: str, text: str, *words: str) -> dict[str, Any]:
+    """A user message with the result of ``call_id``, and ``words`` after it."""
+    result = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    return {"role": "user", "content": [result, *({"type": "text", "text": w} for w in words)]}
+
+
+def runs_of(record: Any) -> list[tuple[range, list[int], str]]:
+    return [(run.units, list(run.positions), run.action) for run in record.decision_runs]
+
+
+def test_the_runs_of_decisions_are_in_the_callers_positions() -> None:
+    """The system parameter is a unit of no position, and a user message split in two
+    (a result, then words) is one position: the runs said ``range(8, 11)`` of the newest
+    exchange (items 5 and 6), as the adapter had read them."""
+    messages = [
+        {"role": "user", "content": "TASK: fix the bug " * 3},
+        use("a"),
+        answer("a", "short result a", "go on"),
+        use("b"),
+        answer("b", "result b " * 20),
+        use("c"),
+        answer("c", "huge result " * 600),
+    ]
+    record = adapter.select(messages, 400, "fixed", system="You are careful.").record
+    assert [(d.positions, d.action) for d in record.decisions][-1] == ((5, 6), "truncated")
+    assert runs_of(record) == [
+        (range(0, 1), [], "kept"),  # the system parameter
+        (range(1, 2), [0], "kept"),
+        (range(2, 3), [1, 2], "kept"),  # the call of a and its result
+        (range(3, 4), [2], "kept"),  # the words after the result
+        (range(4, 5), [3, 4], "kept"),
+        (range(5, 6), [5, 6], "truncated"),
+    ]
+    assert type(record.decision_runs[-1].positions) is range  # read from its ends
+    assert record.notes[0].startswith("cut the tool result of message 6 ")
+    assert record.to_dict(decisions=False)["counts"]["truncated"] == 1
+
+
+def test_user_first_removals_are_in_the_runs_and_counts() -> None:
+    """The units the last pass removed are ``dropped`` in every view of the record: the
+    runs (and the counts read from them) said ``kept``, as the core had decided."""
+    messages = [
+        {"role": "user", "content": "TASK: fix the bug. " + "context " * 400},
+        use("t1"),
+        answer("t1", "small", "Please continue."),
+        use("t2"),
+        answer("t2", "two"),
+    ]
+    record = adapter.select(messages, 200, "fixed", system="Be brief.").record
+    removed = [d for d in record.decisions if "user_first" in d.reason]
+    assert [(d.positions, d.action) for d in removed] == [((1, 2), "dropped")]
+    (run,) = [run for run in record.decision_runs if "user_first" in run.reason]
+    assert (list(run.positions), run.action) == ([1, 2], "dropped")
+    counts = record.to_dict(decisions=False)["counts"]
+    assert counts["dropped"] == sum(d.action == "dropped" for d in record.decisions) == 2
+
+
+def test_a_note_listing_several_runs_of_messages_names_the_callers() -> None:
+    """The core's note on a current turn bigger than the budget lists the messages of
+    the units that went ("messages 4-7, 10-11"): each run in the caller's positions (the
+    runs after the first kept the adapter's)."""
+    messages = [
+        {"role": "user", "content": "TASK: fix the bug"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "now run the tests"},
+    ]
+    for k in range(5):
+        messages += [use(f"c{k}"), answer(f"c{k}", f"result {k} " * 40)]
+    record = adapter.select(messages, 250, "sliding", system="Be brief.").record
+    gone = sorted(p for d in record.decisions if d.action == "dropped" for p in d.positions)
+    assert gone == [3, 4, 5, 6, 9, 10]
+    (note,) = [note for note in record.notes if "current turn" in note]
+    assert "(messages 3-6, 9-10)" in note, note
+
+
+def test_the_runs_of_a_long_history_are_ranges_of_the_callers_positions() -> None:
+    """A run of many units is mapped from its ends, a warm turn as a first: no look at
+    each of its messages."""
+    messages = history(200)
+    for _ in range(2):  # a first turn, then a warm one on the history grown
+        record = adapter.select(messages, 600, "fixed", system=SYSTEM).record
+        dropped = [run for run in record.decision_runs if run.action == "dropped"]
+        assert len(dropped) == 1 and type(dropped[0].positions) is range
+        told = [p for d in record.decisions if d.action == "dropped" for p in d.positions]
+        assert list(dropped[0].positions) == sorted(set(told))
+        messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]
+
+
+def test_a_pipelines_first_stage_is_in_the_callers_positions() -> None:
+    """``record.stages`` (and ``to_dict``'s) of a stage that windowed the caller's list:
+    its decisions, runs and notes in the caller's positions, as the pipeline's own."""
+    pytest.importorskip("ctxwindow_pipeline")
+    messages = history(6, words=300)
+    stages = [{"strategy": "clear_tool_outputs", "keep_recent": 1, "when": "always"}, "fixed"]
+    record = adapter.select(messages, 700, "pipeline", system=SYSTEM, stages=stages).record
+    first = record.stages[0]
+    units = {d.unit: d.positions for d in record.decisions}
+    assert {d.unit: d.positions for d in first.decisions} == units
+    for run in first.decision_runs:
+        assert list(run.positions) == sorted({p for u in run.units for p in units[u]}), run
+    assert record.to_dict()["stages"][0]["decisions"] == [d.to_dict() for d in first.decisions]
+
+
+def test_a_pipelines_note_on_a_stage_keeps_its_message_counts() -> None:
+    """ "messages 27 -> 14" in a note on a stage counts the stage's messages: it was read
+    as a position and came out as "message 17 -> 14"."""
+    pytest.importorskip("ctxwindow_pipeline")
+    stages = [{"strategy": "fixed", "budget_share": 2.0}, "fixed"]
+    record = adapter.select(history(6), 300, "pipeline", system=SYSTEM, stages=stages).record
+    second = record.stages[1]
+    assert second.messages_before < len(adapter.read_messages(history(6), SYSTEM).messages)
+    (note,) = [note for note in record.notes if note.startswith("stages[1] fixed: tokens")]
+    assert f"messages {second.messages_before} -> {second.messages_after}" in note, note

@@ -268,6 +268,21 @@ def test_responses_parallel_calls_with_outputs_between_keep_their_reasoning(
     assert turn.positions == (1, 2, 3, 4, 5)  # one response: reasoning, calls, outputs
 
 
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_responses_runs_of_decisions_are_in_the_callers_positions(strategy: str) -> None:
+    """A turn is one Message of several items, its outputs read after it even where the
+    caller put them between its calls: the runs gave the adapter's positions (three
+    Messages for each turn's five items)."""
+    items = interleaved_history(40)
+    record = responses.select(items, 300, strategy).record
+    units = {d.unit: d.positions for d in record.decisions}
+    (dropped,) = [run for run in record.decision_runs if run.action == "dropped"]
+    assert dropped.positions == range(1, 1 + 5 * len(dropped.units))  # whole turns
+    for run in record.decision_runs:
+        assert list(run.positions) == sorted({p for u in run.units for p in units[u]}), run
+    assert record.count("dropped") == sum(d.action == "dropped" for d in record.decisions)
+
+
 def test_responses_sdk_objects_come_back_as_themselves() -> None:
     items = responses_history(6)
     for index, item in enumerate(items):

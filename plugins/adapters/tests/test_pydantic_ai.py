@@ -174,6 +174,18 @@ def test_a_request_is_split_by_its_parts() -> None:
     check_valid(window.messages)
 
 
+def test_the_runs_of_decisions_are_in_the_callers_positions() -> None:
+    """A request with two tool returns is two Messages: the runs gave the adapter's
+    positions, one more for every such request before them."""
+    messages = history(30)
+    record = adapter.select(messages, 400, "fixed").record
+    units = {d.unit: d.positions for d in record.decisions}
+    (dropped,) = [run for run in record.decision_runs if run.action == "dropped"]
+    assert type(dropped.positions) is range and dropped.positions.stop <= len(messages)
+    for run in record.decision_runs:
+        assert list(run.positions) == sorted({p for u in run.units for p in units[u]}), run
+
+
 def test_bad_input_names_the_message() -> None:
     with pytest.raises(InvalidMessage, match="message 1: expected a ModelRequest"):
         adapter.select([ModelRequest(parts=[UserPromptPart("x")]), {"role": "user"}], 50)

@@ -15,9 +15,11 @@ answering the same call.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import functools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, overload
@@ -25,6 +27,7 @@ from typing import Any, Generic, TypeVar, overload
 from ctxwindow import (
     Conversation,
     Decision,
+    DecisionRun,
     Message,
     Strategy,
     TokenCounter,
@@ -93,6 +96,37 @@ class Converted(Generic[T]):
     #: calls (a remembered conversion): windowed in place of ``messages``, so that a
     #: history that grew by one item costs that item's Message, not a look over all.
     conversation: Conversation | None = None
+    #: The positions whose Messages' items do not follow on from those of the Message
+    #: before (see :meth:`items_at`), ascending; kept as Messages are added (found
+    #: once from ``sources`` when not given), and only ever grown, as those lists.
+    breaks: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.breaks is None:
+            self.breaks = [p for p in range(len(self.sources)) if not self._follows_on(p)]
+
+    def _follows_on(self, position: int) -> bool:
+        """Whether the items of the Message at ``position`` are a run of the caller's
+        items that starts where the Message before's end, or just after."""
+        items = self.sources[position]
+        if not position or not _run_of_items(items):
+            return False
+        before = self.sources[position - 1]
+        return bool(before) and before[-1] <= items[0] <= before[-1] + 1
+
+    def items_at(self, positions: Sequence[int]) -> Sequence[int]:
+        """The caller's items the Messages at ``positions`` stand for, ascending: a
+        range when they lie end to end. A range of positions with no break in it is
+        read from its ends: a run of a long history's units costs no look at each."""
+        sources, breaks = self.sources, self.breaks
+        assert breaks is not None  # set in __post_init__
+        if type(positions) is range and positions.step == 1 and positions:
+            start, stop = positions.start, positions.stop
+            if _run_of_items(sources[start]) and bisect.bisect_right(
+                breaks, start
+            ) == bisect.bisect_left(breaks, stop):
+                return range(sources[start][0], sources[stop - 1][-1] + 1)
+        return _as_range(sorted({item for p in positions for item in sources[p]}))
 
     def position_of(self, message: Message) -> int | None:
         """The position of one of these Messages (None for any other message)."""
@@ -123,6 +157,10 @@ class Converted(Generic[T]):
         self.growing().append(message)
         self.sources.append(items)
         self.parts.append(parts)
+        position = len(self.sources) - 1
+        if not self._follows_on(position):
+            assert self.breaks is not None  # set in __post_init__
+            self.breaks.append(position)
         if parts is not None:
             (item,) = items
             self.split[item] = self.split.get(item, 0) + len(parts)
@@ -148,10 +186,12 @@ class Converted(Generic[T]):
                     self.split[item] = left
                 else:
                     del self.split[item]
-        self.messages, self.sources, self.parts = (
+        breaks = self.breaks or []
+        self.messages, self.sources, self.parts, self.breaks = (
             self.growing()[:count],
             self.sources[:count],
             self.parts[:count],
+            breaks[: bisect.bisect_left(breaks, count)],
         )
 
 
@@ -490,10 +530,6 @@ def _record(
     trim: Trim | None,
 ) -> WindowRecord:
     """The core's record, its positions and counts in the caller's items."""
-    sources = converted.sources
-    items = converted.items
-    removed = {slot.item for slot in trimmed if slot.item is not None}
-    why = trim.reason if trim else ""
     gone = {id(m): m for slot in trimmed for m in slot.messages}
     # positions of the messages taken out before the items were built (Trim.before)
     early = {
@@ -503,63 +539,167 @@ def _record(
         for position in map(converted.position_of, slot.messages)
         if position is not None
     }
+    removed = {slot.item for slot in trimmed if slot.item is not None}
+    taken = _Taken(removed, early, trim.reason if trim else "") if trimmed else None
     freed = sum(windower.counter.count_message(m) for m in gone.values())
-    inner = record
-
-    def decide() -> tuple[Decision, ...]:
-        out = []
-        for decision in inner.decisions:
-            positions = sorted({item for p in decision.positions for item in sources[p]})
-            action, reason = decision.action, decision.reason
-            taken = removed.intersection(positions) or early.intersection(decision.positions)
-            if taken and action != "dropped":
-                action, reason = "dropped", f"{reason}; then removed: {why}"
-            out.append(
-                dataclasses.replace(
-                    decision,
-                    positions=tuple(positions),
-                    ids=tuple(shape.item_id(items[p]) for p in positions),
-                    action=action,
-                    reason=reason,
-                )
-            )
-        return tuple(out)
-
-    notes = tuple(_note_in_items(note, sources) for note in record.notes)
-    if trimmed:
-        notes = (*notes, f"removed {len(trimmed)} more message(s): {why}")
+    mapped = _record_in_items(record, converted, shape, taken)
+    notes = mapped.notes
+    if taken is not None:
+        notes = (*notes, f"removed {len(trimmed)} more message(s): {taken.why}")
     return dataclasses.replace(
-        record,
-        messages_before=len(items),
+        mapped,
+        messages_before=len(converted.items),
         messages_after=size,
         tokens_after=record.tokens_after - freed,
         notes=notes,
-        _decide=decide,
     )
 
 
-_POSITIONS = re.compile(r"\b(messages?) (\d+)(?:-(\d+))?")
+@dataclass(frozen=True)
+class _Taken:
+    """What an adapter's last pass (:class:`Trim`) took out of the window: the caller's
+    ``items``, and the ``early`` converted positions taken before the items were built."""
+
+    items: set[int]
+    early: set[int]
+    why: str
+
+    def of(self, decision: Decision, items: Sequence[int]) -> bool:
+        """Whether ``decision`` (its unit's caller's ``items``) lost a message to it."""
+        return bool(self.items.intersection(items) or self.early.intersection(decision.positions))
 
 
-def _note_in_items(note: str, sources: Sequence[tuple[int, ...]]) -> str:
-    """The host's note ("truncated message 3 ...", "dropped messages 4-6: ...") with its
-    positions in the caller's items."""
+def _record_in_items(
+    record: WindowRecord, converted: Converted[Any], shape: Shape[Any], taken: _Taken | None
+) -> WindowRecord:
+    """``record`` speaking of the caller's items: its decisions and their runs (mapped
+    when first read, as the core builds them: a chat loop that reads neither pays for
+    neither), its notes, and the records of the stages that windowed the caller's list."""
 
-    def item(position: str, last: bool) -> int | None:
-        p = int(position)
-        found = sources[p] if 0 <= p < len(sources) else ()
-        return (found[-1] if last else found[0]) if found else None
+    @functools.cache
+    def decide() -> tuple[Decision, ...]:
+        return tuple(_decision_in_items(d, converted, shape, taken) for d in record.decisions)
+
+    def decide_runs() -> tuple[DecisionRun, ...]:
+        if taken is not None:  # its units went one by one: grouped from the decisions
+            return _runs_of(decide())
+        return tuple(
+            DecisionRun(run.units, converted.items_at(run.positions), run.action, run.reason)
+            for run in record.decision_runs  # the core's, cached there for its next visit
+        )
+
+    size = len(converted.messages)
+    return dataclasses.replace(
+        record,
+        notes=tuple(_note_in_items(note, converted) for note in record.notes),
+        stages=tuple(  # those of a stage whose input is another's window stay as they are
+            _record_in_items(stage, converted, shape, None)
+            if stage.messages_before == size
+            else stage
+            for stage in record.stages
+        ),
+        _decide=decide,
+        _decide_runs=decide_runs,
+    )
+
+
+def _decision_in_items(
+    decision: Decision, converted: Converted[Any], shape: Shape[Any], taken: _Taken | None
+) -> Decision:
+    """One decision in the caller's items, ``dropped`` if the last pass took its unit."""
+    positions = tuple(converted.items_at(decision.positions))
+    action, reason = decision.action, decision.reason
+    if taken is not None and action != "dropped" and taken.of(decision, positions):
+        action, reason = "dropped", f"{reason}; then removed: {taken.why}"
+    items = converted.items
+    return dataclasses.replace(
+        decision,
+        positions=positions,
+        ids=tuple(shape.item_id(items[p]) for p in positions),
+        action=action,
+        reason=reason,
+    )
+
+
+def _runs_of(decisions: Sequence[Decision]) -> tuple[DecisionRun, ...]:
+    """Decisions in runs of consecutive units with one action and reason, each run's
+    items once (a unit may share an item with the next: a user message split in two)."""
+    groups: list[list[Decision]] = []
+    for decision in decisions:
+        last = groups[-1][-1] if groups else None
+        if (
+            last is not None
+            and 0 <= last.unit == decision.unit - 1
+            and (last.action, last.reason) == (decision.action, decision.reason)
+        ):
+            groups[-1].append(decision)
+        else:
+            groups.append([decision])
+    return tuple(
+        DecisionRun(
+            range(group[0].unit, group[-1].unit + 1) if group[0].unit >= 0 else range(0),
+            _as_range(sorted({p for decision in group for p in decision.positions})),
+            group[0].action,
+            group[0].reason,
+        )
+        for group in groups
+    )
+
+
+def _run_of_items(items: tuple[int, ...]) -> bool:
+    """Whether ``items`` is a run of consecutive items, ascending (most are one item)."""
+    if len(items) == 1:
+        return True
+    return bool(items) and items == tuple(range(items[0], items[0] + len(items)))
+
+
+def _as_range(items: list[int]) -> Sequence[int]:
+    """Ascending distinct ``items`` as a range when they lie end to end, else a tuple."""
+    if items and items[-1] - items[0] == len(items) - 1:
+        return range(items[0], items[-1] + 1)
+    return tuple(items)
+
+
+#: A note's positions: "message 3", "messages 4-6", "messages 2-3, 6"; not a count
+#: ("messages 20 -> 12", a pipeline's note on a stage).
+_POSITIONS = re.compile(r"\b(messages?) (\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*)(?![\d-]| ->)")
+
+
+def _note_in_items(note: str, converted: Converted[Any]) -> str:
+    """The host's note ("truncated message 3 ...", "dropped messages 4-6: ...", "(messages
+    2-3, 6)") with its positions in the caller's items."""
+    size = len(converted.messages)
 
     def swap(match: re.Match[str]) -> str:
-        first = item(match.group(2), last=False)
-        final = item(match.group(3) or match.group(2), last=True)
-        if first is None or final is None:
+        spans = [tuple(map(int, piece.split("-"))) for piece in match.group(2).split(", ")]
+        if any(not 0 <= span[0] <= span[-1] < size for span in spans):
+            return match.group(0)  # not positions of these Messages (a count, say)
+        runs = _item_runs(converted.items_at(range(s[0], s[-1] + 1)) for s in spans)
+        if not runs:  # a message that is no item (Anthropic's system parameter)
             return match.group(0)
-        if first == final:
-            return f"message {first}"
-        return f"messages {first}-{final}"
+        words = ", ".join(f"{first}-{last}" if last > first else f"{first}" for first, last in runs)
+        one = len(runs) == 1 and runs[0][0] == runs[0][1]
+        return f"message {words}" if one else f"messages {words}"
 
     return _POSITIONS.sub(swap, note)
+
+
+def _item_runs(pieces: Iterable[Sequence[int]]) -> list[tuple[int, int]]:
+    """The items of ``pieces`` (each ascending) as runs of consecutive items (first,
+    last), in order: a piece that is a range is one run, however long."""
+    edges: list[tuple[int, int]] = []
+    for piece in pieces:
+        if isinstance(piece, range):
+            edges.extend([(piece.start, piece.stop - 1)] if piece else [])
+        else:
+            edges.extend((item, item) for item in piece)
+    runs: list[tuple[int, int]] = []
+    for first, last in sorted(edges):
+        if runs and first <= runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], max(last, runs[-1][1]))
+        else:
+            runs.append((first, last))
+    return runs
 
 
 def text_of(value: Any) -> str:

@@ -140,6 +140,7 @@ class _Read:
             dict(read.split),
             where=read.where,
             conversation=self.conversation,
+            breaks=read.breaks,
         )
 
 

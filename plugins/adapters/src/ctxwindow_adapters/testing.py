@@ -143,6 +143,27 @@ class AdapterConformance:
         where = {id(item): index for index, item in enumerate(history)}
         assert {where[id(item)] for item in window.messages if id(item) in where} <= kept
 
+    def test_the_runs_and_counts_say_what_the_decisions_say(
+        self, adapter: Any, history: list[Any], strategy: str
+    ) -> None:
+        """``decision_runs`` and the counts read from them are another view of the
+        decisions: the same positions in the caller's list, actions and reasons."""
+        record = self._select(adapter, history, self.budget, strategy).record
+        decisions = {decision.unit: decision for decision in record.decisions}
+        covered = []
+        for run in record.decision_runs:
+            told = [decisions[unit] for unit in run.units]
+            covered.extend(run.units)
+            if not told:  # the runner's decision about defective messages
+                continue
+            assert {(d.action, d.reason) for d in told} == {(run.action, run.reason)}, run
+            items = sorted({position for decision in told for position in decision.positions})
+            assert list(run.positions) == items, run
+        assert covered == sorted(unit for unit in decisions if unit >= 0)
+        for action in ("kept", "dropped", "summarized", "truncated", "replaced"):
+            told = [decision for decision in record.decisions if decision.action == action]
+            assert record.count(action) == len(told), action
+
     def test_async_gives_the_same_window(self, adapter: Any, history: list[Any]) -> None:
         strategy = self.strategies[0]
         sync = self._select(adapter, history, self.budget, strategy)
