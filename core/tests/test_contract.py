@@ -26,6 +26,7 @@ from ctxwindow import (
     History,
     InvalidSelection,
     Message,
+    PluginError,
     Selection,
     ToolCall,
     Window,
@@ -198,12 +199,14 @@ def test_a_made_message_goes_between_units_never_inside_one() -> None:
 
 
 def test_made_messages_sit_where_their_units_were_and_count() -> None:
-    """Made messages at each unit boundary, and after every unit: each sits before the
-    unit it goes before (a tool exchange never parted), in the order given, counted."""
+    """Made messages at each unit boundary up to the newest user message: each sits
+    before the unit it goes before (a tool exchange never parted), in the order given,
+    counted. One after the newest user message, standing for nothing of the current
+    turn, would change the request: a violation."""
 
-    def everywhere(history: History) -> Selection:
+    def everywhere(history: History, end: bool = False) -> Selection:
         selection = keep_all(history)
-        for before in range(len(history.units) + 1):
+        for before in range(len(history.units) + end):
             for copy in range(2):
                 text = f"made {before}.{copy}"
                 made = Message("system", text, metadata={"synthetic": True})
@@ -214,9 +217,12 @@ def test_made_messages_sit_where_their_units_were_and_count() -> None:
     window = Windower(Given(everywhere), 1000, "approx").select(history)  # type: ignore[arg-type]
     units = [(u.start, u.stop) for u in Conversation(history).view(get_counter(), 1000).units]
     want: list[Any] = []
-    for before, (start, stop) in enumerate([*units, (len(history), len(history))]):
+    for before, (start, stop) in enumerate(units):
         want += [f"made {before}.{copy}" for copy in range(2)]
         want += history[start:stop]
+    at_end = Windower(Given(lambda h: everywhere(h, end=True)), 1000, "approx")  # type: ignore[arg-type]
+    with pytest.raises(ContractViolation, match=r"after the newest user message \(message 3\)"):
+        at_end.select(history)
     made = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
     assert [m["content"] if m in made else m for m in window.messages] == want
     counted = sum(map(get_counter().count_message, map(Message.from_dict, window.messages)))
@@ -233,7 +239,12 @@ def ten() -> list[dict[str, Any]]:
         (["#2", "#3"], {2, 3}, 2, None),  # where what it covers was
         (["#2", "#3"], {2, 3}, 4, None),  # next to where it was: nothing kept between
         (["#2", "#3"], {2, 3}, 6, "covering messages 2-3 sits after message 5"),
-        (["#2", "#3"], {2, 3}, 10, "covering messages 2-3 sits after message 9"),
+        (
+            ["#2", "#3"],
+            {2, 3},
+            10,
+            r"after the newest user message \(message 8\) and covers messages 2-3",
+        ),
         (["#8", "#9"], set(), 0, "covering messages 8-9 sits before message 0"),
         (["#5", "#6"], set(), 3, "covering messages 5-6 sits before message 3"),
         (["#5", "#6"], set(), 6, None),  # amid what it covers
@@ -310,8 +321,10 @@ class Greedy(BaseStrategy):
 def test_overhead_tokens_must_be_a_whole_number_of_tokens(overhead: Any) -> None:
     bad = type("Bad", (Greedy,), {"name": "bad", "overhead_tokens": overhead})
     assert "overhead_tokens must be an int >= 0" in str(check_registration(bad))
-    caught = violation(lambda: bad().select(chat(), 100))
-    assert caught.problems == (f"overhead_tokens must be an int >= 0 (tokens), got {overhead!r}",)
+    with pytest.raises(PluginError) as built:  # a BaseStrategy class is checked when built
+        bad()
+    said = f"overhead_tokens must be an int >= 0 (tokens), got {overhead!r}"
+    assert str(built.value) == f"strategy 'bad': {said}"
     protocol = Given(keep_all)
     protocol.overhead_tokens = overhead  # type: ignore[attr-defined]
     caught = violation(lambda: Windower(protocol, 100, "approx").select(chat()))  # type: ignore[arg-type]
@@ -350,7 +363,7 @@ def test_a_selection_accepts_int_like_units_and_checks_reasons_and_scores() -> N
     assert selection.scores == {2: 0.5}
     with pytest.raises(InvalidSelection, match="reason for unit 1 must be a string"):
         selection.keep(1, 42)  # type: ignore[arg-type]
-    with pytest.raises(InvalidSelection, match="score for unit 1 must be a number"):
+    with pytest.raises(InvalidSelection, match="score for unit 1 must be a finite number"):
         selection.keep(1, "why", "high")  # type: ignore[arg-type]
     with pytest.raises(InvalidSelection, match="before_unit=5"):
         selection.add_synthetic(Message("user", "s", metadata={"synthetic": True}), 5)

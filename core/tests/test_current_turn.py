@@ -507,7 +507,7 @@ class GrowingSummaryTuple(OneSummaryTuple):
 def test_a_grown_covers_tuple_is_held_to_what_it_adds() -> None:
     """The checker reads only what a covers tuple adds to one it saw before; what it
     adds still places the summary (here: after messages older than what it now covers),
-    and an id the history lacks makes it unplaceable (not checked)."""
+    and an id the history lacks does not exempt it: it is held to what is found."""
     messages = [user(f"turn {i} " * 5) if i % 2 == 0 else assistant("ok") for i in range(12)]
     conversation = Conversation(messages)
     strategy = GrowingSummaryTuple()
@@ -516,10 +516,13 @@ def test_a_grown_covers_tuple_is_held_to_what_it_adds() -> None:
     strategy.more = ("#5",)  # now it also covers message 5: read from what it adds
     strategy.at_end = True
     conversation.append(assistant("and more"))
-    with pytest.raises(ContractViolation, match="covering messages 1-5 sits after"):
+    with pytest.raises(ContractViolation, match="covers messages 1-5"):
         strategy.select(conversation, budget)
-    strategy.more = ("no-such-id",)  # an id the history lacks: not placeable, not held
-    assert strategy.select(conversation, budget).messages[-1]["content"] == "S."
+    strategy.more = ("no-such-id",)  # an id the history lacks: the rest still place it
+    with pytest.raises(ContractViolation, match="covers messages 1-5"):
+        strategy.select(conversation, budget)
+    strategy.at_end = False
+    assert strategy.select(conversation, budget).messages[1]["content"] == "S."
 
 
 def test_covers_ref_names_a_message_by_an_id_only_when_the_id_leads_back_to_it() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwindow import BaseStrategy, History, Selection, Windower, WindowRecord
+from ctxwindow import BaseStrategy, History, Message, Selection, Windower, WindowRecord
 from ctxwindow.testing.conversations import histories
 
 ACTIONS = ("keep", "drop", "summarize", "keep-range", "drop-range", "summarize-range")
@@ -30,9 +30,19 @@ class _Drawn(BaseStrategy):
         selection = history.selection()
         count = len(history.units)
         free = [unit for unit in range(count) if unit not in history.must_keep]
-        for how, first, length, reason in self.plan:
+        room = history.budget - history.must_keep_tokens
+        summary = Message("system", "summary", metadata={"synthetic": True})
+        for planned, first, length, reason in self.plan:
             if not free:
                 break
+            how = planned
+            if how.startswith("summarize") and not selection.synthetic:  # what stands for them
+                cost = history.counter.count_message(summary)
+                if cost > room:  # no room for a summary: drop them instead
+                    how = how.replace("summarize", "drop")
+                else:
+                    selection.add_synthetic(summary, 0)
+                    room -= cost
             unit = free[first % len(free)]
             why = f"reason {reason}"
             if how.endswith("range"):
@@ -48,7 +58,6 @@ class _Drawn(BaseStrategy):
         for unit in list(selection.kept):  # within the budget: drop the oldest kept
             if unit not in history.must_keep:
                 selection.drop(unit, "over budget")
-        room = history.budget - history.must_keep_tokens
         for unit in reversed(free):
             if history.unit_tokens(unit) > room:
                 break

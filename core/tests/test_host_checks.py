@@ -134,6 +134,115 @@ def test_a_name_two_distributions_register_is_a_visible_problem(ctxwindow_regist
     assert all(entry["conflict"] is None for entry in ctxwindow.describe_strategies())
 
 
+def test_a_hook_that_is_never_called_makes_its_plugin_an_error() -> None:
+    """A misspelt hook (pluggy keeps it, unverified) or a hook left unmarked (pluggy
+    passes it over) registers nothing: the plugin's row says why instead of looking
+    fine while its strategy is unknown."""
+
+    class Misspelt:
+        @ctxwindow.hookimpl
+        def register_strategy(self, register: Any) -> None:  # the hook is ..._strategies
+            register(Newest)
+
+    class Unmarked:
+        def register_strategies(self, register: Any) -> None:
+            register(Newest)
+
+    said = {
+        "misspelt": "hook 'register_strategy' is not a ctxwindow hook; did you mean "
+        "'register_strategies'? (it is never called)",
+        "unmarked": "register_strategies() is not marked @ctxwindow.hookimpl, so it is "
+        "never called",
+    }
+    for name, plugin in (("misspelt", Misspelt()), ("unmarked", Unmarked())):
+        ctxwindow.register_plugin(plugin, name, f"ctxwindow-{name}")
+        try:
+            errors = {info.name: info.error for info in ctxwindow.get_plugins()}
+            assert errors[name] == said[name]
+        finally:
+            ctxwindow.unregister_plugin(name)
+    assert all(info.error is None for info in ctxwindow.get_plugins())
+
+
+def test_a_strategy_class_that_declares_itself_wrong_is_refused_when_built() -> None:
+    """What registration refuses, refused too for a class built without registering:
+    a default its own rules refuse, a yes/no check, a common option's name, an async
+    choose."""
+
+    def built(**members: Any) -> str:
+        strategy = type("Made", (Newest,), {"name": "made", **members})
+        with pytest.raises(PluginError) as raised:
+            strategy()
+        return str(raised.value)
+
+    option = ctxwindow.Option
+    text = built(option_specs=(option("turns", int, 0, "turns", minimum=1),))
+    assert "the default of option 'turns' breaks its own rules" in text
+    text = built(option_specs=(option("turns", int, 3, "odd", check=lambda v: v % 2 == 1),))
+    assert "its check returned True; a check returns None when the value is fine" in text
+    text = built(option_specs=(option("time_limit", str, "soon", "mine"),))
+    assert "option 'time_limit' is one every strategy takes" in text
+    text = built(option_specs=(option("x", int, 1, "a"), option("x", str, "s", "b")))
+    assert "option 'x' is declared twice" in text
+
+    async def choose(self: Any, history: History) -> Selection:
+        return history.selection()
+
+    assert "choose() is async" in built(choose=choose)
+
+
+def test_an_achoose_written_without_async_is_named_by_the_host() -> None:
+    class SyncAchoose(Newest):
+        name = "sync-achoose"
+
+        def achoose(self, history: History) -> Selection:  # type: ignore[override]
+            return self.choose(history)
+
+    import asyncio
+
+    with pytest.raises(PluginError, match=r"achoose\(\) returned a Selection, not an awaitable"):
+        asyncio.run(SyncAchoose().aselect(chat(6), 60))
+
+
+def test_a_score_that_is_not_finite_is_refused() -> None:
+    for score in (float("nan"), float("inf")):
+
+        class Scores(Newest):
+            name = "scores"
+
+            def choose(self, history: History, score: float = score) -> Selection:
+                selection = super().choose(history)
+                selection.keep(len(history.units) - 1, "newest", score=score)
+                return selection
+
+        with pytest.raises(ContractViolation, match="must be a finite number"):
+            Scores().select(chat(6), 60)
+
+
+def test_a_name_one_distribution_registers_twice_says_so() -> None:
+    """Nothing to uninstall: the advice is to rename one."""
+
+    class First(Newest):
+        name = "twice"
+
+    class Second(Newest):
+        name = "twice"
+
+    class Twice:
+        @ctxwindow.hookimpl
+        def register_strategies(self, register: Any) -> None:
+            register(First)
+            register(Second)
+
+    ctxwindow.register_plugin(Twice(), "twice", "ctxwindow-twice")
+    try:
+        problems = ctxwindow.plugin_problems()
+    finally:
+        ctxwindow.unregister_plugin("twice")
+    said = "strategy 'twice' is registered twice by 'ctxwindow-twice'; a name is registered once"
+    assert any(said in problem for problem in problems), problems
+
+
 class ForgetsBilling(NeedsModel):
     name = "forgets-billing"
 

@@ -66,16 +66,30 @@ def _placement_problems(
 ) -> list[str]:
     """A made message that says what it covers (``metadata.covers``: message ids, or
     ``#position``) sits where that was: after no kept message newer than what it covers,
-    before none older."""
+    before none older (held to the references found in this history: a rolling summary
+    may name messages the caller no longer sends). And none sits after the newest user
+    message unless it stands for the current turn's own older rounds: the request ends
+    with what the user asked and the exchanges that answer it."""
     problems: list[str] = []
     starts = [start for start, _ in runs]
+    newest_user = history.newest_user
     for at, message in made:
         covers = message.metadata.get("covers")
-        if not isinstance(covers, (list, tuple)) or not covers:
+        span = _SPANS.span(covers, history) if isinstance(covers, (list, tuple)) else None
+        if newest_user is not None and at > newest_user and (span is None or span[0] < newest_user):
+            what = (
+                "names no message of this history it covers"
+                if span is None
+                else f"covers messages {span[0]}-{span[1]}"
+            )
+            problems.append(
+                f"a made {message.role} message sits after the newest user message (message "
+                f"{newest_user}) and {what}: only a summary of the current turn's own older "
+                f"rounds may go after it (place it before unit {history.unit_of(newest_user)})"
+            )
             continue
-        span = _SPANS.span(covers, history)
         if span is None:
-            continue  # refers to something else: nothing to hold it to
+            continue  # refers to nothing here: nothing to hold it to
         low, high = span
         index = bisect.bisect_left(starts, at)  # the runs from here on start at or after it
         before = min(runs[index - 1][1], at) - 1 if index else None
@@ -110,7 +124,7 @@ class _CoverSpans:
         self._lock = threading.Lock()
 
     def span(self, covers: Sequence[object], history: History) -> tuple[int, int] | None:
-        """(low, high) of the positions ``covers`` names, or None when one names none."""
+        """(low, high) of the positions ``covers`` names, or None when none is found."""
         if not isinstance(covers, tuple):
             return _resolve(covers, history)
         conversation = history.conversation
@@ -152,7 +166,7 @@ class _CoverSpans:
             return _resolve(covers, history)
         added = _resolve(covers[len(base) :], history) if len(covers) > len(base) else span
         if added is None:
-            return None
+            return span
         return min(span[0], added[0]), max(span[1], added[1])
 
 
@@ -160,16 +174,22 @@ _SPANS = _CoverSpans()
 
 
 def _resolve(covers: Sequence[object], history: History) -> tuple[int, int] | None:
-    found = [_covered(ref, history) for ref in covers]
-    covered = [p for p in found if p is not None]
-    if len(covered) < len(found):
+    """(low, high) of the positions the references found in ``history`` name; None when
+    none is found."""
+    covered = [p for p in map(_covered, covers, repeat(history)) if p is not None]
+    if not covered:
         return None
     return min(covered), max(covered)
 
 
 def _covered(ref: object, history: History) -> int | None:
+    """The position a ``covers`` reference names: ``#position`` (what
+    ``history.covers_ref`` gives), a message id, or a position as an int."""
+    if type(ref) is int:
+        return ref if 0 <= ref < len(history) else None
     if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
-        return int(ref[1:])
+        position = int(ref[1:])
+        return position if position < len(history) else None
     return history.position_of_id(str(ref))
 
 

@@ -9,6 +9,7 @@ when absent, let a strategy say more.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import threading
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ctxwindow._options import Option
-from ctxwindow.errors import InvalidBudget, InvalidQuery
+from ctxwindow.errors import InvalidBudget, InvalidOption, InvalidQuery, PluginError
 
 if TYPE_CHECKING:
     from ctxwindow._history import History
@@ -134,11 +135,12 @@ def check_registration(factory: Any) -> str | None:
             f"strategy {name!r} has no choose() method: a strategy implements "
             f"choose(history) -> Selection, and the runner does the rest"
         )
-    problem = _declaration_problem(factory)
+    problem = declaration_problem(factory)
     return f"strategy {name!r}: {problem}" if problem else None
 
 
-def _declaration_problem(factory: Any) -> str | None:
+def declaration_problem(factory: Any) -> str | None:
+    """What is wrong with how a strategy class declares itself, or None."""
     if not isinstance(getattr(factory, "requires_llm", False), bool):
         return "requires_llm must be True or False"
     overhead = getattr(factory, "overhead_tokens", 0)
@@ -149,6 +151,35 @@ def _declaration_problem(factory: Any) -> str | None:
     specs: Sequence[Any] = declared_options(factory)
     if not all(isinstance(spec, Option) for spec in specs):
         return "option_specs must hold ctxwindow.Option objects"
+    return _options_problem(specs) or _async_problem(factory)
+
+
+def _options_problem(specs: Sequence[Option]) -> str | None:
+    """A declared option that cannot work: a name declared twice (one of the options
+    every strategy takes, or its own twice), or a default its own rules refuse."""
+    names = [spec.name for spec in specs]
+    common = {option.name for option in COMMON_OPTIONS}
+    for at, name in enumerate(names):
+        if name in names[:at]:
+            whose = "one every strategy takes" if name in common else "declared twice"
+            return f"option {name!r} is {whose}; give it another name"
+    for spec in specs:
+        if spec.default is None and spec.nullable:
+            continue
+        try:
+            spec.validate("its declaration", spec.default)
+        except InvalidOption as error:
+            return f"the default of option {spec.name!r} breaks its own rules ({error})"
+        except PluginError as error:  # its check answers yes or no
+            return str(error)
+    return None
+
+
+def _async_problem(factory: Any) -> str | None:
+    """``choose`` written ``async``: the runner calls it without awaiting (async code
+    goes in ``achoose``, which it awaits)."""
+    if inspect.iscoroutinefunction(getattr(factory, "choose", None)):
+        return "choose() is async; write a plain choose() and put the async one in achoose()"
     return None
 
 

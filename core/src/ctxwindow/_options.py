@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxwindow.errors import InvalidOption, closest
+from ctxwindow.errors import InvalidOption, PluginError, closest
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,11 @@ class Option:
             )
         if self.check is not None:
             problem = self.check(value)
+            if isinstance(problem, bool):  # a yes/no predicate: its answer means nothing here
+                raise PluginError(
+                    f"{owner}: option {self.name!r}: its check returned {problem!r}; a check "
+                    f"returns None when the value is fine, else a string saying what is wrong"
+                )
             if problem:
                 raise InvalidOption(f"{owner}: option {self.name!r} {problem}")
         if isinstance(number, float) and not math.isfinite(number):  # NaN passed the ranges

@@ -285,13 +285,17 @@ class Plugins:
             return
         self.manager.register(module, name=name)
         hooks = sorted(caller.name for caller in self.manager.get_hookcallers(module) or [])
+        problem = _hook_problem(self.manager, module, hooks)
         self.infos[name] = PluginInfo(
             name=name,
             distribution=distribution,
             version=version,
             module=getattr(module, "__name__", None),
             hooks=hooks,
+            error=problem,
         )
+        if problem:
+            _logger().warning("plugin %r from distribution %r: %s", name, distribution, problem)
 
     def register(self, plugin: object, name: str, distribution: str | None = None) -> None:
         """Register a plugin object by hand (an app's own plugin, or a test's)."""
@@ -427,6 +431,23 @@ class Plugins:
                     ) from None
                 self._instances[key] = made
         return made
+
+
+def _hook_problem(manager: pluggy.PluginManager, plugin: object, hooks: list[str]) -> str | None:
+    """A plugin's hook that is never called: marked ``@hookimpl`` under a name that is
+    no ctxwindow hook (pluggy keeps it, unverified), or named as a hook but not marked
+    (pluggy passes it over). Either way the plugin registers nothing through it."""
+    specified = {name for name, caller in vars(manager.hook).items() if caller.has_spec()}
+    for name in hooks:
+        if name not in specified:
+            return (
+                f"hook {name!r} is not a ctxwindow hook{did_you_mean(name, specified)} "
+                f"(it is never called)"
+            )
+    for name in sorted(specified - set(hooks)):
+        if callable(getattr(plugin, name, None)):
+            return f"{name}() is not marked @ctxwindow.hookimpl, so it is never called"
+    return None
 
 
 def _call(hook_name: str, hook: Callable[..., Any], *args: Any) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -121,6 +122,9 @@ class Selection:
         self.notes: list[str] = []
         #: The records of the strategies a composed strategy ran, in order (a pipeline's).
         self.stages: list[Any] = []
+        #: Whether summarize() was called: only then may a unit be summarized without
+        #: the lists spelled out (the runner then looks for the summary standing for it).
+        self._summarizes = False
         #: Units below this were carried from an earlier visit: decided, not to change.
         self._locked = 0
         self._carried: Carried | None = None
@@ -255,7 +259,7 @@ class Selection:
             and 0 <= unit < self._count
             and type(reason) is str
             and reason
-            and (score is None or type(score) is float)
+            and (score is None or (type(score) is float and -math.inf < score < math.inf))
         ):
             decided[unit] = ("kept", reason)
             if score is not None:
@@ -277,6 +281,7 @@ class Selection:
         """Record that ``unit`` (or each unit of a ``range``) is in a summary the
         strategy adds. A range costs one call, not one per unit: a rolling summary
         stands for nearly the whole history, every turn."""
+        self._summarizes = True
         if type(unit) is range:
             self._decide_run(unit, "summarized", reason, None)
             self._unkeep(unit)
@@ -344,11 +349,14 @@ class Selection:
             self._reasons[unit] = reason
         if score is not None:
             try:
-                self.scores[unit] = float(score)
+                number = float(score)
             except (TypeError, ValueError):
+                number = math.nan
+            if not math.isfinite(number):  # NaN and infinity: no JSON record could hold them
                 raise InvalidSelection(
-                    f"the score for unit {unit} must be a number, got {score!r}"
-                ) from None
+                    f"the score for unit {unit} must be a finite number, got {score!r}"
+                )
+            self.scores[unit] = number
         return unit
 
     def _decide_run(self, units: range, action: str, reason: str, score: float | None) -> None:

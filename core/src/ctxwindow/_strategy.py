@@ -3,19 +3,20 @@ that a strategy only decides which units to keep (:meth:`BaseStrategy.choose`)."
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from ctxwindow._contract import COMMON_OPTIONS
+from ctxwindow._contract import COMMON_OPTIONS, declaration_problem
 from ctxwindow._history import History
 from ctxwindow._options import Option, validate_options
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter
 from ctxwindow._window import Window
 from ctxwindow._windower import Windower
-from ctxwindow.errors import LLMNotConfigured
+from ctxwindow.errors import LLMNotConfigured, PluginError
 from ctxwindow.kit import redact
 
 
@@ -38,6 +39,9 @@ class BaseStrategy(ABC):
 
     def __init__(self, **options: Any) -> None:
         owner = f"strategy {self.name!r}"
+        problem = _declared_wrong(type(self))
+        if problem:  # what registration refuses, for a class used without registering
+            raise PluginError(f"{owner}: {problem}")
         self.options: Mapping[str, Any] = MappingProxyType(
             validate_options(owner, self.all_options(), options)
         )
@@ -92,13 +96,21 @@ class BaseStrategy(ABC):
         return await Windower(self, budget, counter).aselect(messages, query=query)
 
     def __repr__(self) -> str:
-        changed = {k: v for k, v in self.options.items() if v != _default(self, k)}
+        options = getattr(self, "options", {})  # none yet when its declaration was refused
+        changed = {k: v for k, v in options.items() if v != _default(self, k)}
         # A URL option (a cache server's) may carry a password: never shown.
         shown = {
             k: redact(v) if isinstance(v, str) and "://" in v else v for k, v in changed.items()
         }
         args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return f"{type(self).__name__}({args})"
+
+
+@functools.cache
+def _declared_wrong(cls: type[BaseStrategy]) -> str | None:
+    """What is wrong with how ``cls`` declares itself (its options, ``requires_llm``,
+    an async ``choose``), read once per class."""
+    return declaration_problem(cls)
 
 
 def _default(strategy: BaseStrategy, name: str) -> Any:

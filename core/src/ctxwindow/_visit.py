@@ -164,6 +164,15 @@ class _ByUnit(Sequence[T]):
         return iter(values)
 
 
+def _any_summarized(actions: list[str] | _ByUnit[str]) -> bool:
+    """Whether any unit's action is ``summarized``: read from what the strategy decided
+    (its runs and units), or from its spelled-out list."""
+    if isinstance(actions, _ByUnit):
+        runs = (action for _, _, action in actions.runs)
+        return "summarized" in actions.given.values() or "summarized" in runs
+    return "summarized" in actions
+
+
 def _by_unit(
     selection: Selection, made: Decisions | None
 ) -> tuple[list[str] | _ByUnit[str], list[str | None] | _ByUnit[str | None]]:
@@ -471,7 +480,8 @@ class Visit:
         elif position == history.newest_user:
             what = "the newest user message"
         else:
-            what = f"a {'pinned ' if message.pinned else ''}{message.role} message"
+            kind = f"{'pinned ' if message.pinned else ''}{message.role}"
+            what = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} message"
         return {
             "biggest": f"message {position}, {what}, {tokens:,} tokens",
             "position": position,
@@ -610,6 +620,12 @@ class Visit:
             by_unit = chosen.actions if isinstance(chosen.actions, _ByUnit) else None
             problems.extend(record_problems(chosen.actions, chosen.kept, count, by_unit))
         problems.extend(synthetic_problems(chosen.synthetic, count))
+        summarizes = selection._summarizes or made is None  # else none is summarized
+        if summarizes and not chosen.synthetic and not problems and _any_summarized(chosen.actions):
+            problems.append(
+                "units are recorded as summarized but the selection made no message to "
+                "stand for them: add the summary with add_synthetic(), or drop() them"
+            )
         if unit_scores_problem:
             problems.append(unit_scores_problem)
         stand_ins = history._replacements

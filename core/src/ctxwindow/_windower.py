@@ -21,7 +21,8 @@ server's, does not end).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow._contract import (
@@ -50,7 +51,6 @@ from ctxwindow.errors import (
 
 if TYPE_CHECKING:
     import concurrent.futures
-    from collections.abc import Awaitable
 
 #: The options every strategy takes, by name (see :meth:`Windower.common_option`).
 _COMMON_NAMES = tuple(option.name for option in COMMON_OPTIONS)
@@ -140,12 +140,14 @@ class Windower:
         limit = self._time_limit()
         if limit is None:
             with self._strategy_code():
-                selection = await achoose(history) if achoose else self.strategy.choose(history)
+                selection = (
+                    await _awaitable(achoose(history)) if achoose else self.strategy.choose(history)
+                )
             return visit.finish(selection)
         call: Awaitable[Selection]
         if achoose is not None:
             with self._strategy_code():
-                call = achoose(history)
+                call = _awaitable(achoose(history))
         else:
             future = self._worker(history, "choose")
             if future is None:
@@ -218,9 +220,9 @@ class Windower:
         except CtxWindowError:
             raise
         except Exception as error:
+            source = f" from distribution {self.distribution!r}" if self.distribution else ""
             raise PluginError(
-                f"strategy {self.strategy.name!r} from distribution {self.distribution!r} "
-                f"failed: {type(error).__name__}: {error}"
+                f"strategy {self.strategy.name!r}{source} failed: {type(error).__name__}: {error}"
             ) from error
 
     def violation(self, problems: Sequence[str]) -> ContractViolation:
@@ -238,3 +240,17 @@ class Windower:
             f"Windower({self.strategy!r}, budget={self.budget}, "
             f"counter={self.counter.name!r}{timed})"
         )
+
+
+def _awaitable(made: Any) -> Awaitable[Selection]:
+    """What ``achoose`` returned, if it can be awaited; else a TypeError (the strategy's
+    failure, as a PluginError) saying how to write it: an ``achoose`` without ``async``
+    returns its Selection at once."""
+    if not inspect.isawaitable(made):
+        raise TypeError(
+            f"achoose() returned a {type(made).__name__}, not an awaitable: write it as "
+            f"`async def achoose(self, history)` (or leave it out: the runner then calls "
+            f"choose() in a worker thread)"
+        )
+    awaitable: Awaitable[Selection] = made
+    return awaitable

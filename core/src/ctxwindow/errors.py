@@ -136,6 +136,12 @@ class DuplicateName(CtxWindowError, LookupError):
 
     def __init__(self, kind: str, name: str, first: str, second: str) -> None:
         self.kind, self.name, self.first, self.second = kind, name, first, second
+        if first == second:  # one distribution's own mistake: nothing to uninstall
+            super().__init__(
+                f"{kind} {name!r} is registered twice by {first!r}; a name is registered "
+                f"once (give the other {kind} another name)"
+            )
+            return
         super().__init__(
             f"{kind} {name!r} is registered by both {first!r} and {second!r}; "
             f"uninstall one of them or block one with CTXWINDOW_DISABLE_PLUGINS"

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
 
-from ctxwindow import Message, Strategy, Windower
+from ctxwindow import Message, Strategy, Window, Windower
 from ctxwindow._contract import NAME_PATTERN
 from ctxwindow._messages import read_message
-from ctxwindow.errors import InvalidBudget, InvalidMessage
-from ctxwindow.testing.checks import check_window, checked_outcome
+from ctxwindow.errors import BudgetTooSmall, InvalidBudget, InvalidMessage, OrphanToolResult
+from ctxwindow.testing.checks import _mutated, check_window, checked_outcome
 from ctxwindow.testing.conversations import BUDGETS, agent_histories, battery, histories
 from ctxwindow.testing.pytest_plugin import note_generated
 
@@ -170,12 +171,22 @@ class StrategyConformance:
                     "by history.conversation, in a weakref.WeakKeyDictionary)"
                 )
 
-    def test_async_gives_the_sync_window(self, strategy: Strategy) -> None:
-        messages = battery()["tool-chains"]
-        windower = Windower(strategy, 150, self.counter)
-        sync = windower.select(messages)
-        done = asyncio.run(windower.aselect(messages))
-        assert done.messages == sync.messages
+    @pytest.mark.parametrize("case", ["tool-chains", "agent-long-turn", "pinned"])
+    def test_async_gives_the_sync_window(self, strategy: Strategy, case: str) -> None:
+        """``aselect`` leaves the input as it was (the runner cannot see a change made in
+        ``achoose``: both windows would hold the changed objects) and gives what
+        ``select`` gives, at a tight budget and a loose one."""
+        messages = battery()[case]
+        before = copy.deepcopy(messages)
+        for budget in (150, 400):
+            windower = Windower(strategy, budget, self.counter)
+            done = _or_error(functools.partial(_aselect, windower, messages))
+            assert messages == before, f"aselect: {_mutated(before, messages)}"
+            sync = _or_error(functools.partial(windower.select, messages))
+            if isinstance(done, Exception) or isinstance(sync, Exception):
+                assert type(done) is type(sync), f"aselect gave {done!r}, select gave {sync!r}"
+            else:
+                assert done.messages == sync.messages, f"{case!r} at {budget}"
 
     @pytest.mark.parametrize("budget", [0, -5, 2.5, "100", None, True])
     def test_bad_budget_is_a_clear_error(self, strategy: Strategy, budget: Any) -> None:
@@ -192,3 +203,16 @@ class StrategyConformance:
     def test_bad_messages_are_a_clear_error(self, strategy: Strategy, messages: Any) -> None:
         with pytest.raises(InvalidMessage):
             Windower(strategy, 100, self.counter).select(messages)
+
+
+def _aselect(windower: Windower, messages: Any) -> Window[Any]:
+    return asyncio.run(windower.aselect(messages))
+
+
+def _or_error(visit: Callable[[], Window[Any]]) -> Window[Any] | Exception:
+    """The window, or the error a visit may rightly raise (BudgetTooSmall at a tight
+    budget); any other error fails the test."""
+    try:
+        return visit()
+    except (BudgetTooSmall, OrphanToolResult) as error:
+        return error
