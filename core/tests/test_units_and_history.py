@@ -108,7 +108,7 @@ def test_several_unanswered_calls_are_named_sorted() -> None:
     history = view([user("q"), calls("zeta", "alpha"), user("again")])
     assert defects(history) == [(1, 2)]
     assert history.defects[0].problem == (
-        "the assistant's tool call(s) alpha, zeta have no tool result right after them"
+        "the assistant's tool call(s) 'alpha', 'zeta' have no tool result right after them"
     )
 
 
@@ -117,7 +117,7 @@ def test_unanswered_call_followed_by_a_message_is_a_defect() -> None:
     assert defects(history) == [(1, 3)]  # the call and its partial results
     # names only the calls left unanswered
     assert history.defects[0].problem == (
-        "the assistant's tool call(s) c1 have no tool result right after them"
+        "the assistant's tool call(s) 'c1' have no tool result right after them"
     )
     assert spans(history) == [(0, 1), (3, 4), (4, 5)]
     assert history.unit_of(1) is None and history.unit_of(2) is None
@@ -128,7 +128,7 @@ def test_unanswered_call_at_the_end_is_a_defect_of_the_view() -> None:
     history = conversation.view(APPROX, 1000)
     assert defects(history) == [(1, 3)]
     assert history.defects[0].problem == (
-        "the assistant's tool call(s) c2 have no tool result right after them"
+        "the assistant's tool call(s) 'c2' have no tool result right after them"
     )
     assert spans(history) == [(0, 1)]
     # answering the last call closes the unit: the defect was only the view's

@@ -639,7 +639,11 @@ def _read_tool_call(index: int | None, number: int, call: object) -> ToolCall:
     if not isinstance(call, Mapping) or not isinstance(body, Mapping):
         raise InvalidMessage(index, f"tool call {number} must be a dict with a {body_key!r}")
     call_id, name = call.get("id"), body.get("name")
-    if not isinstance(call_id, str) or not call_id:
+    if call_id is not None and not isinstance(call_id, str):
+        raise InvalidMessage(
+            index, f"tool call {number}'s 'id' must be a string, got {type(call_id).__name__}"
+        )
+    if not call_id:
         raise InvalidMessage(index, f"tool call {number} has no 'id'")
     if not isinstance(name, str):
         raise InvalidMessage(index, f"tool call {number} has no {body_key} 'name'")

@@ -50,6 +50,6 @@ def unanswered_calls(start: int, stop: int, call_ids: set[str]) -> Defect:
     return Defect(
         start,
         stop,
-        f"the assistant's tool call(s) {', '.join(sorted(call_ids))} have no tool result "
-        f"right after them",
+        f"the assistant's tool call(s) {', '.join(map(repr, sorted(call_ids)))} have no "
+        f"tool result right after them",
     )
