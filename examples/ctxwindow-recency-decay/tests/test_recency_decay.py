@@ -43,6 +43,20 @@ def test_a_keyword_keeps_an_old_unit_the_recent_ones_would_push_out() -> None:
     assert decision.action == "kept" and decision.reason == "among the highest scores that fit"
 
 
+def test_a_task_statement_too_big_for_the_core_to_keep_is_ranked_first() -> None:
+    """Over a quarter of the budget the core does not keep the task statement outright;
+    the strategy ranks it first among the units it scores, unless the option is off."""
+    messages = chat(12)
+    messages[1] = {"role": "user", "content": "Audit invoice INV-4471 for duplicates. " * 8}
+    budget = 300
+    assert RecencyDecay().select(messages, budget).record.tokens_after <= budget
+    window = RecencyDecay().select(messages, budget)
+    decision = next(d for d in window.record.decisions if 1 in d.positions)
+    assert decision.action == "kept" and decision.reason == "task statement (ranked first)"
+    off = RecencyDecay(task_statement=False).select(messages, budget)
+    assert messages[1] not in off.messages
+
+
 def test_scores_halve_every_half_life_and_are_recorded() -> None:
     window = RecencyDecay(half_life=2).select(chat(12), 120)
     scores = {d.unit: d.score for d in window.record.decisions if d.score is not None}

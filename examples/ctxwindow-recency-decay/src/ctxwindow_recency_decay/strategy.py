@@ -10,6 +10,10 @@ from ctxwindow import BaseStrategy, History, Option, Selection
 from ctxwindow.kit import terms
 
 KEPT = "among the highest scores that fit"
+#: The task statement (the first user message) comes first among the units this
+#: strategy ranks: the core keeps it outright when it costs at most a quarter of the
+#: budget, and a strategy that scores units gives it a protected place when it is bigger.
+TASK_FIRST = "task statement (ranked first)"
 DROPPED = "does not fit the room left by units with higher scores"
 
 
@@ -26,8 +30,8 @@ class RecencyDecay(BaseStrategy):
     A unit's score halves every ``half_life`` units of age (the newest unit has age 0)
     and is multiplied by ``1 + keyword_boost`` for each keyword it mentions, so an old
     message about the invoice can outrank yesterday's small talk. Units are taken
-    best score first (the newer one on a tie) while they fit; the window keeps them in
-    conversation order.
+    best score first (the newer one on a tie) while they fit, the task statement first
+    of all when the core could not keep it; the window keeps them in conversation order.
     """
 
     name = "recency-decay"
@@ -74,10 +78,11 @@ class RecencyDecay(BaseStrategy):
         room = history.budget - history.must_keep_tokens
         candidates = [unit for unit in range(len(history.units)) if unit not in history.must_keep]
         scores = {unit: self.score(history, unit) for unit in candidates}
-        for unit in sorted(candidates, key=lambda u: (-scores[u], -u)):
+        task = history.task_unit  # None when the task_statement option is off
+        for unit in sorted(candidates, key=lambda u: (u != task, -scores[u], -u)):
             tokens = history.unit_tokens(unit)
             if tokens <= room:
-                selection.keep(unit, KEPT, score=scores[unit])
+                selection.keep(unit, TASK_FIRST if unit == task else KEPT, score=scores[unit])
                 room -= tokens
             else:
                 selection.drop(unit, DROPPED, score=scores[unit])
