@@ -7,11 +7,14 @@ through a ``.pth`` file, so nothing is installed into the environment running th
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import ctxwindow
+from ctxwindow import BaseStrategy, History, Selection
 from ctxwindow import _cli as cli
 from ctxwindow_scaffold.scaffold import create_plugin, plugin_names, template
 
@@ -61,6 +64,54 @@ def test_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert cli.main(["new-plugin", "mine", "--dir", str(tmp_path)]) == cli.EXIT_ERROR
     assert "already exists" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "ctxwindow-mine").iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("fixed", "ctxwindow-fixed {} is installed here"),  # would replace it
+        ("ctxwindow-sliding", "ctxwindow-sliding {} is installed here"),
+        ("clear-tool-outputs", None),  # a strategy name, spelled otherwise: free
+    ],
+)
+def test_refuses_the_name_of_an_installed_plugin(
+    name: str, said: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pip would replace the installed plugin with the new package, without a word."""
+    code = cli.main(["new-plugin", name, "--dir", str(tmp_path)])
+    if said is None:
+        assert code == 0
+        return
+    assert code == cli.EXIT_ERROR
+    version = metadata.version("ctxwindow-" + name.removeprefix("ctxwindow-"))
+    assert said.format(version) in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_refuses_a_strategy_name_another_plugin_registers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two plugins registering one strategy name block each other."""
+
+    class RecentFirst(BaseStrategy):
+        name = "recent-first"
+
+        def choose(self, history: History) -> Selection:
+            return history.selection()
+
+    class Other:
+        @ctxwindow.hookimpl
+        def register_strategies(self, register: Any) -> None:
+            register(RecentFirst)
+
+    ctxwindow.register_plugin(Other(), "other", "ctxwindow-other")
+    try:
+        code = cli.main(["new-plugin", "recent-first", "--dir", str(tmp_path)])
+    finally:
+        ctxwindow.unregister_plugin("other")
+    assert code == cli.EXIT_ERROR
+    assert "registered by 'ctxwindow-other'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_names_derive_from_the_strategy_name() -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ctxwindow import describe_strategies
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 11):
@@ -63,6 +65,27 @@ def plugin_names(name: str) -> PluginNames:
     )
 
 
+def _check_untaken(names: PluginNames) -> None:
+    """ValueError when the names are another plugin's: a distribution of that name is
+    installed (installing the new one would replace it, with no warning from pip), or
+    an installed plugin registers a strategy of that name (neither could be selected)."""
+    try:
+        installed = metadata.version(names.distribution)
+    except metadata.PackageNotFoundError:
+        installed = None
+    if installed is not None:
+        raise ValueError(
+            f"{names.distribution} {installed} is installed here: installing a new package "
+            f"of that name would replace it; pick another name"
+        )
+    taken = next((d for d in describe_strategies() if d.get("name") == names.name), None)
+    if taken is not None:
+        raise ValueError(
+            f"strategy {names.name!r} is registered by {taken.get('distribution')!r}: two "
+            f"plugins of one name block each other; pick another name"
+        )
+
+
 def template() -> Traversable:
     """The template directory inside the installed ctxwindow-scaffold."""
     return resources.files("ctxwindow_scaffold").joinpath("templates").joinpath("plugin")
@@ -74,6 +97,7 @@ def create_plugin(name: str, directory: str | Path = ".") -> Path:
     Raises ValueError for a bad name and FileExistsError when the target exists.
     """
     names = plugin_names(name)
+    _check_untaken(names)
     target = Path(directory) / names.distribution
     if target.exists():
         raise FileExistsError(f"{target} already exists; not overwriting it")
