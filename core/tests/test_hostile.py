@@ -724,18 +724,26 @@ def test_agent_a_huge_result_after_a_huge_request(name: str, oversize: str) -> N
 def test_agent_a_retried_step_appended_twice(name: str, same_object: bool) -> None:
     answer = result("a", "INV-1001 paid " * 10)
     messages = _agent_history(calls("a"), answer, answer if same_object else dict(answer))
-    before = copy.deepcopy(messages)
-    strict = _agent_strategy(name)
-    _raises_cleanly(
-        lambda: strict.select(messages, 10_000),
-        OrphanToolResult,
+    window = _raises_then_drops(
+        name,
+        messages,
         "message 8: tool result for call 'a' repeats one the exchange before it (messages 6-7)",
     )
-    assert messages == before
-    window = _agent_window(_agent_strategy(name, orphans="drop"), messages, 10_000)
     assert len(window.messages) == 8
     _assert_run(window, messages[5:8])
     assert "repeats one the exchange before it" in _note(window, "dropped messages 8-8: ")
+
+
+def _raises_then_drops(
+    name: str, messages: list[dict[str, Any]], said: str
+) -> ctxwindow.Window[Any]:
+    """The strategy raises OrphanToolResult saying ``said``, leaving the input as it was;
+    with ``orphans='drop'``, its window (the input still as it was)."""
+    before = copy.deepcopy(messages)
+    strict = _agent_strategy(name)
+    _raises_cleanly(lambda: strict.select(messages, 10_000), OrphanToolResult, said)
+    assert messages == before
+    return _agent_window(_agent_strategy(name, orphans="drop"), messages, 10_000)
 
 
 def _retried_in_a_parallel_round() -> list[dict[str, Any]]:
@@ -777,15 +785,9 @@ def test_agent_a_retried_step_inside_a_parallel_round_drops_the_repeat_alone(
 @pytest.mark.parametrize("name", AGENT_STRATEGIES)
 def test_agent_a_result_whose_call_id_matches_no_call(name: str) -> None:
     messages = _agent_history(calls("a"), result("b", "stray"))
-    before = copy.deepcopy(messages)
-    strict = _agent_strategy(name)
-    _raises_cleanly(
-        lambda: strict.select(messages, 10_000),
-        OrphanToolResult,
-        "message 6: the assistant's tool call(s) 'a' have no tool result",
+    window = _raises_then_drops(
+        name, messages, "message 6: the assistant's tool call(s) 'a' have no tool result"
     )
-    assert messages == before
-    window = _agent_window(_agent_strategy(name, orphans="drop"), messages, 10_000)
     assert window.messages == messages[:6] and window.messages[-1] is messages[5]
     assert "tool call(s) 'a' have no tool result" in _note(window, "dropped messages 6-6: ")
     assert "call 'b' does not follow" in _note(window, "dropped messages 7-7: ")
