@@ -270,6 +270,9 @@ def test_core_alone_has_no_strategy_and_says_how_to_install_fixed(venv: Venv) ->
     assert [plugin["distribution"] for plugin in found["report"]] == ["ctxwindow"]
     assert_fixed_missing(found)
     assert "installed strategies: none" in found["fixed"]["message"]
+    listing = _run([str(venv.python), "-I", "-m", "ctxwindow", "strategies"], env=_clean_env())
+    assert listing.stdout == ""
+    assert listing.stderr == f"no strategy is installed; for the first one: {FIXED_HINT}\n"
 
 
 FIXED_INSTALLED = """

@@ -305,18 +305,21 @@ def test_a_plugin_adds_a_command_and_a_broken_one_is_reported(
     assert errors["ctxwindow-greets"] is None
 
 
-def test_a_command_that_comes_with_a_plugin_not_installed_says_what_to_install(
+def test_a_command_whose_plugin_the_environment_keeps_out_says_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Installed but kept out: the error says which variable, not to install it (a
+    plugin not installed at all is tests/test_ecosystem.py's, in a venv of the core)."""
     from ctxwindow._cli import main
 
-    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-eval")  # as if not installed
+    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "ctxwindow-eval")
     ctxwindow.reload_plugins()
     try:
         assert main(["eval", "data.json"]) == 2
         error = capsys.readouterr().err
         assert error == (
-            "ctxwindow: error: no command 'eval' here; it comes with `pip install ctxwindow-eval`\n"
+            "ctxwindow: error: no command 'eval' here: ctxwindow-eval is installed, but "
+            "CTXWINDOW_DISABLE_PLUGINS keeps it out\n"
         )
         with pytest.raises(SystemExit) as usage:  # argparse's own one-line error
             main(["no-such-command"])

@@ -143,7 +143,7 @@ def test_plugins_is_a_table_and_json_with_the_flag(capsys: pytest.CaptureFixture
     assert "module" in verbose.splitlines()[0] and "ctxwindow._tokens" in verbose
     code, raw, _ = cli(capsys, "plugins", "--json")
     report = json.loads(raw)
-    assert set(report) == {"plugins", "problems"}
+    assert set(report) == {"plugins", "kept_out", "problems"}
     assert report["plugins"][0]["distribution"] == "ctxwindow"
 
 
@@ -541,8 +541,10 @@ def test_a_listing_whose_reader_has_gone_ends_quietly() -> None:
     assert errors == b""
 
 
-def test_with_no_strategy_installed_the_listing_says_what_to_install() -> None:
-    env = {**os.environ, "CTXWINDOW_LOAD_PLUGINS": ""}  # no plugin loads: the core alone
+def test_with_every_strategy_kept_out_the_listing_says_so() -> None:
+    """The environment keeps every plugin out: the listing names them, not an install
+    (the core installed alone is tests/test_ecosystem.py's, in a venv)."""
+    env = {**os.environ, "CTXWINDOW_LOAD_PLUGINS": ""}  # no plugin loads
     for flags in ([], ["--verbose"]):
         done = subprocess.run(
             [sys.executable, "-m", "ctxwindow", "strategies", *flags],
@@ -552,6 +554,6 @@ def test_with_no_strategy_installed_the_listing_says_what_to_install() -> None:
             check=False,
         )
         assert (done.returncode, done.stdout) == (0, "")
-        assert done.stderr == "no strategy is installed; for the first one: " + (
-            "pip install ctxwindow-fixed\n"
-        )
+        said = "no strategy is loaded; not loaded because of the environment: "
+        assert done.stderr.startswith(said)
+        assert "ctxwindow-fixed (CTXWINDOW_LOAD_PLUGINS)" in done.stderr

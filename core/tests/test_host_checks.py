@@ -336,9 +336,26 @@ def test_an_installed_plugin_loads_and_the_environment_keeps_it_out(
             assert "Not loaded because of the environment: " in str(caught.value)
             assert "newest" in caught.value.installed  # registered by hand: kept on reload
             assert "ctxwindow_kept_out" not in sys.modules  # kept out: never even imported
+            listed = _command("plugins", "--json")  # listed still, saying what keeps it out
+            assert {"distribution": installed_plugin, "by": variable} in listed["kept_out"]
+            assert f"kept out by {variable}" in " ".join(_command("plugins", text=True).split())
         finally:
             monkeypatch.delenv(variable)
             ctxwindow.reload_plugins()
+
+
+def _command(*args: str, text: bool = False) -> Any:
+    """What ``ctxwindow ARGS`` prints (JSON read, unless ``text``)."""
+    import contextlib
+    import io
+    import json
+
+    from ctxwindow import _cli as cli
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.main(list(args)) == 0
+    return printed.getvalue() if text else json.loads(printed.getvalue())
 
 
 def test_a_strategy_kept_out_by_the_environment_is_not_said_to_need_installing() -> None:

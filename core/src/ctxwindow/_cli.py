@@ -219,7 +219,20 @@ def _missing_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> st
     hint = install_hint("command", command) if command else None
     if hint is None or command in getattr(parser, "command_names", ()):
         return None
+    package = hint.split()[-1]
+    variable = plugins().skipped.get(package)
+    if variable is not None:  # installed: the environment keeps it out
+        return f"no command {command!r} here: {package} is installed, but {variable} keeps it out"
     return f"no command {command!r} here; it comes with `{hint}`"
+
+
+def _kept_out_words() -> str:
+    """The plugins the environment kept out, in words ("" for none)."""
+    skipped = sorted(plugins().skipped.items())
+    if not skipped:
+        return ""
+    named = ", ".join(f"{distribution} ({variable})" for distribution, variable in skipped)
+    return f"not loaded because of the environment: {named}"
 
 
 # -- listings ----------------------------------------------------------------------------
@@ -254,8 +267,13 @@ def _paragraph(text: str, width: int, indent: str) -> str:
 def _plugins(args: argparse.Namespace) -> int:
     found = get_plugins()
     problems = plugin_problems()
+    kept_out = dict(sorted(plugins().skipped.items()))  # never imported: no name or hooks
     if args.json:
-        report = {"plugins": [plugin.to_dict() for plugin in found], "problems": problems}
+        report = {
+            "plugins": [plugin.to_dict() for plugin in found],
+            "kept_out": [{"distribution": d, "by": by} for d, by in kept_out.items()],
+            "problems": problems,
+        }
         print(json.dumps(report, indent=2))
         return 0
     width = _width()
@@ -270,6 +288,9 @@ def _plugins(args: argparse.Namespace) -> int:
             row.append(plugin.module or "-")
         hooks = ", ".join(hook.removeprefix("register_") for hook in plugin.hooks)
         row.append(f"ERROR {plugin.error}" if plugin.error else hooks or "-")
+        rows.append(row)
+    for distribution, variable in kept_out.items():
+        row = ["-", distribution, "-", *(["-"] if args.verbose else []), f"kept out by {variable}"]
         rows.append(row)
     print(_table(headers, rows, width))
     if problems:
@@ -295,6 +316,10 @@ def _strategies(args: argparse.Namespace) -> int:
         return 0
     width = _width()
     if not described:
+        kept_out = _kept_out_words()
+        if kept_out:
+            print(f"no strategy is loaded; {kept_out}", file=sys.stderr)
+            return 0
         hint = install_hint("strategy", "fixed")
         print(f"no strategy is installed; for the first one: {hint}", file=sys.stderr)
         return 0
