@@ -88,6 +88,29 @@ def test_orphan_tool_result_is_a_defect() -> None:
     assert history.unit_of(2) == 1
 
 
+def test_a_result_repeated_inside_an_open_exchange_is_named_as_its_break() -> None:
+    """A retried step inside a parallel round: the exchange breaks at the repeat, and
+    its defect says the repeat is why (not only that 'b' has no result)."""
+    history = view([user("q"), calls("a", "b"), result("a"), result("a"), result("b")])
+    assert defects(history) == [(1, 3), (3, 4), (4, 5)]
+    assert history.defects[0].problem.startswith(
+        "the tool result for call 'a' at message 3 repeats one this exchange already holds"
+    )
+
+
+def test_a_read_that_fails_rewinds_what_the_open_exchange_has_answered() -> None:
+    """A batch that raises part way leaves the grouping as before it, the calls the
+    exchange still open has answered included: a batch that closed it and opened
+    another is undone, and a repeat that follows is still named as one."""
+    conversation = Conversation([user("q"), calls("a", "b"), result("a")])
+    with pytest.raises(InvalidMessage):
+        conversation.extend([result("b"), calls("c"), {"role": "wizard", "content": "x"}])
+    conversation.extend([result("a"), result("b")])
+    history = conversation.view(APPROX, 1000, task_statement=False)
+    assert defects(history) == [(1, 3), (3, 4), (4, 5)]
+    assert history.defects[0].problem.startswith("the tool result for call 'a' at message 3")
+
+
 def test_duplicate_result_after_the_unit_closed_is_an_orphan() -> None:
     history = view([user("q"), calls("c1"), result("c1"), result("c1")])
     assert spans(history) == [(0, 1), (1, 3)]

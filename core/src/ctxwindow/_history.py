@@ -32,7 +32,7 @@ from ctxwindow._messages import (
 )
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter, direct
-from ctxwindow._units import Defect, Unit, orphan_result, unanswered_calls
+from ctxwindow._units import Defect, Unit, answered_twice, orphan_result, unanswered_calls
 from ctxwindow.kit._prefixes import CHECKED, as_now, contents_unchanged, first_changed
 
 T = TypeVar("T")
@@ -92,6 +92,7 @@ class _Grouping(NamedTuple):
     kept_always: int
     open_start: int | None
     open_pending: set[str]
+    open_calls: tuple[ToolCall, ...]
     newest_user: int | None
     first_user: int | None
     first_call: int | None
@@ -134,6 +135,9 @@ class Conversation:
         self._defects: list[Defect] = []
         self._open_start: int | None = None
         self._open_pending: set[str] = set()
+        #: The open exchange's calls: a result repeating one of those answered already
+        #: (a retried step) breaks the exchange, and is said to be the cause.
+        self._open_calls: tuple[ToolCall, ...] = ()
         self._kept_always: list[int] = []  # positions of system, developer, pinned
         self._newest_user: int | None = None
         self._first_user: int | None = None  # the task statement
@@ -285,6 +289,7 @@ class Conversation:
             len(self._kept_always),
             self._open_start,
             set(self._open_pending),
+            self._open_calls,
             self._newest_user,
             self._first_user,
             self._first_call,
@@ -301,6 +306,7 @@ class Conversation:
             self._unit_of[saved.open_start :] = [NOT_UNIT] * (start - saved.open_start)
         del self._defects[saved.defects :], self._kept_always[saved.kept_always :]
         self._open_start, self._open_pending = saved.open_start, saved.open_pending
+        self._open_calls = saved.open_calls
         self._newest_user, self._first_user = saved.newest_user, saved.first_user
         self._first_call, self._function_call = saved.first_call, saved.function_call
         for message_id in [key for key, position in self._ids.items() if position >= start]:
@@ -351,11 +357,20 @@ class Conversation:
                     self._close_unit(self._open_start, position + 1)
                     self._open_start = None
                 return
-            self._defects.append(unanswered_calls(self._open_start, position, self._open_pending))
+            answered = {call.id for call in self._open_calls} - self._open_pending
+            if role == "tool" and tool_call_id in answered:
+                assert tool_call_id is not None  # answered holds call ids
+                breaks = answered_twice(
+                    self._open_start, position, tool_call_id, self._open_pending
+                )
+            else:
+                breaks = unanswered_calls(self._open_start, position, self._open_pending)
+            self._defects.append(breaks)
             self._open_start = None
         if role == "assistant" and tool_calls:
             self._open_start = position
             self._open_pending = {call.id for call in tool_calls}
+            self._open_calls = tool_calls
         elif role == "tool":
             self._defects.append(orphan_result(position, tool_call_id))
         else:

@@ -53,3 +53,16 @@ def unanswered_calls(start: int, stop: int, call_ids: set[str]) -> Defect:
         f"the assistant's tool call(s) {', '.join(map(repr, sorted(call_ids)))} have no "
         f"tool result right after them",
     )
+
+
+def answered_twice(start: int, stop: int, call_id: str, pending: set[str]) -> Defect:
+    """An exchange a result repeating one of its answered calls broke (a retried step
+    appended twice inside a parallel round): the repeat named as the cause."""
+    waiting = ", ".join(map(repr, sorted(pending)))
+    return Defect(
+        start,
+        stop,
+        f"the tool result for call {call_id!r} at message {stop} repeats one this exchange "
+        f"already holds (a call is answered once), so the assistant's tool call(s) "
+        f"{waiting} have no tool result right after them",
+    )
