@@ -130,7 +130,12 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(
     ("args", "expected"),
     [
         (["--budget", "0"], "budget must be a positive int"),
-        (["--budget", "100", "-o", "colour=red"], "unknown key(s) 'colour'"),
+        (
+            ["--budget", "100", "-o", "colour=red"],
+            "--option 'colour': not an option of strategy 'newest'; it takes on_timeout, "
+            "orphans, oversize, task_statement, time_limit",
+        ),
+        (["--budget", "100", "-o", "oversise=cut"], "did you mean 'oversize'?"),
         (["--budget", "100", "-o", "oversize=lots"], "must be one of 'cut', 'truncate', 'raise'"),
         (["--budget", "100", "--counter", "nope"], "unknown token counter 'nope'"),
         (["--budget", "2"], "need"),

@@ -101,17 +101,18 @@ def test_strategies_verbose_and_one_strategy_show_its_options(
     code, out, _ = cli(capsys, "strategies", "--verbose")
     assert code == 0
     assert "capped (from ctxwindow-capped; needs no LLM)" in out
-    assert "max_messages: int = 10" in out
+    assert "max_messages: int (>= 0) = 10" in out
     code, one, _ = cli(capsys, "strategies", "capped")
     assert code == 0
     assert one.startswith("capped (from ctxwindow-capped; needs no LLM)\n")
-    assert "max_messages: int = 10" in one and "At most this many messages." in one
+    assert "max_messages: int (>= 0) = 10" in one and "At most this many messages." in one
     assert "oversize: 'cut' | 'truncate' | 'raise' = 'cut'" in one
     assert all(len(line) <= 80 for line in one.splitlines())
     code, raw, _ = cli(capsys, "strategies", "capped", "--json")
     described = json.loads(raw)
     assert described["name"] == "capped"
-    assert "max_messages" in {option["name"] for option in described["options"]}
+    options = {option["name"]: option for option in described["options"]}
+    assert (options["max_messages"]["minimum"], options["max_messages"]["maximum"]) == (0, None)
 
 
 def test_strategies_json_is_the_list_it_always_was(capsys: pytest.CaptureFixture[str]) -> None:

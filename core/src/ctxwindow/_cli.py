@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +28,7 @@ from ctxwindow._config import (
     load_config_file,
 )
 from ctxwindow._contract import declared_options
+from ctxwindow._options import suggestions
 from ctxwindow._plugins import (
     core_version,
     describe_strategies,
@@ -364,7 +365,13 @@ def _described(strategy: dict[str, Any], width: int) -> str:
     for option in strategy["options"]:
         choices = option["choices"]
         kind = " | ".join(map(repr, choices)) if choices else option["type"]
-        lines.append(f"    {option['name']}: {kind} = {option['default']!r}")
+        bounds = [
+            f"{word} {option[key]:g}"
+            for word, key in ((">=", "minimum"), ("<=", "maximum"))
+            if option.get(key) is not None
+        ]
+        within = f" ({', '.join(bounds)})" if bounds else ""
+        lines.append(f"    {option['name']}: {kind}{within} = {option['default']!r}")
         if option["help"]:
             lines.append(_paragraph(option["help"], width, "        "))
     return "\n".join(lines)
@@ -390,7 +397,9 @@ def _select(args: argparse.Namespace) -> int:
         if value is not None:
             config[key] = value
     config.setdefault("strategy", "fixed")
-    config.update(_options(args.option))
+    given = _options(args.option)
+    _check_given_options(given, config["strategy"])
+    config.update(given)
     if "budget" not in config:
         check_keys(config)  # a typo'd `buget` is named, not reported as no budget
         raise ConfigError(
@@ -420,6 +429,24 @@ def _select(args: argparse.Namespace) -> int:
     if args.record:
         _write(args.record, json.dumps(window.record.to_dict(), indent=2), "--record")
     return 0
+
+
+def _check_given_options(given: Mapping[str, Any], strategy: object) -> None:
+    """An --option the strategy does not take is named as an --option, with the options
+    it takes (not the config file's keys, of which --option may set none of the host's)."""
+    if not given or not isinstance(strategy, str):
+        return
+    try:
+        declared = declared_options(strategy_class(strategy))
+    except CtxWindowError:  # an unknown strategy: reported where it is built
+        return
+    takes = sorted({option.name for option in declared} | set(VISIT_KEYS))
+    unknown = [key for key in given if key not in takes]
+    if unknown:
+        raise ValueError(
+            f"--option {', '.join(map(repr, unknown))}: not an option of strategy "
+            f"{strategy!r}; it takes {', '.join(takes)}" + suggestions(unknown, takes)
+        )
 
 
 def _other_strategys_options(config: dict[str, Any], strategy: str | None) -> str:

@@ -80,6 +80,8 @@ class Option:
             "default": self.default,
             "help": self.help,
             "choices": list(self.choices) if self.choices else None,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
         }
 
 
