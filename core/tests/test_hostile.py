@@ -1287,7 +1287,7 @@ def test_cli_bad_config_files(
     [
         (["--config", "{tmp}"], "is a directory"),
         (["--config", "{tmp}/missing.toml"], "does not exist"),
-        (["-b", "100", "-o", "colour=red"], "unknown key(s) 'colour'"),
+        (["-b", "100", "-o", "colour=red"], "--option 'colour': not an option of strategy"),
         (["-b", "100", "-o", "novalue"], "--option wants KEY=VALUE"),
         (["-b", "100", "-o", "=5"], "--option wants KEY=VALUE"),
         (["-b", "100", "-o", "time_limit=NaN"], "seconds, got nan"),

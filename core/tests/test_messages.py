@@ -41,6 +41,30 @@ def test_every_plain_role_reads(role: str) -> None:
     assert Message.from_dict({"role": role, "content": "x"}).role == role
 
 
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Paris"}},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "18C"},
+    ],
+)
+def test_an_anthropic_tool_block_is_refused_with_what_reads_it(part: dict[str, object]) -> None:
+    """The core cannot pair Anthropic's tool blocks, so a window could part a tool_use
+    from its tool_result: refused, naming the adapter that reads them, before any
+    window is made; the caller's list is left as it was."""
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [part]},
+    ]
+    before = copy.deepcopy(messages)
+    with pytest.raises(ctxwindow.InvalidMessage) as raised:
+        ctxwindow.select(messages, budget=120, strategy="newest")
+    text = str(raised.value)
+    assert text.startswith(f"message 1: content part 0 is an Anthropic {part['type']!r} block")
+    assert "pip install 'ctxwindow-adapters[anthropic]'" in text
+    assert messages == before
+
+
 def test_content_part_list_with_image() -> None:
     data = {
         "role": "user",

@@ -603,6 +603,8 @@ def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]
             continue
         if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
             raise InvalidMessage(index, f"content part {number} must be a dict with a 'type'")
+        if part["type"] in _PAIRED_BLOCKS:
+            raise InvalidMessage(index, _paired_block_problem(number, part["type"]))
         key = _text_key(part["type"])
         text = part.get(key)
         if (key != "text" or part["type"] == "text") and not isinstance(text, str):
@@ -618,6 +620,26 @@ def _read_parts(index: int | None, parts: Sequence[object]) -> list[ContentPart]
             ) from None
         read.append(ContentPart(part["type"], text if isinstance(text, str) else None, data_json))
     return read
+
+
+#: Anthropic's tool blocks: a call and its result as content parts, which the core
+#: (reading OpenAI's shape: ``tool_calls``, then ``tool`` messages) cannot pair, so a
+#: window could send one without the other.
+_PAIRED_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
+def _paired_block_problem(number: int, kind: str) -> str:
+    """Why a message holding a ``tool_use`` or ``tool_result`` block is refused, and
+    what reads it (the install hint of the plugin that does, as data)."""
+    from ctxwindow._plugins import install_hint  # here: only this error needs the table
+
+    hint = install_hint("adapter", "anthropic")
+    return (
+        f"content part {number} is an Anthropic {kind!r} block: the core reads OpenAI's "
+        f"shape (calls in 'tool_calls', results as 'tool' messages) and could not keep a "
+        f"tool_use with its tool_result; Anthropic messages are read by the anthropic "
+        f"adapter" + (f" (`{hint}`)" if hint else "")
+    )
 
 
 def _read_tool_calls(index: int | None, calls: object) -> tuple[ToolCall, ...]:
