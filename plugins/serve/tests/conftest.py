@@ -47,6 +47,8 @@ class Upstream:
     seen: list[Seen] = field(default_factory=list)
     gate: threading.Event = field(default_factory=threading.Event)
     closed: threading.Event = field(default_factory=threading.Event)
+    #: Set when the proxy closed a ``"slow"`` request's connection before its answer.
+    left: threading.Event = field(default_factory=threading.Event)
 
     @property
     def last(self) -> Seen:
@@ -125,8 +127,9 @@ def response_object(model: str) -> dict[str, Any]:
 def recording_app(upstream: Upstream) -> Starlette:
     """The upstream: records each request; answers each API's minimal valid response.
     Model ``"gated"`` streams its first chunk, then waits for ``upstream.gate``; model
-    ``"fail-429"`` answers a rate-limit error; ``GET /cookies`` sets two cookies and
-    ``GET /moved`` redirects."""
+    ``"fail-429"`` answers a rate-limit error; model ``"slow"`` answers after the body's
+    ``delay`` seconds (setting ``upstream.left`` if the proxy hangs up first);
+    ``GET /cookies`` sets two cookies and ``GET /moved`` redirects."""
 
     async def answer(request: Request) -> Response:  # noqa: PLR0911
         body = await request.body()
@@ -159,6 +162,9 @@ def recording_app(upstream: Upstream) -> Starlette:
                 status_code=429,
                 headers={"retry-after": "7"},
             )
+        if model == "slow" and not await _slowly(request, float(sent.get("delay", 1))):
+            upstream.left.set()
+            return Response(status_code=499)
         path = request.url.path
         if sent.get("stream"):
             chunks = _anthropic_chunks(model) if path == "/v1/messages" else _chat_chunks(model)
@@ -170,6 +176,15 @@ def recording_app(upstream: Upstream) -> Starlette:
         if path == "/v1/responses":
             return JSONResponse(response_object(model))
         return JSONResponse(chat_completion(model))
+
+    async def _slowly(request: Request, delay: float) -> bool:
+        """Wait ``delay`` seconds as a long generation would; False if the caller left."""
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline:
+            if await request.is_disconnected():
+                return False
+            await asyncio.sleep(0.02)
+        return True
 
     async def _stream(chunks: list[bytes], gated: bool) -> Any:
         try:

@@ -50,6 +50,63 @@ def test_serve_reads_its_config_and_windows(tmp_path, upstream, make_history):
         process.wait(20)
 
 
+def _started(args: list[str], cwd) -> tuple[subprocess.Popen, str]:
+    """``ctxwindow serve ARGS`` running, its stdout and stderr captured, and its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        ctxwindow("serve", "--port", str(port), *args, cwd=cwd),
+        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{url}/healthz")
+            return process, url
+        except httpx.ConnectError:
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def _stopped(process: subprocess.Popen) -> str:
+    """Everything the process wrote, once it has stopped."""
+    process.terminate()
+    out, err = process.communicate(timeout=20)
+    return out + err
+
+
+def test_the_proxys_own_log_lines_appear(tmp_path, upstream):
+    (tmp_path / "ctxwindow.toml").write_text(f'[serve]\nupstream = "{upstream.url}"\n')
+    process, url = _started(["--log-level", "info"], tmp_path)
+    try:
+        httpx.post(f"{url}/v1/chat/completions", json={"model": "nameless", "messages": []})
+    finally:
+        written = _stopped(process)
+    assert "model 'nameless' has no [models] entry" in written
+
+
+def test_a_query_string_is_not_in_the_access_log(tmp_path, upstream):
+    (tmp_path / "ctxwindow.toml").write_text(f'[serve]\nupstream = "{upstream.url}"\n')
+    process, url = _started(["--log-level", "info"], tmp_path)
+    try:
+        httpx.get(f"{url}/v1/models?key=AIza-secret-in-query")
+        assert upstream.last.target == "/v1/models?key=AIza-secret-in-query"  # forwarded
+    finally:
+        written = _stopped(process)
+    assert "GET /v1/models?... HTTP/1.1" in written  # the access line is there, redacted
+    assert "AIza-secret-in-query" not in written
+
+
+def test_an_unknown_log_level_is_a_usage_error(tmp_path):
+    done = subprocess.run(
+        ctxwindow("serve", "--log-level", "loud", cwd=tmp_path), cwd=tmp_path,
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "invalid choice: 'loud'" in done.stderr
+
+
 def test_a_bad_config_is_one_line(tmp_path):
     (tmp_path / "ctxwindow.toml").write_text('[serve]\nupstrem = "http://x"\n')
     done = subprocess.run(

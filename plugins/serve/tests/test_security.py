@@ -122,6 +122,19 @@ def test_a_request_with_no_room_for_history_is_refused_and_says_so(
     assert len(upstream.seen) == before
 
 
+@pytest.mark.parametrize("max_tokens", [399, 50])
+def test_a_history_that_cannot_fit_goes_untouched_and_says_why(
+    proxy, upstream, make_history, max_tokens
+):
+    """A budget of one token, or a newest user message over the whole budget: no window
+    holds what must be kept, so the body goes as it came, the header naming why."""
+    messages = [*make_history(2)[:-1], {"role": "user", "content": "long " * 600}]
+    answer = post(proxy, {"model": "small", "messages": messages, "max_tokens": max_tokens})
+    assert answer.status_code == 200
+    assert answer.headers["x-ctxwindow"] == "outcome=untouched; reason=BudgetTooSmall"
+    assert upstream.last.json()["messages"] == messages
+
+
 def test_an_unreachable_upstream_is_a_502_in_the_apis_shape(run_app, make_history):
     from ctxwindow_serve import build_app
 
@@ -157,6 +170,22 @@ def test_a_failing_strategy_falls_back_to_fixed(start_proxy, upstream, make_hist
     assert upstream.last.json()["messages"] == expected.messages
     assert "falling back" in caplog.text
     assert "Traceback" not in answer.text
+
+
+def test_the_fallback_keeps_the_configured_common_options(start_proxy, upstream, make_history):
+    """``oversize = "truncate"`` applies to ``fixed`` when it stands in: a newest user
+    message over the budget is cut, not the whole body forwarded untouched."""
+    ctxwindow.register_plugin(_CrashingPlugin(), name="crashing-test-plugin")
+    try:
+        proxy = start_proxy(strategy={"strategy": "crashing-test", "oversize": "truncate"})
+        messages = [*make_history(3)[:-1], {"role": "user", "content": "long " * 600}]
+        answer = post(proxy, {"model": "small", "messages": messages, "max_tokens": 50})
+    finally:
+        ctxwindow.unregister_plugin("crashing-test-plugin")
+    assert answer.status_code == 200
+    assert "fallback=PluginError" in answer.headers["x-ctxwindow"]
+    sent = upstream.last.json()["messages"]
+    assert len(sent[-1]["content"]) < len(messages[-1]["content"])
 
 
 class _CrashingPlugin:

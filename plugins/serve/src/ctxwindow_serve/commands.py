@@ -5,6 +5,8 @@ line is built."""
 from __future__ import annotations
 
 import argparse
+import logging
+import re
 import sys
 
 import ctxwindow
@@ -13,6 +15,10 @@ from ctxwindow_serve.settings import DEFAULT_HOST, DEFAULT_PORT
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 #: Messages remembered per history, on average, before the least recent is forgotten.
 ITEMS_PER_HISTORY = 1000
+#: uvicorn's log levels (``trace`` is its own, below ``debug``).
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+#: A query string in an access-log line: it may hold a credential (``?key=...``).
+_QUERY = re.compile(r"\?[^ ]*")
 
 
 def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +42,12 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="clients must send the key in the environment variable [serve] require_key_env "
         "(default CTXWINDOW_PROXY_KEY) as the x-ctxwindow-key header",
     )
-    serve.add_argument("--log-level", default="info", help="uvicorn's log level")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="the proxy's and uvicorn's log level (default: info)",
+    )
     serve.set_defaults(run=run)
 
 
@@ -62,5 +73,30 @@ def run(args: argparse.Namespace) -> int:
         )
     # one remembered history per live conversation (the process is the proxy's alone)
     ctxwindow.remember_histories(settings.histories, ITEMS_PER_HISTORY * settings.histories)
-    uvicorn.run(build_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    server = uvicorn.Config(
+        build_app(settings), host=args.host, port=args.port, log_level=args.log_level
+    )  # configures uvicorn's loggers: the filter below goes on after
+    logging.getLogger("uvicorn.access").addFilter(redact_query)
+    log_to_stderr(uvicorn.config.LOG_LEVELS[args.log_level])
+    uvicorn.Server(server).run()
     return 0
+
+
+def log_to_stderr(level: int) -> None:
+    """Show the ``ctxwindow`` loggers' records (a strategy's fallback, an unknown model,
+    a failed visit) on stderr: nothing else configures logging in this process."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    logger = logging.getLogger("ctxwindow")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
+def redact_query(record: logging.LogRecord) -> bool:
+    """Drop the query string from an access-log line: credentials sent as ``?key=``
+    must appear nowhere in the log, as headers do not."""
+    if isinstance(record.args, tuple):
+        record.args = tuple(
+            _QUERY.sub("?...", arg) if isinstance(arg, str) else arg for arg in record.args
+        )
+    return True

@@ -8,12 +8,14 @@ tests run in a thread.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from functools import partial
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -40,10 +42,13 @@ from ctxwindow_serve.security import (
 from ctxwindow_serve.settings import ServeSettings
 from ctxwindow_serve.shapes import CHAT, ROUTES, Shape
 from ctxwindow_serve.ui import CONTENT_SECURITY_POLICY, RecentVisits, Visit
-from ctxwindow_serve.upstream import Upstream, UpstreamUnreachable
+from ctxwindow_serve.upstream import Answer, Upstream, UpstreamUnreachable
 from ctxwindow_serve.windowing import Outcome, Windowing, header_value
 
 logger = logging.getLogger("ctxwindow.serve")
+
+#: The status recorded when the client closed its request before the answer began.
+CLIENT_GONE = 499
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
@@ -57,7 +62,7 @@ class Proxy:
         self.windowing = Windowing(settings)
         self.metrics = Metrics()
         self.log: VisitLog | None = None
-        self.upstream = Upstream(settings.upstream)
+        self.upstream = Upstream(settings.upstream, settings.max_connections)
         self.recent = RecentVisits(settings.ui_visits) if settings.ui else None
 
     @contextlib.asynccontextmanager
@@ -114,6 +119,10 @@ class Proxy:
                 return JSONResponse(outcome.refusal, status_code=400, headers=extra)
             raw = outcome.content
         response = await self._send(request, raw, shape)
+        if response is None:  # the client left before the answer began: no one to answer
+            if outcome is not None:
+                self._finish(path, outcome, None, started, extra)
+            return Response(status_code=CLIENT_GONE)
         if outcome is not None:
             self._finish(path, outcome, response.status_code, started, extra)
         elif response.status_code >= 400:
@@ -132,22 +141,26 @@ class Proxy:
             logger.warning(
                 "windowing failed, forwarding untouched: %s: %s", type(error).__name__, error
             )
-            return Outcome(raw, "untouched", note=f"windowing failed: {type(error).__name__}")
+            kind = type(error).__name__
+            return Outcome(raw, "untouched", note=f"windowing failed: {kind}", reason=kind)
 
-    async def _send(self, request: Request, content: bytes, shape: Shape | None) -> Response:
+    async def _send(self, request: Request, content: bytes, shape: Shape | None) -> Response | None:
+        """The upstream's answer as a response; None when the client left first."""
         scope = request.scope
         path = scope.get("raw_path") or scope["path"].encode()  # as the client encoded it
         query = scope.get("query_string")
         target = (path + b"?" + query if query else path).decode("latin-1")
         headers = request_headers(request.headers.items())
         try:
-            answer = await self.upstream.send(request.method, target, headers, content)
+            answer = await _unless_gone(
+                self.upstream.send(request.method, target, headers, content), request
+            )
         except UpstreamUnreachable as error:
             message = f"ctxwindow proxy: upstream unreachable: {error}"
             return JSONResponse(
                 (shape or CHAT).error_body("upstream_unreachable", message), status_code=502
             )
-        return Relay(answer)
+        return None if answer is None else Relay(answer)
 
     def _finish(
         self,
@@ -174,6 +187,33 @@ class Proxy:
             shape = ROUTES.get(route.rstrip("/"), CHAT)
             output = outcome.budget.output if outcome.budget else None
             telemetry.record_span(outcome, shape.provider, self.settings.upstream, output)
+
+
+async def _unless_gone(sending: Coroutine[Any, Any, Answer], request: Request) -> Answer | None:
+    """The upstream's answer, or None (the request cancelled, its connection closed) if
+    the client goes away before its headers come: an abandoned request must not keep
+    the upstream generating and a connection taken (the Relay watches after that)."""
+    task = asyncio.ensure_future(sending)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the proxy's own request was cancelled: so is the upstream's
+        task.cancel()
+        raise
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, UpstreamUnreachable):
+        await task
+    return None
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client has gone (its body was read whole already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _unauthorised(shape: Shape) -> Response:

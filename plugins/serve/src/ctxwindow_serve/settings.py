@@ -24,8 +24,11 @@ DEFAULT_PORT = 8787
 DEFAULT_HOST = "127.0.0.1"
 
 _SERVE_KEYS = frozenset(
-    {"upstream", "max_body_bytes", "require_key_env", "log", "ui", "ui_visits", "histories"}
-)
+    {
+        "upstream", "max_body_bytes", "require_key_env", "log", "ui", "ui_visits", "histories",
+        "max_connections",
+    }
+)  # fmt: skip
 #: Conversations whose histories the proxy remembers, so that each request costs its new
 #: messages (``ctxwindow.remember_histories``); an app process's default is 32.
 HISTORIES = 1024
@@ -63,6 +66,8 @@ class ServeSettings:
     ui: bool = False
     ui_visits: int = 50
     histories: int = HISTORIES
+    #: Connections open to the upstream at once; None: as many as requests in flight.
+    max_connections: int | None = None
 
     def __post_init__(self) -> None:
         check_upstream(self.upstream)
@@ -124,6 +129,7 @@ def load_settings(
         if not key:
             raise ConfigError(f"--require-key: set the client key in the environment as {key_env}")
     log = serve.get("log")
+    connections = serve.get("max_connections")
     return ServeSettings(
         upstream=str(target),
         strategy=rest,
@@ -136,6 +142,7 @@ def load_settings(
         ui=bool(serve.get("ui", False)),
         ui_visits=_positive(serve.get("ui_visits", 50), "ui_visits"),
         histories=_positive(serve.get("histories", HISTORIES), "histories"),
+        max_connections=None if connections is None else _positive(connections, "max_connections"),
     )
 
 

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
-#: The upstream may take its time to answer (a long generation): no read timeout; a
-#: connection (from the pool, or a new one) must be had within ``connect`` seconds.
-TIMEOUT = aiohttp.ClientTimeout(total=None, connect=20.0, sock_connect=10.0, sock_read=None)
-MAX_CONNECTIONS = 200
+#: The upstream may take its time to answer (a long generation): no read timeout. A new
+#: connection's TCP connect must succeed within ``sock_connect`` seconds; waiting for a
+#: free pooled connection is not bounded (aiohttp's ``connect`` would count that wait
+#: too, and answer a busy but healthy upstream with a 502); a client that gives up
+#: while waiting ends its request (see ``Proxy._send``).
+TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=10.0, sock_read=None)
 #: Idle connections are let go sooner than servers close theirs (uvicorn and Node: 5 s),
 #: so that a request is not sent on a connection the upstream is closing.
 KEEPALIVE = 4.0
@@ -78,14 +80,17 @@ class Answer:
 class Upstream:
     """The session to one upstream URL; ``open`` within the server's event loop."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, max_connections: int | None = None) -> None:
         self.base = base.rstrip("/")
+        #: Connections open to the upstream at once (None: no limit); requests beyond
+        #: it wait for one to be free.
+        self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
     def open(self) -> None:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
-                limit=MAX_CONNECTIONS, limit_per_host=0, keepalive_timeout=KEEPALIVE
+                limit=self.max_connections or 0, limit_per_host=0, keepalive_timeout=KEEPALIVE
             ),
             timeout=TIMEOUT,
             cookie_jar=aiohttp.DummyCookieJar(),

@@ -29,6 +29,9 @@ logger = logging.getLogger("ctxwindow.serve")
 
 #: The strategy a failing one gives way to: the newest messages that fit.
 FALLBACK_STRATEGY = "fixed"
+#: The configured options every strategy takes that the fallback keeps: it must treat an
+#: oversized message, an orphan tool result and the task statement as configured.
+FALLBACK_OPTIONS = ("oversize", "orphans", "task_statement")
 
 
 @dataclass
@@ -44,6 +47,9 @@ class Outcome:
     fallback: str | None = None
     note: str | None = None
     refusal: dict[str, Any] | None = None
+    #: Why a body the visit read went untouched, as one token for the header (the
+    #: error's class name: ``BudgetTooSmall`` for a history that cannot fit).
+    reason: str | None = None
     #: History items the window left out, and summaries it holds (from the record's
     #: decisions only when the window holds items it made: reading them costs ~10 us a
     #: message, the whole latency bar on a long history).
@@ -86,7 +92,12 @@ class Windowing:
         counter = self._counter_of(entry)
         windower = self._fallbacks.get(counter)
         if windower is None:
-            config = {"strategy": FALLBACK_STRATEGY, "budget": entry.context, "counter": counter}
+            strategy = self.settings.strategy
+            common = {key: strategy[key] for key in FALLBACK_OPTIONS if key in strategy}
+            config = {
+                **common, "strategy": FALLBACK_STRATEGY, "budget": entry.context,
+                "counter": counter,
+            }  # fmt: skip
             windower = self._fallbacks[counter] = from_config(config)
         return windower
 
@@ -133,7 +144,8 @@ class Windowing:
         try:
             window = await shape.window(body, self.windower(entry), budget.left)
         except InvalidMessage as error:  # the upstream's answer to it is the one to give
-            return Outcome(raw, "untouched", name, budget, note=f"not windowed: {error}")
+            note = f"not windowed: {error}"
+            return Outcome(raw, "untouched", name, budget, note=note, reason=type(error).__name__)
         except CtxWindowError as error:
             fallback = type(error).__name__
             logger.warning("strategy failed, falling back to %s: %s", FALLBACK_STRATEGY, error)
@@ -141,7 +153,10 @@ class Windowing:
                 window = await shape.window(body, self.fallback(entry), budget.left)
             except CtxWindowError as again:
                 logger.warning("fallback failed too, forwarding untouched: %s", again)
-                return Outcome(raw, "untouched", name, budget, fallback=fallback, note=str(again))
+                return Outcome(
+                    raw, "untouched", name, budget, fallback=fallback, note=str(again),
+                    reason=type(again).__name__,
+                )  # fmt: skip
         return _outcome(window, history, body, raw, shape, budget, name, fallback)
 
     def _windows(self, model: object) -> bool:
@@ -221,8 +236,9 @@ def _dumps(body: Mapping[str, Any]) -> bytes:
 def header_value(outcome: Outcome) -> str:
     """The ``x-ctxwindow`` header: the visit in one line."""
     record = outcome.record
-    if record is None:
-        return f"outcome={outcome.outcome}"
+    if record is None:  # not windowed: why, when the outcome alone does not say
+        reason = f"; reason={outcome.reason}" if outcome.reason else ""
+        return f"outcome={outcome.outcome}{reason}"
     parts = [
         f"strategy={record.strategy}",
         f"tokens={record.tokens_before}->{record.tokens_after}",
