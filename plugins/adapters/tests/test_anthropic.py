@@ -13,7 +13,7 @@ anthropic = pytest.importorskip("anthropic")
 
 from anthropic_api import REPLY, check_messages  # noqa: E402
 
-from ctxwindow import InvalidMessage, OrphanToolResult, get_counter  # noqa: E402
+from ctxwindow import BudgetTooSmall, InvalidMessage, OrphanToolResult, get_counter  # noqa: E402
 from ctxwindow_adapters import anthropic as adapter  # noqa: E402
 from ctxwindow_adapters._reads import RecentReads, each_item  # noqa: E402
 from ctxwindow_adapters.testing import AdapterConformance  # noqa: E402
@@ -584,3 +584,57 @@ def test_a_pipelines_note_on_a_stage_keeps_its_message_counts() -> None:
     assert second.messages_before < len(adapter.read_messages(history(6), SYSTEM).messages)
     (note,) = [note for note in record.notes if note.startswith("stages[1] fixed: tokens")]
     assert f"messages {second.messages_before} -> {second.messages_after}" in note, note
+
+
+# -- non-text content and errors in the caller's list ---------------------------------
+IMAGE_DATA = "A" * 200_000  # a base64 screenshot: its characters are no tokens
+
+
+def test_an_image_in_a_tool_result_counts_as_a_non_text_part() -> None:
+    messages = [
+        {"role": "user", "content": "Open the settings page."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "computer", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "text", "text": "done"},
+            {"type": "image", "source": {
+                "type": "base64", "media_type": "image/png", "data": IMAGE_DATA}}]}]},
+    ]  # fmt: skip
+    result = next(m for m in adapter.read_messages(messages).messages if m.role == "tool")
+    assert get_counter("approx").count_message(result) < 100
+    window = adapter.select(messages, 300)
+    assert window.messages == messages  # kept whole: it fits once counted as an image
+
+
+def test_a_base64_pdf_counts_as_a_non_text_part_a_text_document_as_words() -> None:
+    pdf = {"type": "base64", "media_type": "application/pdf", "data": IMAGE_DATA}
+    words = {"type": "text", "media_type": "text/plain", "data": "word " * 400}
+    counter = get_counter("approx")
+
+    def count(source: dict[str, Any]) -> int:
+        message = {"role": "user", "content": [{"type": "document", "source": source}]}
+        return counter.count_message(adapter.read_messages([message]).messages[0])
+
+    assert count(pdf) < 100
+    assert count(words) > 400
+
+
+def test_budget_too_small_names_the_callers_message() -> None:
+    messages = [
+        {"role": "user", "content": "Find the log."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "a", "input": {}},
+            {"type": "tool_use", "id": "t2", "name": "b", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "ok"},
+            {"type": "text", "text": "Now read it."}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t3", "name": "log",
+                                           "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t3", "content": "x " * 5000}]},
+    ]  # fmt: skip
+    with pytest.raises(BudgetTooSmall) as caught:
+        adapter.select(messages, 50, system="Be brief.")
+    assert caught.value.position == 4
+    assert "the biggest is message 4," in str(caught.value)

@@ -606,3 +606,21 @@ def test_trim_messages_keeps_the_task_unless_told_not_to() -> None:
         task_statement=False,
     )
     assert [id(m) for m in plain] == [id(m) for m in theirs]
+
+
+def test_call_blocks_repeating_tool_calls_count_once() -> None:
+    call = {"name": "search", "args": {"q": "y"}, "id": "c2"}
+    blocks = AIMessage(
+        content=[{"type": "text", "text": "let me check"},
+                 {"type": "tool_use", "id": "c2", "name": "search", "input": {"q": "y"}}],
+        tool_calls=[call],
+    )  # fmt: skip
+    plain = AIMessage(content="let me check", tool_calls=[call])
+    counter = get_counter("approx")
+
+    def count(message: AIMessage) -> int:
+        history = [HumanMessage("q"), message, ToolMessage("r", tool_call_id="c2")]
+        read = adapter.read_messages(history)
+        return counter.count_message(read.messages[1])
+
+    assert count(blocks) == count(plain)

@@ -522,3 +522,85 @@ def test_responses_a_conversion_handed_out_before_keeps_its_positions(
     assert later.messages[: len(kept) - 1] == kept[:-1]
     assert later.messages[len(kept) - 1] is not kept[-1]  # the run, with its new items
     assert earlier.position_of(later.messages[len(kept) - 1]) is None
+
+
+# -- Responses: media in outputs, programs, stand-ins, errors in the caller's list ----
+SHOT = "data:image/png;base64," + "A" * 200_000  # its characters are no tokens
+
+
+def _tool_tokens(items: list[Any]) -> int:
+    counter = get_counter("approx")
+    messages = responses.read_items(items).messages
+    return sum(counter.count_message(m) for m in messages if m.role == "tool")
+
+
+def test_responses_screenshots_and_images_in_outputs_count_as_non_text_parts() -> None:
+    computer = [
+        {"type": "computer_call", "call_id": "c1", "action": {"type": "screenshot"}},
+        {"type": "computer_call_output", "call_id": "c1",
+         "output": {"type": "computer_screenshot", "image_url": SHOT}},
+    ]  # fmt: skip
+    function = [
+        {"type": "function_call", "call_id": "f1", "name": "snap", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "f1",
+         "output": [{"type": "input_text", "text": "here"},
+                    {"type": "input_image", "image_url": SHOT}]},
+    ]  # fmt: skip
+    assert _tool_tokens(computer) < 100
+    assert _tool_tokens(function) < 100
+
+
+def test_responses_a_program_counts_its_code_and_its_output_its_result() -> None:
+    items = [
+        {"role": "user", "content": "Run it."},
+        {"type": "program", "call_id": "p1", "code": "x = 1\n" * 400},
+        {"type": "program_output", "call_id": "p1", "result": "row " * 2000},
+    ]
+    counter = get_counter("approx")
+    turn, output = responses.read_items(items).messages[1:]
+    assert counter.count_message(turn) > 500
+    assert counter.count_message(output) > 1900
+
+
+def test_responses_stand_ins_stay_valid_for_the_output_type() -> None:
+    items = [
+        {"role": "user", "content": "Go."},
+        {"type": "computer_call", "call_id": "c1", "action": {"type": "screenshot"}},
+        {"type": "computer_call_output", "call_id": "c1",
+         "output": {"type": "computer_screenshot", "image_url": SHOT}},
+        {"type": "shell_call", "call_id": "s1", "action": {"commands": ["ls"]}},
+        {"type": "shell_call_output", "call_id": "s1", "output": [
+            {"stdout": "file\n" * 3000, "stderr": "",
+             "outcome": {"type": "exit", "exit_code": 0}}]},
+        {"type": "program", "call_id": "p1", "code": "print(1)"},
+        {"type": "program_output", "call_id": "p1", "result": "row " * 2000},
+        {"role": "user", "content": "ok"},
+    ]  # fmt: skip
+    window = responses.select(
+        items, 100_000, "clear_tool_outputs", keep_recent=0, min_tokens=0, when="always"
+    )
+    outputs = {"computer_call_output", "shell_call_output", "program_output"}
+    by_call = {x["call_id"]: x for x in window.messages if x.get("type") in outputs}
+    assert by_call["c1"] is items[2]  # a screenshot has no valid text stand-in: kept
+    shell = by_call["s1"]["output"]
+    assert isinstance(shell, list) and shell[0]["outcome"] == {"type": "exit", "exit_code": 0}
+    assert "file" not in shell[0]["stdout"]
+    program = by_call["p1"]
+    assert "output" not in program and "row" not in program["result"]
+
+
+def test_responses_budget_too_small_names_the_callers_item() -> None:
+    items = [
+        {"role": "user", "content": "Find the log."},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "call_id": "c1", "name": "a", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"role": "user", "content": "Now read it."},
+        {"type": "reasoning", "id": "rs_2", "summary": []},
+        {"type": "function_call", "call_id": "c3", "name": "log", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c3", "output": "x " * 5000},
+    ]
+    with pytest.raises(ctxwindow.BudgetTooSmall) as caught:
+        responses.select(items, 20)
+    assert caught.value.position == 7
+    assert "the biggest is message 7," in str(caught.value)

@@ -7,6 +7,8 @@ import asyncio
 import copy
 import dataclasses
 import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -451,3 +453,30 @@ def test_a_part_changed_in_place_is_read_again(counted_reads: Any) -> None:
     converted = reads.read(messages)
     assert reads.starts[-1] == (0, len(messages))  # read whole again
     assert any("a different tool output" in m.text for m in converted.messages)
+
+
+def test_a_processor_given_a_windower_and_a_budget_keeps_its_time_limit() -> None:
+    given = ctxwindow.Windower(
+        ctxwindow.get_strategy("fixed"), 4000, time_limit=0.5, on_timeout="recent"
+    )
+    processor = adapter.ctxwindow_processor(windower=given, budget=2000)
+    assert processor.windower.budget == 2000
+    assert processor.windower.time_limit == given.time_limit
+
+
+def test_a_missing_sdk_names_the_adapters_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['pydantic_ai'] = None\n"
+        "sys.modules['langchain_core'] = None\n"
+        "for name in ('langchain', 'pydantic_ai'):\n"
+        "    try:\n"
+        "        __import__('ctxwindow_adapters.' + name)\n"
+        "    except ImportError as error:\n"
+        "        print(error)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run.stdout
+    assert "pip install 'ctxwindow-adapters[langchain]'" in out
+    assert "pip install 'ctxwindow-adapters[pydantic-ai]'" in out
+    assert "ctxwindow_adapters.pydantic_ai needs" in out and "ctxwindow.adapters" not in out

@@ -3,11 +3,11 @@
 One module per framework, each imported on its own (``import ctxwindow`` loads none of
 them, and none needs its framework installed until it is imported):
 
-- :mod:`ctxwindow.adapters.openai`: chat-completions dicts (ctxwindow's native shape);
-- :mod:`ctxwindow.adapters.openai_responses`: Responses API input items;
-- :mod:`ctxwindow.adapters.anthropic`: Anthropic Messages, ``system`` outside the list;
-- :mod:`ctxwindow.adapters.langchain`: ``BaseMessage`` lists, and a ``trim_messages``;
-- :mod:`ctxwindow.adapters.pydantic_ai`: a history processor for ``Agent``.
+- :mod:`ctxwindow_adapters.openai`: chat-completions dicts (ctxwindow's native shape);
+- :mod:`ctxwindow_adapters.openai_responses`: Responses API input items;
+- :mod:`ctxwindow_adapters.anthropic`: Anthropic Messages, ``system`` outside the list;
+- :mod:`ctxwindow_adapters.langchain`: ``BaseMessage`` lists, and a ``trim_messages``;
+- :mod:`ctxwindow_adapters.pydantic_ai`: a history processor for ``Agent``.
 
 Each returns a :class:`~ctxwindow.Window` whose messages are the caller's own objects
 (those kept whole are the very objects passed in) and whose record counts positions in

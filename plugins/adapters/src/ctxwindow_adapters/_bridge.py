@@ -36,7 +36,7 @@ from ctxwindow import (
     WindowRecord,
     cached_windower,
 )
-from ctxwindow.errors import InvalidMessage, InvalidOption
+from ctxwindow.errors import BudgetTooSmall, InvalidMessage, InvalidOption
 
 T = TypeVar("T")
 
@@ -322,6 +322,35 @@ def prepare(
     option is named before the items are read), then the items, read by ``read()``."""
     chosen = windower_for(windower, strategy, budget, counter, options)
     return Call(chosen, read(), shape, query, budget, trim)
+
+
+@contextmanager
+def budget_in_items(call: Call) -> Iterator[None]:
+    """BudgetTooSmall naming the caller's item (``position`` and the text), not the
+    converted Message: those differ wherever an item is split or items are joined."""
+    try:
+        yield
+    except BudgetTooSmall as error:
+        raise _budget_in_items(error, call.converted) from None
+
+
+def _budget_in_items(error: BudgetTooSmall, converted: Converted[Any]) -> BudgetTooSmall:
+    position = error.position
+    if position is None or not 0 <= position < len(converted.sources):
+        return error
+    items = converted.sources[position]
+    biggest = error.biggest
+    named = _note_in_items(biggest, converted) if biggest else biggest
+    mapped = BudgetTooSmall(
+        error.needed,
+        error.budget,
+        biggest=named,
+        position=items[0] if items else None,  # none: Anthropic's system parameter
+        biggest_tokens=error.biggest_tokens,
+    )
+    text = str(error)
+    mapped.args = (text.replace(biggest, named, 1) if biggest and named else text,)
+    return mapped
 
 
 def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessage:

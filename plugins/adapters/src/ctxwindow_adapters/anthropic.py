@@ -24,7 +24,15 @@ from typing import Any
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage
 from ctxwindow.kit import as_now
-from ctxwindow_adapters._bridge import Converted, Shape, Trim, get, prepare, text_of
+from ctxwindow_adapters._bridge import (
+    Converted,
+    Shape,
+    Trim,
+    budget_in_items,
+    get,
+    prepare,
+    text_of,
+)
 from ctxwindow_adapters._reads import Piece, RecentReads, each_item
 
 __all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
@@ -66,9 +74,11 @@ def select(
     """
     read = partial(read_messages, messages, system)
     trim = USER_FIRST if user_first else None
-    window = prepare(
+    call = prepare(
         read, SHAPE, windower, strategy, budget, counter, options, query=query, trim=trim
-    ).select()
+    )
+    with budget_in_items(call):
+        window = call.select()
     return AnthropicWindow(window.messages, window.record, system)
 
 
@@ -87,9 +97,11 @@ async def aselect(
     """Async :func:`select`."""
     read = partial(read_messages, messages, system)
     trim = USER_FIRST if user_first else None
-    window = await prepare(
+    call = prepare(
         read, SHAPE, windower, strategy, budget, counter, options, query=query, trim=trim
-    ).aselect()
+    )
+    with budget_in_items(call):
+        window = await call.aselect()
     return AnthropicWindow(window.messages, window.record, system)
 
 
@@ -216,7 +228,7 @@ def _user(blocks: Sequence[Any], index: int) -> list[Piece]:
         call_id = get(block, "tool_use_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessage(index, f"tool_result block {number} needs a 'tool_use_id'")
-        result = Message("tool", _block_text(get(block, "content")), tool_call_id=call_id)
+        result = Message("tool", _result_content(get(block, "content")), tool_call_id=call_id)
         pieces.append((result, (index,), frozenset({number})))
     if others:
         rest = _parts([blocks[n] for n in others], index)
@@ -230,21 +242,39 @@ def _parts(blocks: Sequence[Any], index: int | None) -> tuple[ContentPart, ...]:
         kind = _type(block, index, number)
         if kind == "text":
             parts.append(ContentPart("text", str(get(block, "text", ""))))
-        elif kind == "document" and isinstance(get(get(block, "source"), "data"), str):
+        elif kind == "document" and _plain_text(get(block, "source")):
             parts.append(ContentPart("text", get(get(block, "source"), "data")))
         else:
             parts.append(ContentPart(kind))
     return tuple(parts)
 
 
-def _block_text(content: Any) -> str:
+def _plain_text(source: Any) -> bool:
+    """Whether a document's source is words (a plain-text document), not a file's bytes
+    (a base64 PDF), which the model reads as pages and so counts as a non-text part."""
+    return get(source, "type") == "text" and isinstance(get(source, "data"), str)
+
+
+def _result_content(content: Any) -> str | tuple[ContentPart, ...]:
+    """A tool_result's content: its text, or parts when it holds images or documents
+    (a screenshot counts a fixed amount as a non-text part, never as its base64)."""
     if content is None or isinstance(content, str):
         return content or ""
-    if isinstance(content, (list, tuple)):
-        return "\n".join(
-            str(get(b, "text")) if get(b, "type") == "text" else _dump(b) for b in content
-        )
-    return text_of(content)
+    if not isinstance(content, (list, tuple)):
+        return text_of(content)
+    parts = tuple(_result_part(block) for block in content)
+    if all(part.text is not None for part in parts):
+        return "\n".join(part.text or "" for part in parts)
+    return parts
+
+
+def _result_part(block: Any) -> ContentPart:
+    kind = get(block, "type")
+    if kind == "text":
+        return ContentPart("text", str(get(block, "text")))
+    if kind == "image" or (kind == "document" and not _plain_text(get(block, "source"))):
+        return ContentPart(kind)
+    return ContentPart("text", _dump(block))
 
 
 def _dump(block: Any) -> str:

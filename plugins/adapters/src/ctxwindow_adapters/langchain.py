@@ -7,7 +7,7 @@ strategy writes comes as a ``SystemMessage`` when only system messages precede i
 the window (where every chat model accepts one), else as a ``HumanMessage`` (a message it
 makes as the assistant's, as an ``AIMessage``).
 
-Needs ``pip install 'ctxwindow[langchain]'`` (langchain-core).
+Needs ``pip install 'ctxwindow-adapters[langchain]'`` (langchain-core).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ try:
     from langchain_core.runnables import Runnable, RunnableLambda
 except ImportError as error:  # pragma: no cover - exercised without the extra
     raise ImportError(
-        "ctxwindow.adapters.langchain needs langchain-core: pip install 'ctxwindow[langchain]'"
+        "ctxwindow_adapters.langchain needs langchain-core: "
+        "pip install 'ctxwindow-adapters[langchain]'"
     ) from error
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
@@ -235,7 +236,7 @@ def _read(message: Any, index: int) -> Message:
             f"AIMessage (with tool_calls) or ToolMessage",
         )
     calls = _calls(message, index) if isinstance(message, AIMessage) else ()
-    content = _content(message.content)
+    content = _content(message.content, frozenset(call.id for call in calls))
     tool_call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
     try:
         return Message(
@@ -342,10 +343,21 @@ def _copied(value: Any) -> Any:
 _READS: RecentReads[BaseMessage] = RecentReads(one_each(_read), _fields, _fields_now)
 
 
-def _content(content: Any) -> str | tuple[ContentPart, ...]:
+def _content(content: Any, calls: frozenset[str] = frozenset()) -> str | tuple[ContentPart, ...]:
+    """The content as parts, less the call blocks that repeat one of ``calls`` (the
+    message's tool calls, counted once as calls: ChatAnthropic's replies hold both)."""
     if isinstance(content, str):
         return content
-    return tuple(map(_part, content))
+    return tuple(_part(block) for block in content if not _repeats_call(block, calls))
+
+
+def _repeats_call(block: Any, calls: frozenset[str]) -> bool:
+    return (
+        bool(calls)
+        and isinstance(block, dict)
+        and block.get("type") in _CALL_BLOCKS
+        and block.get("id") in calls
+    )
 
 
 #: Blocks a model sees as media or opaque data (counted as such, kept beside a cut text),

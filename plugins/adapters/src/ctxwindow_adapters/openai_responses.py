@@ -28,6 +28,7 @@ from ctxwindow.errors import InvalidMessage
 from ctxwindow_adapters._bridge import (
     Converted,
     Shape,
+    budget_in_items,
     get,
     prepare,
     text_of,
@@ -63,7 +64,9 @@ def select(
     """The window of a Responses API ``input`` list: the same item objects, those that
     fit, in order; a summary a strategy writes comes as a system ``message`` item."""
     read = partial(read_items, items)
-    return prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query).select()
+    call = prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query)
+    with budget_in_items(call):
+        return call.select()
 
 
 async def aselect(
@@ -78,9 +81,9 @@ async def aselect(
 ) -> Window[Any]:
     """Async :func:`select`."""
     read = partial(read_items, items)
-    return await prepare(
-        read, SHAPE, windower, strategy, budget, counter, options, query=query
-    ).aselect()
+    call = prepare(read, SHAPE, windower, strategy, budget, counter, options, query=query)
+    with budget_in_items(call):
+        return await call.aselect()
 
 
 def _kind(item: Any, index: int) -> str:
@@ -181,19 +184,44 @@ def _reasoned(items: Sequence[Any], run: list[int]) -> bool:
 
 def _answer(item: Any, index: int) -> Message:
     """A call's output item as the tool message answering its call."""
-    output = _text(get(item, "output"), index)
+    output = _output_content(item, index)
     return Message("tool", output, tool_call_id=get(item, "call_id"), id=_item_id(item))
+
+
+#: Parts of an output a model sees as media: each counts a fixed amount, as the core
+#: counts a non-text part, never as the characters of its data URL.
+_MEDIA_PARTS = frozenset({"input_image", "input_file", "computer_screenshot", "image"})
+
+
+def _output_content(item: Any, index: int) -> str | tuple[ContentPart, ...]:
+    """An output item's content: a program's ``result``, a screenshot as a non-text part,
+    a list holding images as parts, else its text."""
+    if get(item, "type") == "program_output":
+        return _text(get(item, "result", get(item, "output")), index)
+    output = get(item, "output")
+    if get(output, "type") in _MEDIA_PARTS:
+        return (ContentPart(str(get(output, "type"))),)
+    if isinstance(output, (list, tuple)) and any(get(p, "type") in _MEDIA_PARTS for p in output):
+        return tuple(_output_part(part, index) for part in output)
+    return _text(output, index)
+
+
+def _output_part(part: Any, index: int) -> ContentPart:
+    kind = get(part, "type")
+    if kind in _MEDIA_PARTS:
+        return ContentPart(str(kind))
+    return ContentPart("text", _text([part], index))
 
 
 def _content_of(item: Any) -> tuple[Any, ...]:
     """What an app may change in place on an item it keeps: read again if it differs.
     (Checked for the newest items on every call: dicts, the common case, directly.)"""
     if type(item) is dict:
-        return item.get("content"), item.get("output"), item.get("arguments"), item.get("summary")
+        return tuple(item.get(key) for key in _EDITABLE)
     return tuple(get(item, key) for key in _EDITABLE)
 
 
-_EDITABLE = ("content", "output", "arguments", "summary")
+_EDITABLE = ("content", "output", "arguments", "summary", "result", "code")
 
 
 def _input_message(item: Any, index: int) -> Message:
@@ -222,7 +250,7 @@ def _turn(items: Sequence[Any], run: list[int]) -> Message:
             if not isinstance(call_id, str):
                 raise InvalidMessage(index, f"'call_id' must be a string, got {call_id!r}")
             name = get(item, "name") or kind
-            arguments = get(item, "arguments", get(item, "input", get(item, "action")))
+            arguments = _call_input(item)
             calls.append(ToolCall(call_id, str(name), text_of(arguments)))
         else:
             texts.append(_dump(item))
@@ -233,6 +261,15 @@ def _turn(items: Sequence[Any], run: list[int]) -> Message:
         seen.add(call.id)
     text = "\n".join(t for t in texts if t)
     return Message("assistant", text if text or not calls else None, tool_calls=tuple(calls))
+
+
+#: Where a call item holds what it sends: a function's arguments, a custom tool's
+#: input, a computer's or shell's action, a program's code.
+_CALL_INPUTS = ("arguments", "input", "action", "code")
+
+
+def _call_input(item: Any) -> Any:
+    return next((v for key in _CALL_INPUTS if (v := get(item, key)) is not None), None)
 
 
 def _content(content: Any, index: int) -> str | tuple[ContentPart, ...]:
@@ -273,9 +310,12 @@ def _rebuild(item: Any, kept: Any, cut: tuple[frozenset[int] | None, str] | None
     call's output given a stand-in (items are never split)."""
     if cut is None:
         return item
+    kind = get(item, "type")
+    if kind == "computer_call_output":  # its output must be a screenshot: kept as it is
+        return item
     data = item.model_dump(exclude_none=True) if hasattr(item, "model_dump") else dict(item)
-    if data.get("type") in OUTPUT_TYPES:  # a stand-in for a call's output
-        data["output"] = cut[1]
+    if kind in OUTPUT_TYPES:  # a stand-in for a call's output, in the field its type needs
+        data.update(_stand_in(data, cut[1]))
         return data
     content = data.get("content")
     if isinstance(content, list):
@@ -284,6 +324,20 @@ def _rebuild(item: Any, kept: Any, cut: tuple[frozenset[int] | None, str] | None
     else:
         data["content"] = cut[1]
     return data
+
+
+def _stand_in(data: dict[str, Any], text: str) -> dict[str, Any]:
+    """The fields an output item's stand-in text goes in, valid for its type: a
+    program's ``result``; a shell's ``output`` list, one chunk of stdout with the last
+    chunk's outcome; any other's ``output`` string."""
+    kind = data.get("type")
+    if kind == "program_output":
+        return {"result": text}
+    if kind == "shell_call_output":
+        chunks = data.get("output") or [{}]
+        outcome = get(chunks[-1], "outcome") or {"type": "exit", "exit_code": 0}
+        return {"output": [{"stdout": text, "stderr": "", "outcome": outcome}]}
+    return {"output": text}
 
 
 def _made(message: Message, before: Sequence[Any]) -> dict[str, Any]:

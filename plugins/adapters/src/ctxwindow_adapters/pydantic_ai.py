@@ -21,7 +21,7 @@ with one. A summary a strategy writes comes as a ``ModelRequest`` holding a
 pydantic-ai stores what a processor returns as the run's history, so what is dropped
 (or summarized) here is gone from the run's messages too.
 
-Needs ``pip install 'ctxwindow[pydantic-ai]'`` (pydantic-ai-slim).
+Needs ``pip install 'ctxwindow-adapters[pydantic-ai]'`` (pydantic-ai-slim).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ try:
     )
 except ImportError as error:  # pragma: no cover - exercised without the extra
     raise ImportError(
-        "ctxwindow.adapters.pydantic_ai needs pydantic-ai: pip install 'ctxwindow[pydantic-ai]'"
+        "ctxwindow_adapters.pydantic_ai needs pydantic-ai: "
+        "pip install 'ctxwindow-adapters[pydantic-ai]'"
     ) from error
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
@@ -141,8 +142,24 @@ def ctxwindow_processor(
     (with its options) or instance, a budget and a counter, or a configured Windower."""
     chosen = windower_for(windower, strategy, budget, counter, options)
     if windower is not None and budget is not None:
-        chosen = Windower(chosen.strategy, budget, chosen.counter, chosen.distribution)
+        chosen = _with_budget(chosen, budget)
     return HistoryProcessor(chosen, query)
+
+
+def _with_budget(windower: Windower, budget: int) -> Windower:
+    """``windower`` with another budget, its time limit kept: an app that bounds a
+    visit's time means it whatever the budget."""
+    limit = windower.time_limit
+    if limit is None:
+        return Windower(windower.strategy, budget, windower.counter, windower.distribution)
+    return Windower(
+        windower.strategy,
+        budget,
+        windower.counter,
+        windower.distribution,
+        time_limit=limit.seconds,
+        on_timeout=limit.on_timeout,
+    )
 
 
 # -- errors ---------------------------------------------------------------------------
