@@ -357,9 +357,9 @@ class Conversation:
                     self._close_unit(self._open_start, position + 1)
                     self._open_start = None
                 return
-            answered = {call.id for call in self._open_calls} - self._open_pending
-            if role == "tool" and tool_call_id in answered:
-                assert tool_call_id is not None  # answered holds call ids
+            # not pending: one of the exchange's calls was answered already (a repeat)
+            if role == "tool" and any(call.id == tool_call_id for call in self._open_calls):
+                assert tool_call_id is not None  # a call's id matched it
                 breaks = answered_twice(
                     self._open_start, position, tool_call_id, self._open_pending
                 )
