@@ -165,6 +165,37 @@ def test_plugins_table_shows_a_broken_plugin_and_the_problems(
     assert "ctxwindow-broken: register_strategies raised RuntimeError" in " ".join(problems.split())
 
 
+def test_plugins_table_shows_a_clash_beside_the_hooks_that_still_work(
+    ctxwindow_register: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name another plugin registered too is refused, the plugin's other names still
+    work: its row keeps its hooks and names the problem, not ERROR as if it were broken."""
+
+    class Clashing(BaseStrategy):
+        name = "newest"  # the testing plugin's
+
+        def choose(self, history: History) -> Selection:
+            return history.selection()
+
+    class Own(Clashing):
+        name = "clashing-own"
+
+    ctxwindow_register(Clashing, Own, name="clashing", distribution="ctxwindow-clashing")
+    code, out, _ = cli(capsys, "plugins")
+    assert code == 0
+    row = " ".join(out[out.index("clashing ") :].split())
+    assert row.startswith("clashing ctxwindow-clashing")
+    assert "ERROR" not in row.split("problems:")[0]
+    assert "strategies (problem: strategy 'newest' is registered by both" in row
+    assert "ctxwindow.select" not in row
+    code, raw, _ = cli(capsys, "plugins", "--json")
+    found = {p["name"]: p for p in json.loads(raw)["plugins"]}
+    assert found["clashing"]["failed"] is False
+    assert "registered by both" in found["clashing"]["error"]
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert ctxwindow.select(history, budget=1000, strategy="clashing-own").messages
+
+
 # -- did you mean ----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("typo", "meant"),

@@ -30,6 +30,7 @@ from ctxwindow._config import (
 from ctxwindow._contract import declared_options
 from ctxwindow._options import suggestions
 from ctxwindow._plugins import (
+    PluginInfo,
     core_version,
     describe_strategies,
     failed_plugins,
@@ -265,6 +266,16 @@ def _paragraph(text: str, width: int, indent: str) -> str:
     return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent)
 
 
+def _hooks_cell(plugin: PluginInfo, hooks: str) -> str:
+    """A plugin's hooks; ERROR and why when it failed (nothing of it works); its hooks
+    and the problem when only something it registered was refused (the rest works)."""
+    if plugin.failed:
+        return f"ERROR {plugin.error}"
+    if plugin.error:
+        return f"{hooks or '-'} (problem: {plugin.error})"
+    return hooks or "-"
+
+
 def _plugins(args: argparse.Namespace) -> int:
     found = get_plugins()
     problems = plugin_problems()
@@ -288,7 +299,7 @@ def _plugins(args: argparse.Namespace) -> int:
         if args.verbose:
             row.append(plugin.module or "-")
         hooks = ", ".join(hook.removeprefix("register_") for hook in plugin.hooks)
-        row.append(f"ERROR {plugin.error}" if plugin.error else hooks or "-")
+        row.append(_hooks_cell(plugin, hooks))
         rows.append(row)
     for distribution, variable in kept_out.items():
         row = ["-", distribution, "-", *(["-"] if args.verbose else []), f"kept out by {variable}"]

@@ -117,6 +117,10 @@ class PluginInfo:
     module: str | None
     hooks: list[str] = field(default_factory=list)
     error: str | None = None
+    #: Whether the error is the plugin's own failure (it did not load, a hook raised or
+    #: is never called), not a refusal of one thing it registered (a name another
+    #: plugin registered too, a strategy the host rejects): the rest of it still works.
+    failed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +130,7 @@ class PluginInfo:
             "module": self.module,
             "hooks": self.hooks,
             "error": self.error,
+            "failed": self.failed,
         }
 
 
@@ -262,6 +267,7 @@ class Plugins:
                     version=version,
                     module=entry_point.value,
                     error=f"{type(error).__name__}: {error}",
+                    failed=True,
                 )
                 _logger().warning(
                     "plugin %r from distribution %r failed to load: %s",
@@ -293,6 +299,7 @@ class Plugins:
             module=getattr(module, "__name__", None),
             hooks=hooks,
             error=problem,
+            failed=problem is not None,
         )
         if problem:
             _logger().warning("plugin %r from distribution %r: %s", name, distribution, problem)
@@ -345,8 +352,7 @@ class Plugins:
                 if problem:
                     built.problems.append(f"{distribution}: {problem}")
                     _logger().warning("%s", built.problems[-1])
-                    if info is not None:
-                        info.error = problem
+                    _note(info, problem, failed=True)
         return built
 
     def _registrar(
@@ -387,7 +393,7 @@ class Plugins:
                 distribution = info.distribution if info else impl.plugin_name
                 self.call_problems[(hook_name, distribution)] = f"{distribution}: {problem}"
                 _logger().warning("%s", self.call_problems[(hook_name, distribution)])
-                _note(info, problem)
+                _note(info, problem, failed=True)
 
     def member(
         self,
@@ -461,8 +467,12 @@ def _call(hook_name: str, hook: Callable[..., Any], *args: Any) -> str | None:
     return None
 
 
-def _note(info: PluginInfo | None, problem: str) -> None:
-    if info is not None and problem not in (info.error or ""):
+def _note(info: PluginInfo | None, problem: str, failed: bool = False) -> None:
+    """Add ``problem`` to the plugin's error; ``failed``: the plugin's own failure."""
+    if info is None:
+        return
+    info.failed = info.failed or failed
+    if problem not in (info.error or ""):
         info.error = problem if info.error is None else f"{info.error}; {problem}"
 
 
