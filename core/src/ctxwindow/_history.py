@@ -38,7 +38,10 @@ from ctxwindow.kit._prefixes import CHECKED, as_now, contents_unchanged, first_c
 T = TypeVar("T")
 
 NOT_UNIT = -1
-#: Why a unit must stay, for the units the runner adds to the instructions and pins.
+#: Why a unit must stay: an instruction (by its role), a pinned message, and the units
+#: the runner adds to those.
+INSTRUCTION = {"system": "system message", "developer": "developer message"}
+PINNED = "pinned"
 NEWEST_USER = "newest user message"
 CURRENT_TURN = "current turn (after the newest user message)"
 #: The current turn's reason in a history with no user message (an agent run from its
@@ -959,9 +962,7 @@ class History:
             unit = self.unit_of(position)
             if unit is not None and unit not in reasons:
                 message = self._conversation.message(position)
-                reasons[unit] = (
-                    f"{message.role} message" if message.role in INSTRUCTION_ROLES else "pinned"
-                )
+                reasons[unit] = INSTRUCTION.get(message.role, PINNED)
         if newest_user is not None:
             unit = self.unit_of(newest_user)
             if unit is not None and unit not in reasons:

@@ -29,8 +29,10 @@ from ctxwindow._contract import common_option, overhead_problem
 from ctxwindow._history import (
     CURRENT_TURN,
     CURRENT_TURN_NO_USER,
+    INSTRUCTION,
     NEWEST_EXCHANGE,
     NEWEST_USER,
+    PINNED,
     TASK_STATEMENT,
     Conversation,
     History,
@@ -825,9 +827,8 @@ def _mark_replaced(history: History, chosen: _Chosen) -> None:
 
 #: What each must-keep reason is, in BudgetTooSmall's list of what must be kept.
 _KINDS = {
-    "system message": "system",
-    "developer message": "developer",
-    "pinned": "pinned",
+    **{reason: role for role, reason in INSTRUCTION.items()},
+    PINNED: "pinned",
     NEWEST_USER: "newest user",
     CURRENT_TURN: "the current turn",
     CURRENT_TURN_NO_USER: "the current turn",
