@@ -305,6 +305,20 @@ def test_everything_is_escaped_and_no_password_is_shown() -> None:
     assert page.messages[1].attrs["data-id"] == '"><img src=x>'
 
 
+def test_the_command_shows_a_store_url_nowhere_with_its_password(tmp_path: Path) -> None:
+    """A strategy's cache given as a Redis URL: its password is in neither the summary
+    lines, the page, nor an error (the store is unreachable: the strategy says so)."""
+    spec = "summarize:cache=redis://ada:hunter2@127.0.0.1:1/0"
+    done = inspect(str(EXAMPLE), "-s", spec, "-b", str(BUDGET), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "conversation.inspect.html").read_text(encoding="utf-8")
+    for shown in (done.stdout, done.stderr, page):
+        assert "hunter2" not in shown
+    assert "summarize:cache=redis://ada:***@127.0.0.1:1/0: tokens" in done.stderr
+    bad = inspect(str(EXAMPLE), "-s", spec + ",summary_share=lots", "-b", "9", cwd=tmp_path)
+    assert bad.returncode == 1 and "hunter2" not in bad.stderr + bad.stdout
+
+
 def test_errors_are_one_line_and_the_input_is_never_overwritten(tmp_path: Path) -> None:
     source = tmp_path / "chat.json"
     source.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")

@@ -32,7 +32,8 @@ def test_metrics_count_requests_tokens_and_latency(proxy, make_history):
     counts = {(r["model"], r["outcome"]): r["count"] for r in data["requests"]}
     assert counts[("small", "windowed")] == 3
     assert counts[("other", "unknown_model")] == 1
-    assert counts[("", "upstream_error")] == 1
+    assert counts[("fail-429", "windowed")] == 1
+    assert data["upstream_errors"] == {"/v1/chat/completions": 1}
     assert data["tokens_saved"] == data["tokens_before"] - data["tokens_after"] > 0
     assert data["visit_ms"]["p50"] > 0
     text = httpx.get(f"{proxy.url}/metrics").text
@@ -42,6 +43,24 @@ def test_metrics_count_requests_tokens_and_latency(proxy, make_history):
     )
     assert f"ctxwindow_tokens_saved_total {data['tokens_saved']}" in text
     assert 'ctxwindow_visit_ms{quantile="0.50"}' in text
+
+
+def test_a_request_is_counted_once_and_labels_are_bounded(proxy, make_history):
+    """An upstream error on a windowed route is one request, not two; a model or a path
+    the client makes up is ``other``, so clients cannot grow the metric set."""
+    post(proxy, {"model": "fail-429", "messages": make_history(2), "max_tokens": 5})
+    for number in range(3):
+        post(proxy, {"model": f"made-up-{number}", "messages": make_history(2)})
+        httpx.post(f"{proxy.url}/v1/made/up/{number}", json={"model": "fail-429"}, timeout=30)
+    data = httpx.get(f"{proxy.url}/metrics?format=json").json()
+    assert sum(r["count"] for r in data["requests"]) == 4  # the four chat requests
+    counts = {(r["route"], r["model"], r["outcome"]): r["count"] for r in data["requests"]}
+    assert counts[("/v1/chat/completions", "fail-429", "windowed")] == 1
+    assert counts[("/v1/chat/completions", "other", "unknown_model")] == 3
+    assert data["upstream_errors"] == {"/v1/chat/completions": 1, "other": 3}
+    text = httpx.get(f"{proxy.url}/metrics").text
+    assert "made" not in text
+    assert 'ctxwindow_upstream_errors_total{route="other"} 3' in text
 
 
 def test_the_log_has_the_budget_and_the_whole_record(start_proxy, make_history, tmp_path):

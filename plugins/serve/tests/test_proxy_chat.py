@@ -188,3 +188,66 @@ def test_a_message_the_window_made_goes_with_the_apis_fields_only(
     assert forwarded[-1] == messages[-1]  # the client's extra key went as it came
     assert all("metadata" not in m for m in forwarded)
     validate(MESSAGES, forwarded[:-1])
+
+
+def test_integers_past_64_bits_are_relayed_exactly_when_the_body_is_rebuilt(
+    proxy, upstream, make_history
+):
+    """orjson reads an integer past 64 bits as a float: a rebuilt body must still carry
+    every number as the client wrote it, in the other keys and in the messages kept."""
+    seed = 123456789012345678901234
+    messages = make_history(20)
+    messages[-1] = {**messages[-1], "x-app-id": -9223372036854775809}
+    body = json.dumps({"model": "small", "messages": messages, "max_tokens": 50, "seed": seed})
+    answer = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        content=body.encode(),
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 200
+    sent = upstream.last.json()
+    assert len(sent["messages"]) < len(messages)  # rebuilt, not the bytes as they came
+    assert sent["seed"] == seed and isinstance(sent["seed"], int)
+    assert sent["messages"][-1]["x-app-id"] == -9223372036854775809
+    assert b"123456789012345678901234" in upstream.last.body
+
+
+def _tool_turns(turns: int) -> list[dict]:
+    """A chat whose turns each hold a call with two results (one unit, three messages),
+    and a last user message too long for any budget."""
+    messages: list[dict] = [{"role": "system", "content": "You are terse."}]
+    for turn in range(turns):
+        calls = [
+            {"id": f"c{turn}{n}", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+            for n in range(2)
+        ]
+        messages += [
+            {"role": "user", "content": f"question {turn} " + "word " * 10},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": f"c{turn}0", "content": "sunny " * 10},
+            {"role": "tool", "tool_call_id": f"c{turn}1", "content": "windy " * 10},
+        ]
+    messages.append({"role": "user", "content": "and now? " + "word " * 2000})
+    return messages
+
+
+def test_dropped_counts_messages_whether_or_not_the_window_made_any(start_proxy, upstream):
+    """``dropped=`` is the history's messages left out, on every path: a window of the
+    client's own messages, and one holding a copy it made (a cut last message)."""
+    proxy = start_proxy(strategy={"strategy": "fixed", "oversize": "truncate"})
+    for messages in (_tool_turns(1), _tool_turns(6)):
+        answer = httpx.post(
+            f"{proxy.url}/v1/chat/completions",
+            json={"model": "small", "messages": messages, "max_tokens": 50},
+        )
+        forwarded = upstream.last.json()["messages"]
+        assert forwarded[-1]["content"] != messages[-1]["content"]  # the window cut it
+        assert f"dropped={len(messages) - len(forwarded)};" in answer.headers["x-ctxwindow"]
+    picked = [*_tool_turns(6)[:-1], {"role": "user", "content": "and now?"}]
+    answer = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={"model": "small", "messages": picked, "max_tokens": 50},
+    )
+    sent = len(upstream.last.json()["messages"])
+    assert sent < len(picked)
+    assert f"dropped={len(picked) - sent};" in answer.headers["x-ctxwindow"]

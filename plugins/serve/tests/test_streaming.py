@@ -4,8 +4,18 @@ test opens only after the first chunk has arrived)."""
 
 from __future__ import annotations
 
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
 import httpx
 import openai
+import pytest
+
+from ctxwindow_serve import ModelEntry, ServeSettings, build_app
 
 
 def test_the_first_chunk_arrives_before_the_upstream_sends_the_second(
@@ -50,3 +60,63 @@ def test_a_client_that_goes_away_closes_the_upstream_stream(proxy, upstream, mak
     # is still holding back its second chunk (the gate stays shut)
     assert upstream.closed.wait(10)
     assert not upstream.gate.is_set()
+
+
+@pytest.fixture
+def breaking_upstream() -> Iterator[str]:
+    """An upstream that streams one SSE event, then drops the connection mid-body (no
+    last chunk): an upstream that crashes while it generates."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    first = b'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n'
+
+    def answer() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                received = b""
+                while b"\r\n\r\n" not in received:
+                    received += connection.recv(65536)
+                head, _, body = received.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                while len(body) < length:
+                    body += connection.recv(65536)
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    b"transfer-encoding: chunked\r\n\r\n"
+                    + f"{len(first):x}\r\n".encode()
+                    + first
+                    + b"\r\n"
+                )
+                time.sleep(0.2)  # the event goes through first, most often
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def test_an_upstream_that_breaks_off_mid_stream_ends_it_with_an_error_event(
+    breaking_upstream, run_app, make_history, capfd, caplog
+):
+    """The client gets what came, then an error event in the API's shape and a clean end
+    (the SDK raises it); the log gets one line, not a traceback."""
+    models = (ModelEntry("small", context=400, output=50, reserve=0.0),)
+    proxy = run_app(build_app(ServeSettings(upstream=breaking_upstream, models=models)))
+    body = {"model": "small", "messages": make_history(2), "stream": True}
+    with caplog.at_level(logging.WARNING, logger="ctxwindow"):
+        answer = httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=30)
+        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="k", max_retries=0)
+        with pytest.raises(openai.APIError, match="upstream"):
+            for _ in client.chat.completions.create(**body):
+                pass
+    assert answer.status_code == 200
+    *events, end = answer.content.split(b"\n\n")
+    assert end == b"" and all(event.startswith(b"data: ") for event in events[:-1])
+    name, data = events[-1].split(b"\n")
+    assert name == b"event: error"
+    assert json.loads(data.removeprefix(b"data: "))["error"]["type"] == "upstream_error"
+    assert "Traceback" not in capfd.readouterr().err
+    broke = [r for r in caplog.records if "broke off" in r.getMessage()]
+    assert len(broke) == 2 and broke[0].exc_info is None

@@ -52,6 +52,19 @@ def test_an_upstream_path_prefix_is_kept(upstream, run_app):
     assert upstream.last.target == "/prefix/v1/models?x=1"
 
 
+def test_an_upstream_query_goes_after_the_path_and_is_kept(upstream, run_app):
+    """Azure's ``?api-version=``: the client's path is joined to the upstream's before
+    its query, and the client's own query follows the upstream's."""
+    from ctxwindow_serve import ServeSettings, build_app
+
+    base = f"{upstream.url}/openai/?api-version=2024-02-01"
+    proxy = run_app(build_app(ServeSettings(upstream=base)))
+    httpx.get(f"{proxy.url}/v1/models")
+    assert upstream.last.target == "/openai/v1/models?api-version=2024-02-01"
+    httpx.get(f"{proxy.url}/v1/models?after=x%26y")
+    assert upstream.last.target == "/openai/v1/models?api-version=2024-02-01&after=x%26y"
+
+
 def test_the_answer_has_one_date_and_one_server_header(proxy, upstream):
     """The upstream's Date and Server give way to the proxy's own server's: a response
     may carry one Date only."""

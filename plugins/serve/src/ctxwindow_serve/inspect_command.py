@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctxwindow import Window, from_config, parse_strategy_spec, read_request
-from ctxwindow_serve.inspector import render_page
+from ctxwindow import SavedRequest, Window, from_config, parse_strategy_spec, read_request
+from ctxwindow_serve.inspector import render_page, without_passwords
 
 #: The page's name when ``--html`` is not given (beside where the command runs).
 DEFAULT_SUFFIX = ".inspect.html"
@@ -63,13 +63,7 @@ def run(args: argparse.Namespace) -> int:
             "input: write to another file"
         )
     request = read_request(args.file)
-    columns: list[tuple[str, Window[Any]]] = []
-    for spec in args.strategy:
-        name, options = parse_strategy_spec(spec)
-        windower = from_config(
-            {"strategy": name, "budget": args.budget, "counter": args.counter, **options}
-        )
-        columns.append((spec, request.select(windower, args.query)[1]))
+    columns = [_column(spec, request, args) for spec in args.strategy]
     source = "stdin" if args.file == "-" else Path(args.file).name
     page = render_page(
         request.messages,
@@ -87,12 +81,28 @@ def run(args: argparse.Namespace) -> int:
     for label, window in columns:
         record = window.record
         print(
-            f"{label}: tokens {record.tokens_before} -> {record.tokens_after}, "
+            f"{without_passwords(label)}: tokens {record.tokens_before} -> {record.tokens_after}, "
             f"messages {record.messages_before} -> {record.messages_after}",
             file=sys.stderr,
         )
     print(out.resolve())
     return 0
+
+
+def _column(spec: str, request: SavedRequest, args: argparse.Namespace) -> tuple[str, Window[Any]]:
+    """The window one strategy ``spec`` gives; an error building or running it is told
+    without the password of any URL in it (a store's, given in the spec)."""
+    try:
+        name, options = parse_strategy_spec(spec)
+        windower = from_config(
+            {"strategy": name, "budget": args.budget, "counter": args.counter, **options}
+        )
+        return spec, request.select(windower, args.query)[1]
+    except Exception as error:
+        shown = without_passwords(str(error))
+        if shown == str(error):
+            raise
+        raise ValueError(shown) from None
 
 
 def _default_name(file: str) -> str:

@@ -21,6 +21,7 @@ visits with :func:`render_section` each, in one :func:`render_document`.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ COLOURS: dict[str, str] = {
 #: messages of 100,000 tokens: the page stays small).
 PREVIEW_CHARS = 280
 TOOLTIP_CHARS = 2_000
+#: A URL in a text, up to a space, a quote or a comma (which ends a spec's option).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\",<>]+")
 
 
 @dataclass
@@ -344,7 +347,9 @@ def _header(index: int, label: str, record: WindowRecord) -> str:
         f"{escape(d.reason)} ({d.tokens} tokens)</div>"
         for d in outside
     )
-    notes = "".join(f'<div class="note">{escape(note)}</div>' for note in record.notes)
+    notes = "".join(
+        f'<div class="note">{escape(without_passwords(note))}</div>' for note in record.notes
+    )
     llm = ""
     if record.llm is not None:
         usage = record.llm
@@ -353,9 +358,10 @@ def _header(index: int, label: str, record: WindowRecord) -> str:
             f"{usage.calls} calls, {usage.prompt_tokens} + {usage.completion_tokens} tokens</div>"
         )
     state = "engaged" if record.engaged else "not engaged: everything fits"
+    shown = escape(without_passwords(label))
     return (
-        f'<th class="strategy" data-column="{index}" data-strategy="{escape(_shown_label(label))}">'
-        f'<div class="label">{escape(_shown_label(label))}</div>'
+        f'<th class="strategy" data-column="{index}" data-strategy="{shown}">'
+        f'<div class="label">{shown}</div>'
         f'<div class="totals" data-tokens-before="{record.tokens_before}" '
         f'data-tokens-after="{record.tokens_after}" data-budget="{record.budget}">'
         f"tokens {record.tokens_before} → {record.tokens_after} of {record.budget} "
@@ -366,13 +372,11 @@ def _header(index: int, label: str, record: WindowRecord) -> str:
     )
 
 
-def _shown_label(label: str) -> str:
-    """A column's label with any URL in its options shown without its password."""
-    parts = []
-    for part in label.split(","):
-        key, sep, value = part.partition("=")
-        parts.append(key + sep + redact(value) if sep and "://" in value else part)
-    return ",".join(parts)
+def without_passwords(text: str) -> str:
+    """``text`` (a column's label, a note, an error) with every URL in it shown without
+    its password: a store given as ``cache=redis://user:pass@host`` is named in the
+    page's labels and notes and in the command's lines, never with its password."""
+    return _URL.sub(lambda found: redact(found.group()), text)
 
 
 def _message_cells(position: int, message: Mapping[str, Any], join: tuple[int, str] | None) -> str:
@@ -399,7 +403,7 @@ def _summary_cells(summary: _Summary, label: str) -> str:
     return (
         '<td class="pos">Σ</td><td class="join"></td>'
         f'<td class="message summary" title="{escape(_clip(text, TOOLTIP_CHARS))}">'
-        f'<span class="role summary">summary</span> sent by {escape(_shown_label(label))}, '
+        f'<span class="role summary">summary</span> sent by {escape(without_passwords(label))}, '
         f"covering {escape(_spans(summary.covered))} "
         f'<span class="text">{escape(_clip(text, PREVIEW_CHARS))}</span></td>'
     )
@@ -413,7 +417,7 @@ def _cell_html(
     scale: int,
     entry: int | _Summary,
 ) -> str:
-    shown = escape(_shown_label(label))
+    shown = escape(without_passwords(label))
     cell = grid.cells.get(row)
     if cell is None:
         if row in grid.spanned:

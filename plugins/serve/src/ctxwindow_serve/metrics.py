@@ -1,29 +1,44 @@
-"""The proxy's counters, as Prometheus text or JSON: requests by route, model and
-outcome, tokens before and after windowing, and the visit latency's percentiles. No
-label carries anything a user sent but the model name.
+"""The proxy's counters, as Prometheus text or JSON: windowed requests by route, model
+and outcome (each counted once), upstream errors by route, tokens before and after
+windowing, and the visit latency's percentiles.
+
+No label takes a value a client chose: a route is one of the windowed ones or
+``other``, a model is the name of its ``[models]`` entry or ``other``, so that no
+client can grow the metric set (each label set is a series kept for ever).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Any
 
+from ctxwindow_serve.settings import ModelEntry
+from ctxwindow_serve.shapes import ROUTES
 from ctxwindow_serve.windowing import Outcome
 
 #: Visit latencies kept for the percentiles.
 LATENCIES_KEPT = 10_000
+#: The label of a route or a model the proxy does not know.
+OTHER = "other"
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """The counters of one proxy; ``entry_of`` finds a model's ``[models]`` entry, whose
+    name is the model's label."""
+
+    def __init__(self, entry_of: Callable[[object], ModelEntry | None] = lambda _: None) -> None:
         self.requests: Counter[tuple[str, str, str]] = Counter()
+        self.upstream_errors: Counter[str] = Counter()
         self.tokens_before = 0
         self.tokens_after = 0
         self.visit_ms: deque[float] = deque(maxlen=LATENCIES_KEPT)
+        self._entry_of = entry_of
 
     def observe(self, route: str, outcome: Outcome) -> None:
-        self.requests[(route, outcome.model or "", outcome.outcome)] += 1
+        """Count one windowed request (once, whatever the upstream answers)."""
+        self.requests[(_route(route), self._model(outcome.model), outcome.outcome)] += 1
         record = outcome.record
         if record is not None:
             self.tokens_before += record.tokens_before
@@ -31,7 +46,16 @@ class Metrics:
             self.visit_ms.append(record.elapsed_ms)
 
     def upstream_error(self, route: str) -> None:
-        self.requests[(route, "", "upstream_error")] += 1
+        """Count an upstream answer of 400 or more, on any route (apart from requests:
+        a windowed request that gets one is still one request)."""
+        self.upstream_errors[_route(route)] += 1
+
+    def _model(self, name: str | None) -> str:
+        """The model's label: its entry's name, ``other`` for a model with none."""
+        if name is None:
+            return ""
+        entry = self._entry_of(name)
+        return OTHER if entry is None else entry.name
 
     def percentiles(self) -> dict[str, float]:
         latencies = list(self.visit_ms)
@@ -47,6 +71,7 @@ class Metrics:
                 {"route": route, "model": model, "outcome": outcome, "count": count}
                 for (route, model, outcome), count in sorted(self.requests.items())
             ],
+            "upstream_errors": dict(sorted(self.upstream_errors.items())),
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
             "tokens_saved": self.tokens_before - self.tokens_after,
@@ -55,12 +80,18 @@ class Metrics:
 
     def prometheus(self) -> str:
         lines = [
-            "# HELP ctxwindow_requests_total Requests by route, model and outcome.",
+            "# HELP ctxwindow_requests_total Windowed requests by route, model and outcome.",
             "# TYPE ctxwindow_requests_total counter",
         ]
         for (route, model, outcome), count in sorted(self.requests.items()):
             labels = f'route="{_label(route)}",model="{_label(model)}",outcome="{outcome}"'
             lines.append(f"ctxwindow_requests_total{{{labels}}} {count}")
+        lines += [
+            "# HELP ctxwindow_upstream_errors_total Upstream answers of 400 or more by route.",
+            "# TYPE ctxwindow_upstream_errors_total counter",
+        ]
+        for route, count in sorted(self.upstream_errors.items()):
+            lines.append(f'ctxwindow_upstream_errors_total{{route="{_label(route)}"}} {count}')
         for name, value, text in (
             ("tokens_before", self.tokens_before, "History tokens before windowing."),
             ("tokens_after", self.tokens_after, "History tokens after windowing."),
@@ -78,6 +109,12 @@ class Metrics:
         for quantile, milliseconds in self.percentiles().items():
             lines.append(f'ctxwindow_visit_ms{{quantile="0.{quantile[1:]}"}} {milliseconds:.3f}')
         return "\n".join(lines) + "\n"
+
+
+def _route(path: str) -> str:
+    """The route's label: a windowed route's path, ``other`` for any other path."""
+    route = path.rstrip("/")
+    return route if route in ROUTES else OTHER
 
 
 def _label(value: str) -> str:

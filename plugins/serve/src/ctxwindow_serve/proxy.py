@@ -60,7 +60,7 @@ class Proxy:
     def __init__(self, settings: ServeSettings) -> None:
         self.settings = settings
         self.windowing = Windowing(settings)
-        self.metrics = Metrics()
+        self.metrics = Metrics(settings.model)
         self.log: VisitLog | None = None
         self.upstream = Upstream(settings.upstream, settings.max_connections)
         self.recent = RecentVisits(settings.ui_visits) if settings.ui else None
@@ -160,7 +160,7 @@ class Proxy:
             return JSONResponse(
                 (shape or CHAT).error_body("upstream_unreachable", message), status_code=502
             )
-        return None if answer is None else Relay(answer)
+        return None if answer is None else Relay(answer, shape or CHAT)
 
     def _finish(
         self,

@@ -81,7 +81,10 @@ class Upstream:
     """The session to one upstream URL; ``open`` within the server's event loop."""
 
     def __init__(self, base: str, max_connections: int | None = None) -> None:
-        self.base = base.rstrip("/")
+        root, _, query = base.partition("?")
+        self.base = root.rstrip("/")
+        #: The upstream URL's own query (Azure's ``api-version=``), sent with every request.
+        self.query = query.partition("#")[0]
         #: Connections open to the upstream at once (None: no limit); requests beyond
         #: it wait for one to be free.
         self.max_connections = max_connections
@@ -103,6 +106,14 @@ class Upstream:
         if self._session is not None:
             await self._session.close()
 
+    def url(self, target: str) -> str:
+        """The upstream URL for ``target``: its path joined to the upstream's before any
+        query, the upstream's query first and the client's after it."""
+        if not self.query:
+            return self.base + target
+        path, sep, query = target.partition("?")
+        return f"{self.base}{path}?{self.query}" + ("&" + query if sep and query else "")
+
     async def send(
         self, method: str, target: str, headers: Iterable[tuple[str, str]], body: bytes
     ) -> Answer:
@@ -112,7 +123,7 @@ class Upstream:
         try:
             response = await self._session.request(
                 method,
-                URL(self.base + target, encoded=True),
+                URL(self.url(target), encoded=True),
                 headers=list(headers),
                 data=body or None,
                 allow_redirects=False,

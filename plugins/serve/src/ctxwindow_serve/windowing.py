@@ -11,6 +11,7 @@ answered here, with a 400 naming the numbers.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,12 @@ FALLBACK_STRATEGY = "fixed"
 #: The configured options every strategy takes that the fallback keeps: it must treat an
 #: oversized message, an orphan tool result and the task statement as configured.
 FALLBACK_OPTIONS = ("oversize", "orphans", "task_statement")
+#: How orjson writes a float of 1e16 or more: an integer past 64 bits it read (as a
+#: float) is written so too.
+_EXPONENT = b"e+"
+#: Every digit as ``0`` (the other bytes as they are), to find a run of 19 digits.
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_NUMBER = b"0" * 19
 
 
 @dataclass
@@ -186,16 +193,58 @@ def _outcome(
     record = window.record
     if same_items(window.messages, history):  # nothing dropped: the bytes as they came
         return Outcome(raw, outcome, name, budget, record, fallback, history=history, window=window)
-    rebuilt = {**body, shape.history_key: shape.sent(window.messages, history)}
-    done = Outcome(
-        _dumps(rebuilt), outcome, name, budget, record, fallback, history=history, window=window
-    )
+    content = _rebuilt(body, raw, shape, window.messages, history)
+    done = Outcome(content, outcome, name, budget, record, fallback, history=history, window=window)
     if _picked_from(window.messages, history):  # only items of the history: the rest dropped
-        done.dropped = len(history) - len(window.messages)
-    else:  # summaries, or cut copies: the record says which
-        done.dropped = record.count("dropped")
-        done.summarized = record.count("summarized")
+        done.dropped = record.messages_before - record.messages_after
+    else:  # summaries, or cut copies: the record says which messages went where
+        done.dropped = _messages_with(record, "dropped")
+        done.summarized = _messages_with(record, "summarized")
     return done
+
+
+def _messages_with(record: WindowRecord, action: str) -> int:
+    """The history's messages whose unit got ``action`` (a unit of a call and its two
+    results is three): ``dropped=`` counts messages on every path, as the record's
+    ``messages_before`` and ``messages_after`` do, never units. Read from the runs: a
+    turn that drops a long stretch reads one run."""
+    return sum(len(run.positions) for run in record.decision_runs if run.action == action)
+
+
+def _rebuilt(
+    body: dict[str, Any], raw: bytes, shape: Shape, window: Sequence[Any], history: list[Any]
+) -> bytes:
+    """The body with the window as its history. orjson reads an integer past 64 bits
+    as a float, which it writes as ``1.2345678901234568e+23``: only when the written
+    body holds an ``e+`` and the client's a number of 19 digits or more (one such
+    integer may be) is the body read again by the standard library, whose integers
+    are exact, and the window put in that reading (one ``find`` otherwise)."""
+    key = shape.history_key
+    content = _dumps({**body, key: shape.sent(window, history)})
+    if _EXPONENT not in content or _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
+        return content
+    exact = _read_exactly(raw, key, window, history)
+    if exact is None:
+        return content
+    body, window, history = exact
+    return _dumps({**body, key: shape.sent(window, history)})
+
+
+def _read_exactly(
+    raw: bytes, key: str, window: Sequence[Any], history: list[Any]
+) -> tuple[dict[str, Any], list[Any], list[Any]] | None:
+    """The body as the standard library reads it (every integer exact), and the window
+    with each item of the history as that reading's (an item the window made stays as
+    it is); None when that reading does not line up with orjson's."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    items = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(items, list) or len(items) != len(history):
+        return None
+    as_read = {id(old): new for old, new in zip(history, items, strict=True)}
+    return body, [as_read.get(id(item), item) for item in window], items
 
 
 def _picked_from(window: Sequence[Any], history: Sequence[Any]) -> bool:
@@ -228,8 +277,6 @@ def _dumps(body: Mapping[str, Any]) -> bytes:
     try:
         return orjson.dumps(body)
     except TypeError:  # an integer past 64 bits, which orjson does not write
-        import json
-
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
