@@ -55,6 +55,13 @@ def test_a_required_key_is_checked_and_not_forwarded(start_proxy, upstream, make
     wrong = post(proxy, body, **{"x-ctxwindow-key": "proxy-key-2"})
     assert refused.status_code == wrong.status_code == 401
     assert httpx.get(f"{proxy.url}/metrics").status_code == 401
+    # a scraper's Basic authentication, the key as its password, opens /metrics alone
+    assert httpx.get(f"{proxy.url}/metrics", auth=("prometheus", "proxy-key-1")).status_code == 200
+    assert httpx.get(f"{proxy.url}/metrics", auth=("prometheus", "proxy-key-2")).status_code == 401
+    basic = httpx.post(
+        f"{proxy.url}/v1/chat/completions", json=body, auth=("x", "proxy-key-1"), timeout=30
+    )
+    assert basic.status_code == 401  # the API routes take the proxy's header only
     assert upstream.seen == []
     assert post(proxy, body, **{"x-ctxwindow-key": "proxy-key-1"}).status_code == 200
     assert "x-ctxwindow-key" not in upstream.last.headers

@@ -67,6 +67,22 @@ def test_ui_needs_the_client_key_when_one_is_set(start_proxy, make_history):
     assert httpx.get(f"{proxy.url}/ui", headers=headers, timeout=30).status_code == 200
 
 
+def test_a_browser_is_asked_for_the_client_key_of_the_ui(start_proxy):
+    """A browser cannot send the proxy's header when it opens a page: told to by the
+    401, it asks for a user name and password, and the key as the password opens it."""
+    proxy = start_proxy(ui=True, client_key="proxy-key")
+    refused = httpx.get(f"{proxy.url}/ui", timeout=30)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].startswith("Basic ")
+    assert "password" in refused.text
+    opened = httpx.get(f"{proxy.url}/ui", auth=("anyone", "proxy-key"), timeout=30)
+    assert opened.status_code == 200 and "<html" in opened.text.lower()
+    wrong = httpx.get(f"{proxy.url}/ui", auth=("anyone", "not-the-key"), timeout=30)
+    assert wrong.status_code == 401
+    garbled = httpx.get(f"{proxy.url}/ui", headers={"authorization": "Basic %%%"}, timeout=30)
+    assert garbled.status_code == 401
+
+
 def test_without_ui_the_path_is_the_upstreams(proxy, upstream, make_history):
     chat(proxy, make_history(10))
     answer = httpx.get(f"{proxy.url}/ui", timeout=30)

@@ -33,9 +33,11 @@ from ctxwindow_serve.metrics import Metrics
 from ctxwindow_serve.records import VisitLog, visit_entry
 from ctxwindow_serve.relay import Relay
 from ctxwindow_serve.security import (
+    ASK_BROWSER,
     CLIENT_KEY_HEADER,
     BodyTooLarge,
     key_matches,
+    page_key,
     read_body,
     request_headers,
 )
@@ -81,20 +83,31 @@ class Proxy:
         return JSONResponse({"status": "ok"})
 
     async def metrics_endpoint(self, request: Request) -> Response:
-        if not key_matches(self.settings.client_key, request.headers.get(CLIENT_KEY_HEADER)):
-            return _unauthorised(CHAT)
+        if not self._page_allowed(request):
+            return _page_unauthorised()
         if request.query_params.get("format") == "json":
             return JSONResponse(self.metrics.to_dict())
         return PlainTextResponse(self.metrics.prometheus(), media_type="text/plain; version=0.0.4")
 
     async def ui(self, request: Request) -> Response:
-        """The inspector's page of the most recent visits (only when enabled)."""
-        if not key_matches(self.settings.client_key, request.headers.get(CLIENT_KEY_HEADER)):
-            return _unauthorised(CHAT)
+        """The inspector's page of the most recent visits (only when enabled). Behind a
+        client key, a browser is asked for it (as the password of HTTP Basic
+        authentication); a script may send the proxy's header instead."""
+        if not self._page_allowed(request):
+            return _page_unauthorised()
         assert self.recent is not None, "the route exists only with [serve] ui = true"
         page = await run_in_threadpool(self.recent.page)  # a long page takes a while
         headers = {"content-security-policy": CONTENT_SECURITY_POLICY, "cache-control": "no-store"}
         return HTMLResponse(page, headers=headers)
+
+    def _page_allowed(self, request: Request) -> bool:
+        """Whether a request for one of the proxy's own pages (/ui, /metrics) holds the
+        client key: in the proxy's header, or as an HTTP Basic password (what a browser
+        or a Prometheus scraper sends)."""
+        expected, headers = self.settings.client_key, request.headers
+        return key_matches(expected, headers.get(CLIENT_KEY_HEADER)) or key_matches(
+            expected, page_key(headers.get("authorization"))
+        )
 
     async def forward(self, request: Request) -> Response:
         """Any request: checked, windowed when its route is one of the three, forwarded."""
@@ -214,6 +227,15 @@ async def _disconnected(request: Request) -> None:
     """Return when the client has gone (its body was read whole already)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+def _page_unauthorised() -> Response:
+    """A 401 for one of the proxy's pages, which makes a browser ask for the key."""
+    message = (
+        "ctxwindow proxy: give the proxy's key as the password (any user name), "
+        f"or send it in the {CLIENT_KEY_HEADER} header"
+    )
+    return PlainTextResponse(message, status_code=401, headers=ASK_BROWSER)
 
 
 def _unauthorised(shape: Shape) -> Response:

@@ -8,6 +8,7 @@ built from the body's windowing record, never from headers.
 
 from __future__ import annotations
 
+import base64
 import hmac
 from collections.abc import AsyncIterator, Iterable, Mapping
 
@@ -42,6 +43,26 @@ def key_matches(expected: str | None, given: str | None) -> bool:
     if expected is None:
         return True
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def page_key(authorization: str | None) -> str | None:
+    """The key a browser sent for a page through HTTP Basic authentication (the
+    password; the user name is not read): a browser cannot send the proxy's own header
+    when it opens a page, but asks for these when told to (:data:`ASK_BROWSER`)."""
+    scheme, _, encoded = (authorization or "").partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    _user, sep, password = decoded.partition(":")
+    return password if sep else None
+
+
+#: The header a 401 for a page carries: the browser asks for a user name and password
+#: (the proxy's key as the password) and sends them with the page's requests.
+ASK_BROWSER = {"www-authenticate": 'Basic realm="ctxwindow proxy", charset="UTF-8"'}
 
 
 def request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
