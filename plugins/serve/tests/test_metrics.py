@@ -97,4 +97,9 @@ def test_each_visit_is_a_span(proxy, upstream, make_history):
     assert attributes["gen_ai.request.max_tokens"] == 50
     assert attributes["ctxwindow.strategy"] == "fixed"
     assert attributes["ctxwindow.budget"] == 350
+    # a request that names no output limit: the span does not report the entry's as asked
+    post(proxy, {"model": "small", "messages": make_history(20)})
+    unasked = dict(exporter.get_finished_spans()[-1].attributes)
+    assert "gen_ai.request.max_tokens" not in unasked
+    assert unasked["gen_ai.request.model"] == "small"
     assert f"dropped={attributes['ctxwindow.dropped']}" in answer.headers["x-ctxwindow"]

@@ -31,6 +31,9 @@ class Budget:
     output: int
     fixed: int
     reserved: int
+    #: The output limit the request itself names (``max_tokens``...), None when it names
+    #: none and ``output`` is the model entry's: a span reports only what was asked.
+    requested_output: int | None = None
 
     @property
     def left(self) -> int:
@@ -83,6 +86,12 @@ def request_budget(
     parts: PartCounts,
 ) -> Budget:
     """The budget of this request's history (its ``left`` may be zero or less)."""
-    output = shape.output_tokens(body) or entry.output
+    requested = shape.output_tokens(body)
     fixed = sum(parts.count(part, counter) for part in shape.fixed_parts(body))
-    return Budget(context=entry.context, output=output, fixed=fixed, reserved=entry.reserved)
+    return Budget(
+        context=entry.context,
+        output=requested or entry.output,
+        fixed=fixed,
+        reserved=entry.reserved,
+        requested_output=requested,
+    )

@@ -198,8 +198,8 @@ class Proxy:
             )
         if telemetry.enabled():
             shape = ROUTES.get(route.rstrip("/"), CHAT)
-            output = outcome.budget.output if outcome.budget else None
-            telemetry.record_span(outcome, shape.provider, self.settings.upstream, output)
+            asked = outcome.budget.requested_output if outcome.budget else None
+            telemetry.record_span(outcome, shape.provider, self.settings.upstream, asked)
 
 
 async def _unless_gone(sending: Coroutine[Any, Any, Answer], request: Request) -> Answer | None:
