@@ -381,10 +381,12 @@ def test_remember_histories_bounds_how_many_are_kept_and_gives_back_the_old_boun
         )
         assert counting.calls - read == 1  # still remembered: only the new message read
         assert not list(RECENT.remembered.candidates(chats[0]))  # forgotten: read whole next time
+        assert ctxwindow.remembered_histories() == (2, 10_000)  # what plugins follow
         assert ctxwindow.remember_histories(1, 10_000) == (2, 10_000)
         assert len(RECENT) == 1  # shrinking forgets at once
     finally:
         ctxwindow.remember_histories(*before)
+    assert ctxwindow.remembered_histories() == before
 
 
 @pytest.mark.parametrize("bad", [-1, 2.5, True, "8"])

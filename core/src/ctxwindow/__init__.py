@@ -85,7 +85,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
         SummaryRequest,
         SummaryResult,
     )
-    from ctxwindow._recent import remember_histories
+    from ctxwindow._recent import remember_histories, remembered_histories
     from ctxwindow._requests import SavedRequest, read_request
     from ctxwindow._selection import Selection
     from ctxwindow._strategy import BaseStrategy
@@ -139,7 +139,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "SummaryRequest",
         "SummaryResult",
     ),
-    "ctxwindow._recent": ("remember_histories",),
+    "ctxwindow._recent": ("remember_histories", "remembered_histories"),
     "ctxwindow._requests": ("SavedRequest", "read_request"),
     "ctxwindow._selection": ("Selection",),
     "ctxwindow._strategy": ("BaseStrategy",),
@@ -255,6 +255,7 @@ __all__ = [
     "register_plugin",
     "reload_plugins",
     "remember_histories",
+    "remembered_histories",
     "select",
     "strategy_class",
     "to_openai",

@@ -149,3 +149,10 @@ def remember_histories(lists: int = LISTS_KEPT, items: int = ITEMS_KEPT) -> tupl
     before = RECENT.remembered.bounds
     RECENT.remembered.bound(lists, items)
     return before
+
+
+def remembered_histories() -> tuple[int, int]:
+    """The bounds :func:`remember_histories` set last, as ``(lists, items)``: what a
+    plugin that remembers histories of its own (an adapter's conversions) bounds itself
+    by, so that one call sizes every cache of a server."""
+    return RECENT.remembered.bounds
