@@ -638,3 +638,20 @@ def test_budget_too_small_names_the_callers_message() -> None:
         adapter.select(messages, 50, system="Be brief.")
     assert caught.value.position == 4
     assert "the biggest is message 4," in str(caught.value)
+
+
+def test_an_sdk_block_edited_in_place_is_read_again() -> None:
+    """An SDK block object (not a dict) whose text is set in place: the same list, the
+    same block, so only its fields as they are now can tell."""
+    from anthropic.types import TextBlock
+
+    messages: list[dict[str, Any]] = []
+    for number in range(20):
+        messages.append({"role": "user", "content": [TextBlock(type="text", text=f"q{number}")]})
+        messages.append({"role": "assistant", "content": [TextBlock(type="text", text="a")]})
+    adapter.select(messages, 100_000, "fixed")
+    messages[-2]["content"][0].text = "LONG " * 500
+    window = adapter.select(messages, 100_000, "fixed")
+    adapter._READS.remembered.clear()
+    fresh = adapter.select(messages, 100_000, "fixed")
+    assert window.record.tokens_before == fresh.record.tokens_before > 500

@@ -604,3 +604,121 @@ def test_responses_budget_too_small_names_the_callers_item() -> None:
         responses.select(items, 20)
     assert caught.value.position == 7
     assert "the biggest is message 7," in str(caught.value)
+
+
+# -- in-place edits of nested parts ---------------------------------------------------
+def _parted_history(turns: int, sdk: bool) -> list[Any]:
+    """User messages and assistant messages whose text is in a content part (an SDK
+    output object when ``sdk``)."""
+    from openai.types.responses import ResponseOutputMessage
+
+    items: list[Any] = []
+    for t in range(turns):
+        items.append({"role": "user", "content": [{"type": "input_text", "text": f"q{t} w w"}]})
+        text = {"type": "output_text", "text": f"a{t} w w", "annotations": []}
+        answer = {"type": "message", "role": "assistant", "id": f"msg_{t}",
+                  "status": "completed", "content": [text]}  # fmt: skip
+        items.append(ResponseOutputMessage(**answer) if sdk else answer)  # type: ignore[arg-type]
+    return items
+
+
+@pytest.mark.parametrize("sdk", [False, True], ids=["dict part", "sdk part"])
+def test_responses_a_content_part_edited_in_place_is_read_again(sdk: bool) -> None:
+    """The same list, the same item, the same part: only its text changed. The window
+    and its counts are a first read's, never the stale conversion's."""
+    items = _parted_history(20, sdk)
+    responses.select(items, 100_000)
+    part = items[-3].content[0] if sdk else items[-3]["content"][0]  # a settled answer
+    if sdk:
+        part.text = "LONG " * 500
+    else:
+        part["text"] = "LONG " * 500
+    window = responses.select(items, 100_000)
+    responses._READS.remembered.clear()
+    fresh = responses.select(items, 100_000)
+    assert window.record.tokens_before == fresh.record.tokens_before > 500
+    assert window.messages == fresh.messages
+
+
+# -- malformed items, item_reference --------------------------------------------------
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ({"type": "function_call_output", "output": "x"}, "message 1: .*needs the 'call_id'"),
+        ({"type": "message", "role": "assistant", "content": 42}, "message 1: .*'content' must"),
+        ({"type": "message", "role": "user", "content": {"a": 1}}, "message 1: .*'content' must"),
+        ({"type": "item_reference"}, "message 1: an item_reference needs the 'id'"),
+    ],
+)
+def test_responses_a_malformed_item_raises_naming_it_and_changes_nothing(
+    bad: dict[str, Any], says: str
+) -> None:
+    for items in ([{"role": "user", "content": "x"}, bad],
+                  [*responses_history(20)[:1], bad, *responses_history(20)[1:]]):  # fmt: skip
+        before = copy.deepcopy(items)
+        with pytest.raises(InvalidMessage, match=says):
+            responses.select(items, 10_000)
+        assert items == before
+
+
+def test_responses_an_item_of_a_type_the_adapter_does_not_know_is_kept_whole() -> None:
+    """The API adds item types: one the adapter does not know is a unit of its own,
+    counted as its JSON, sent as it came (refused, an app would break the day it ships)."""
+    new = {"type": "hologram_call_output_v9", "payload": "p " * 50}
+    items = [*responses_history(4), new, {"role": "user", "content": "and now?"}]
+    window = responses.select(items, 100_000)
+    assert any(item is new for item in window.messages)
+    assert window.record.tokens_before > 50
+
+
+def _referencing_history(turns: int) -> list[Any]:
+    """Turns that continue earlier responses by reference (``item_reference`` to a call
+    kept by the API), each answered by an output with the referenced call's id."""
+    items: list[Any] = []
+    for t in range(turns):
+        items.append({"role": "user", "content": f"question {t} " + "w " * 10})
+        items.append({"type": "item_reference", "id": f"fc_{t}"})
+        items.append({"type": "function_call_output", "call_id": f"call_{t}a", "output": "r " * 40})
+        items.append({"type": "function_call_output", "call_id": f"call_{t}b", "output": "r " * 40})
+    items.append({"role": "user", "content": "and now?"})
+    return items
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sliding"])
+def test_responses_an_item_reference_stays_with_the_outputs_it_answers(strategy: str) -> None:
+    """No orphan error, and a window never holds an output without its reference nor a
+    reference without its outputs; the reference counts (as its JSON), never 0."""
+    items = _referencing_history(12)
+    window = responses.select(items, 400, strategy)
+    kept = window.messages
+    assert kept[-1] is items[-1] and len(kept) < len(items)
+    for index, item in enumerate(items):
+        if item.get("type") == "item_reference":
+            answers = items[index + 1 : index + 3]
+            assert all((x in kept) == (item in kept) for x in answers)
+    turn = responses.read_items(items[:4]).messages[1]
+    assert get_counter("approx").count_message(turn) > 0
+
+
+def test_responses_an_item_reference_grown_output_by_output_reads_as_a_first_read(
+    counted_reads: Any,
+) -> None:
+    """An output added after a reference's outputs (the next item of the list) still
+    answers the reference: its run is read again, not settled on the outputs before."""
+    responses.select(_referencing_history(3), 300)  # no orphans
+    counted_reads(responses).check_growth(_referencing_history(14), 300, "fixed", most=4)
+
+
+def test_responses_a_pipelines_stage_counts_are_the_callers_items(stand_in_run: Any) -> None:
+    """A stage that windowed the caller's list counts the caller's items, in its record
+    and in the pipeline's note on it, never the Messages read from them (a run of model
+    output is one)."""
+    items = responses_history(12)
+    window = stand_in_run.select(responses.select, items)
+    record = window.record
+    stages = record.stages or (record,)
+    assert stages[0].messages_before == len(items) == record.messages_before
+    assert stages[-1].messages_after == len(window.messages) == record.messages_after
+    for number, stage in enumerate(record.stages):
+        (note,) = [n for n in record.notes if n.startswith(f"stages[{number}] ")]
+        assert f"messages {stage.messages_before} -> {stage.messages_after}" in note

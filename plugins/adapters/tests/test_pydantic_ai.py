@@ -18,6 +18,7 @@ pytest.importorskip("pydantic_ai")
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
+    BinaryContent,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -267,7 +268,7 @@ def test_budget_too_small_names_the_tool_return_and_what_helps() -> None:
         agent.run_sync("Why did it fail?", message_history=[])
     text = str(raised.value)
     assert "message 2 of the messages passed, its ToolReturnPart of tool 'read_log'" in text
-    assert "raise the budget" in text and "truncating the user message cannot help" in text
+    assert "raise the budget" in text and "truncating the UserPromptPart cannot help" in text
     assert "pass oversize='truncate'" not in text
 
     # a user prompt that is too big keeps the core's advice, in the caller's positions
@@ -480,3 +481,55 @@ def test_a_missing_sdk_names_the_adapters_extra() -> None:
     assert "pip install 'ctxwindow-adapters[langchain]'" in out
     assert "pip install 'ctxwindow-adapters[pydantic-ai]'" in out
     assert "ctxwindow_adapters.pydantic_ai needs" in out and "ctxwindow.adapters" not in out
+
+
+def test_a_tool_returns_nested_content_edited_in_place_is_read_again() -> None:
+    """A ToolReturnPart's dict content changed in place: the same part, the same dict."""
+    messages: list[Any] = []
+    for number in range(20):
+        call = ToolCallPart("read", {"n": number}, f"c{number}")
+        messages.append(ModelRequest(parts=[UserPromptPart(f"question {number}")]))
+        messages.append(ModelResponse(parts=[call]))
+        messages.append(ModelRequest(parts=[ToolReturnPart("read", {"rows": "r"}, f"c{number}")]))
+    adapter.select(messages, 100_000)
+    messages[-1].parts[0].content["rows"] = "row " * 500
+    window = adapter.select(messages, 100_000)
+    adapter._READS.remembered.clear()
+    fresh = adapter.select(messages, 100_000)
+    assert window.record.tokens_before == fresh.record.tokens_before > 400
+
+
+@pytest.mark.parametrize(
+    ("parts", "says"),
+    [
+        ([SystemPromptPart("rule " * 2000), UserPromptPart("hi")], "agent's system_prompt"),
+        ([UserPromptPart("paste " * 2000)], "the last request's UserPromptPart text"),
+    ],
+    ids=["system", "user"],
+)
+def test_budget_too_small_advises_in_pydantic_ais_terms(parts: list[Any], says: str) -> None:
+    """The advice names the parts an app holds and the options the adapter takes, not
+    another framework's messages (a "system prompt", "the newest user message")."""
+    with pytest.raises(ctxwindow.BudgetTooSmall) as raised:
+        adapter.select([ModelRequest(parts=parts)], 60, oversize="raise")
+    text = str(raised.value)
+    assert says in text
+    assert "newest user message" not in text and "tool results" not in text
+    assert "shorten the system prompt" not in text
+
+
+def test_an_image_in_a_tool_return_counts_as_a_non_text_part() -> None:
+    """A ToolReturnPart holding an image (BinaryContent) costs what an image in a
+    UserPromptPart costs, never the few characters pydantic-ai renders it as."""
+    image = BinaryContent(b"\x89PNG" + b"x" * 100_000, media_type="image/png")
+    call = ModelResponse(parts=[ToolCallPart("snap", {}, "c1")])
+    returned = [ModelRequest(parts=[UserPromptPart("go")]), call,
+                ModelRequest(parts=[ToolReturnPart("snap", image, "c1")])]  # fmt: skip
+    asked = [ModelRequest(parts=[UserPromptPart(["look", image])])]
+    counter = get_counter("approx")
+    tool = [m for m in adapter.read_messages(returned).messages if m.role == "tool"]
+    user = adapter.read_messages(asked).messages
+    assert counter.count_message(tool[0]) >= counter.count_message(user[0]) - 2 > 80
+    both = [ModelRequest(parts=[ToolReturnPart("snap", ["here", image], "c1")])]
+    listed = adapter.read_messages([*returned[:2], *both]).messages[-1]
+    assert counter.count_message(listed) > 80

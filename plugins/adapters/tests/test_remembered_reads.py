@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 import ctxwindow
 from ctxwindow_adapters import langchain as adapter
-from ctxwindow_adapters._reads import RecentReads, one_each
+from ctxwindow_adapters._reads import RecentReads, each_item, one_each
 
 
 def chat(turns: int) -> list[BaseMessage]:
@@ -232,3 +232,39 @@ def test_a_call_whose_conversation_grew_meanwhile_windows_its_own_messages() -> 
         adapter._READS = saved
     assert window.record.messages_before == len(messages)
     assert [id(m) for m in window.messages] == [id(m) for m in first_read(messages, 200)]
+
+
+def test_remember_histories_raises_the_adapters_bound_too(monkeypatch: Any) -> None:
+    """``ctxwindow.remember_histories`` (what ``ctxwindow serve``'s ``histories`` sets)
+    bounds an adapter's remembered conversions as it does the core's: 40 conversations
+    windowed in turn are each recognised when they grow, and 1 bounds them again."""
+    from ctxwindow_adapters import anthropic
+
+    read: list[int] = []
+
+    def counting(item: Any, position: int) -> Any:
+        read.append(position)
+        return anthropic._pieces(item, position)
+
+    monkeypatch.setattr(
+        anthropic, "_READS", RecentReads(each_item(counting), anthropic._content_of)
+    )
+    chats = [
+        [{"role": "user" if n % 2 == 0 else "assistant", "content": f"chat {c} turn {n}"}
+         for n in range(41)]
+        for c in range(40)
+    ]  # fmt: skip
+    before = ctxwindow.remember_histories(40, 250_000)
+    try:
+        for chat in chats:
+            anthropic.select(chat, 10_000)
+        for chat in chats:
+            chat += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+            del read[:]
+            anthropic.select(chat, 10_000)
+            assert read == [41, 42]  # only what it added
+        ctxwindow.remember_histories(1, 250_000)
+        anthropic.select(chats[0], 10_000)
+        assert len(anthropic._READS.remembered) == 1
+    finally:
+        ctxwindow.remember_histories(*before)

@@ -618,18 +618,58 @@ def _record_in_items(
         )
 
     size = len(converted.messages)
+    stages = tuple(  # those of a stage whose input is another's window stay as they are
+        _stage_in_items(stage, converted, shape) if stage.messages_before == size else stage
+        for stage in record.stages
+    )
+    notes = tuple(_note_in_items(note, converted) for note in record.notes)
     return dataclasses.replace(
         record,
-        notes=tuple(_note_in_items(note, converted) for note in record.notes),
-        stages=tuple(  # those of a stage whose input is another's window stay as they are
-            _record_in_items(stage, converted, shape, None)
-            if stage.messages_before == size
-            else stage
-            for stage in record.stages
-        ),
+        notes=_stage_counts_in_notes(notes, record.stages, stages),
+        stages=stages,
         _decide=decide,
         _decide_runs=decide_runs,
     )
+
+
+#: Actions after which a unit's items are in a stage's output (as they were, or copies).
+_HELD = frozenset({"kept", "truncated", "replaced"})
+
+
+def _stage_in_items(
+    stage: WindowRecord, converted: Converted[Any], shape: Shape[Any]
+) -> WindowRecord:
+    """A stage that windowed the caller's list, speaking of the caller's items: its
+    decisions and notes, and its message counts (the items in, the items its window
+    holds and the messages it made), never the count of Messages read from them."""
+    mapped = _record_in_items(stage, converted, shape, None)
+    held = [run for run in stage.decision_runs if run.action in _HELD]
+    items = _item_runs(converted.items_at(run.positions) for run in held)
+    made = max(0, stage.messages_after - sum(len(run.positions) for run in held))
+    after = sum(last - first + 1 for first, last in items) + made
+    return dataclasses.replace(mapped, messages_before=len(converted.items), messages_after=after)
+
+
+def _stage_counts_in_notes(
+    notes: tuple[str, ...], stages: Sequence[WindowRecord], mapped: Sequence[WindowRecord]
+) -> tuple[str, ...]:
+    """A pipeline's notes on its stages ("stages[0] fixed: ..., messages 62 -> 32")
+    with the counts of the stages mapped to the caller's items."""
+    swaps = {
+        f"stages[{number}] ": (
+            f"messages {was.messages_before} -> {was.messages_after}",
+            f"messages {now.messages_before} -> {now.messages_after}",
+        )
+        for number, (was, now) in enumerate(zip(stages, mapped, strict=True))
+        if was is not now
+    }
+    if not swaps:
+        return notes
+    out = []
+    for note in notes:
+        swap = next((pair for start, pair in swaps.items() if note.startswith(start)), None)
+        out.append(note.replace(*swap, 1) if swap else note)
+    return tuple(out)
 
 
 def _decision_in_items(

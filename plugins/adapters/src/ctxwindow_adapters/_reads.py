@@ -16,10 +16,10 @@ on the next call, with the new ones.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from ctxwindow import Conversation, Message
+from ctxwindow import Conversation, Message, remembered_histories
 from ctxwindow.kit import REMEMBER_FROM, RecentLists, starts_with
 from ctxwindow_adapters._bridge import Converted, Prefix
 
@@ -35,6 +35,38 @@ ReadItem = Callable[[Any, int], Sequence[Piece]]
 #: into ``into`` and returns the first item whose Messages may read otherwise once more
 #: items follow (``len(items)`` when none may): it and those after are read again.
 ReadFrom = Callable[[Sequence[Any], int, Converted[Any]], int]
+
+
+#: Values an app cannot change in place: kept as they are in a snapshot.
+_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def snapshot(value: Any, depth: int = 8) -> Any:
+    """``value`` as it is now, down to its nested parts: dicts, lists and SDK objects
+    (pydantic models, dataclasses) as tuples of their fields' snapshots. Kept by
+    reference, a content list, or a part object whose text an app sets in place, would
+    equal itself after the edit, and the stale Messages read from it would be windowed.
+    ``depth`` bounds the walk (a cycle, an odd object): deeper values are kept as they are."""
+    kind = type(value)
+    if kind in _ATOMS or depth <= 0:
+        return value
+    atoms, deeper = _ATOMS, depth - 1  # atoms inline: most fields are strings
+    if kind is list or kind is tuple:
+        return tuple([v if type(v) in atoms else snapshot(v, deeper) for v in value])
+    if kind is dict:
+        return _fields(value, deeper)
+    fields = getattr(value, "__dict__", None)
+    if type(fields) is dict:  # an SDK object: its fields, by its type
+        return (kind, _fields(fields, deeper))
+    return _fields(dict(value), deeper) if isinstance(value, Mapping) else value
+
+
+def _fields(value: dict[Any, Any], depth: int) -> tuple[Any, ...]:
+    """A dict's items, each value's :func:`snapshot`."""
+    atoms = _ATOMS
+    if atoms.issuperset(map(type, value.values())):  # a part of strings: in C
+        return tuple(value.items())
+    return tuple([(k, v if type(v) in atoms else snapshot(v, depth)) for k, v in value.items()])
 
 
 def each_item(read_item: ReadItem) -> ReadFrom:
@@ -159,13 +191,22 @@ class RecentReads(Generic[T]):
         self._read_from = read_from
         self._content = content
         self._raw = raw
-        self.remembered: RecentLists[_Read] = RecentLists()
+        self.remembered: RecentLists[_Read] = RecentLists(*remembered_histories())
+
+    def _follow_core(self) -> None:
+        """Take the bounds :func:`ctxwindow.remember_histories` set (a server sized for
+        many conversations, ``ctxwindow serve``, windows Anthropic bodies through this
+        plugin), when they changed since: one comparison a call."""
+        bounds = remembered_histories()
+        if bounds != self.remembered.bounds:
+            self.remembered.bound(*bounds)  # under the lists' own lock
 
     def read(self, given: Sequence[Any], items: Sequence[T] | None = None) -> Converted[T]:
         """The Messages of ``given``, for the caller's ``items`` (by default ``given``
         itself; else the list the sources of the pieces index, such as ``given`` without
         a leading stand-in for a ``system`` outside it)."""
         given = given if type(given) is list else list(given)  # no copy: read, not kept
+        self._follow_core()
         out: Sequence[Any] = given if items is None else items
         if len(given) >= REMEMBER_FROM:
             offset = len(given) - len(out)  # a stand-in for a system outside the list

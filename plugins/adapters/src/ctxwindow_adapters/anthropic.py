@@ -23,7 +23,6 @@ from typing import Any
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage
-from ctxwindow.kit import as_now
 from ctxwindow_adapters._bridge import (
     Converted,
     Shape,
@@ -33,7 +32,7 @@ from ctxwindow_adapters._bridge import (
     prepare,
     text_of,
 )
-from ctxwindow_adapters._reads import Piece, RecentReads, each_item
+from ctxwindow_adapters._reads import Piece, RecentReads, each_item, snapshot
 
 __all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
 
@@ -155,8 +154,8 @@ def _pieces_after_system(item: Any, position: int) -> list[Piece]:
 
 def _content_of(item: Any) -> Any:
     """What an app may change in place: a message's ``content`` (the system's value), a
-    list of blocks as it is now (see :func:`ctxwindow.kit.as_now`)."""
-    return as_now(item.value if isinstance(item, _System) else item.get("content"))
+    list of blocks as it is now, down to an SDK block's text (see :func:`snapshot`)."""
+    return snapshot(item.value if isinstance(item, _System) else item.get("content"))
 
 
 #: The conversions made before, without and with a ``system`` parameter.

@@ -33,7 +33,7 @@ from ctxwindow_adapters._bridge import (
     prepare,
     text_of,
 )
-from ctxwindow_adapters._reads import RecentReads
+from ctxwindow_adapters._reads import RecentReads, snapshot
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "aselect", "read_items", "select"]
 
@@ -98,22 +98,41 @@ def _kind(item: Any, index: int) -> str:
     if kind is None and role is None:
         raise InvalidMessage(index, "an input item needs a 'type' (or a 'role' for a message)")
     if kind in (None, "message"):
-        if role in _INPUT_ROLES:
-            return "input"
-        if role == "assistant":
-            return "output"
-        raise InvalidMessage(
-            index, f"unknown message role {role!r}; expected user, system, developer or assistant"
-        )
+        return _message_kind(item, index, role)
     if not isinstance(kind, str):
         raise InvalidMessage(index, f"'type' must be a string, got {type(kind).__name__}")
     if kind in OUTPUT_TYPES:
         if not isinstance(get(item, "call_id"), str) or not get(item, "call_id"):
             raise InvalidMessage(index, f"a {kind} item needs the 'call_id' of the call it answers")
         return "answer"
+    if kind == "item_reference":
+        if not isinstance(get(item, "id"), str) or not get(item, "id"):
+            raise InvalidMessage(
+                index, "an item_reference needs the 'id' of the item it stands for"
+            )
+        return "output"  # an earlier response's item: pairs with the outputs after it
     if kind in CALL_TYPES or kind == "reasoning" or kind.endswith("_call"):
         return "output"
+    # any other type (mcp_list_tools, compaction, one the API adds later) is kept whole
+    # as a unit of its own, counted as its JSON: refusing it would break an app on the
+    # day the API ships a new item type
     return "other"
+
+
+def _message_kind(item: Any, index: int, role: Any) -> str:
+    """'input' or 'output' for a message item, whose content the API needs as text or
+    a list of parts (a malformed one raises here, not where the request is sent)."""
+    if role not in _INPUT_ROLES and role != "assistant":
+        raise InvalidMessage(
+            index, f"unknown message role {role!r}; expected user, system, developer or assistant"
+        )
+    content = get(item, "content")
+    if not isinstance(content, (str, list, tuple)):
+        raise InvalidMessage(
+            index, f"a message's 'content' must be a string or a list of parts, got "
+            f"{type(content).__name__}; fix the item or leave it out of the list windowed"
+        )  # fmt: skip
+    return "input" if role in _INPUT_ROLES else "output"
 
 
 def read_items(items: Sequence[Any]) -> Converted[Any]:
@@ -137,9 +156,13 @@ def _read_from(items: Sequence[Any], start: int, converted: Converted[Any]) -> i
     caller's order)."""
     run: list[int] = []
     held: list[int] = []  # outputs answering the run's calls, read after its turn
+    unsettled: list[int] = []  # a referencing run whose outputs reach the end
 
     def close() -> None:
-        converted.add(_turn(items, run), tuple(run))
+        referenced, to_end = _referenced_calls(items, run, held)
+        if to_end:
+            unsettled.append(run[0])
+        converted.add(_turn(items, run, referenced), tuple(run))
         for index in held:
             converted.add(_answer(items[index], index), (index,))
         run.clear()
@@ -168,7 +191,30 @@ def _read_from(items: Sequence[Any], start: int, converted: Converted[Any]) -> i
         first = run[0]
         close()
         return first
-    return len(items)
+    return unsettled[-1] if unsettled else len(items)
+
+
+def _referenced_calls(
+    items: Sequence[Any], run: list[int], held: list[int]
+) -> tuple[tuple[str, ...], bool]:
+    """The call ids an ``item_reference`` in ``run`` stands for (the adapter cannot see
+    the referenced call): those of the outputs right after the run (and ``held``) that
+    no call in it makes, so that each output stays with its reference. And whether those
+    outputs reach the end of ``items``: the next item may be one more output of it."""
+    if not any(get(items[index], "type") == "item_reference" for index in run):
+        return (), False
+    made = {get(items[index], "call_id") for index in run}
+    after = list(held)
+    end = run[-1] + 1
+    while end < len(items) and _is_answer(items[end]):
+        after.append(end)
+        end += 1
+    ids = dict.fromkeys(get(items[index], "call_id") for index in after)
+    return tuple(i for i in ids if i not in made), end == len(items)
+
+
+def _is_answer(item: Any) -> bool:
+    return get(item, "type") in OUTPUT_TYPES
 
 
 def _calls(item: Any) -> bool:
@@ -214,30 +260,27 @@ def _output_part(part: Any, index: int) -> ContentPart:
 
 
 def _content_of(item: Any) -> tuple[Any, ...]:
-    """What an app may change in place on an item it keeps: read again if it differs.
-    (Checked for the newest items on every call: dicts, the common case, directly.)"""
+    """What an app may change in place on an item it keeps, down to a content part's
+    text (see :func:`snapshot`): read again if it differs. (Checked for the newest
+    items on every call: dicts, the common case, directly.)"""
     if type(item) is dict:
-        return tuple(item.get(key) for key in _EDITABLE)
-    return tuple(get(item, key) for key in _EDITABLE)
+        return tuple([snapshot(item[key]) if key in item else None for key in _EDITABLE])
+    return tuple([snapshot(get(item, key)) for key in _EDITABLE])
 
 
-_EDITABLE = ("content", "output", "arguments", "summary", "result", "code")
+_EDITABLE = ("content", "output", "arguments", "summary", "result", "code", "input", "action")
 
 
 def _input_message(item: Any, index: int) -> Message:
-    content = get(item, "content")
-    if not isinstance(content, (str, list, tuple)):
-        raise InvalidMessage(
-            index, f"a message's 'content' must be a string or a list of parts, got "
-            f"{type(content).__name__}"
-        )  # fmt: skip
-    return Message(get(item, "role"), _content(content, index), id=_item_id(item))
+    content = _content(get(item, "content"), index)  # a string or a list: see _message_kind
+    return Message(get(item, "role"), content, id=_item_id(item))
 
 
-def _turn(items: Sequence[Any], run: list[int]) -> Message:
-    """One assistant Message for a run of model-output items: their text and calls."""
+def _turn(items: Sequence[Any], run: list[int], referenced: Sequence[str] = ()) -> Message:
+    """One assistant Message for a run of model-output items: their text and calls, and
+    a call for each of the ``referenced`` ids (made by an item_reference's item)."""
     texts: list[str] = []
-    calls: list[ToolCall] = []
+    calls = [ToolCall(call_id, "item_reference", "") for call_id in referenced]
     for index in run:
         item = items[index]
         kind = get(item, "type") or "message"

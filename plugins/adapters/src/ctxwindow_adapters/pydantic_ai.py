@@ -34,6 +34,10 @@ from typing import Any
 
 try:
     from pydantic_ai.messages import (
+        AudioUrl,
+        BinaryContent,
+        DocumentUrl,
+        ImageUrl,
         ModelMessage,
         ModelRequest,
         ModelResponse,
@@ -44,6 +48,7 @@ try:
         ToolCallPart,
         ToolReturnPart,
         UserPromptPart,
+        VideoUrl,
     )
 except ImportError as error:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -61,7 +66,7 @@ from ctxwindow_adapters._bridge import (
     text_of,
     windower_for,
 )
-from ctxwindow_adapters._reads import RecentReads
+from ctxwindow_adapters._reads import RecentReads, snapshot
 
 __all__ = ["HistoryProcessor", "aselect", "ctxwindow_processor", "read_messages", "select"]
 
@@ -189,20 +194,8 @@ def _budget_error(error: BudgetTooSmall, call: Call) -> BudgetTooSmall:
     biggest = f"message {index} of the messages passed, its {what}, {tokens} tokens"
     options = getattr(call.windower.strategy, "options", None)
     policy = options.get("oversize") if isinstance(options, Mapping) else None
-    if message.role == "tool" and policy == "raise":
-        advice = (
-            "pass oversize='cut' (the default), which cuts the current turn's largest "
-            "tool results to fit, their head and tail kept, or raise the budget"
-        )
-    elif message.role == "tool":
-        advice = (
-            f"raise the budget (even cut to its head and tail, the current turn's tool "
-            f"results do not fit), or have tool {tool!r} return less; truncating the "
-            f"user message cannot help"
-        )
-    elif message.role == "system":
-        advice = "raise the budget, or shorten the system prompt"
-    else:
+    advice = _advice(message.role, part, tool, policy)
+    if advice is None:  # the core's own, for a part this adapter has no words of its own for
         text = str(error).replace(error.biggest or "", biggest)
         return _with_text(error, text, biggest, index)
     text = (
@@ -210,6 +203,35 @@ def _budget_error(error: BudgetTooSmall, call: Call) -> BudgetTooSmall:
         f"leaves {error.budget:,}; the biggest is {biggest}; {advice}"
     )
     return _with_text(error, text, biggest, index)
+
+
+def _advice(role: str, part: Any, tool: Any, policy: Any) -> str | None:
+    """What can help, in pydantic-ai's terms: the parts an app sees in its history and
+    the options ``select`` and ``ctxwindow_processor`` take (None: the core's advice)."""
+    if role == "tool" and isinstance(part, RetryPromptPart):
+        return f"raise the budget, or have tool {tool!r} raise ModelRetry with a shorter message"
+    if role == "tool" and policy == "raise":
+        return (
+            "pass oversize='cut' (the default) to ctxwindow_processor or select, which "
+            "cuts the largest ToolReturnParts of the last request to fit, their head and "
+            "tail kept, or raise the budget"
+        )
+    if role == "tool":
+        returning = f"have tool {tool!r} return less" if tool else "have the tool return less"
+        return (
+            f"raise the budget (even cut to their head and tail, the last request's "
+            f"ToolReturnParts do not fit), or {returning}; truncating the UserPromptPart "
+            f"cannot help"
+        )
+    if role == "system":
+        return "raise the budget, or shorten the agent's system_prompt (this SystemPromptPart)"
+    if isinstance(part, UserPromptPart):
+        return (
+            "raise the budget, or pass oversize='truncate' to ctxwindow_processor or select "
+            "to cut the last request's UserPromptPart text (and its ToolReturnParts) with "
+            "a marker"
+        )
+    return None
 
 
 def _with_text(error: BudgetTooSmall, text: str, biggest: str, index: int) -> BudgetTooSmall:
@@ -273,11 +295,10 @@ def _read_from(messages: Sequence[Any], start: int, converted: Converted[ModelMe
     return len(messages)
 
 
-def _content_of(message: Any) -> tuple[Any, ...]:
+def _content_of(message: Any) -> Any:
     """What an app may change in place on a message it keeps: its parts, and what each
-    holds (a part's content replaced in place)."""
-    parts = getattr(message, "parts", ())
-    return tuple((part, getattr(part, "content", None)) for part in parts)
+    holds, down to a tool return's nested fields (see :func:`snapshot`)."""
+    return snapshot(list(getattr(message, "parts", ())))
 
 
 def _response(response: ModelResponse, index: int) -> Message:
@@ -315,7 +336,7 @@ def _request(converted: Converted[ModelMessage], request: ModelRequest, index: i
         text = answer.model_response() if isinstance(answer, RetryPromptPart) else None
         result = Message(
             "tool",
-            _return_text(answer) if text is None else text,
+            _return_content(answer) if text is None else text,
             tool_call_id=answer.tool_call_id,
         )
         pieces.append((result, [number]))
@@ -338,6 +359,27 @@ def _request(converted: Converted[ModelMessage], request: ModelRequest, index: i
         return
     for message, numbers in pieces:
         converted.add(message, (index,), frozenset(numbers))
+
+
+def _return_content(part: ToolReturnPart) -> str | tuple[ContentPart, ...]:
+    """A tool return's content: its text, or parts when it holds images or files (each
+    a non-text part counting a fixed amount, as in a UserPromptPart, never as the few
+    characters pydantic-ai renders it as, nor as its bytes)."""
+    content = part.content
+    held = content if isinstance(content, (list, tuple)) else [content]
+    if not any(isinstance(item, _MEDIA) for item in held):
+        return _return_text(part)
+    return tuple(_return_piece(item) for item in held)
+
+
+#: What a model reads as media (pydantic-ai's MultiModalContent, in every version).
+_MEDIA = (ImageUrl, AudioUrl, DocumentUrl, VideoUrl, BinaryContent)
+
+
+def _return_piece(item: Any) -> ContentPart:
+    if isinstance(item, _MEDIA):
+        return ContentPart(str(getattr(item, "kind", "file")))
+    return ContentPart("text", item if isinstance(item, str) else text_of(item))
 
 
 def _return_text(part: ToolReturnPart) -> str:
