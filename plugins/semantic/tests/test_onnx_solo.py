@@ -1,0 +1,93 @@
+"""The int8 backend run one text per call (``onnx-int8-solo``): a text's vector depends on
+that text alone, whatever it is embedded with, and stays close to torch's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ctxwindow_semantic import onnx_backend
+from ctxwindow_semantic.embedder import SentenceTransformerEmbedder
+
+pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.usefixtures("ctxwindow_cache_home")
+
+TEXTS = [
+    "What did we decide about the hotel budget?",
+    "The morning flight to Lisbon leaves at 7:40 from terminal 2.",
+    "Überprüfe die Zahlung: 42 € — fertig 🚀",
+    "ok",
+    "",
+    "tool output " * 300,  # longer than the model reads: truncated alike
+]
+OTHERS = [
+    f"step {i}: tool output with rows {' '.join(map(str, range(i, i + 40 * i)))}" for i in range(6)
+] + [f"did the hotel budget change for day {i}?" for i in range(12)]
+
+
+class RecordingSession:
+    """The real ONNX Runtime session, noting the shape of every call it runs."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.shapes: list[tuple[int, int]] = []
+
+    def run(self, outputs: Any, feed: dict[str, np.ndarray]) -> Any:
+        self.shapes.append(feed["input_ids"].shape)
+        return self.session.run(outputs, feed)
+
+
+@pytest.fixture(scope="module")
+def solo() -> SentenceTransformerEmbedder:
+    embedder = SentenceTransformerEmbedder(backend="onnx-int8-solo")
+    embedder.preload()
+    return embedder
+
+
+def test_a_vector_is_the_same_whatever_it_is_embedded_with(
+    solo: SentenceTransformerEmbedder,
+) -> None:
+    alone = np.concatenate([solo.embed([text]) for text in TEXTS])
+    rng = np.random.default_rng(0)
+    for batch_size in (1, 3, 64):
+        mixed = TEXTS + OTHERS
+        order = rng.permutation(len(mixed))
+        solo.batch_size = batch_size
+        vectors = solo.embed([mixed[i] for i in order])
+        back = vectors[np.argsort(order)][: len(TEXTS)]
+        assert np.array_equal(back, alone)  # bit for bit, not merely close
+    assert np.allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-6)
+
+
+def test_each_text_runs_alone_without_padding(
+    solo: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoder = solo._loaded()
+    assert isinstance(encoder, onnx_backend.OnnxEncoder)
+    recording = RecordingSession(encoder.session)
+    monkeypatch.setattr(encoder, "session", recording)
+    texts = TEXTS[:3] + OTHERS[:4]
+    encoder.encode(texts, batch_size=64)
+    lengths = sorted(len(encoder.tokenizer.encode(text).ids) for text in texts)
+    assert sorted(length for _, length in recording.shapes) == lengths
+    assert all(rows == 1 for rows, _ in recording.shapes)
+
+
+def test_close_to_torch_and_cached_under_its_own_name(solo: SentenceTransformerEmbedder) -> None:
+    torch_vectors = SentenceTransformerEmbedder(backend="torch").embed(TEXTS)
+    vectors = solo.embed(TEXTS)
+    assert (vectors * torch_vectors).sum(axis=1).min() > 0.97
+    assert np.abs(vectors - torch_vectors).max() > 1e-4  # really quantized
+    assert solo.name == "sentence-transformers:all-MiniLM-L6-v2+int8-solo"
+    names = {SentenceTransformerEmbedder(backend=b).name for b in ("torch", "onnx-int8")}
+    assert solo.name not in names
+
+
+def test_batched_int8_depends_on_its_neighbours() -> None:
+    """Why solo exists: one activation scale per call moves a text with its batch."""
+    batched = SentenceTransformerEmbedder(backend="onnx-int8")
+    alone = batched.embed(TEXTS[:2])
+    together = batched.embed([*TEXTS[:2], OTHERS[5]])[:2]
+    assert np.abs(together - alone).max() > 1e-4
