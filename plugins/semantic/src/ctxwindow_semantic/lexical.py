@@ -87,8 +87,18 @@ class BM25Index:
             if not len(units):
                 continue
             idf = math.log(1 + (total - len(units) + 0.5) / (len(units) + 0.5))
-            norm = K1 * (1 - B + B * lengths / average)
-            out[units] += idf * counts * (K1 + 1) / (counts + norm)
+            # K1 * (1 - B + B * lengths / average), then idf * counts * (K1 + 1) / (counts
+            # + norm): the same float32 operations, in place in two arrays rather than
+            # nine new ones (a common term's units are thousands at 10,000 messages)
+            norm = np.multiply(lengths, B)
+            norm /= average
+            norm += 1 - B
+            norm *= K1
+            norm += counts
+            gain = np.multiply(counts, idf)
+            gain *= K1 + 1
+            gain /= norm
+            out[units] += gain
         return out
 
     def _holding(
