@@ -443,6 +443,11 @@ ABLATIONS: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("**defaults** (`recent_share=0.05`)", "recall", "semantic"),
         ("defaults with `recent_share=0.1`", "ablation-semantic", "semantic:recent_share=0.1"),
+        (
+            "defaults on PyTorch (`embedder=sentence-transformers:@torch`)",
+            "ablation-semantic",
+            "semantic:embedder=sentence-transformers:@torch",
+        ),
     ],
 }
 

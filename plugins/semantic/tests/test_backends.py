@@ -62,10 +62,16 @@ def test_the_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch) -> 
     assert list(onnx_backend.exports_folder().iterdir()) == exports
 
 
-def test_auto_runs_on_onnx_when_it_is_installed() -> None:
+def test_auto_runs_int8_one_text_per_call_when_onnx_is_installed() -> None:
+    """The fastest backend that keeps torch's recall, whose vectors depend on each text
+    alone; cached under a name of its own (its vectors are not torch's)."""
     embedder = embedder_factory(None)
     assert embedder.requested == "auto"
-    assert embedder.backend == "onnx"  # torch's vectors, faster
+    assert embedder.backend == "onnx-int8-solo"
+    assert embedder.name.endswith("+int8-solo")
+    alone = embedder.embed(TEXTS[:1])
+    mixed = embedder.embed([TEXTS[1], TEXTS[0], TEXTS[2]])
+    assert np.array_equal(alone[0], mixed[1])  # bit for bit, whatever it is embedded with
 
 
 def test_auto_falls_back_to_torch_without_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ctxwindow import Conversation
 from ctxwindow.testing import run_threads
-from ctxwindow_semantic import SemanticWindow
+from ctxwindow_semantic import SemanticWindow, onnx_backend
 from ctxwindow_semantic.cache import EmbeddingCache, content_key, decode, encode
 from ctxwindow_semantic.index import IndexPool
 from ctxwindow_stores import SQLiteStore
@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 #: The fixture redis_server (tests/support, on pytest's pythonpath).
 pytest_plugins = ["redis_server"]
 
-MODEL = "sentence-transformers:all-MiniLM-L6-v2"
+#: The default embedder's cache name: ``auto`` runs int8 one text per call where
+#: onnxruntime is installed (vectors of its own), else torch.
+MODEL = "sentence-transformers:all-MiniLM-L6-v2" + (
+    "+int8-solo" if onnx_backend.available() else ""
+)
 
 
 class TinyEmbedder:

@@ -14,10 +14,14 @@ import pytest
 
 import ctxwindow
 from ctxwindow import Conversation
-from ctxwindow_semantic import SemanticWindow
+from ctxwindow_semantic import SemanticWindow, onnx_backend
 from ctxwindow_semantic.cache import EmbeddingCache, content_key, decode
 
-MODEL = "sentence-transformers:all-MiniLM-L6-v2"
+#: The default embedder's cache name: ``auto`` runs int8 one text per call where
+#: onnxruntime is installed (vectors of its own), else torch.
+MODEL = "sentence-transformers:all-MiniLM-L6-v2" + (
+    "+int8-solo" if onnx_backend.available() else ""
+)
 FACT = "By the way, the wifi password at the cabin is pinecone42."
 
 
