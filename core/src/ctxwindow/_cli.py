@@ -267,8 +267,9 @@ def _paragraph(text: str, width: int, indent: str) -> str:
 
 
 def _hooks_cell(plugin: PluginInfo, hooks: str) -> str:
-    """A plugin's hooks; ERROR and why when it failed (nothing of it works); its hooks
-    and the problem when only something it registered was refused (the rest works)."""
+    """A plugin's hooks; ERROR and why when it failed (it did not load, or a hook raised
+    or is never called); its hooks and the problem when only something it registered
+    was refused (the rest of it works)."""
     if plugin.failed:
         return f"ERROR {plugin.error}"
     if plugin.error:
