@@ -520,6 +520,27 @@ def test_one_dict_twice_in_the_input() -> None:
     assert Newest().select(repeated, 20).messages == [prompt, prompt]
 
 
+def test_one_dict_three_times_kept_first_and_last_is_whole() -> None:
+    """The window holds the object twice: as the task statement (position 1) and the
+    newest user message (3), the one between dropped. Read from either end, the
+    checker took positions 1 and 2 or 2 and 3, and blamed the strategy for a must-keep
+    message it kept (hypothesis found it); it takes the reading that keeps order and
+    the most must-keep messages."""
+    asked = {"role": "user", "content": "and again?"}
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        asked,
+        asked,
+        asked,
+        {"role": "assistant", "content": "pinned " * 3, "metadata": {"pinned": True}},
+        {"role": "system", "content": "word " * 40},
+    ]
+    window = Newest().select(messages, 80)
+    assert [m is asked for m in window.messages] == [False, True, True, False, False]
+    assert [d.action for d in window.record.decisions][1:4] == ["kept", "dropped", "kept"]
+    assert check_window(Newest(), messages, 80) is not None
+
+
 # -- the conformance suite's generated histories -----------------------------------------
 def test_generated_histories_cover_objects_names_and_broken_exchanges() -> None:
     from hypothesis import Phase, find, settings

@@ -319,13 +319,48 @@ def _reading(messages: Sequence[Any], window: Sequence[Any], keep: set[int]) -> 
         places.setdefault(id(message), []).append(position)
     if all(len(found) == 1 for found in places.values()):
         return [places[id(item)][0] if id(item) in places else None for item in window]
-    readings = [_matched(window, places, latest) for latest in (True, False)]
+    best = _matched_best(window, places, keep)
+    readings = [
+        *([best] if best is not None else []),
+        *(_matched(window, places, latest) for latest in (True, False)),
+    ]
 
     def badness(reading: list[int | None]) -> tuple[bool, int]:
         found = [p for p in reading if p is not None]
         return found != sorted(set(found)), len(keep - set(found))
 
     return min(readings, key=badness)
+
+
+def _matched_best(
+    window: Sequence[Any], places: dict[int, list[int]], keep: set[int]
+) -> list[int | None] | None:
+    """The in-order reading that holds the most must-keep positions (None: no reading
+    keeps order). An object the input holds three times, of which the window holds
+    two, may stand for positions 1 and 3: reading from either end finds 1 and 2, or 2
+    and 3, and would blame the strategy for a must-keep message it kept."""
+    found = [(index, places[id(item)]) for index, item in enumerate(window) if id(item) in places]
+    #: per matched item: position -> (must-keep positions held up to it, previous position)
+    steps: list[dict[int, tuple[int, int | None]]] = []
+    previous: dict[int, tuple[int, int | None]] = {-1: (0, None)}
+    for _, candidates in found:
+        here: dict[int, tuple[int, int | None]] = {}
+        for position in candidates:
+            before = [(held, at) for at, (held, _) in previous.items() if at < position]
+            if before:
+                held, at = max(before)
+                here[position] = (held + (position in keep), at)
+        if not here:
+            return None
+        steps.append(here)
+        previous = here
+    reading: list[int | None] = [None] * len(window)
+    position: int | None = max(previous, key=lambda at: previous[at][0]) if steps else None
+    for (index, _), step in zip(reversed(found), reversed(steps), strict=True):
+        assert position is not None
+        reading[index] = position
+        position = step[position][1]
+    return reading
 
 
 def _matched(window: Sequence[Any], places: dict[int, list[int]], latest: bool) -> list[int | None]:
