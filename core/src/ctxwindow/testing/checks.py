@@ -345,21 +345,21 @@ def _matched_best(
     previous: dict[int, tuple[int, int | None]] = {-1: (0, None)}
     for _, candidates in found:
         here: dict[int, tuple[int, int | None]] = {}
-        for position in candidates:
-            before = [(held, at) for at, (held, _) in previous.items() if at < position]
+        for candidate in candidates:
+            before = [(held, end) for end, (held, _) in previous.items() if end < candidate]
             if before:
-                held, at = max(before)
-                here[position] = (held + (position in keep), at)
+                held, end = max(before)
+                here[candidate] = (held + (candidate in keep), end)
         if not here:
             return None
         steps.append(here)
         previous = here
     reading: list[int | None] = [None] * len(window)
-    position: int | None = max(previous, key=lambda at: previous[at][0]) if steps else None
+    at: int | None = max(previous, key=lambda end: previous[end][0]) if steps else None
     for (index, _), step in zip(reversed(found), reversed(steps), strict=True):
-        assert position is not None
-        reading[index] = position
-        position = step[position][1]
+        assert at is not None
+        reading[index] = at
+        at = step[at][1]
     return reading
 
 
