@@ -1,5 +1,7 @@
 """How the ONNX encoder calls the model: long texts a few at a time (few tokens per call),
-short ones together, and a text's vector never depends on the texts run beside it."""
+short ones together, and a text's vector never depends on the texts run beside it; the
+int8 model one text per call (``onnx-int8-solo``, the default), bit for bit whatever it
+is embedded with, and close to torch's."""
 
 from __future__ import annotations
 
@@ -84,3 +86,71 @@ def test_the_export_runs_attention_as_plain_steps() -> None:
     ops = {node.op_type for node in onnx.load(str(folder / onnx_backend.FP32_FILE)).graph.node}
     assert "Softmax" in ops
     assert "IsNaN" not in ops
+
+
+# -- the int8 model one text per call (onnx-int8-solo) ------------------------------------
+SOLO_TEXTS = [
+    "What did we decide about the hotel budget?",
+    "The morning flight to Lisbon leaves at 7:40 from terminal 2.",
+    "Überprüfe die Zahlung: 42 € — fertig 🚀",
+    "ok",
+    "",
+    "tool output " * 300,  # longer than the model reads: truncated alike
+]
+OTHERS = [
+    f"step {i}: tool output with rows {' '.join(map(str, range(i, i + 40 * i)))}" for i in range(6)
+] + [f"did the hotel budget change for day {i}?" for i in range(12)]
+
+
+@pytest.fixture(scope="module")
+def solo() -> SentenceTransformerEmbedder:
+    embedder = SentenceTransformerEmbedder(backend="onnx-int8-solo")
+    embedder.preload()
+    return embedder
+
+
+def test_a_vector_is_the_same_whatever_it_is_embedded_with(
+    solo: SentenceTransformerEmbedder,
+) -> None:
+    alone = np.concatenate([solo.embed([text]) for text in SOLO_TEXTS])
+    rng = np.random.default_rng(0)
+    for batch_size in (1, 3, 64):
+        mixed = SOLO_TEXTS + OTHERS
+        order = rng.permutation(len(mixed))
+        solo.batch_size = batch_size
+        vectors = solo.embed([mixed[i] for i in order])
+        back = vectors[np.argsort(order)][: len(SOLO_TEXTS)]
+        assert np.array_equal(back, alone)  # bit for bit, not merely close
+    assert np.allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-6)
+
+
+def test_each_text_runs_alone_without_padding(
+    solo: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoder = solo._loaded()
+    assert isinstance(encoder, onnx_backend.OnnxEncoder)
+    recording = RecordingSession(encoder.session)
+    monkeypatch.setattr(encoder, "session", recording)
+    texts = SOLO_TEXTS[:3] + OTHERS[:4]
+    encoder.encode(texts, batch_size=64)
+    lengths = sorted(len(encoder.tokenizer.encode(text).ids) for text in texts)
+    assert sorted(length for _, length in recording.shapes) == lengths
+    assert all(rows == 1 for rows, _ in recording.shapes)
+
+
+def test_close_to_torch_and_cached_under_its_own_name(solo: SentenceTransformerEmbedder) -> None:
+    torch_vectors = SentenceTransformerEmbedder(backend="torch").embed(SOLO_TEXTS)
+    vectors = solo.embed(SOLO_TEXTS)
+    assert (vectors * torch_vectors).sum(axis=1).min() > 0.97
+    assert np.abs(vectors - torch_vectors).max() > 1e-4  # really quantized
+    assert solo.name == "sentence-transformers:all-MiniLM-L6-v2+int8-solo"
+    names = {SentenceTransformerEmbedder(backend=b).name for b in ("torch", "onnx-int8")}
+    assert solo.name not in names
+
+
+def test_batched_int8_depends_on_its_neighbours() -> None:
+    """Why solo exists: one activation scale per call moves a text with its batch."""
+    batched = SentenceTransformerEmbedder(backend="onnx-int8")
+    alone = batched.embed(SOLO_TEXTS[:2])
+    together = batched.embed([*SOLO_TEXTS[:2], OTHERS[5]])[:2]
+    assert np.abs(together - alone).max() > 1e-4
