@@ -124,6 +124,18 @@ def test_a_vector_is_the_same_whatever_it_is_embedded_with(
     assert np.allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-6)
 
 
+def test_solo_calls_run_side_by_side_to_the_same_vectors() -> None:
+    """Solo calls run single-threaded, one per core at once: the vectors are those of one
+    call after another, bit for bit, however many run side by side."""
+    texts = SOLO_TEXTS + OTHERS
+    one = SentenceTransformerEmbedder(backend="onnx-int8-solo", threads=1)
+    two = SentenceTransformerEmbedder(backend="onnx-int8-solo", threads=2)
+    encoder = two._loaded()
+    assert isinstance(encoder, onnx_backend.OnnxEncoder) and encoder.workers == 2
+    assert np.array_equal(one.embed(texts), two.embed(texts))
+    assert encoder._pool is not None  # they did run on the pool
+
+
 def test_each_text_runs_alone_without_padding(
     solo: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,8 +12,8 @@ when onnxruntime is installed and the device is the CPU, else ``torch``), ``torc
 ``onnx-int8`` (dynamically quantized: other vectors, cached under their own name; LoCoMo
 recall within about 0.006 of torch's, but a text's vector depends a little on the other
 texts of its batch, since activations are quantized per call) or ``onnx-int8-solo`` (the
-same int8 model run one text per call: a text's vector depends on that text alone, bit
-for bit; recall within 0.005 of torch's, over 4x torch's speed on a cold window).
+same int8 model run one text per call, calls side by side: a text's vector depends on
+that text alone, bit for bit; recall within 0.005 of torch's; the default).
 """
 
 from __future__ import annotations
