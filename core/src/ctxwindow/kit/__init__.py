@@ -66,6 +66,7 @@ from ctxwindow.kit._prefixes import (
     RecentLists,
     Remembered,
     as_now,
+    snapshot,
     starts_with,
 )
 from ctxwindow.kit._text import unit_text
@@ -109,6 +110,7 @@ __all__ = [
     "recent_run",
     "recent_units",
     "redact",
+    "snapshot",
     "spans_in",
     "starts_with",
     "stem",

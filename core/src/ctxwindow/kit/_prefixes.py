@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 #: Items whose content is compared with what was read: the newest this many.
@@ -42,12 +42,43 @@ T = TypeVar("T")
 
 def as_now(content: Any) -> Any:
     """What is compared of an item's content on later visits: a string (or None) as it
-    is; a list of parts as its parts' fields are now (each part dict's items). Kept by
-    reference, a list would equal itself after a part was appended to it, or text
-    streamed into one."""
+    is; a list of parts as its parts are now (:func:`snapshot`). Kept by reference, a
+    list would equal itself after a part was appended to it, or text streamed into one."""
     if type(content) is not list:
         return content
-    return tuple(tuple(part.items()) if type(part) is dict else part for part in content)
+    return snapshot(content)
+
+
+#: Values an app cannot change in place: kept as they are in a snapshot.
+_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def snapshot(value: Any, depth: int = 8) -> Any:
+    """``value`` as it is now, down to its nested parts: lists, tuples, dicts and SDK
+    objects (pydantic models, dataclasses) as tuples of their fields' snapshots. Kept
+    by reference, a part dict, or an SDK block whose text an app sets in place, would
+    equal itself after the edit, and the stale messages read from it would be windowed.
+    ``depth`` bounds the walk (a cycle, an odd object): deeper values are kept as they are."""
+    kind = type(value)
+    if kind in _ATOMS or depth <= 0:
+        return value
+    atoms, deeper = _ATOMS, depth - 1  # atoms inline: most fields are strings
+    if kind is list or kind is tuple:
+        return tuple([v if type(v) in atoms else snapshot(v, deeper) for v in value])
+    if kind is dict:
+        return _fields(value, deeper)
+    fields = getattr(value, "__dict__", None)
+    if type(fields) is dict:  # an SDK object: its fields, by its type
+        return (kind, _fields(fields, deeper))
+    return _fields(dict(value), deeper) if isinstance(value, Mapping) else value
+
+
+def _fields(value: dict[Any, Any], depth: int) -> tuple[Any, ...]:
+    """A dict's items, each value's :func:`snapshot`."""
+    atoms = _ATOMS
+    if atoms.issuperset(map(type, value.values())):  # a part of strings: in C
+        return tuple(value.items())
+    return tuple([(k, v if type(v) in atoms else snapshot(v, depth)) for k, v in value.items()])
 
 
 def same(a: object, b: object) -> bool:

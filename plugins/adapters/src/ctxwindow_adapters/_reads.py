@@ -16,7 +16,7 @@ on the next call, with the new ones.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ctxwindow import Conversation, Message, remembered_histories
@@ -35,38 +35,6 @@ ReadItem = Callable[[Any, int], Sequence[Piece]]
 #: into ``into`` and returns the first item whose Messages may read otherwise once more
 #: items follow (``len(items)`` when none may): it and those after are read again.
 ReadFrom = Callable[[Sequence[Any], int, Converted[Any]], int]
-
-
-#: Values an app cannot change in place: kept as they are in a snapshot.
-_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
-
-
-def snapshot(value: Any, depth: int = 8) -> Any:
-    """``value`` as it is now, down to its nested parts: dicts, lists and SDK objects
-    (pydantic models, dataclasses) as tuples of their fields' snapshots. Kept by
-    reference, a content list, or a part object whose text an app sets in place, would
-    equal itself after the edit, and the stale Messages read from it would be windowed.
-    ``depth`` bounds the walk (a cycle, an odd object): deeper values are kept as they are."""
-    kind = type(value)
-    if kind in _ATOMS or depth <= 0:
-        return value
-    atoms, deeper = _ATOMS, depth - 1  # atoms inline: most fields are strings
-    if kind is list or kind is tuple:
-        return tuple([v if type(v) in atoms else snapshot(v, deeper) for v in value])
-    if kind is dict:
-        return _fields(value, deeper)
-    fields = getattr(value, "__dict__", None)
-    if type(fields) is dict:  # an SDK object: its fields, by its type
-        return (kind, _fields(fields, deeper))
-    return _fields(dict(value), deeper) if isinstance(value, Mapping) else value
-
-
-def _fields(value: dict[Any, Any], depth: int) -> tuple[Any, ...]:
-    """A dict's items, each value's :func:`snapshot`."""
-    atoms = _ATOMS
-    if atoms.issuperset(map(type, value.values())):  # a part of strings: in C
-        return tuple(value.items())
-    return tuple([(k, v if type(v) in atoms else snapshot(v, depth)) for k, v in value.items()])
 
 
 def each_item(read_item: ReadItem) -> ReadFrom:

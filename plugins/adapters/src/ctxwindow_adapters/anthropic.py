@@ -23,6 +23,7 @@ from typing import Any
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage
+from ctxwindow.kit import snapshot
 from ctxwindow_adapters._bridge import (
     Converted,
     Shape,
@@ -32,7 +33,7 @@ from ctxwindow_adapters._bridge import (
     prepare,
     text_of,
 )
-from ctxwindow_adapters._reads import Piece, RecentReads, each_item, snapshot
+from ctxwindow_adapters._reads import Piece, RecentReads, each_item
 
 __all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage
+from ctxwindow.kit import snapshot
 from ctxwindow_adapters._bridge import (
     Converted,
     Shape,
@@ -33,7 +34,7 @@ from ctxwindow_adapters._bridge import (
     prepare,
     text_of,
 )
-from ctxwindow_adapters._reads import RecentReads, snapshot
+from ctxwindow_adapters._reads import RecentReads
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "aselect", "read_items", "select"]
 

@@ -58,6 +58,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import BudgetTooSmall, InvalidMessage
+from ctxwindow.kit import snapshot
 from ctxwindow_adapters._bridge import (
     Call,
     Converted,
@@ -66,7 +67,7 @@ from ctxwindow_adapters._bridge import (
     text_of,
     windower_for,
 )
-from ctxwindow_adapters._reads import RecentReads, snapshot
+from ctxwindow_adapters._reads import RecentReads
 
 __all__ = ["HistoryProcessor", "aselect", "ctxwindow_processor", "read_messages", "select"]
 
