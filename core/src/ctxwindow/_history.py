@@ -15,15 +15,16 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from itertools import accumulate, count, repeat
+from itertools import accumulate, compress, count, islice, repeat
+from operator import is_, ne
 from types import MappingProxyType
 from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from ctxwindow._messages import (
     INSTRUCTION_ROLES,
+    Lazy,
     Message,
-    Simple,
-    ToolCall,
+    batch_entries,
     check_message_list,
     read_common,
     read_message,
@@ -58,9 +59,12 @@ AGENT_QUERY_CHARS = 32_000
 #: collector paused: the objects made are acyclic, and on 100k messages its passes over
 #: them cost about a third of a cold visit.
 GC_PAUSE_AT = 5_000
-#: A batch this long or longer has its simple dicts read at once (``simple_entries``); a
-#: chat loop's new message is read as it is (the batch lookups would cost it more).
+#: A batch this long or longer is read at once (``Conversation._read_batch``, and
+#: ``simple_entries`` for what it leaves); a chat loop's new message is read as it is
+#: (the batch lookups would cost it more).
 BATCH_LOOKUPS_FROM = 16
+#: The roles of results: a message read whole with one of these is read one at a time.
+_RESULT_ROLES = ("tool", "function")
 #: Running token sums are kept for this many counters per conversation (the least
 #: recently used are forgotten), so a new counter object per call cannot grow it.
 SUMS_KEPT = 4
@@ -95,7 +99,7 @@ class _Grouping(NamedTuple):
     kept_always: int
     open_start: int | None
     open_pending: set[str]
-    open_calls: tuple[ToolCall, ...]
+    open_calls: tuple[str, ...]
     newest_user: int | None
     first_user: int | None
     first_call: int | None
@@ -131,16 +135,16 @@ class Conversation:
         self._originals: list[Any] = []
         #: Each message read: a Message, or the fields of a simple dict whose Message is
         #: built when first asked for (see :meth:`message`).
-        self._messages: list[Message | Simple] = []
+        self._messages: list[Message | Lazy] = []
         self._starts: list[int] = []
         self._stops: list[int] = []
         self._unit_of: list[int] = []
         self._defects: list[Defect] = []
         self._open_start: int | None = None
         self._open_pending: set[str] = set()
-        #: The open exchange's calls: a result repeating one of those answered already
-        #: (a retried step) breaks the exchange, and is said to be the cause.
-        self._open_calls: tuple[ToolCall, ...] = ()
+        #: The open exchange's call ids: a result repeating one of those answered
+        #: already (a retried step) breaks the exchange, and is said to be the cause.
+        self._open_calls: tuple[str, ...] = ()
         self._kept_always: list[int] = []  # positions of system, developer, pinned
         self._newest_user: int | None = None
         self._first_user: int | None = None  # the task statement
@@ -242,17 +246,116 @@ class Conversation:
         return item  # type: ignore[return-value]
 
     def _read(self, start: int, entries: list[Any], contents: list[Any] | None) -> None:
-        """Read, group and note ``entries`` in one pass: this loop is every cold visit's.
-        A batch of dicts (``contents``: each one's ``content``; None when not all are
-        dicts) has its simple dicts read at once by :func:`simple_entries`; anything else
-        is read in full, and an invalid entry raises with the grouping half done
-        (:meth:`extend` rewinds it)."""
-        simple: Iterable[Simple | None] = (
+        """Read, group and note ``entries``: every cold visit's work. A long batch of
+        dicts (``contents``: each one's ``content``; None when not all are dicts) read
+        while no tool exchange is open has its well-formed start read at once
+        (:meth:`_read_batch`); the rest, and anything else, a message at a time. An
+        invalid entry raises with the grouping half done (:meth:`extend` rewinds it)."""
+        if contents is not None and len(entries) >= BATCH_LOOKUPS_FROM and self._open_start is None:
+            done = self._read_batch(start, entries, contents)
+            if done == len(entries):
+                return
+            if done:
+                start, entries, contents = start + done, entries[done:], contents[done:]
+        self._read_each(start, entries, contents)
+
+    def _read_batch(self, start: int, entries: list[Any], contents: list[Any]) -> int:
+        """Read the longest start of a batch of dicts that holds no defect and no tool
+        exchange left open, and return its length (0: none of it; the caller reads
+        what is left a message at a time, which finds the defect and says why).
+
+        The simple dicts and tool results are read in one pass with no call per message
+        (:func:`batch_entries`), and the units, users and instructions found from the
+        roles at C speed (in a well-formed run, each message but a tool result starts a
+        unit). Only the other entries (an assistant's calls, any other shape) are read
+        one by one: a call per message was most of a cold visit's cost. What it reads
+        and notes is what :meth:`_read_each` would."""
+        roles: list[Any] = list(map(dict.get, entries, repeat("role")))
+        # a simple dict's or tool result's fields, as read_common reads them; None for
+        # the other entries, replaced as they are read
+        items = batch_entries(entries, contents, roles)
+        cut = len(entries)
+        calls: list[int] = []
+        messages: list[int] = []
+        for index in compress(range(cut), map(is_, items, repeat(None))):
+            entry = entries[index]
+            read = read_common(entry) or read_message(entry, start + index)
+            if isinstance(read, Message):
+                if read.role in _RESULT_ROLES or read.tool_calls or read.function_call is not None:
+                    cut = index
+                    break
+                messages.append(index)
+            else:
+                if len(read) == 4:
+                    cut = index
+                    break
+                ids = read[4]
+                results = items[index + 1 : index + 1 + len(ids)]
+                # its results, each once, right after it: else read from it one at a time
+                if None in results or {result[2] for result in results} != set(ids):
+                    cut = index
+                    break
+                calls.append(index)
+            items[index] = read
+        del roles[cut:], items[cut:]
+        answered = roles.count("tool")
+        if answered != sum(len(items[index][4]) for index in calls):
+            cut = _first_orphan(roles, items, calls)  # a result that answers no call
+            calls = [index for index in calls if index < cut]
+            messages = [index for index in messages if index < cut]
+            del roles[cut:], items[cut:]
+            answered = roles.count("tool")
+        if not cut:
+            return 0
+        if self._messages:
+            self._messages.extend(items)
+        else:  # a new conversation's first read: the list read is the one kept
+            self._messages = items
+        positions = range(start, start + cut)
+        base = len(self._starts)
+        if answered:  # in a well-formed run, each message but a result starts a unit
+            opens = list(map(ne, roles, repeat("tool")))
+            firsts = list(compress(positions, opens))
+            self._unit_of.extend(islice(accumulate(opens, initial=base - 1), 1, None))
+        else:
+            firsts = list(positions)
+            self._unit_of.extend(range(base, base + cut))
+        self._starts.extend(firsts)
+        self._stops.extend(islice(firsts, 1, None))
+        self._stops.append(start + cut)
+        if "user" in roles:
+            self._newest_user = start + cut - 1 - roles[::-1].index("user")
+            if self._first_user is None:
+                self._first_user = start + roles.index("user")
+        kept = sorted(start + at for role in INSTRUCTION_ROLES for at in _places(roles, role))
+        if messages:  # read whole: a made instruction is not kept, a pinned message is
+            read_whole = {start + index for index in messages}
+            kept = sorted(
+                {*kept} - read_whole
+                | {start + index for index in messages if _always_kept(items[index])}
+            )
+            for index in messages:
+                message_id = items[index].id
+                if message_id is not None:
+                    self._ids.setdefault(message_id, start + index)
+        self._kept_always.extend(kept)
+        if calls:
+            if self._first_call is None:
+                self._first_call = start + calls[0]
+            self._open_pending = set()
+            self._open_calls = items[calls[-1]][4]
+        return cut
+
+    def _read_each(self, start: int, entries: list[Any], contents: list[Any] | None) -> None:
+        """Read, group and note ``entries`` a message at a time. A long batch of dicts
+        has its simple dicts read at once by :func:`simple_entries`; anything else is
+        read in full."""
+        simple: Iterable[Lazy | None] = (
             repeat(None)
             if contents is None or len(entries) < BATCH_LOOKUPS_FROM
             else simple_entries(entries, contents)
         )
-        parsed: list[Message | Simple] = []
+        parsed: list[Message | Lazy] = []
         add = parsed.append
         starts, stops, unit_of = self._starts, self._stops, self._unit_of
         kept_always = self._kept_always
@@ -267,6 +370,11 @@ class Conversation:
                 item = read
             add(item)
             role = item[0]
+            if len(item) != 4:  # an assistant's calls
+                self._group(position, role, item[4], None, None)
+                if self._first_call is None:
+                    self._first_call = position
+                continue
             if self._open_start is None and role != "tool":  # a unit of its own
                 unit_of.append(len(starts))
                 starts.append(position)
@@ -302,6 +410,7 @@ class Conversation:
     def _rewind(self, start: int, saved: _Grouping) -> None:
         """Undo a :meth:`_read` of messages from ``start`` on that raised part way."""
         units = saved.units
+        del self._messages[start:]  # a batch's well-formed start is added before the rest
         del self._starts[units:], self._stops[units:], self._unit_of[start:]
         if units:
             self._stops[-1] = saved.last_stop  # a function result joins its call's unit
@@ -317,9 +426,10 @@ class Conversation:
 
     def _read_message(self, position: int, message: Message) -> None:
         """Group and note a message read whole (:meth:`_read` adds it to the list)."""
-        self._group(position, message.role, message.tool_calls, message.tool_call_id, message)
-        # an instruction stays; a made one (an earlier visit's summary) is content
-        if (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned:
+        calls = message.tool_calls
+        ids = tuple(call.id for call in calls) if calls else ()
+        self._group(position, message.role, ids, message.tool_call_id, message)
+        if _always_kept(message):
             self._kept_always.append(position)
         if (message.tool_calls or message.function_call is not None) and self._first_call is None:
             self._first_call = position
@@ -334,13 +444,14 @@ class Conversation:
         self,
         position: int,
         role: str,
-        tool_calls: tuple[ToolCall, ...],
+        call_ids: tuple[str, ...],
         tool_call_id: str | None,
         message: Message | None,
     ) -> None:
-        """Put the message at ``position`` in its unit (``message``: None for a simple
-        one, which has no legacy function call or name)."""
-        if self._open_start is None and role != "tool" and not tool_calls:
+        """Put the message at ``position`` in its unit (``call_ids``: the ids of its
+        tool calls; ``message``: None for one read but not built, which has no legacy
+        function call or name)."""
+        if self._open_start is None and role != "tool" and not call_ids:
             name = message.name if message is not None else None
             if role == "function" and self._function_call == (position - 1, name):
                 self._unit_of.append(len(self._starts) - 1)  # joins its call's unit
@@ -361,7 +472,7 @@ class Conversation:
                     self._open_start = None
                 return
             # not pending: one of the exchange's calls was answered already (a repeat)
-            if role == "tool" and any(call.id == tool_call_id for call in self._open_calls):
+            if role == "tool" and tool_call_id in self._open_calls:
                 assert tool_call_id is not None  # a call's id matched it
                 breaks = answered_twice(
                     self._open_start, position, tool_call_id, self._open_pending
@@ -370,10 +481,10 @@ class Conversation:
                 breaks = unanswered_calls(self._open_start, position, self._open_pending)
             self._defects.append(breaks)
             self._open_start = None
-        if role == "assistant" and tool_calls:
+        if role == "assistant" and call_ids:
             self._open_start = position
-            self._open_pending = {call.id for call in tool_calls}
-            self._open_calls = tool_calls
+            self._open_pending = set(call_ids)
+            self._open_calls = call_ids
         elif role == "tool":
             self._defects.append(orphan_result(position, tool_call_id))
         else:
@@ -579,6 +690,37 @@ class Conversation:
             return first_changed(_contents(self._originals[tail:size]), self._contents, tail, None)
         except Exception:  # an odd object's __eq__ failed: read whole
             return None
+
+
+def _always_kept(message: Message) -> bool:
+    """An instruction stays; a made one (an earlier visit's summary) is content. A
+    pinned message stays."""
+    return (message.role in INSTRUCTION_ROLES and not message.synthetic) or message.pinned
+
+
+def _places(values: list[Any], value: str) -> list[int]:
+    """Where ``value`` stands in ``values``: found by scans at C speed (an instruction
+    is one message in thousands)."""
+    found: list[int] = []
+    at = -1
+    with contextlib.suppress(ValueError):
+        while True:
+            at = values.index(value, at + 1)
+            found.append(at)
+    return found
+
+
+def _first_orphan(roles: list[Any], items: list[Any], calls: list[int]) -> int:
+    """The position of the first tool result that answers none of ``calls`` (the
+    positions of the assistants' calls among ``items``, each answered right after)."""
+    answered: set[int] = set()
+    for index in calls:
+        answered.update(range(index + 1, index + 1 + len(items[index][4])))
+    return next(
+        position
+        for position, role in enumerate(roles)
+        if role == "tool" and position not in answered
+    )
 
 
 def _before(position: int | None, cut: int) -> int | None:

@@ -416,14 +416,22 @@ def _validated(
     return message
 
 
-#: A message read but not yet built: ``(role, content, tool_call_id)``, for the shapes
-#: nearly every history is made of (see :func:`read_common`).
-Simple = tuple[str, str, str | None]
+#: A message read but not yet built: ``(role, content, tool_call_id, characters)``,
+#: for the shapes nearly every history is made of (see :func:`read_common`). The
+#: characters are those of its text (content and call id), which counting needs, taken
+#: while the strings are at hand.
+Simple = tuple[str, str, str | None, int]
+#: An assistant's plain function calls read but not yet built: ``("assistant", content,
+#: None, characters, ids, names, arguments)``, the characters of its text (content,
+#: names, arguments) and the calls' fields in order.
+CallFields = tuple[str, str | None, None, int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+#: Either kind of message read but not yet built (see :func:`simple_message`).
+Lazy = Simple | CallFields
 #: The roles whose ``{"role": ..., "content": "..."}`` dict is valid as it is.
 SIMPLE_ROLES = ("user", "assistant", "system", "developer")
 
 
-def read_common(data: object) -> Simple | Message | None:
+def read_common(data: object) -> Lazy | Message | None:
     """A dict of one of the shapes nearly every history is made of, read with a few
     lookups (reading is most of a cold visit's cost); None for any other entry, which
     :func:`read_message` reads and checks in full.
@@ -431,9 +439,9 @@ def read_common(data: object) -> Simple | Message | None:
     Exactly ``{"role", "content"}`` with string content (a tool result: with its
     ``tool_call_id`` too) is valid as it is, and its Message would hold nothing more:
     its fields are returned, and :func:`simple_message` builds the Message when
-    something asks for it. An assistant's ``{"role", "content", "tool_calls"}`` with
-    plain function calls is returned as its Message. :func:`simple_entries` applies
-    the first rule to a whole batch.
+    something asks for it. So is an assistant's ``{"role", "content", "tool_calls"}``
+    with plain function calls: its :data:`CallFields`. :func:`simple_entries` and
+    :func:`batch_entries` apply these rules to a whole batch.
     """
     if type(data) is not dict:
         return None
@@ -443,43 +451,32 @@ def read_common(data: object) -> Simple | Message | None:
         content = data.get("content")
         # a tuple, not a set: a role that is not a string (a list) is unhashable
         if type(content) is str and role in SIMPLE_ROLES:
-            return role, content, None
+            return role, content, None, len(content)
     elif size == 3:
         role = data.get("role")
-        content = data.get("content")
         if role == "tool":
+            content = data.get("content")
             call_id = data.get("tool_call_id")
             if type(content) is str and type(call_id) is str and call_id:
-                return "tool", content, call_id
-        elif role == "assistant" and (content is None or type(content) is str):
-            calls = _function_calls(data.get("tool_calls"))
-            if calls:
-                return _validated(role, content, None, calls, None, None, _EMPTY, _NO_EXTRAS)
+                return "tool", content, call_id, len(content) + len(call_id)
+        elif role == "assistant":
+            return read_calls(data)
     return None
 
 
-def simple_entries(entries: list[Any], contents: list[Any]) -> list[Simple | None]:
-    """:func:`read_common`'s first rule for a batch of dicts at once (``contents``: each
-    one's ``content``): each entry's fields when it is exactly ``{"role", "content"}``
-    with string content and a role of SIMPLE_ROLES, else None (read it one by one).
-    Most of any history is such dicts, and their roles and sizes are looked up here for
-    the whole batch at C speed, not a call per message. Raises TypeError when not all
-    entries are dicts."""
-    roles = map(dict.get, entries, repeat("role"))
-    return [
-        (role, content, None)
-        if size == 2 and type(content) is str and role in SIMPLE_ROLES
-        else None
-        for role, content, size in zip(roles, contents, map(len, entries), strict=True)
-    ]
-
-
-def _function_calls(calls: object) -> tuple[ToolCall, ...] | None:
-    """Plain function calls (``{"id", "type": "function", "function": {"name",
-    "arguments"}}``, all strings, ids distinct) as ToolCalls; None for anything else."""
-    if type(calls) is not list:
+def read_calls(data: dict[str, Any]) -> CallFields | None:
+    """The fields of an assistant's ``{"role", "content", "tool_calls"}`` (``content``
+    None or a string) whose calls are all plain function calls (``{"id", "type":
+    "function", "function": {"name", "arguments"}}``, all strings, ids distinct); None
+    for anything else. No ToolCall is built: a cold visit seldom asks for one."""
+    content = data.get("content", data)  # ``data``: the key is missing
+    calls = data.get("tool_calls")
+    if (content is not None and type(content) is not str) or type(calls) is not list or not calls:
         return None
-    read = []
+    ids: list[str] = []
+    names: list[str] = []
+    arguments: list[str] = []
+    chars = 0 if content is None else len(content)
     for call in calls:
         if type(call) is not dict or len(call) != 3 or call.get("type") != "function":
             return None
@@ -487,24 +484,73 @@ def _function_calls(calls: object) -> tuple[ToolCall, ...] | None:
         body = call.get("function")
         if type(call_id) is not str or not call_id or type(body) is not dict or len(body) != 2:
             return None
-        name, arguments = body.get("name"), body.get("arguments")
-        if type(name) is not str or type(arguments) is not str:
+        name, given = body.get("name"), body.get("arguments")
+        if type(name) is not str or type(given) is not str:
             return None
+        ids.append(call_id)
+        names.append(name)
+        arguments.append(given)
+        chars += len(name) + len(given)
+    if len(set(ids)) != len(ids):
+        return None  # read_message says which id repeats
+    return "assistant", content, None, chars, tuple(ids), tuple(names), tuple(arguments)
+
+
+def simple_entries(entries: list[Any], contents: list[Any]) -> list[Lazy | None]:
+    """:func:`read_common` of each dict of a batch that it reads as ``(role, content,
+    None, ...)`` (``contents``: each one's ``content``): the simple dicts, their roles
+    and sizes looked up for the whole batch at C speed, not a call per message, and the
+    assistants' calls; None for every other entry (read it one by one). Raises
+    TypeError when not all entries are dicts."""
+    roles = map(dict.get, entries, repeat("role"))
+    return [
+        (role, content, None, len(content))
+        if size == 2 and type(content) is str and role in SIMPLE_ROLES
+        else read_calls(entry)
+        if size == 3 and role == "assistant"
+        else None
+        for entry, role, content, size in zip(
+            entries, roles, contents, map(len, entries), strict=True
+        )
+    ]
+
+
+def batch_entries(entries: list[Any], contents: list[Any], roles: list[Any]) -> list[Any]:
+    """:func:`read_common` of each dict of a batch that it reads as a simple dict or a
+    tool result (``contents``, ``roles``: each one's ``content`` and ``role``), in one
+    pass with no call per message; None for every other entry (an assistant's calls,
+    any other shape), read one by one. For a batch of dicts only."""
+    get = dict.get
+    return [
+        (role, content, None, len(content))
+        if size == 2 and type(content) is str and role in SIMPLE_ROLES
+        else ("tool", content, call_id, len(content) + len(call_id))
+        if size == 3
+        and role == "tool"
+        and type(content) is str
+        and type(call_id := get(entry, "tool_call_id")) is str
+        and call_id
+        else None
+        for entry, role, content, size in zip(
+            entries, roles, contents, map(len, entries), strict=True
+        )
+    ]
+
+
+def simple_message(fields: Lazy) -> Message:
+    """The Message of fields :func:`read_common` read (valid, so not checked again)."""
+    if len(fields) == 4:
+        role, content, call_id, _ = fields
+        return _validated(role, content, None, (), call_id, None, _EMPTY, _NO_EXTRAS)
+    calls = []
+    for call_id, name, arguments in zip(fields[4], fields[5], fields[6], strict=True):
         made = _new(ToolCall)
         _set_call_id_field(made, call_id)
         _set_call_name(made, name)
         _set_call_arguments(made, arguments)
         _set_call_type(made, "function")
-        read.append(made)
-    if len({call.id for call in read}) != len(read):
-        return None  # read_message says which id repeats
-    return tuple(read)
-
-
-def simple_message(fields: Simple) -> Message:
-    """The Message of fields :func:`read_common` read (valid, so not checked again)."""
-    role, content, call_id = fields
-    return _validated(role, content, None, (), call_id, None, _EMPTY, _NO_EXTRAS)
+        calls.append(made)
+    return _validated("assistant", fields[1], None, tuple(calls), None, None, _EMPTY, _NO_EXTRAS)
 
 
 def check_message_list(messages: object) -> Iterable[object]:

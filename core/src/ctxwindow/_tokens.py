@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from ctxwindow._messages import Message, Simple, simple_message
+from ctxwindow._messages import Lazy, Message, simple_message
 from ctxwindow.errors import CounterFailed, CtxWindowError, InvalidOption
 from ctxwindow.hookspecs import RegisterTokenCounter, hookimpl
 
@@ -105,11 +105,12 @@ class ApproxCounter:
     def count_text(self, text: str) -> int:
         return math.ceil(len(text) / self.chars_per_token)
 
-    def count_entries(self, items: Iterable[Simple | Message]) -> list[int]:
-        """Each item's count: a Message's as :meth:`count_message` gives it, and a simple
-        dict's fields (role, string content and, for a tool result, its call id) as it
-        would give their Message, without building it. In one pass with no call per
-        simple item: a cold visit counts thousands, and a call each was a fifth of it."""
+    def count_entries(self, items: Iterable[Lazy | Message]) -> list[int]:
+        """Each item's count: a Message's as :meth:`count_message` gives it, and that of
+        a message read but not built (a simple dict, a tool result, an assistant's calls)
+        from the characters of its text, noted as it was read (see ``read_common``), as
+        it would give their Message. In one pass with no call per read item: a cold
+        visit counts thousands, and a call each was a fifth of it."""
         overhead, per, ceil, count = (
             self.message_overhead,
             self.chars_per_token,
@@ -117,9 +118,7 @@ class ApproxCounter:
             self.count_message,
         )
         return [
-            overhead + ceil((len(item[1]) + len(item[2]) if item[2] else len(item[1])) / per)
-            if isinstance(item, tuple)
-            else count(item)
+            overhead + ceil(item[3] / per) if type(item) is tuple else count(item)  # type: ignore[arg-type]
             for item in items
         ]
 
@@ -323,17 +322,18 @@ class CachedCounter:
                     self._evict()
         return count
 
-    def count_entries(self, items: Iterable[Simple | Message]) -> list[int]:
-        """Each item's count: :meth:`count_message` of a Message, and of a simple dict's
-        message (one that ``read_common`` kept as role, content and tool call id), built
-        only on a cache miss."""
+    def count_entries(self, items: Iterable[Lazy | Message]) -> list[int]:
+        """Each item's count: :meth:`count_message` of a Message, and of a message read
+        but not built (what ``read_common`` returns), built only on a cache miss."""
         return [
             self._count_simple(item) if isinstance(item, tuple) else self.count_message(item)
             for item in items
         ]
 
-    def _count_simple(self, fields: Simple) -> int:
-        role, content, tool_call_id = fields
+    def _count_simple(self, fields: Lazy) -> int:
+        if len(fields) != 4:  # an assistant's calls: the key holds its ToolCalls
+            return self.count_message(simple_message(fields))
+        role, content, tool_call_id, _ = fields
         key = (role, content, None, (), tool_call_id, None, None, None)
         entry = self._counts.get(key)  # the key count_message makes of its Message
         if entry is not None:
