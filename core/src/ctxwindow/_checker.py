@@ -71,6 +71,8 @@ def _placement_problems(
     message unless it stands for the current turn's own older rounds: the request ends
     with what the user asked and the exchanges that answer it."""
     problems: list[str] = []
+    if not made:
+        return problems
     starts = [start for start, _ in runs]
     newest_user = history.newest_user
     for at, message in made:

@@ -644,7 +644,7 @@ class Visit:
                 self.replaced,
             )
         )
-        if not all(isinstance(stage, WindowRecord) for stage in chosen.stages):
+        if chosen.stages and not all(isinstance(s, WindowRecord) for s in chosen.stages):
             problems.append("selection.stages must hold the WindowRecords of the stages run")
         if problems:
             raise self.windower.violation(problems)
@@ -940,6 +940,8 @@ def _anchored(
 ) -> list[tuple[int, Message]]:
     """Each made message, in window order, with the position of the unit it goes before
     (the history's length: after every unit)."""
+    if not synthetic:
+        return []
     count, starts, size = len(history.units), history._starts, len(history)
     ordered = sorted(synthetic, key=lambda pair: pair[0])  # stable: their order kept
     return [(starts[before] if before < count else size, message) for before, message in ordered]

@@ -20,10 +20,9 @@ server's, does not end).
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxwindow._contract import (
     COMMON_OPTIONS,
@@ -209,21 +208,10 @@ class Windower:
         with self._strategy_code():
             return bool(engages(history))
 
-    @contextlib.contextmanager
-    def _strategy_code(self) -> Iterator[None]:
+    def _strategy_code(self) -> _StrategyCode:
         """Around a call of the strategy's code: a bad unit is its ContractViolation,
         any other failure its PluginError; ctxwindow's own errors pass as they are."""
-        try:
-            yield
-        except InvalidSelection as error:
-            raise self.violation([str(error)]) from error
-        except CtxWindowError:
-            raise
-        except Exception as error:
-            source = f" from distribution {self.distribution!r}" if self.distribution else ""
-            raise PluginError(
-                f"strategy {self.strategy.name!r}{source} failed: {type(error).__name__}: {error}"
-            ) from error
+        return _StrategyCode(self)
 
     def violation(self, problems: Sequence[str]) -> ContractViolation:
         """The strategy's ContractViolation for ``problems``, naming its distribution."""
@@ -240,6 +228,35 @@ class Windower:
             f"Windower({self.strategy!r}, budget={self.budget}, "
             f"counter={self.counter.name!r}{timed})"
         )
+
+
+class _StrategyCode:
+    """:meth:`Windower._strategy_code`: a class, not a generator, as every visit enters
+    one (a generator-based context manager costs a turn a microsecond or two)."""
+
+    __slots__ = ("windower",)
+
+    def __init__(self, windower: Windower) -> None:
+        self.windower = windower
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: object, error: BaseException | None, traceback: object
+    ) -> Literal[False]:
+        if not isinstance(error, Exception) or (
+            isinstance(error, CtxWindowError) and not isinstance(error, InvalidSelection)
+        ):
+            return False  # none, or ctxwindow's own (an interrupt too): as it is
+        windower = self.windower
+        if isinstance(error, InvalidSelection):
+            raise windower.violation([str(error)]) from error
+        strategy = windower.strategy
+        source = f" from distribution {windower.distribution!r}" if windower.distribution else ""
+        raise PluginError(
+            f"strategy {strategy.name!r}{source} failed: {type(error).__name__}: {error}"
+        ) from error
 
 
 def _awaitable(made: Any) -> Awaitable[Selection]:

@@ -111,7 +111,9 @@ def test_a_turn_reads_its_new_units_and_asks_for_few_summaries(
         assert any(d.action == "summarized" for d in window.record.decisions)
         if calls[0] == before:  # no summary written: what the turn itself costs
             quiet += 1
-            assert len(read) <= 3, read  # the new units; all 1,500 before
+            # no unit's text: the keys asked for are the boundary's and the checkpoints'
+            # before it, hashed already (the new units wait until the boundary passes)
+            assert read == [], read
             assert len(asked) == 1 and asked[0] <= FIRST_LOOKUPS  # all checkpoints before
     assert quiet >= 10
 
@@ -169,6 +171,27 @@ def test_prefix_keys_are_those_caches_already_hold() -> None:
         running.update(hashlib.sha256(text).digest())
         assert candidates.key(index + 1) == running.hexdigest()
     assert candidates.key(0) == ""
+
+
+def test_prefix_keys_hashed_when_asked_are_the_same_in_any_order() -> None:
+    """A ledger hashes a prefix's units when its key is first asked for: keys asked
+    newest first, or of a branch whose ledger hashed only part of what it shares, are
+    those a ledger that hashed everything in order gives."""
+    messages = chat(300)
+    counter = get_counter("approx")
+    whole = ledger.Ledgers().candidates(Conversation(messages).view(counter, 400))
+    expected = [whole.key(index) for index in range(len(whole) + 1)]
+    backwards = ledger.Ledgers().candidates(Conversation(messages).view(counter, 400))
+    assert [backwards.key(i) for i in reversed(range(len(expected)))] == expected[::-1]
+    ledgers = ledger.Ledgers()
+    trunk = Conversation(messages[:200])
+    first = ledgers.candidates(trunk.view(counter, 400))
+    first.key(len(first))  # hashed past where the branch parts: from a snapshot
+    assert first.ledger.hashed > 150 > ledger.SNAPSHOT_EVERY * 2
+    twig = trunk.branch(150)
+    twig.extend(messages[150:])
+    branched = ledgers.candidates(twig.view(counter, 400))
+    assert [branched.key(i) for i in range(len(branched) + 1)] == expected
 
 
 def test_the_ledgers_are_weak_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

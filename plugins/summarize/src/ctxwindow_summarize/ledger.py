@@ -30,8 +30,8 @@ LEDGERS_KEPT = 4
 CONVERSATIONS_KEPT = 1_024
 #: Covers lists kept per ledger (see Ledger.covers).
 COVERS_KEPT = 8
-#: A copy of the running hash is kept every this many units read, so that the ledger of
-#: a branch of the conversation (a pipeline stage's input, which parts from the last
+#: A copy of the running hash is kept every this many units hashed, so that the ledger
+#: of a branch of the conversation (a pipeline stage's input, which parts from the last
 #: turn's near its end) hashes again at most this many of the units the two share.
 SNAPSHOT_EVERY = 64
 DIGEST = hashlib.sha256().digest_size
@@ -44,7 +44,12 @@ def text_digest(text: str) -> bytes:
 
 class Ledger:
     """A conversation's summarizable units before ``frontier``, with their running
-    token sums (by one counter), prefix keys and covered messages."""
+    token sums (by one counter), prefix keys and covered messages.
+
+    The prefix keys are hashed when first asked for (:meth:`key`), not as the units are
+    read: a turn asks for the boundary's and the checkpoints' before it, so the units
+    of the recent part are hashed once the boundary passes them, a checkpoint's worth
+    at a time, and a turn between checkpoints hashes nothing."""
 
     def __init__(self, counter: object) -> None:
         self.counter = counter
@@ -52,38 +57,80 @@ class Ledger:
         self.excluded: list[int] = []  # the must-keep units before the frontier
         self.units = array("q")  # the others: the summarizable ones, in order
         self.sums = array("q", [0])  # tokens of the first i summarizable units
-        self.digests = bytearray()  # the prefix key of the first i, for i from 1
-        self.running = hashlib.sha256()
+        self.digests = bytearray()  # the prefix key of the first i, for i from 1, as hashed
+        self.running = hashlib.sha256()  # after the units hashed
         self.refs: list[str] = []  # the messages of the summarizable units, in order
         self.ref_counts = array("q", [0])  # how many refs the first i hold
         #: The covers of a summary of the first i units, for the i most recently
         #: asked: a summary stands for one of a few prefixes (the boundary's, a recent
         #: checkpoint's), the same ones turn after turn.
         self.covers: OrderedDict[int, tuple[str, ...]] = OrderedDict()
-        #: (frontier, summarizable units before it, the running hash there), every
-        #: SNAPSHOT_EVERY units: where a branch's ledger starts (each never updated).
-        self.snapshots: list[tuple[int, int, hashlib._Hash]] = [(0, 0, hashlib.sha256())]
+        #: (units hashed, the running hash after them), every SNAPSHOT_EVERY units:
+        #: where a branch's ledger hashes on from (each never updated).
+        self.snapshots: list[tuple[int, hashlib._Hash]] = [(0, hashlib.sha256())]
         self.lock = threading.Lock()
 
     def branch(self, units: int) -> Ledger:
         """The ledger of a branch of the conversation that shares its first ``units``
-        units: this one's, back to its newest snapshot at or before them (the units
-        from there are read again on the branch's visit)."""
+        units: this one's units before them, hashed as far as this one's newest
+        snapshot before them (the rest is hashed when a visit of the branch asks)."""
         twin = Ledger(self.counter)
         with self.lock:
             at = min(units, self.frontier)
-            index = bisect.bisect_right([snapshot[0] for snapshot in self.snapshots], at) - 1
-            frontier, count, running = self.snapshots[index]
-            twin.snapshots = self.snapshots[: index + 1]
-            twin.frontier = frontier
-            twin.excluded = self.excluded[: bisect.bisect_left(self.excluded, frontier)]
+            count = bisect.bisect_left(self.units, at)  # the summarizable units before it
+            twin.frontier = at
+            twin.excluded = self.excluded[: bisect.bisect_left(self.excluded, at)]
             twin.units, twin.sums = self.units[:count], self.sums[: count + 1]
-            twin.digests = self.digests[: count * DIGEST]
-            twin.running = running.copy()
             twin.refs = self.refs[: self.ref_counts[count]]
             twin.ref_counts = self.ref_counts[: count + 1]
             twin.covers = OrderedDict((k, v) for k, v in self.covers.items() if k <= count)
+            if self.hashed <= count:
+                hashed, running = self.hashed, self.running
+            else:
+                index = bisect.bisect_right([snapshot[0] for snapshot in self.snapshots], count)
+                hashed, running = self.snapshots[index - 1]
+            twin.snapshots = [snapshot for snapshot in self.snapshots if snapshot[0] <= hashed]
+            twin.digests = self.digests[: hashed * DIGEST]
+            twin.running = running.copy()
         return twin
+
+    @property
+    def hashed(self) -> int:
+        """How many of the units have their prefix keys hashed."""
+        return len(self.digests) // DIGEST
+
+    def key(self, count: int, history: History) -> str:
+        """The cache key of the first ``count`` units' texts (``count`` at most those
+        read): the same on every visit that reads the same texts, however it got
+        there. ``history``: a view of the conversation, to read units not hashed yet."""
+        if not count:
+            return ""
+        if count > self.hashed:
+            with self.lock:
+                self._hash(count, history)
+        return self.digests[(count - 1) * DIGEST : count * DIGEST].hex()
+
+    def running_after(self, count: int, history: History) -> hashlib._Hash:
+        """A copy of the running hash after the first ``count`` units (at most those
+        read): where the keys of the prefixes that go on past them start from."""
+        with self.lock:
+            self._hash(count, history)
+            if count == self.hashed:
+                return self.running.copy()
+            index = bisect.bisect_right([snapshot[0] for snapshot in self.snapshots], count)
+            hashed, running = self.snapshots[index - 1]
+            running = running.copy()
+        for unit in self.units[hashed:count]:  # from the snapshot on, on a copy of its own
+            running.update(text_digest(unit_text(history, unit, roles=True)))
+        return running
+
+    def _hash(self, count: int, history: History) -> None:
+        """Hash the first ``count`` units' texts, those not hashed yet (under the lock)."""
+        for index in range(self.hashed, count):
+            if index % SNAPSHOT_EVERY == 0 and index > self.snapshots[-1][0]:
+                self.snapshots.append((index, self.running.copy()))
+            self.running.update(text_digest(unit_text(history, self.units[index], roles=True)))
+            self.digests += self.running.digest()
 
     def covers_of(self, count: int) -> tuple[str, ...]:
         """The messages of the first ``count`` summarizable units (read before this
@@ -106,30 +153,24 @@ class Ledger:
             return False
         return [unit for unit in must_keep if unit < self.frontier] == self.excluded
 
-    def extend(
-        self, history: History, must_keep: Mapping[int, str], frontier: int
-    ) -> tuple[int, hashlib._Hash] | None:
-        """Read the units up to ``frontier``; the number of summarizable units before
-        it, and the running hash after them (a copy: another visit may read on). None
-        when the ledger no longer serves this visit: another thread read it past
-        ``frontier``, or with other must-keep units, after this visit chose it."""
+    def extend(self, history: History, must_keep: Mapping[int, str], frontier: int) -> int | None:
+        """Read the units up to ``frontier`` (their texts are hashed when a key asks);
+        the number of summarizable units before it. None when the ledger no longer
+        serves this visit: another thread read it past ``frontier``, or with other
+        must-keep units, after this visit chose it."""
         with self.lock:
             if not self.serves(history, must_keep, frontier):
                 return None
             for unit in range(self.frontier, frontier):
-                if unit % SNAPSHOT_EVERY == 0 and unit > self.snapshots[-1][0]:
-                    self.snapshots.append((unit, len(self.units), self.running.copy()))
                 if unit in must_keep:
                     self.excluded.append(unit)
                     continue
                 self.units.append(unit)
                 self.sums.append(self.sums[-1] + history.unit_tokens(unit))
-                self.running.update(text_digest(unit_text(history, unit, roles=True)))
-                self.digests += self.running.digest()
                 self.refs.extend(map(history.covers_ref, history.span(unit)))
                 self.ref_counts.append(len(self.refs))
             self.frontier = max(self.frontier, frontier)
-            return len(self.units), self.running.copy()
+            return len(self.units)
 
 
 class Candidates:
@@ -141,20 +182,30 @@ class Candidates:
         self,
         history: History,
         ledger: Ledger,
-        read: tuple[int, hashlib._Hash],
+        settled: int,
         must_keep: Mapping[int, str],
         frontier: int,
     ) -> None:
         self.history = history
         self.ledger = ledger
-        self.settled, running = read
+        self.settled = settled
         self.tail = [u for u in range(frontier, len(history.units)) if u not in must_keep]
         self.tail_sums = [ledger.sums[self.settled]]
-        self.tail_keys: list[str] = []
         for unit in self.tail:
             self.tail_sums.append(self.tail_sums[-1] + history.unit_tokens(unit))
-            running.update(text_digest(self.text_of(unit)))
-            self.tail_keys.append(running.hexdigest())
+        self._tail_keys: list[str] | None = None
+
+    @property
+    def tail_keys(self) -> list[str]:
+        """The keys of the prefixes that end in the tail, hashed when first asked for
+        (a summary that reaches into the current turn)."""
+        if self._tail_keys is None:
+            running, keys = self.ledger.running_after(self.settled, self.history), []
+            for unit in self.tail:
+                running.update(text_digest(self.text_of(unit)))
+                keys.append(running.hexdigest())
+            self._tail_keys = keys
+        return self._tail_keys
 
     def __len__(self) -> int:
         return self.settled + len(self.tail)
@@ -186,7 +237,7 @@ class Candidates:
         that reads the same texts, however it got there."""
         if index > self.settled:
             return self.tail_keys[index - self.settled - 1]
-        return self.ledger.digests[(index - 1) * DIGEST : index * DIGEST].hex() if index else ""
+        return self.ledger.key(index, self.history)
 
     def text(self, index: int) -> str:
         return self.text_of(self.unit(index))

@@ -324,12 +324,8 @@ class SummarizeWindow(BaseStrategy):
         # room is filled from low_water to whole, and the rest would go unused. The
         # newest units a summary was written from are then kept verbatim as well.
         first, sent = _verbatim_from(history, plan, outcomes)
-        verbatim = range(first, plan.start)
-        keep_run(
-            selection, _units_of(candidates, verbatim), "verbatim, in the room the summary leaves"
-        )
-        recent = range(plan.start, len(candidates))
-        keep_run(selection, _units_of(candidates, recent), "recent, verbatim")
+        # the older part first, while the kept set holds the must-keep units alone: each
+        # run summarized or dropped is looked for among the units kept so far
         for outcome in outcomes:
             if outcome in sent:
                 _place(selection, candidates, outcome, first)
@@ -337,6 +333,12 @@ class SummarizeWindow(BaseStrategy):
             why = f"dropped, not summarized ({why})"
             dropped = range(outcome.dropped.start, min(outcome.dropped.stop, first))
             _decide_all(selection, candidates, dropped, "dropped", why)
+        verbatim = range(first, plan.start)
+        keep_run(
+            selection, _units_of(candidates, verbatim), "verbatim, in the room the summary leaves"
+        )
+        recent = range(plan.start, len(candidates))
+        keep_run(selection, _units_of(candidates, recent), "recent, verbatim")
         return selection
 
 
