@@ -232,7 +232,7 @@ class Windower:
 
 class _StrategyCode:
     """:meth:`Windower._strategy_code`: a class, not a generator, as every visit enters
-    one (a generator-based context manager costs a turn a microsecond or two)."""
+    one (a generator-based context manager costs each visit about a microsecond)."""
 
     __slots__ = ("windower",)
 
@@ -248,7 +248,7 @@ class _StrategyCode:
         if not isinstance(error, Exception) or (
             isinstance(error, CtxWindowError) and not isinstance(error, InvalidSelection)
         ):
-            return False  # none, or ctxwindow's own (an interrupt too): as it is
+            return False  # no error, an interrupt, or ctxwindow's own: raised as it is
         windower = self.windower
         if isinstance(error, InvalidSelection):
             raise windower.violation([str(error)]) from error
