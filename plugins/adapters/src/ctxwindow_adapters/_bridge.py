@@ -397,20 +397,30 @@ def finish(
     if early:
         kept = [message for i, message in enumerate(window.messages) if i not in early]
         window = Window(kept, window.record)
-    alone = _items_alone(window.messages, converted)
-    if alone is not None:  # the common case: each a whole item, given back as it is,
-        # or a message the strategy made (a summary)
+    read = _items_alone(window.messages, converted)
+    if read is not None:  # the common case: each a whole item, given back as it is or
+        # around a strategy's stand-in (a cleared tool output), or a message the
+        # strategy made (a summary)
+        alone, stood = read
         messages = window.messages
 
         def slot(number: int) -> _Slot:
             item, message = alone[number], messages[number]
-            return _Slot(item, made=message if item is None else None, messages=[message])
+            made = _Slot(item, made=message if item is None else None, messages=[message])
+            if number in stood:
+                made.stand_ins.append((None, stood[number]))
+            return made
 
         items = converted.items
-        if None in alone:
+        if None in alone or stood:
             output: list[Any] = []
-            for item, message in zip(alone, messages, strict=True):
-                output.append(shape.made(message, output) if item is None else items[item])
+            for number, (item, message) in enumerate(zip(alone, messages, strict=True)):
+                if item is None:
+                    output.append(shape.made(message, output))
+                elif number in stood:
+                    output.append(shape.rebuild(items[item], None, (None, stood[number])))
+                else:
+                    output.append(items[item])
         else:
             output = [items[item] for item in alone]  # type: ignore[index]
     else:
@@ -515,21 +525,28 @@ def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> 
     return output
 
 
-def _items_alone(messages: Sequence[Message], converted: Converted[Any]) -> list[int | None] | None:
+def _items_alone(
+    messages: Sequence[Message], converted: Converted[Any]
+) -> tuple[list[int | None], dict[int, str]] | None:
     """The item each of ``messages`` is, when each is one of the converted Messages
-    standing alone for a whole item of its own, each item once, or a message the
-    strategy made (None: a summary, neither a stand-in nor the host's cut); else None.
-    What most windows are, given back without a slot per message."""
+    standing alone for a whole item of its own, a strategy's stand-in for one (a
+    cleared tool output: by number in ``messages``, with its text), each item once, or
+    a message the strategy made (None: a summary, not the host's cut); else None. What
+    most windows are, given back without a slot per message."""
     position_of, sources, parts = converted.positions(), converted.sources, converted.parts
     size = len(converted.messages)
     alone: list[int | None] = []
-    for message in messages:
+    stood: dict[int, str] = {}
+    for number, message in enumerate(messages):
         position = position_of(message)
         if position is None:
-            if _stands_in_for(message, size) is not None or message.metadata.get("truncated"):
+            if message.metadata.get("truncated"):
                 return None
-            alone.append(None)
-            continue
+            standing = _stands_in_for(message, size)
+            if standing is None:
+                alone.append(None)
+                continue
+            position, stood[number] = standing, message.text
         if parts[position] is not None:
             return None
         items = sources[position]
@@ -537,7 +554,7 @@ def _items_alone(messages: Sequence[Message], converted: Converted[Any]) -> list
             return None
         alone.append(items[0])
     named = [item for item in alone if item is not None]
-    return alone if len(set(named)) == len(named) else None
+    return (alone, stood) if len(set(named)) == len(named) else None
 
 
 def _stands_in_for(message: Message, size: int) -> int | None:
