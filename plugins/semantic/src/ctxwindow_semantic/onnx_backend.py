@@ -10,8 +10,8 @@ The int8 copy quantizes each call's activations with one scale for the whole cal
 text's vector depends on the texts (and padding) run beside it. Run ``solo`` (one text
 per call, no padding) it depends on the text alone, bit for bit. A call of one short
 text is too small to share between threads, so solo calls run single-threaded, one per
-core side by side: on 2 cores, 300 LoCoMo turns took 0.53 s this way against 1.28 s one
-call after another on both threads (0.64 s batched int8, 1.33 s fp32, 1.73 s torch).
+core side by side (`python -m ctxwindow_semantic.bench` times the backends against each
+other; see the README).
 
 Why not sentence-transformers' own ``backend="onnx"``: it needs optimum-onnx, which
 requires transformers < 4.58 while sentence-transformers 6 requires transformers 5.
@@ -150,11 +150,10 @@ class OnnxEncoder:
             return _normalized(self._each_alone(encodings, progress))
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        per_call = batch_size
         start = 0
         while start < len(order):
             longest = max(len(encodings[order[start]].ids), 1)
-            rows = order[start : start + max(1, min(per_call, TOKENS_PER_CALL // longest))]
+            rows = order[start : start + max(1, min(batch_size, TOKENS_PER_CALL // longest))]
             out[rows] = self._run([encodings[row] for row in rows], longest)
             if progress is not None:
                 progress(len(rows))
