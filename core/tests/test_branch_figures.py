@@ -90,3 +90,21 @@ def test_a_branch_and_its_parent_keep_the_figures_a_fresh_read_gives(
         child.extend(agent(140 + step, seed + 300)[-5:])
         assert figures_of(figures, parent) == fresh(parent)
         assert figures_of(mine, child) == fresh(child)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_figures_follow_the_counter_of_each_visit(seed: int) -> None:
+    """Tokens read under one counter are not given for a visit under another, and
+    are read again when the first comes back (a cache's counts are its counter's)."""
+    from ctxwindow import CachedCounter
+
+    other = ApproxCounter(chars_per_token=2.0)
+    conversation = Conversation(agent(60, seed))
+    figures = UnitFigures()
+    for counter in (COUNTER, other, CachedCounter(other), COUNTER):
+        history = conversation.view(counter, 10_000)
+        stop = len(history.units)
+        expected = [history.unit_tokens(unit) for unit in range(stop)]
+        assert figures.unit_tokens(history, stop).tolist() == expected
+        assert figures.unit_tokens(history, stop // 2).tolist() == expected[: stop // 2]
+        conversation.extend(agent(64, seed)[len(conversation) :][:4])

@@ -162,7 +162,18 @@ class Coverage:
         found = new if isinstance(new, (set, frozenset)) else set(new)
         if not self.spoken_weight:
             return float(len(found))
-        return len(found) + self.spoken_weight * sum(map(self.spoken, found))
+        return len(found) + self.spoken_weight * self._spoken_count(found)
+
+    def _spoken_count(self, found: AbstractSet[str]) -> int:
+        """How many of ``found`` are :meth:`spoken`: counted at C speed when every
+        identifier the memo holds was written before the first stand-in (no stand-in
+        writes one), the common case: a unit is valued again and again on a visit."""
+        memo = self._memo
+        if not self._spoken_later:
+            with memo.lock:  # a visit of a longer history may be reading further now
+                if memo.spoken_read <= self._stable:
+                    return sum(map(memo.spoken_first.__contains__, found))
+        return sum(map(self.spoken, found))
 
     def spoken(self, identifier: str) -> bool:
         """Whether a user or assistant message of the history wrote ``identifier``."""

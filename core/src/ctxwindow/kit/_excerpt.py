@@ -476,8 +476,8 @@ class _Forms:
         return found.tokens
 
     def value(self, key: int) -> float:
-        unit, _excerpt = _form(key)
-        if unit in self.taken:  # the other form of it was taken
+        # _form(key), inline here and in _value: called for each key valued, often
+        if (~key if key < 0 else key) in self.taken:  # the other form of it was taken
             return -math.inf
         return self._value(key, None)
 
@@ -501,12 +501,12 @@ class _Forms:
 
     def _value(self, key: int, covered: frozenset[str] | None) -> float:
         """The key's value with what ``covered`` holds covered (None: the coverage now)."""
-        unit, excerpt = _form(key)
         coverage = self.coverage
-        if not excerpt:
+        if key >= 0:  # the unit whole
             if coverage is None:
-                return self.score(unit)
-            return self.score(unit) + coverage.novelty(unit, covered)
+                return self.score(key)
+            return self.score(key) + coverage.novelty(key, covered)
+        unit = ~key
         assert coverage is not None
         found = self.excerpt(unit)
         assert found is not None, "an excerpt key for a unit without an excerpt"

@@ -111,7 +111,10 @@ class Rows:
     def count_below(self, bound: int) -> int:
         """How many of the rows are below ``bound``, for ascending single values (a
         binary search): where the rows a smaller history shares end."""
-        return int(np.searchsorted(self.view, bound))
+        size, buffer = self._size, self._buffer
+        if buffer is None or not size or buffer[size - 1] < bound:  # all: the common case
+            return size
+        return int(np.searchsorted(buffer[:size], bound))
 
     def copy(self, size: int | None = None) -> Rows:
         """Rows of their own holding the first ``size`` rows (all of them by default)."""
@@ -432,6 +435,8 @@ class UnitFigures:
         #: message that first wrote it, in the order first written: ascending messages.
         self._written: dict[str, int] = {}
         self._sums: list[int] | None = None
+        #: The counter whose running sums ``_sums`` are (a cache's: the one it wraps).
+        self._counter: object = None
         self.lock = threading.Lock()
 
     def branch(self, conversation: Conversation, origin: Branch) -> UnitFigures:
@@ -475,12 +480,19 @@ class UnitFigures:
             return self._unit_tokens(history, stop)
 
     def _unit_tokens(self, history: History, stop: int) -> np.ndarray:
-        sums = history.conversation.cumulative_tokens(history.counter, len(history))
+        counter = history.counter
+        if stop <= len(self.tokens) and getattr(counter, "inner", counter) is self._counter:
+            # all stored, under this counter: a visit asks several times, a turn adds
+            # a few units, and the running sums need not be looked up for none
+            return self.tokens.view[:stop]
+        sums = history.conversation.cumulative_tokens(counter, len(history))
         if sums is not self._sums:
             self.tokens, self._sums = Rows(np.int64), sums
             self.excerpts = Rows(np.int64)
+        self._counter = getattr(counter, "inner", counter)  # what the sums count by
         spans = [history.span(unit) for unit in range(len(self.tokens), stop)]
-        self.tokens.extend([sums[span.stop] - sums[span.start] for span in spans])
+        if spans:
+            self.tokens.extend([sums[span.stop] - sums[span.start] for span in spans])
         return self.tokens.view[:stop]
 
     def excerpt_figures(self, history: History, stop: int) -> np.ndarray:
@@ -489,7 +501,8 @@ class UnitFigures:
         with self.lock:
             self._unit_tokens(history, stop)  # the counter's figures, or anew for another
             read = [excerpt_figures(history, u) for u in range(len(self.excerpts), stop)]
-            self.excerpts.extend(np.asarray(read, dtype=np.int64).reshape(-1, 3))
+            if read:
+                self.excerpts.extend(np.asarray(read, dtype=np.int64).reshape(-1, 3))
             figures: np.ndarray = self.excerpts.view[:stop].reshape(-1, 3)
             return figures
 
@@ -506,6 +519,8 @@ class UnitFigures:
     def _identifier_counts(
         self, history: History, stop: int, read: Callable[[int], frozenset[str]] | None
     ) -> np.ndarray:
+        if stop <= len(self.identifiers):  # all read: a visit asks more than once
+            return self.identifiers.view[:stop]
         found = read or (lambda unit: identifiers(unit_text(history, unit)))
         counts, spoken, holding = [], [], []
         for unit in range(len(self.identifiers), stop):

@@ -423,7 +423,6 @@ class KeywordScorer:
             return np.zeros(size), _NO_UNITS
         units = np.concatenate([held for held, _ in found])
         counts = np.concatenate([times for _, times in found])
-        idf = np.repeat(idfs, [len(held) for held, _ in found])
         lengths = index.lengths.view[:indexed]
         if tail:
             lengths = np.concatenate([lengths, np.asarray([r.length for r in tail], np.float64)])
@@ -436,7 +435,12 @@ class KeywordScorer:
         norm += 1 - B
         norm *= K1
         norm += counts
-        weights = idf * counts
+        # idf * count, term by term in place (the concatenation is this call's own): the
+        # products a repeated idf array would give, without making it
+        weights, start = counts, 0
+        for (held, _), idf in zip(found, idfs, strict=True):
+            weights[start : start + len(held)] *= idf
+            start += len(held)
         weights *= K1 + 1
         weights /= norm
         if len(units) * FEW_SHARE >= size:
