@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ctxwindow._history import History
 from ctxwindow._messages import Message
-from ctxwindow._selection import in_range
+from ctxwindow._selection import _below, in_range
 from ctxwindow._tokens import TokenCounter
 
 
@@ -245,14 +245,17 @@ def record_problems(
     kept: set[int],
     count: int,
     decided: Decided | None = None,
+    carried: tuple[int, set[int]] | None = None,
 ) -> list[str]:
     """Whether the actions (what the record says) and the kept set (what the window
     holds) agree: the same units kept, and only the strategy's three actions.
 
     ``decided``: the actions the strategy gave, by unit and by run of units, when every
     other unit is dropped; then the check costs what was decided (a run as one), not the
-    length of the history."""
-    agrees = decided is not None and _agrees(decided, kept)
+    length of the history. ``carried``: with ``decided``, the units below ``carried[0]``
+    were decided as on an earlier visit (``Selection.carry``), whose checked kept set
+    held ``carried[1]`` of them: the decisions about those are not gone over again."""
+    agrees = decided is not None and _agrees(decided, kept, carried)
     problems = [] if agrees else _kept_problems(actions, kept, count)
     if problems or decided is None:
         return problems or _listed_problems(actions, kept, count)
@@ -292,23 +295,41 @@ def _listed_problems(actions: Sequence[str], kept: set[int], count: int) -> list
     return _unexpected_actions(enumerate(actions), kept)
 
 
-def _agrees(decided: Decided, kept: set[int]) -> bool:
+def _agrees(decided: Decided, kept: set[int], carried: tuple[int, set[int]] | None) -> bool:
     """Whether ``kept`` is exactly the units the decisions keep, all ints (a float or a
-    bool compares equal): one comparison of sets."""
-    return kept == _kept_by(decided) and set(map(type, kept)) <= {int}
+    bool compares equal): one comparison of sets. With ``carried`` (see
+    :func:`record_problems`), the units below ``carried[0]`` are compared with the kept
+    set checked on their visit (their decisions are that visit's, which kept those),
+    and the decisions are gone over from there on: a turn that carries thousands of
+    units builds no set of them from the decisions."""
+    if carried is None:
+        return kept == _kept_by(decided) and set(map(type, kept)) <= {int}
+    if not set(map(type, kept)) <= {int}:  # first: ints compare in order
+        return False
+    units, before = carried
+    if not kept:
+        return not before and not _kept_by(decided, units)
+    since = range(units, max(kept) + 1)
+    return _below(kept, units) == before and set(in_range(kept, since)) == _kept_by(decided, units)
 
 
-def _kept_by(decided: Decided) -> set[int]:
-    """The units the decisions keep: runs in order, then each unit's own decision (set
-    operations on ranges, so a run of hundreds of units costs about one, and on the
-    units decided one by one, at C speed: a transform decides thousands so)."""
+def _kept_by(decided: Decided, first: int = 0) -> set[int]:
+    """The units from ``first`` on that the decisions keep (those before are decided by
+    no run that starts from ``first`` on, and none of them by its own): runs in order,
+    then each unit's own decision (set operations on ranges, so a run of hundreds of
+    units costs about one, and on the units decided one by one, at C speed: a
+    transform decides thousands so)."""
     units: set[int] = set()
     for start, stop, action in decided.runs:
+        if start < first:
+            continue
         if action == "kept":
             units.update(range(start, stop))
         else:
             units.difference_update(in_range(units, range(start, stop)))
-    given = decided.given
+    given: Mapping[int, str] = decided.given
+    if first and given:
+        given = {unit: given[unit] for unit in compress(given, map(first.__le__, given))}
     if given:  # each unit once: the order among them does not matter
         keeping = list(map(operator.eq, given.values(), repeat("kept")))
         units.update(compress(given.keys(), keeping))

@@ -524,7 +524,8 @@ class Conversation:
             cut = self._boundary(max(0, min(position, len(self._messages))))
             units = self._unit_of[cut - 1] + 1 if cut else 0
             twin = Conversation()
-            twin._originals = list((self._originals if originals is None else originals)[:cut])
+            source = self._originals if originals is None else originals
+            twin._originals = source[:cut] if type(source) is list else list(source[:cut])
             twin._messages = self._messages[:cut]
             twin._contents = self._contents[:cut]
             twin._starts, twin._stops = self._starts[:units], self._stops[:units]
@@ -1059,7 +1060,8 @@ class History:
     @property
     def originals(self) -> list[Any]:
         """The caller's objects, in order (a new list; the objects themselves)."""
-        return list(self._originals[: self._size])
+        originals = self._originals
+        return originals[: self._size] if type(originals) is list else list(originals[: self._size])
 
     def message_id(self, position: int) -> str | None:
         item = self._conversation._messages[position]
@@ -1149,12 +1151,13 @@ class History:
         """Take over ``old``'s stand-ins before ``position`` (in its first ``units``
         units), counted already: the same messages, carried from the visit of ``old``
         (see ``Selection.carry``)."""
-        self._replacements.update(
-            (at, pair) for at, pair in old._replacements.items() if at < position
-        )
-        self._unit_change.update(
-            (unit, change) for unit, change in old._unit_change.items() if unit < units
-        )
+        replacements, changes = old._replacements, old._unit_change
+        if replacements and max(replacements) >= position:  # else all, at C speed
+            replacements = {at: pair for at, pair in replacements.items() if at < position}
+        if changes and max(changes) >= units:
+            changes = {unit: change for unit, change in changes.items() if unit < units}
+        self._replacements.update(replacements)
+        self._unit_change.update(changes)
         self._must_keep_tokens = None
 
     def _replace(self, position: int, message: Message) -> None:

@@ -226,7 +226,9 @@ class Selection:
         decided.clear()
         chosen = outcome.chosen
         earlier, runs = chosen.decisions
-        decided.update((unit, made) for unit, made in earlier.items() if unit < count)
+        below = list(map(count.__gt__, earlier))  # at C speed: thousands of units
+        carried = itertools.compress(earlier, below)
+        decided.update(zip(carried, itertools.compress(earlier.values(), below), strict=True))
         decided.update(own)
         self._runs = [
             (start, min(stop, count), action, reason)
@@ -274,6 +276,17 @@ class Selection:
         if type(unit) is range:
             self._decide_run(unit, "dropped", reason, score)
             self._unkeep(unit)
+            return
+        decided = self._open
+        if (  # the common case, inline, as in keep(): a composed strategy drops each unit
+            decided is not None
+            and type(unit) is int
+            and 0 <= unit < self._count
+            and (reason is None or (type(reason) is str and reason))
+            and score is None
+        ):
+            decided[unit] = ("dropped", reason)
+            self.kept.discard(unit)
             return
         self.kept.discard(self._decide(unit, "dropped", reason, score))
 

@@ -15,7 +15,7 @@ import itertools
 import math
 import operator
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -151,10 +151,9 @@ class _ByUnit(Sequence[T]):
         for start, stop, value in self.runs:
             first, end = bisect.bisect_left(bounds, start), bisect.bisect_left(bounds, stop)
             values[first:end] = [value] * (end - first)
-        low = bounds[0]
-        for unit, value in self.given.items():
-            if unit >= low:
-                values[bisect.bisect_left(bounds, unit)] = value
+        given = self.given
+        for unit in _from(given, bounds[0]):
+            values[bisect.bisect_left(bounds, unit)] = given[unit]
         return values
 
     def __iter__(self) -> Iterator[T]:
@@ -164,6 +163,12 @@ class _ByUnit(Sequence[T]):
         for unit, value in self.given.items():
             values[unit] = value
         return iter(values)
+
+
+def _from(units: Iterable[int], first: int) -> list[int]:
+    """The units of ``units`` from ``first`` on, picked at C speed: a visit that carried
+    thousands of units decided one by one goes over the few decided since."""
+    return list(itertools.compress(units, map(first.__le__, units)))
 
 
 def _any_summarized(actions: list[str] | _ByUnit[str]) -> bool:
@@ -185,14 +190,18 @@ def _by_unit(
         return list(selection.actions), list(selection.reasons)
     decided, runs = made
     count = len(selection.history.units)
-    actions = {unit: action for unit, (action, _) in decided.items()}
-    reasons: dict[int, str | None] = {
-        unit: reason for unit, (_, reason) in decided.items() if reason is not None
-    }
+    # at C speed: a transform decides thousands of units one by one
+    actions = dict(zip(decided, map(_first, decided.values()), strict=True))
+    reasons: dict[int, str | None] = dict(zip(decided, map(_second, decided.values()), strict=True))
+    if None in reasons.values():  # a drop left to the default reason: none of its own
+        reasons = {unit: reason for unit, reason in reasons.items() if reason is not None}
     return (
         _ByUnit(count, "dropped", actions, [run[:3] for run in runs]),
         _ByUnit(count, None, reasons, [(*run[:2], run[3]) for run in runs]),
     )
+
+
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 @dataclasses.dataclass
@@ -620,7 +629,9 @@ class Visit:
             problems.append(f"the selection must hold one action and reason per unit ({count})")
         else:
             by_unit = chosen.actions if isinstance(chosen.actions, _ByUnit) else None
-            problems.extend(record_problems(chosen.actions, chosen.kept, count, by_unit))
+            carried = chosen.carried
+            before = (carried.units, carried.kept) if carried is not None else None
+            problems.extend(record_problems(chosen.actions, chosen.kept, count, by_unit, before))
         problems.extend(synthetic_problems(chosen.synthetic, count))
         summarizes = selection._summarizes or made is None  # else none is summarized
         if summarizes and not chosen.synthetic and not problems and _any_summarized(chosen.actions):
@@ -740,9 +751,8 @@ def _decision_runs(
             edges.update(
                 edge for start, stop, _ in by_unit.runs for edge in (start, stop) if edge > first
             )
-            edges.update(
-                edge for unit in by_unit.given if unit >= first for edge in (unit, unit + 1)
-            )
+            since = _from(by_unit.given, first)
+            edges.update(since, map((1).__add__, since))
         bounds = sorted(edges)
         pieces = zip(
             itertools.pairwise(bounds), actions.pieces(bounds), reasons.pieces(bounds), strict=True

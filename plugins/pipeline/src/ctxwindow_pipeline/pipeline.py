@@ -297,9 +297,60 @@ class _Origins:
             return self.origins[:]
 
 
+#: What became of a unit a stage removed: (action, reason).
+Fate = tuple[str, str]
+
+
+class _Fates:
+    """The fates of the caller's units the stages removed, as a Selection holds its
+    decisions: runs of units given one fate at once (a stage's dropped run of the
+    caller's messages), oldest first, and units given one of their own, each newer than
+    any run over it. A stage that drops thousands of units then costs a run, not an
+    entry per unit, on every turn."""
+
+    __slots__ = ("by_unit", "runs", "top")
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[int, int, Fate]] = []
+        self.by_unit: dict[int, Fate] = {}
+        #: No unit given a fate of its own is above this: a stage's runs come in order,
+        #: after any unit of theirs, so a run mostly has none to take over.
+        self.top = -1
+
+    def get(self, unit: int) -> Fate | None:
+        """The unit's fate: its own, else the newest run's over it (None: none)."""
+        fate = self.by_unit.get(unit)
+        if fate is not None:
+            return fate
+        for start, stop, fate in reversed(self.runs):
+            if start <= unit < stop:
+                return fate
+        return None
+
+    def __setitem__(self, unit: int, fate: Fate) -> None:
+        self.by_unit[unit] = fate
+        self.top = max(self.top, unit)
+
+    def give(self, units: list[int], fates: list[Fate]) -> None:
+        """Give each of ``units`` (ascending) its fate of ``fates``, in one update."""
+        if units:
+            self.by_unit.update(zip(units, fates, strict=True))
+            self.top = max(self.top, units[-1])
+
+    def set_run(self, units: range, fate: Fate) -> None:
+        """Give every unit of ``units`` (step 1) ``fate``, over what they had."""
+        by_unit = self.by_unit
+        if self.top >= units.start:
+            for unit in [unit for unit in by_unit if units.start <= unit < units.stop]:
+                del by_unit[unit]
+        self.runs.append((units.start, units.stop, fate))
+
+
 class _AfterFirst(NamedTuple):
     """A visit's first stage: its budget, input (messages, origins), decisions and
-    window, and what the pipeline made of them (origins, reasons and fates by unit)."""
+    window, and what the pipeline made of them (origins, and reasons by unit). It sent
+    every input message in its place (else none is kept), so it removed no unit: no
+    fate to keep."""
 
     budget: int
     items: list[Any]
@@ -309,7 +360,6 @@ class _AfterFirst(NamedTuple):
     origins: list[_Origin]
     kept_reason: dict[int, str]
     replaced_reason: dict[int, str]
-    fate: dict[int, tuple[str, str]]
 
 
 def _before(by_unit: dict[int, T], units: int) -> dict[int, T]:
@@ -324,15 +374,21 @@ def _before(by_unit: dict[int, T], units: int) -> dict[int, T]:
     return kept
 
 
+def _equal(these: Sequence[Any], those: Sequence[Any], count: int) -> bool:
+    """Whether the first ``count`` items of the two are equal: at C speed where they are
+    the same objects, as they are from turn to turn but where a message was pinned anew
+    (an equal copy, which says what the last one said). False when one cannot be
+    compared (its ``==`` fails): then they are compared as objects."""
+    try:
+        return bool(these[:count] == those[:count])
+    except Exception:
+        return False
+
+
 def _differing(these: Sequence[Any], those: Sequence[Any], count: int) -> Iterator[int]:
-    """The positions among the first ``count`` whose items are not the same objects."""
-    return itertools.compress(range(count), map(operator.is_not, these[:count], those[:count]))
-
-
-def _same_objects(these: Sequence[Any], those: Sequence[Any], count: int) -> bool:
-    """Whether the first ``count`` items of the two are the very same objects."""
-    differ = _differing(these, those, count)
-    return len(these) >= count and len(those) >= count and next(differ, None) is None
+    """The positions among the first ``count`` (both hold as many) whose items are not
+    the same objects."""
+    return itertools.compress(range(count), map(operator.is_not, these, those))
 
 
 class _Run:
@@ -343,7 +399,7 @@ class _Run:
         self.history = history
         self.items: list[Any] = []
         self.origins: list[_Origin] = []
-        self.fate: dict[int, tuple[str, str]] = {}
+        self.fate = _Fates()
         self.kept_reason: dict[int, str] = {}
         self.replaced_reason: dict[int, str] = {}
         self.records: list[WindowRecord] = []
@@ -385,9 +441,7 @@ class _Run:
         decisions = _decisions(record)
         last = self.read.after_first if self.read and stage.index == 0 else None
         first = 0  # the decisions to go over: those before were the last visit's
-        in_place = len(window.messages) == len(self.items) and all(
-            d.action in KEEPING for d in decisions
-        )
+        in_place = len(window.messages) == len(self.items) and _keeps_all(decisions)
         if in_place:  # every input message sent, in its place (a transform's): no walk
             first, position, differ = 0, 0, list[int]()
             if last is not None and last.budget == windower.budget:
@@ -451,7 +505,6 @@ class _Run:
                     final,
                     dict(kept_reason),
                     dict(replaced_reason),
-                    dict(self.fate),
                 )
                 if in_place
                 else None
@@ -529,20 +582,25 @@ class _Run:
         if not count:
             return 0, 0, []
         position: int = decisions[count - 1].positions.stop
-        if not (position <= len(last.items) and _same_objects(self.origins, last.before, position)):
+        # equal origins (values: position, covers) say the same, and compare at C speed
+        # where they are the same objects, as they are from turn to turn
+        if not (position <= len(last.items) and self.origins[:position] == last.before[:position]):
             return 0, 0, []
-        differ = sorted(
-            {
-                *_differing(self.items, last.items, position),
-                *_differing(messages, last.messages, position),
-            }
-        )
+        differ: list[int] = []
+        if not (
+            _equal(self.items, last.items, position) and _equal(messages, last.messages, position)
+        ):
+            differ = sorted(
+                {
+                    *_differing(self.items, last.items, position),
+                    *_differing(messages, last.messages, position),
+                }
+            )
         if len(differ) > MOST_READ_AGAIN:  # a list rebuilt from equal messages: read it all
             return 0, 0, []
         units = max(last.origins[position - 1].covers, default=-1) + 1 if position else 0
         self.kept_reason = _before(last.kept_reason, units)
         self.replaced_reason = _before(last.replaced_reason, units)
-        self.fate = _before(last.fate, units)
         return count, position, differ
 
     def _dropped(self, label: str, reason: str, positions: range, cleared: list[int]) -> None:
@@ -552,14 +610,11 @@ class _Run:
         history = self.history
         first, last = history.unit_of(positions.start), history.unit_of(positions.stop - 1)
         assert first is not None and last is not None  # no defective message: aligned
-        fate = self.fate
-        fate.update(dict.fromkeys(range(first, last + 1), ("dropped", f"{label}: {reason}")))
+        self.fate.set_run(range(first, last + 1), ("dropped", f"{label}: {reason}"))
         then = f"; then {label} dropped it: {reason}"
         replaced_reason = self.replaced_reason
-        for unit in cleared[
-            bisect.bisect_left(cleared, first) : bisect.bisect_right(cleared, last)
-        ]:
-            fate[unit] = ("dropped", f"{replaced_reason[unit]}{then}")
+        units = cleared[bisect.bisect_left(cleared, first) : bisect.bisect_right(cleared, last)]
+        self.fate.give(units, [("dropped", f"{replaced_reason[unit]}{then}") for unit in units])
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
         said = f"{label}: {reason}"
@@ -573,7 +628,7 @@ class _Run:
                 self.fate[unit] = (action, why)
                 continue
             for unit in origin.covers:  # a made message goes, and what it stood for
-                before = self.fate.get(unit, ("summarized", str(origin.made_by)))[1]
+                before = (self.fate.get(unit) or ("summarized", str(origin.made_by)))[1]
                 if action == "dropped":
                     self.fate[unit] = ("dropped", f"{before}; then {label} dropped it: {reason}")
                 else:
@@ -585,23 +640,13 @@ class _Run:
         history = self.history
         selection = history.selection()
         present = {next(iter(o.covers)) for o in self.origins if o.position is not None}
-        must_keep, kept_reason, fate = history.must_keep, self.kept_reason, self.fate
         summarized = {  # a unit a summary in the window was written from: its words are there
             unit: origin.made_by
             for origin in self.origins
             if origin.position is None
             for unit in origin.covers
         }
-        # each unit's fate, then (overriding, in this order) a summary's, the window's
-        # and the must-keep units' (left as the selection has them)
-        decided: list[tuple[str, str] | None] = list(map(fate.get, range(len(history.units))))
-        for unit, made_by in summarized.items():
-            decided[unit] = _in_summary(decided[unit], made_by)
-        for unit in present:
-            decided[unit] = ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
-        for unit in must_keep:
-            decided[unit] = None
-        _decide_each(selection, decided)
+        _decide(selection, self.fate, summarized, present, self.kept_reason)
         for origin in self.origins:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
@@ -639,25 +684,77 @@ def _decisions(record: WindowRecord) -> Sequence[Decision | DecisionRun]:
     of units, unless a run summarized several units, whose made messages are matched to
     what they cover unit by unit (a note per exchange)."""
     runs = record.decision_runs
-    if any(run.action == "summarized" and len(run.units) > 1 for run in runs):
+    if "summarized" in map(_action, runs) and any(
+        run.action == "summarized" and len(run.units) > 1 for run in runs
+    ):
         return record.decisions
     return runs
 
 
-def _decide_each(selection: Selection, decided: Sequence[tuple[str, str] | None]) -> None:
-    """Each unit's (action, reason), None for a unit left as the selection has it,
-    written into the selection's lists of actions and reasons (spelled out), and its
-    kept set: one pass at list speed. Told a run of equal decisions at a time, a turn
-    cost about a call per exchange cleared and then dropped (each has a reason of its
-    own: about 2,000 calls at 10,000 messages)."""
-    actions, reasons, kept = selection.actions, selection.reasons, selection.kept
-    for unit, decision in enumerate(decided):
-        if decision is not None:
-            actions[unit], reasons[unit] = decision
-            if decision[0] == "kept":
-                kept.add(unit)
-            else:
-                kept.discard(unit)
+_action = operator.attrgetter("action")
+
+
+def _keeps_all(decisions: Sequence[Decision | DecisionRun]) -> bool:
+    """Whether every decision keeps its units (in one pass at C speed: a transform's
+    record holds a run per exchange it cleared)."""
+    return set(map(_action, decisions)).issubset(KEEPING)
+
+
+def _decide(
+    selection: Selection,
+    fates: _Fates,
+    summarized: Mapping[int, str | None],
+    present: set[int],
+    kept_reason: Mapping[int, str],
+) -> None:
+    """Write the units' fates into a fresh selection: the stages' runs a call each (split
+    around the must-keep units, left as the selection has them), then each unit's own
+    fate, overridden, in this order, by a summary's (a unit a summary in the window was
+    written from) and the window's. A turn costs the runs and the units with a reason
+    of their own, not a call per unit of the history: a selection's own decision about
+    a unit is newer than any run over it, as a fate's is."""
+    apart = sorted(selection.history.must_keep)
+    for start, stop, (action, reason) in fates.runs:
+        for units in _around(range(start, stop), apart):
+            _decided(selection, units, action, reason)
+    own = dict(fates.by_unit)
+    for unit, made_by in summarized.items():
+        fate = _in_summary(fates.get(unit), made_by)
+        if fate is not None:
+            own[unit] = fate
+    for unit in present:
+        own[unit] = ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
+    for unit in apart:
+        own.pop(unit, None)
+    drop, keep = selection.drop, selection.keep  # the common actions, a call each
+    for unit, (action, reason) in own.items():
+        if action == "dropped":
+            drop(unit, reason)
+        elif action == "kept":
+            keep(unit, reason)
+        else:
+            selection.summarize(unit, reason)
+
+
+def _decided(selection: Selection, units: int | range, action: str, reason: str) -> None:
+    """Record ``action`` for ``units`` (a unit, or a run of them) with its method."""
+    if action == "kept":
+        selection.keep(units, reason)
+    elif action == "summarized":
+        selection.summarize(units, reason)
+    else:
+        selection.drop(units, reason)
+
+
+def _around(units: range, apart: list[int]) -> Iterator[range]:
+    """The pieces of ``units`` (step 1) between the units of ``apart`` (ascending)."""
+    start = units.start
+    for unit in apart[bisect.bisect_left(apart, start) : bisect.bisect_left(apart, units.stop)]:
+        if unit > start:
+            yield range(start, unit)
+        start = unit + 1
+    if start < units.stop:
+        yield range(start, units.stop)
 
 
 def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Message:

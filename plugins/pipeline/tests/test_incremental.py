@@ -1,0 +1,214 @@
+"""A pipeline's turn starts from the last turn's bookkeeping (the first stage's carried
+decisions, where each message came from, the fates of the units the stages removed):
+whatever it takes over, its window and record are those of a pipeline reading the
+history afresh, turn after turn, for a growing conversation and for lists rebuilt,
+edited or taken back."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+
+import ctxwindow._recent as rec
+from ctxwindow import Conversation, WindowRecord
+from ctxwindow_pipeline import PipelineStrategy
+from ctxwindow_pipeline.pipeline import _around, _Fates
+
+WORDS = "plan trip hotel flight price city morning budget call result data".split()
+
+#: Stages whose windows depend on the history alone (a rolling summary depends on the
+#: visits before too: summarize is compared with the code before this bookkeeping in
+#: the equivalence runs, not here).
+STAGES: list[list[Any]] = [
+    ["clear_tool_outputs", "sliding"],
+    [{"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10}, "fixed"],
+    [{"strategy": "fixed", "budget_share": 0.6}, "sliding"],
+    ["clear_tool_outputs", {"strategy": "fixed", "budget_share": 0.8}, "sliding"],
+]
+
+
+def _said(record: WindowRecord) -> dict[str, Any]:
+    """Everything a record says but how long the visit took, stages included."""
+    said = record.to_dict()
+    said["runs"] = [
+        (run.units, tuple(run.positions), run.action, run.reason) for run in record.decision_runs
+    ]
+    said["stages"] = [_said(stage) for stage in record.stages]
+    del said["elapsed_ms"]
+    return said
+
+
+def _afresh(stages: list[Any], messages: list[Any], budget: int) -> Any:
+    """What a new pipeline gives for ``messages`` with nothing remembered."""
+    keep = rec.REMEMBER_FROM
+    rec.REMEMBER_FROM = 10**9
+    try:
+        return PipelineStrategy(stages=stages).select(list(messages), budget)
+    finally:
+        rec.REMEMBER_FROM = keep
+
+
+def _assert_as_afresh(window: Any, stages: list[Any], messages: list[Any], budget: int) -> None:
+    fresh = _afresh(stages, messages, budget)
+    assert window.messages == fresh.messages
+    assert _said(window.record) == _said(fresh.record)
+
+
+def agent_steps(rounds: int, rng: random.Random) -> list[list[dict[str, Any]]]:
+    """An agent's rounds: a request every fourth, then a call whose result is long
+    enough to clear, naming an order a later request may ask for again."""
+    steps = []
+    for turn in range(rounds):
+        step: list[dict[str, Any]] = []
+        if turn % 4 == 0:
+            words = " ".join(rng.choices(WORDS, k=8))
+            step.append(
+                {"role": "user", "content": f"next: {words} ORD{rng.randrange(turn + 1):03d}"}
+            )
+        call = {"id": f"c{turn}", "type": "function", "function": {"name": "find"}}
+        call["function"]["arguments"] = f'{{"q": "{rng.choice(WORDS)} ORD{turn % 50:03d}"}}'
+        step.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        words = " ".join(rng.choices(WORDS, k=rng.randint(40, 160)))
+        step.append(
+            {"role": "tool", "tool_call_id": f"c{turn}", "content": f"{words} ORD{turn:03d}"}
+        )
+        steps.append(step)
+    return steps
+
+
+def _history(seed: int) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    steps = agent_steps(140, random.Random(seed))
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for step in steps[:120]:
+        history.extend(step)
+    return steps[120:], history
+
+
+@pytest.mark.parametrize("stages", STAGES)
+def test_turn_after_turn_a_growing_conversation_gets_a_fresh_pipelines_window(
+    stages: list[Any],
+) -> None:
+    steps, history = _history(seed=31)
+    conversation = Conversation(history)
+    pipeline = PipelineStrategy(stages=stages)
+    pipeline.select(conversation, 1_500)
+    for step in steps:
+        conversation.extend(step)
+        window = pipeline.select(conversation, 1_500)
+        _assert_as_afresh(window, stages, conversation.originals, 1_500)
+
+
+@pytest.mark.parametrize("stages", STAGES)
+def test_lists_rebuilt_edited_or_taken_back_get_a_fresh_pipelines_window(
+    stages: list[Any],
+) -> None:
+    """Each turn's list is a new one: of equal copies (not the objects the last turn
+    read), with a recent message edited, or with the last step taken back."""
+    steps, listed = _history(seed=32)
+    rng = random.Random(3)
+    pipeline = PipelineStrategy(stages=stages)
+    pipeline.select(listed, 1_500)
+    for number, step in enumerate(steps):
+        listed = listed + step
+        kind = number % 4
+        if kind == 1:  # rebuilt, as from JSON: equal messages, other objects
+            listed = copy.deepcopy(listed)
+        elif kind == 2:  # a recent message edited: a new dict
+            at = len(listed) - rng.randrange(1, 6)
+            listed[at] = {**listed[at], "content": f"{listed[at].get('content')} (edited)"}
+        elif kind == 3:  # the step taken back, then windowed again
+            window = pipeline.select(listed[: -len(step)], 1_500)
+            _assert_as_afresh(window, stages, listed[: -len(step)], 1_500)
+        window = pipeline.select(listed, 1_500)
+        _assert_as_afresh(window, stages, listed, 1_500)
+
+
+def test_a_budget_changed_between_turns_gets_a_fresh_pipelines_window() -> None:
+    """The first stage's carried bookkeeping holds for the budget it was made under."""
+    steps, history = _history(seed=33)
+    conversation = Conversation(history)
+    stages = ["clear_tool_outputs", "sliding"]
+    pipeline = PipelineStrategy(stages=stages)
+    for number, step in enumerate(steps):
+        conversation.extend(step)
+        budget = 1_500 if number % 3 else 2_500
+        window = pipeline.select(conversation, budget)
+        _assert_as_afresh(window, stages, conversation.originals, budget)
+
+
+class _Unequal:
+    """A metadata value that cannot be compared (as a numpy array in a truth test)."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("cannot be compared")
+
+    __hash__ = object.__hash__
+
+
+def test_messages_that_cannot_be_compared_are_compared_as_objects() -> None:
+    """A turn whose messages are copies holding values whose ``==`` raises takes over
+    only what it can tell is the same: its window is still a fresh pipeline's."""
+    steps, history = _history(seed=34)
+    history[1] = {**history[1], "metadata": {"blob": _Unequal()}}
+    stages = ["clear_tool_outputs", "sliding"]
+    pipeline = PipelineStrategy(stages=stages)
+    listed = history
+    for step in steps[:8]:
+        listed = [
+            {**item, "metadata": {"blob": _Unequal()}} if "metadata" in item else item
+            for item in listed + step
+        ]
+        window = pipeline.select(listed, 1_500)
+        _assert_as_afresh(window, stages, listed, 1_500)
+
+
+def test_fates_a_run_takes_over_the_units_it_covers_and_a_unit_its_own_over_a_run() -> None:
+    fates = _Fates()
+    fates[4] = ("summarized", "by the first")
+    fates[9] = ("dropped", "alone")
+    fates.set_run(range(3, 8), ("dropped", "a run"))
+    assert fates.get(4) == ("dropped", "a run")
+    assert fates.get(9) == ("dropped", "alone")
+    fates[5] = ("dropped", "its own")
+    fates.set_run(range(0, 2), ("dropped", "older"))
+    assert [fates.get(unit) for unit in range(0, 10)] == [
+        ("dropped", "older"),
+        ("dropped", "older"),
+        None,
+        ("dropped", "a run"),
+        ("dropped", "a run"),
+        ("dropped", "its own"),
+        ("dropped", "a run"),
+        ("dropped", "a run"),
+        None,
+        ("dropped", "alone"),
+    ]
+
+
+def test_a_run_is_split_around_the_units_apart() -> None:
+    assert list(_around(range(2, 9), [0, 2, 5, 6, 12])) == [range(3, 5), range(7, 9)]
+    assert list(_around(range(2, 9), [])) == [range(2, 9)]
+    assert list(_around(range(2, 3), [2])) == []
+
+
+def test_a_turn_writes_its_decisions_without_a_list_per_unit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pipeline gives its selection a stage's dropped run as one decision, and a
+    unit its own only where it has a reason of its own: no list per unit is built."""
+    from ctxwindow import Selection
+
+    def spelled_out(self: Selection) -> None:
+        raise AssertionError("the per-unit lists were built")
+
+    steps, history = _history(seed=35)
+    conversation = Conversation(history)
+    pipeline = PipelineStrategy(stages=["clear_tool_outputs", "sliding"])
+    monkeypatch.setattr(Selection, "_spell_out", spelled_out)
+    for step in steps[:4]:
+        conversation.extend(step)
+        window = pipeline.select(conversation, 1_500)
+        assert window.record.count("dropped") > 50
