@@ -76,6 +76,34 @@ def test_a_vector_does_not_depend_on_its_neighbours(encoder: onnx_backend.OnnxEn
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-6)
 
 
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8-solo"])
+def test_a_long_history_is_tokenized_a_pass_at_a_time(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold history's Encodings are held a pass at a time, not all at once (about 1 GB
+    at 100,000 messages), and give the vectors one pass over all of them gives."""
+    texts = SHORT + LONG[:3] + SOLO_TEXTS
+    embedder = SentenceTransformerEmbedder(backend=backend)
+    encoder = embedder._loaded()
+    assert isinstance(encoder, onnx_backend.OnnxEncoder)
+    whole = encoder.encode(texts, batch_size=64)
+    sizes: list[int] = []
+    tokenizer = encoder.tokenizer
+
+    class Counting:
+        def encode_batch(self, batch: list[str]) -> Any:
+            sizes.append(len(batch))
+            return tokenizer.encode_batch(batch)
+
+    monkeypatch.setattr(onnx_backend, "TEXTS_PER_PASS", 4)
+    monkeypatch.setattr(encoder, "tokenizer", Counting())
+    passes = encoder.encode(texts, batch_size=64)
+    assert sizes == [4] * (len(texts) // 4) + ([len(texts) % 4] if len(texts) % 4 else [])
+    assert np.abs(passes - whole).max() < 1e-6
+    if backend == "onnx-int8-solo":
+        assert np.array_equal(passes, whole)  # one text per call: bit for bit
+
+
 def test_the_export_runs_attention_as_plain_steps() -> None:
     """Eager attention: no NaN guards of PyTorch's fused attention left in the graph."""
     import onnx
