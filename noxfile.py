@@ -246,7 +246,7 @@ def bench(session: nox.Session) -> None:
     """Speed at 1k, 10k and 100k messages through every entry point, beside LangChain's
     trim_messages (semantic at 1k and 10k: a cold 100k history is an hour of embedding),
     written into docs/evaluation.md; what the proxy adds (docs/serve.md); and memory at
-    100k messages."""
+    100k messages (docs/reliability.md)."""
     install_project(session)
     model_free = ("fixed", "sliding", "summarize", "clear_tool_outputs")
     strategies = [arg for name in model_free for arg in ("-s", name)]
@@ -267,10 +267,10 @@ def bench(session: nox.Session) -> None:
         "python", "-m", "ctxwindow_serve.bench", "--suite",
         "--json", "docs/results/serve-bench.json",
     )  # fmt: skip
-    session.run("python", "docs_gen/bench_tables.py")
     # Memory of one visit on 100,000 messages, every strategy that needs no LLM, each in
     # a process of its own (semantic embeds them all: most of an hour on 2 busy cores).
     session.run("python", "-m", "ctxwindow_eval.memory", "--json", "docs/results/memory.json")
+    session.run("python", "docs_gen/bench_tables.py")
 
 
 @nox.session

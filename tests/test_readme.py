@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,19 @@ def test_the_speed_tables_show_the_figures_in_docs_results() -> None:
         assert f"| {name} | 10,000 |" in tables, name
     serve = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
     assert reference.serve_table() in serve, "run: python docs_gen/bench_tables.py"
+
+
+def test_the_memory_table_shows_the_figures_in_docs_results() -> None:
+    """docs/reliability.md's memory table is read from docs/results/memory.json, beside
+    the ceilings tests/test_memory.py holds the strategies to."""
+    reference = docs_scripts.load("reference")
+    table = reference.memory_table()
+    page = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
+    assert table in page, "run: python docs_gen/bench_tables.py (or nox -s bench)"
+    rows = json.loads((ROOT / "docs" / "results" / "memory.json").read_text(encoding="utf-8"))
+    for row in rows:
+        assert f"| `{row['strategy']}` |" in table, row
+    assert "| `fixed` | defaults |" in table and "| 100 |" in table
 
 
 def test_a_bar_against_trim_messages_says_when_its_window_was_not_alike() -> None:
