@@ -11,13 +11,12 @@ import random
 from typing import Any
 
 import pytest
+from agent import agent_steps
 
 import ctxwindow._recent as rec
 from ctxwindow import Conversation, WindowRecord
 from ctxwindow_pipeline import PipelineStrategy
 from ctxwindow_pipeline.pipeline import _around, _Fates
-
-WORDS = "plan trip hotel flight price city morning budget call result data".split()
 
 #: Stages whose windows depend on the history alone (a rolling summary depends on the
 #: visits before too: summarize is compared with the code before this bookkeeping in
@@ -57,30 +56,8 @@ def _assert_as_afresh(window: Any, stages: list[Any], messages: list[Any], budge
     assert _said(window.record) == _said(fresh.record)
 
 
-def agent_steps(rounds: int, rng: random.Random) -> list[list[dict[str, Any]]]:
-    """An agent's rounds: a request every fourth, then a call whose result is long
-    enough to clear, naming an order a later request may ask for again."""
-    steps = []
-    for turn in range(rounds):
-        step: list[dict[str, Any]] = []
-        if turn % 4 == 0:
-            words = " ".join(rng.choices(WORDS, k=8))
-            step.append(
-                {"role": "user", "content": f"next: {words} ORD{rng.randrange(turn + 1):03d}"}
-            )
-        call = {"id": f"c{turn}", "type": "function", "function": {"name": "find"}}
-        call["function"]["arguments"] = f'{{"q": "{rng.choice(WORDS)} ORD{turn % 50:03d}"}}'
-        step.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        words = " ".join(rng.choices(WORDS, k=rng.randint(40, 160)))
-        step.append(
-            {"role": "tool", "tool_call_id": f"c{turn}", "content": f"{words} ORD{turn:03d}"}
-        )
-        steps.append(step)
-    return steps
-
-
 def _history(seed: int) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-    steps = agent_steps(140, random.Random(seed))
+    steps = agent_steps(140, random.Random(seed), named=True)
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
     for step in steps[:120]:
         history.extend(step)

@@ -8,6 +8,7 @@ import random
 from typing import Any
 
 import pytest
+from agent import WORDS, agent_steps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,6 @@ from ctxwindow.errors import BudgetTooSmall
 from ctxwindow.kit import recent_units
 from ctxwindow.testing.conversations import agent_histories
 from ctxwindow_pipeline import PipelineStrategy
-
-WORDS = "plan trip hotel flight price city morning budget call result data".split()
 
 
 class _Watcher(BaseStrategy):
@@ -71,24 +70,6 @@ def test_a_stage_still_keeps_the_current_turn_and_the_task_statement() -> None:
     window = pipeline.select(history, 600)
     kept = {d.unit for d in window.record.decisions if d.action == "kept"}
     assert {0, 1, len(history) - 1} <= kept  # system, the task statement, the newest user
-
-
-def agent_steps(rounds: int, rng: random.Random) -> list[list[dict[str, Any]]]:
-    """An agent's rounds: a request, then calls whose results are long enough to clear."""
-    steps = []
-    for turn in range(rounds):
-        step: list[dict[str, Any]] = []
-        if turn % 4 == 0:
-            step.append({"role": "user", "content": "next: " + " ".join(rng.choices(WORDS, k=8))})
-        call = {"id": f"c{turn}", "type": "function", "function": {"name": "find"}}
-        call["function"]["arguments"] = f'{{"q": "{rng.choice(WORDS)} ORD{turn % 50:03d}"}}'
-        step.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        words = " ".join(rng.choices(WORDS, k=rng.randint(40, 160)))
-        step.append(
-            {"role": "tool", "tool_call_id": f"c{turn}", "content": f"{words} ORD{turn:03d}"}
-        )
-        steps.append(step)
-    return steps
 
 
 def agent_read(rounds: int, seed: int) -> tuple[list[list[dict[str, Any]]], Conversation]:
