@@ -7,6 +7,7 @@ it)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,24 @@ def test_every_model_free_strategy_stays_under_its_documented_ceiling() -> None:
     ]
     assert not over, over
     assert all(row["messages"] == 100_000 for row in rows)
+
+
+def test_a_strategy_with_a_cache_starts_from_an_empty_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache an earlier run filled would turn a cold visit into reads: each run gets a
+    SQLite cache of its own, gone after, and the row shows the options as given."""
+    if "semantic" not in strategy_names():
+        pytest.skip("ctxwindow-semantic is not installed")
+    given: list[dict[str, object]] = []
+
+    def recording(name: str, **options: object) -> ctxwindow.BaseStrategy:
+        given.append(options)
+        return ctxwindow.get_strategy("fixed")
+
+    monkeypatch.setattr(memory, "get_strategy", recording)
+    row = memory.measure_one("semantic", size=200)
+    (options,) = given
+    path = Path(str(options["cache"]))
+    assert path.name == "cache.sqlite3" and not path.parent.exists()
+    assert row["options"] == {}
+    memory.measure_one("semantic", size=200, options={"cache": "memory"})
+    assert given[-1] == {"cache": "memory"}

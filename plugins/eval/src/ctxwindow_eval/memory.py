@@ -19,8 +19,10 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ctxwindow import (
@@ -31,7 +33,7 @@ from ctxwindow import (
     strategy_class,
 )
 from ctxwindow.errors import CtxWindowError
-from ctxwindow_eval.bench import synthetic_history
+from ctxwindow_eval.bench import no_shared_cache, synthetic_history
 from ctxwindow_eval.runner import StrategySpec
 
 SIZE = 100_000
@@ -69,14 +71,20 @@ def measure_one(
     """Measure ``spec`` (``NAME`` or ``NAME:key=value,...``, plus ``options``) here."""
     parsed = StrategySpec.parse(spec)
     options = {**parsed.options, **(options or {})}
-    strategy = get_strategy(parsed.name, **options)
-    _warm(strategy)
-    history = synthetic_history(size)
-    counter = CachedCounter(ApproxCounter())
-    rss_before = _peak_rss_mib()
-    started = time.perf_counter()
-    window = strategy.select(history, budget, counter)
-    seconds = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="ctxwindow-memory-") as folder:
+        made = dict(options)
+        if "cache" not in options and no_shared_cache(parsed.name):  # it takes a cache
+            # a SQLite cache of its own, empty: the visit embeds everything, as a first
+            # visit does, rather than reading what an earlier run stored
+            made["cache"] = str(Path(folder) / "cache.sqlite3")
+        strategy = get_strategy(parsed.name, **made)
+        _warm(strategy)
+        history = synthetic_history(size)
+        counter = CachedCounter(ApproxCounter())
+        rss_before = _peak_rss_mib()
+        started = time.perf_counter()
+        window = strategy.select(history, budget, counter)
+        seconds = time.perf_counter() - started
     return {
         "strategy": spec,
         "options": options,
