@@ -103,7 +103,7 @@ def test_the_memory_table_shows_the_figures_in_docs_results() -> None:
     rows = json.loads((ROOT / "docs" / "results" / "memory.json").read_text(encoding="utf-8"))
     for row in rows:
         assert f"| `{row['strategy']}` |" in table, row
-    assert "| `fixed` | defaults |" in table and "| 100 |" in table
+    assert "| `fixed` | defaults |" in table and "| 60 |" in table
 
 
 def test_a_bar_against_trim_messages_says_when_its_window_was_not_alike() -> None:

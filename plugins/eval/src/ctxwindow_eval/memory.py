@@ -43,12 +43,12 @@ BUDGET = 4_000
 #: regression does not. ``tests/test_memory.py`` holds the strategies to them, and
 #: docs/reliability.md shows them beside the measured figures.
 CEILINGS_MIB = {
-    "fixed": 100,
-    "clear_tool_outputs": 140,
-    "recency-decay": 140,
+    "fixed": 60,
+    "clear_tool_outputs": 60,
+    "recency-decay": 110,
     "summarize": 160,
     "sliding": 230,
-    "pipeline": 512,
+    "pipeline": 380,
 }
 
 
