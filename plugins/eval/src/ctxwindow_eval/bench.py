@@ -607,13 +607,19 @@ def _torch_twin(embedder: Any) -> Any | None:
         return None
 
 
+def takes_cache(name: str) -> bool:
+    """Whether the installed strategy ``name`` has a ``cache`` option (a store that
+    outlives a visit, on disk by default)."""
+    described = next((s for s in describe_strategies() if s["name"] == name), None)
+    if described is None:
+        return False
+    return any(option["name"] == "cache" for option in described["options"])
+
+
 def no_shared_cache(name: str) -> dict[str, Any]:
     """``cache="memory"`` for a strategy with a ``cache`` option: the bench's made-up
     texts stay out of the caches a user's strategies share on disk."""
-    described = next((s for s in describe_strategies() if s["name"] == name), None)
-    if described and any(option["name"] == "cache" for option in described["options"]):
-        return {"cache": "memory"}
-    return {}
+    return {"cache": "memory"} if takes_cache(name) else {}
 
 
 def default_strategies() -> list[str]:

@@ -33,7 +33,7 @@ from ctxwindow import (
     strategy_class,
 )
 from ctxwindow.errors import CtxWindowError
-from ctxwindow_eval.bench import no_shared_cache, synthetic_history
+from ctxwindow_eval.bench import synthetic_history, takes_cache
 from ctxwindow_eval.runner import StrategySpec
 
 SIZE = 100_000
@@ -73,7 +73,7 @@ def measure_one(
     options = {**parsed.options, **(options or {})}
     with tempfile.TemporaryDirectory(prefix="ctxwindow-memory-") as folder:
         made = dict(options)
-        if "cache" not in options and no_shared_cache(parsed.name):  # it takes a cache
+        if "cache" not in options and takes_cache(parsed.name):
             # a SQLite cache of its own, empty: the visit embeds everything, as a first
             # visit does, rather than reading what an earlier run stored
             made["cache"] = str(Path(folder) / "cache.sqlite3")
