@@ -74,3 +74,65 @@ def test_a_bad_drop_of_one_unit_is_the_same_error_inline_or_not(unit: Any, reaso
     history = ctxwindow.Conversation(HISTORY).view(ctxwindow.get_counter("approx"), 600)
     with pytest.raises(InvalidSelection):
         history.selection().drop(unit, reason)
+
+
+class _DroppedAtOnce(_EachDropped):
+    """What _EachDropped decides, its drops without a score given in one drop_each()
+    call (after a run over some of them, which each unit's own reason overrides)."""
+
+    name = "dropped-at-once"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        count = len(history.units)
+        for unit in range(count - 6, count):
+            selection.keep(unit, "newest")
+        selection.drop(range(4, 6), "a run the units' own reasons override")
+        reasons: dict[int, str] = {}
+        for unit in range(count - 6):
+            if unit in history.must_keep:
+                continue
+            if unit % 3 == 0:
+                reasons[unit] = None  # type: ignore[assignment]  # the default, as drop() takes
+            elif unit == 2:
+                selection.drop(unit, "scored", score=0.5)
+            else:
+                reasons[unit] = f"older: {unit}"
+        reasons[count - 6] = "dropped after it was kept"
+        selection.drop_each(reasons)
+        return selection
+
+
+def test_units_dropped_at_once_record_what_units_dropped_one_by_one_do() -> None:
+    at_once, each = _said(_DroppedAtOnce()), _said(_EachDropped())
+    assert at_once.pop("strategy") == "dropped-at-once" and each.pop("strategy") == "each-dropped"
+    assert at_once == each
+
+
+@pytest.mark.parametrize(
+    ("reasons", "named"),
+    [
+        ({True: "a bool"}, "unit True is not a unit"),
+        ({3: "fine", 10_000: "past the end"}, "unit 10000 is not a unit"),
+        ({-1: "before the start"}, "unit -1 is not a unit"),
+        ({2: ""}, "unit 2 dropped without a reason"),
+        ({2: 7}, "the reason for unit 2 must be a string"),
+    ],
+)
+def test_a_bad_drop_each_names_the_unit_as_drop_does(reasons: Any, named: str) -> None:
+    history = ctxwindow.Conversation(HISTORY).view(ctxwindow.get_counter("approx"), 600)
+    with pytest.raises(InvalidSelection) as raised:
+        history.selection().drop_each(reasons)
+    assert named in str(raised.value)
+
+
+def test_drop_each_takes_numpy_units_and_an_empty_mapping() -> None:
+    import numpy as np
+
+    history = ctxwindow.Conversation(HISTORY).view(ctxwindow.get_counter("approx"), 600)
+    selection = history.selection()
+    selection.keep(range(3, 6), "kept first")
+    selection.drop_each({})
+    selection.drop_each({np.int64(4): "a numpy unit", 5: "an int"})
+    assert selection.kept.isdisjoint({4, 5}) and 3 in selection.kept
+    assert (selection.reason(4), selection.reason(5)) == ("a numpy unit", "an int")

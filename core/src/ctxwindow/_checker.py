@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ctxwindow._history import History
 from ctxwindow._messages import Message
-from ctxwindow._selection import _below, in_range
+from ctxwindow._selection import _below_is, in_range
 from ctxwindow._tokens import TokenCounter
 
 
@@ -255,7 +255,7 @@ def record_problems(
     length of the history. ``carried``: with ``decided``, the units below ``carried[0]``
     were decided as on an earlier visit (``Selection.carry``), whose checked kept set
     held ``carried[1]`` of them: the decisions about those are not gone over again."""
-    agrees = decided is not None and _agrees(decided, kept, carried)
+    agrees = decided is not None and _agrees(decided, kept, carried, count)
     problems = [] if agrees else _kept_problems(actions, kept, count)
     if problems or decided is None:
         return problems or _listed_problems(actions, kept, count)
@@ -295,7 +295,9 @@ def _listed_problems(actions: Sequence[str], kept: set[int], count: int) -> list
     return _unexpected_actions(enumerate(actions), kept)
 
 
-def _agrees(decided: Decided, kept: set[int], carried: tuple[int, set[int]] | None) -> bool:
+def _agrees(
+    decided: Decided, kept: set[int], carried: tuple[int, set[int]] | None, count: int
+) -> bool:
     """Whether ``kept`` is exactly the units the decisions keep, all ints (a float or a
     bool compares equal): one comparison of sets. With ``carried`` (see
     :func:`record_problems`), the units below ``carried[0]`` are compared with the kept
@@ -309,8 +311,10 @@ def _agrees(decided: Decided, kept: set[int], carried: tuple[int, set[int]] | No
     units, before = carried
     if not kept:
         return not before and not _kept_by(decided, units)
-    since = range(units, max(kept) + 1)
-    return _below(kept, units) == before and set(in_range(kept, since)) == _kept_by(decided, units)
+    since = range(units, count)
+    return _below_is(kept, units, count, before) and set(in_range(kept, since)) == _kept_by(
+        decided, units
+    )
 
 
 def _kept_by(decided: Decided, first: int = 0) -> set[int]:

@@ -17,7 +17,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
 from ctxwindow._checker import (
     kept_units_problems,
@@ -39,8 +39,15 @@ from ctxwindow._history import (
 )
 from ctxwindow._messages import ContentPart, Message, content_as_sent
 from ctxwindow._recent import RECENT
-from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below
-from ctxwindow._window import Decision, DecisionRun, Window, WindowRecord, decisions_from
+from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below_is
+from ctxwindow._window import (
+    Decision,
+    DecisionRun,
+    Window,
+    WindowRecord,
+    decisions_from,
+    tally_runs,
+)
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, VisitTimeout
 from ctxwindow.kit import keep_run, recent_run
 
@@ -566,9 +573,13 @@ class Visit:
             )
 
         def decide_runs() -> tuple[DecisionRun, ...]:
-            return _decision_runs(history, chosen, earlier) + tuple(
+            runs = _decision_runs(history, chosen, earlier) + tuple(
                 DecisionRun(range(0), d.positions, d.action, d.reason) for d in defect_decisions
             )
+            if earlier is not None and earlier.tally is not None:  # the record's counts, in
+                # time linear in what changed, not in the history's runs (see _carried_tally)
+                object.__setattr__(record, "_tally", _carried_tally(earlier, earlier.tally, runs))
+            return runs
 
         record = self._record(tokens, True, len(output), notes, decide, chosen.llm, decide_runs)
         if chosen.stages:
@@ -731,8 +742,17 @@ def _no_score(_unit: int) -> None:
     return None
 
 
+class _Earlier(NamedTuple):
+    """An earlier visit's decision runs, the units carried from it, and its record's
+    counts by action when they were read (None: not read)."""
+
+    runs: tuple[DecisionRun, ...]
+    units: int
+    tally: dict[str, int] | None
+
+
 def _decision_runs(
-    history: History, chosen: _Chosen, earlier: tuple[tuple[DecisionRun, ...], int] | None = None
+    history: History, chosen: _Chosen, earlier: _Earlier | None = None
 ) -> tuple[DecisionRun, ...]:
     """The chosen actions and reasons as runs of consecutive units with one of each, in
     time linear in what the strategy decided (the edges of its runs and the units it
@@ -742,7 +762,7 @@ def _decision_runs(
     head: tuple[DecisionRun, ...] = ()
     first = 0
     if earlier is not None:
-        head, first = _runs_before(*earlier)
+        head, first = _runs_before(earlier.runs, earlier.units)
     actions, reasons, default = chosen.actions, chosen.reasons, chosen.default_reason
     count = len(history.units)
     if isinstance(actions, _ByUnit) and isinstance(reasons, _ByUnit):
@@ -787,7 +807,21 @@ def _runs_before(runs: tuple[DecisionRun, ...], units: int) -> tuple[tuple[Decis
     return runs[:whole], runs[whole - 1].units.stop if whole else 0
 
 
-def _earlier_runs(chosen: _Chosen) -> tuple[tuple[DecisionRun, ...], int] | None:
+def _carried_tally(
+    earlier: _Earlier, tally: dict[str, int], runs: tuple[DecisionRun, ...]
+) -> dict[str, int]:
+    """The counts by action of ``runs``, which begin with the earlier visit's runs but
+    the newest of those that end by the carried units (:func:`_decision_runs`): the
+    earlier counts, less its runs from there, plus these runs from there."""
+    shared = max(0, len(_runs_before(earlier.runs, earlier.units)[0]) - 1)
+    counted = dict(tally)
+    for changes in (tally_runs(earlier.runs[shared:], -1), tally_runs(runs[shared:])):
+        for action, change in changes.items():
+            counted[action] = counted.get(action, 0) + change
+    return {action: count for action, count in counted.items() if count}
+
+
+def _earlier_runs(chosen: _Chosen) -> _Earlier | None:
     """The decision runs of the visit ``chosen`` carried units from, when its record's
     were read and hold for this one's first units: decided as there (the decisions
     made through the selection's methods, not spelled out; every carried stand-in as
@@ -796,10 +830,11 @@ def _earlier_runs(chosen: _Chosen) -> tuple[tuple[DecisionRun, ...], int] | None
     if carried is None or chosen.decisions is None:
         return None
     outcome = carried.outcome
-    runs = outcome.record.__dict__.get("_runs")  # read by then: cached
+    record = outcome.record.__dict__
+    runs = record.get("_runs")  # read by then: cached
     if runs is None or outcome.chosen.default_reason != chosen.default_reason:
         return None
-    return runs, carried.units
+    return _Earlier(runs, carried.units, record.get("_tally"))
 
 
 def _as_before(chosen: _Chosen, carried: Carried) -> bool:
@@ -892,9 +927,10 @@ def _carried_output(
     carried = chosen.carried
     assert carried is not None
     outcome, position = carried.outcome, carried.position
-    if _below(chosen.kept, carried.units) != carried.kept:
+    if not _below_is(chosen.kept, carried.units, len(history.units), carried.kept):
         return None
     originals, earlier = history._originals, outcome.output
+    read = outcome.history._originals  # the caller's objects the earlier output was made of
     head: list[Any] = []
     stand_ins = outcome.chosen.stand_ins
     for start, run_stop in outcome.layout:
@@ -903,10 +939,12 @@ def _carried_output(
         stop = min(run_stop, position)
         size = len(head)
         head.extend(earlier[size : size + stop - start])
-        here = originals[start:stop]
-        found = itertools.compress(range(start, stop), map(operator.is_not, head[size:], here))
-        for at in set(found).difference(stand_ins):  # a stand-in's item is the runner's own
-            head[size + at - start] = originals[at]
+        # the caller's objects that are not the earlier visit's, compared at C speed
+        # (none, turn after turn), but where a stand-in (the runner's own) is sent
+        others = map(operator.is_not, read[start:stop], originals[start:stop])
+        for at in itertools.compress(range(start, stop), others):
+            if at not in stand_ins:
+                head[size + at - start] = originals[at]
     return head, position
 
 

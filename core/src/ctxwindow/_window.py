@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -125,9 +125,9 @@ class WindowRecord:
         on the first call (a pipeline's record reads five actions of each stage's)."""
         tally: dict[str, int] | None = self.__dict__.get("_tally")
         if tally is None:
-            tally = {}
-            for run in self.decision_runs:
-                tally[run.action] = tally.get(run.action, 0) + (len(run.units) or 1)
+            runs = self.decision_runs
+            # the runner's runs may bring their tally (an earlier visit's, carried on)
+            tally = self.__dict__.get("_tally") or tally_runs(runs)
             object.__setattr__(self, "_tally", tally)
         return tally.get(action, 0)
 
@@ -233,6 +233,15 @@ def decisions_from(
 def _row_key(decision: Decision) -> tuple[str, str, float | None]:
     """What an ``explain`` row shares: action, reason and score."""
     return decision.action, decision.reason, decision.score
+
+
+def tally_runs(runs: Iterable[DecisionRun], sign: int = 1) -> dict[str, int]:
+    """How many units each action of ``runs`` has (a decision about defective messages
+    counts as one), times ``sign``."""
+    tally: dict[str, int] = {}
+    for run in runs:
+        tally[run.action] = tally.get(run.action, 0) + sign * (len(run.units) or 1)
+    return tally
 
 
 def _grouped(decisions: Sequence[Decision]) -> tuple[DecisionRun, ...]:
