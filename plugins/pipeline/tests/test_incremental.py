@@ -14,7 +14,7 @@ import pytest
 from agent import agent_steps
 
 import ctxwindow._recent as rec
-from ctxwindow import Conversation, WindowRecord
+from ctxwindow import Conversation, WindowRecord, get_counter
 from ctxwindow_pipeline import PipelineStrategy
 from ctxwindow_pipeline.pipeline import _around, _Fates
 
@@ -189,3 +189,63 @@ def test_a_turn_writes_its_decisions_without_a_list_per_unit(
         conversation.extend(step)
         window = pipeline.select(conversation, 1_500)
         assert window.record.count("dropped") > 50
+
+
+@pytest.mark.parametrize(
+    "stages",
+    [["sliding"], [{"strategy": "clear_tool_outputs", "keep_recent": 10_000}, "sliding"]],
+)
+def test_an_agents_turn_grows_each_stages_input_and_reads_no_branch_of_it(
+    stages: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rest of the current turn is not pinned for the stages when they share the
+    pipeline's budget (what each must keep is then the pipeline's): pinned, the
+    exchange would be a copy on the turn it is current and the caller's own message
+    on the next, and each stage would read a branch of its input on every turn."""
+    branches: list[int] = []
+    branch = Conversation.branch
+
+    def counted(self: Conversation, position: int, **options: Any) -> Conversation:
+        branches.append(position)
+        return branch(self, position, **options)
+
+    steps, history = _history(seed=36)
+    conversation = Conversation(history)
+    pipeline = PipelineStrategy(stages=stages)
+    pipeline.select(conversation, 1_500)
+    monkeypatch.setattr(Conversation, "branch", counted)
+    for step in steps[:8]:
+        conversation.extend(step)
+        window = pipeline.select(conversation, 1_500)
+        assert window.record.engaged and window.messages[-len(step) :] == step
+    assert branches == []
+
+
+def test_a_stage_that_lets_go_of_what_the_pipeline_must_keep_runs_again_pinned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unpinned, every output cleared makes the current turn fit the clear stage's view
+    where it did not fit the pipeline's, and the fixed stage after it lets go of what
+    the pipeline must keep: the pipeline sees it in the last window and runs the stages
+    again pinned, whose window keeps it."""
+    from ctxwindow.testing.conversations import agent_loop
+    from ctxwindow_pipeline import pipeline as module
+
+    runs: list[bool] = []
+    run = module._Run.__init__
+
+    def counted(self: Any, history: Any, read: Any, pins: bool) -> None:
+        runs.append(pins)
+        run(self, history, read, pins)
+
+    monkeypatch.setattr(module._Run, "__init__", counted)
+    aggressive = {"strategy": "clear_tool_outputs", "keep_recent": 0, "min_tokens": 0}
+    messages = agent_loop(8, instructions=2, pending=False)
+    window = PipelineStrategy(stages=[aggressive, "fixed"]).select(messages, 500)
+    assert runs == [False, True]
+    assert window.tokens <= 500
+    history = Conversation(messages).view(get_counter(window.record.counter), 500)
+    held = {id(item) for item in window.messages}
+    assert len(history.must_keep) > 3  # the instructions, the task, the current turn
+    for unit in history.must_keep:
+        assert all(id(messages[p]) in held for p in history.span(unit))

@@ -108,36 +108,53 @@ class PipelineStrategy(BaseStrategy):
 
     # -- visiting ------------------------------------------------------------------
     def choose(self, history: History) -> Selection:
-        try:
-            return self._choose(history, shares=True)
-        except (BudgetTooSmall, _SharesFailed):
-            if not self._has_shares:
-                raise
-            return self._choose(history, shares=False)
+        attempts = self._attempts()
+        for shares, pins in attempts[:-1]:
+            try:
+                return self._choose(history, shares, pins)
+            except (BudgetTooSmall, _MustKeepLost) as failed:
+                if isinstance(failed, BudgetTooSmall) and not shares:
+                    raise  # the pipeline's own budget: pins would not make it fit
+        return self._choose(history, *attempts[-1])
 
     async def achoose(self, history: History) -> Selection:
-        try:
-            return await self._achoose(history, shares=True)
-        except (BudgetTooSmall, _SharesFailed):
-            if not self._has_shares:
-                raise
-            return await self._achoose(history, shares=False)
+        attempts = self._attempts()
+        for shares, pins in attempts[:-1]:
+            try:
+                return await self._achoose(history, shares, pins)
+            except (BudgetTooSmall, _MustKeepLost) as failed:
+                if isinstance(failed, BudgetTooSmall) and not shares:
+                    raise
+        return await self._achoose(history, *attempts[-1])
+
+    def _attempts(self) -> list[tuple[bool, bool]]:
+        """The ways to run the stages, (budget shares, pins), in the order tried: the
+        next when a stage could not keep what the pipeline must. With budget shares,
+        pinned (a smaller budget keeps less), then on the pipeline's budget. Without,
+        first unpinned: every stage has the pipeline's budget, so what it must keep is
+        the pipeline's wherever the stages before it left the sizes alone, and its input
+        grows as the caller's history grows (a unit pinned while it was the current
+        turn's and not after would change the input before its newest messages, and
+        each stage would read a branch of it on every turn); then pinned."""
+        if self._has_shares:
+            return [(True, True), (False, True)]
+        return [(False, False), (False, True)]
 
     @property
     def _has_shares(self) -> bool:
         return any(stage.budget_share not in (None, 1.0) for stage in self.stages)
 
-    def _choose(self, history: History, shares: bool) -> Selection:
-        run = _Run(history, self._origins)
+    def _choose(self, history: History, shares: bool, pins: bool) -> Selection:
+        run = _Run(history, self._origins, pins)
         for stage, windower in self._windowing(run, shares):
             run.apply(stage, windower, windower.select(run.items, query=history.query))
-        return _set_aside(run.finish(), shares)
+        return _checked(run, shares, pins, self._has_shares)
 
-    async def _achoose(self, history: History, shares: bool) -> Selection:
-        run = _Run(history, self._origins)
+    async def _achoose(self, history: History, shares: bool, pins: bool) -> Selection:
+        run = _Run(history, self._origins, pins)
         for stage, windower in self._windowing(run, shares):
             run.apply(stage, windower, await windower.aselect(run.items, query=history.query))
-        return _set_aside(run.finish(), shares)
+        return _checked(run, shares, pins, self._has_shares)
 
     def _windowing(self, run: _Run, shares: bool) -> Iterator[tuple[Stage, Windower]]:
         """The stages in order: a transform before the last is applied here; every other
@@ -163,18 +180,29 @@ SHARES_SET_ASIDE = (
 )
 
 
-class _SharesFailed(Exception):
-    """A stage under its budget share let go of a unit the pipeline must keep (the rest
-    of the current turn, the task statement: what stays depends on the budget)."""
+class _MustKeepLost(Exception):
+    """A stage let go of (or stood something in for) a unit the pipeline must keep:
+    the stages run again, pinned (see PipelineStrategy._attempts)."""
 
 
-def _set_aside(selection: Selection, shares: bool) -> Selection:
-    """Say so in the record when the stages' budget shares were set aside; with them,
-    make sure no stage let go of what the pipeline's own budget must keep."""
-    if not shares:
+def _checked(run: _Run, shares: bool, pins: bool, has_shares: bool) -> Selection:
+    """The run's selection, once sure that the last stage's window holds what the
+    pipeline must keep (else _MustKeepLost; pinned on the pipeline's budget, every
+    stage keeps it), as it is when unpinned, saying so in the record when the budget
+    shares were set aside. (The selection keeps the must-keep units whatever the
+    stages did: it is the window that must hold them.)"""
+    if shares or not pins:
+        present: dict[int, bool] = {}  # unit: every message of it sent as it is
+        for origin in run.origins:
+            if origin.position is not None:
+                unit = next(iter(origin.covers))
+                present[unit] = present.get(unit, True) and origin.stand_in is None
+        for unit in run.history.must_keep:
+            if unit not in present or not (pins or present[unit]):
+                raise _MustKeepLost
+    selection = run.finish()
+    if has_shares and not shares:
         selection.notes.append(SHARES_SET_ASIDE)
-    elif not selection.kept.issuperset(selection.history.must_keep):
-        raise _SharesFailed
     return selection
 
 
@@ -395,7 +423,7 @@ class _Run:
     """One pipeline visit: the current messages, where each came from, and the fate of
     every caller's unit that a stage removed."""
 
-    def __init__(self, history: History, read: PerConversation[_Origins]) -> None:
+    def __init__(self, history: History, read: PerConversation[_Origins], pins: bool) -> None:
         self.history = history
         self.items: list[Any] = []
         self.origins: list[_Origin] = []
@@ -410,7 +438,7 @@ class _Run:
         #: stood in for at most): a run of input positions is then one of the caller's.
         self.aligned = False
         replaced = history.replacements  # the host's cuts (tool results, newest user)
-        pin = set(history.must_keep) - _kept_by_every_stage(history)
+        pin = set(history.must_keep) - _kept_by_every_stage(history) if pins else set()
         state = None if history.defects else read.of(history.conversation)
         origins = state.of(history) if state is not None else None
         if origins is not None and len(origins) == len(history):
@@ -441,7 +469,7 @@ class _Run:
         decisions = _decisions(record)
         last = self.read.after_first if self.read and stage.index == 0 else None
         first = 0  # the decisions to go over: those before were the last visit's
-        in_place = len(window.messages) == len(self.items) and _keeps_all(decisions)
+        in_place = len(window.messages) == len(self.items) and _keeps_all(record)
         if in_place:  # every input message sent, in its place (a transform's): no walk
             first, position, differ = 0, 0, list[int]()
             if last is not None and last.budget == windower.budget:
@@ -614,7 +642,9 @@ class _Run:
         then = f"; then {label} dropped it: {reason}"
         replaced_reason = self.replaced_reason
         units = cleared[bisect.bisect_left(cleared, first) : bisect.bisect_right(cleared, last)]
-        self.fate.give(units, [("dropped", f"{replaced_reason[unit]}{then}") for unit in units])
+        # each "<why it was cleared>; then <label> dropped it: <reason>", at C speed
+        reasons = map(operator.add, map(replaced_reason.__getitem__, units), itertools.repeat(then))
+        self.fate.give(units, list(zip(itertools.repeat("dropped"), reasons, strict=False)))
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
         said = f"{label}: {reason}"
@@ -684,20 +714,18 @@ def _decisions(record: WindowRecord) -> Sequence[Decision | DecisionRun]:
     of units, unless a run summarized several units, whose made messages are matched to
     what they cover unit by unit (a note per exchange)."""
     runs = record.decision_runs
-    if "summarized" in map(_action, runs) and any(
+    if record.count("summarized") and any(
         run.action == "summarized" and len(run.units) > 1 for run in runs
     ):
         return record.decisions
     return runs
 
 
-_action = operator.attrgetter("action")
-
-
-def _keeps_all(decisions: Sequence[Decision | DecisionRun]) -> bool:
-    """Whether every decision keeps its units (in one pass at C speed: a transform's
-    record holds a run per exchange it cleared)."""
-    return set(map(_action, decisions)).issubset(KEEPING)
+def _keeps_all(record: WindowRecord) -> bool:
+    """Whether every decision of the record keeps its units, read from its counts (a
+    transform's record holds a run per exchange it cleared, and the runner carries its
+    counts from turn to turn)."""
+    return not (record.count("dropped") or record.count("summarized"))
 
 
 def _decide(
@@ -726,14 +754,18 @@ def _decide(
         own[unit] = ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
     for unit in apart:
         own.pop(unit, None)
-    drop, keep = selection.drop, selection.keep  # the common actions, a call each
-    for unit, (action, reason) in own.items():
-        if action == "dropped":
-            drop(unit, reason)
-        elif action == "kept":
-            keep(unit, reason)
+    fates_given = list(own.values())  # most drop their units: those in one call
+    dropping = list(map("dropped".__eq__, map(_first, fates_given)))
+    reasons = map(_second, itertools.compress(fates_given, dropping))
+    selection.drop_each(dict(zip(itertools.compress(own, dropping), reasons, strict=True)))
+    for unit, (action, reason) in itertools.compress(own.items(), map(operator.not_, dropping)):
+        if action == "kept":
+            selection.keep(unit, reason)
         else:
             selection.summarize(unit, reason)
+
+
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _decided(selection: Selection, units: int | range, action: str, reason: str) -> None:
