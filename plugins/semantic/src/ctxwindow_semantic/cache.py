@@ -111,24 +111,32 @@ class EmbeddingCache:
     def embed(self, embedder: Embeds, texts: Sequence[str]) -> np.ndarray:
         """Vectors for ``texts``, embedding only those not cached, in one batch."""
         model = embedder.name
-        keys = [content_key(model, text) for text in texts]
-        if not keys:
+        if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        text_of = dict(zip(keys, texts, strict=True))
+        # each distinct text hashed once (a turn's new message is a unit and the query)
+        key_of = {text: content_key(model, text) for text in texts}
+        keys = [key_of[text] for text in texts]
+        text_of = {key: text for text, key in key_of.items()}
         unique = list(text_of)
         found = decode_many(model, self.store.get_many(unique))
         todo = [key for key in unique if key not in found]
         if todo:
             found.update(self._fresh(embedder, todo, text_of))
-        sizes = Counter(vector.shape[0] for vector in found.values())
-        if len(sizes) > 1:  # sound entries of another size (the model changed): the
-            # fresh vectors' size is the right one, else the most common size
+        if len({vector.shape[0] for vector in found.values()}) > 1:
+            # sound entries of another size (the model changed): the fresh vectors' size
+            # is the right one, else the most common size
+            sizes = Counter(vector.shape[0] for vector in found.values())
             size = found[todo[0]].shape[0] if todo else sizes.most_common(1)[0][0]
             stale = [key for key, vector in found.items() if vector.shape[0] != size]
             found.update(self._fresh(embedder, stale, text_of))
             if len({vector.shape[0] for vector in found.values()}) > 1:
                 raise ValueError(f"embedder {model!r} returned vectors of different sizes")
-        return np.stack([found[key] for key in keys])
+        # filled row by row: np.stack's checks cost more than a turn's two rows
+        first = found[keys[0]]
+        out = np.empty((len(keys), first.shape[0]), dtype=first.dtype)
+        for row, key in enumerate(keys):
+            out[row] = found[key]
+        return out
 
     def _fresh(
         self, embedder: Embeds, keys: list[str], text_of: dict[str, str]
@@ -149,8 +157,10 @@ def _checked(vectors: object, count: int, model: str) -> np.ndarray:
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2 or array.shape[0] != count or array.shape[1] == 0:
         raise ValueError(f"embedder {model!r} returned shape {array.shape} for {count} texts")
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+    # np.linalg.norm's own expression for rows (the same float32 sums), without its
+    # dispatch: a turn checks one vector
+    norms = np.sqrt(np.add.reduce(array * array, axis=1, keepdims=True))
+    if not np.isfinite(norms).all() or not norms.all():
         raise ValueError(f"embedder {model!r} returned a zero or non-finite vector")
     normalized: np.ndarray = array / norms
     return normalized

@@ -107,6 +107,10 @@ class IndexPool:
     Held by weak reference, so an index goes with its conversation; past a bound the
     least recently used indexes are forgotten (the one in use never is). A forgotten
     index is rebuilt on the conversation's next visit, from the embedding cache.
+
+    The units are counted as each index is trimmed for (:meth:`trim`, after it grew),
+    into a running total: a turn reads its own index's size, not every index's (a
+    server holds hundreds of conversations).
     """
 
     def __init__(
@@ -115,6 +119,9 @@ class IndexPool:
         self.max_conversations = max_conversations
         self.max_units = max_units
         self._entries: OrderedDict[int, tuple[weakref.ref[object], UnitIndex]] = OrderedDict()
+        #: Each held index's units when last counted, and their sum.
+        self._counted: dict[int, int] = {}
+        self._total = 0
         self._dead: list[tuple[int, weakref.ref[object]]] = []
         self._lock = threading.Lock()
 
@@ -161,15 +168,25 @@ class IndexPool:
             self._trim(keep=id(keep))
 
     def _trim(self, keep: int) -> None:
+        """Count ``keep``'s index again (it may have grown), then drop the least recently
+        used others while past a bound."""
         self._purge()
-        total = sum(len(index) for _ref, index in self._entries.values())
+        entry = self._entries.get(keep)
+        if entry is not None:
+            units = len(entry[1])
+            self._total += units - self._counted.get(keep, 0)
+            self._counted[keep] = units
+        if len(self._entries) <= self.max_conversations and self._total <= self.max_units:
+            return
         for key in list(self._entries):
-            if len(self._entries) <= self.max_conversations and total <= self.max_units:
+            if len(self._entries) <= self.max_conversations and self._total <= self.max_units:
                 break
-            if key == keep:
-                continue
-            _ref, index = self._entries.pop(key)
-            total -= len(index)
+            if key != keep:
+                self._drop(key)
+
+    def _drop(self, key: int) -> None:
+        del self._entries[key]
+        self._total -= self._counted.pop(key, 0)
 
     def _forget(self, key: int) -> Callable[[weakref.ref[object]], None]:
         """A conversation was collected: note it, and drop its index at the next use
@@ -185,4 +202,4 @@ class IndexPool:
             key, ref = self._dead.pop()
             entry = self._entries.get(key)
             if entry is not None and entry[0] is ref:
-                del self._entries[key]
+                self._drop(key)

@@ -205,14 +205,14 @@ def _keep_with_excerpts(
     (:func:`ctxwindow.kit.ranking.keep_ranked`), valuing only the keys that can come
     first."""
 
-    def score(candidate: int) -> float:
-        if candidate == history.task_unit:
-            return math.inf  # the task statement comes first when the core could not
-        return score_of(candidate)
-
-    # keep_best calls both for each unit it keeps: without a frame of their own where
-    # they can do without (no task statement to rank first)
-    scored = score_of if history.task_unit is None else score
+    # keep_best calls it for each unit it valued and each it keeps: a bound method of an
+    # array, with the task statement's score raised to infinity in a copy, rather than a
+    # Python frame of our own per call (it comes first when the core could not)
+    scored = score_of
+    if history.task_unit is not None:
+        ranked = relevance.copy()
+        ranked[history.task_unit] = math.inf
+        scored = ranked.item
     reason = functools.partial(_reason, history, coverage)
     keep_ranked(
         history,
@@ -238,10 +238,30 @@ def _reason(
     """Why an older unit was kept: its rank (negative: restored whole in room left over)
     and, in an agent's history, the identifiers it adds."""
     if unit == history.task_unit:
-        return "task statement (ranked first among older units)"
-    where = f"rank {rank + 1}" if rank >= 0 else "kept"
-    if coverage is None:
-        return f"relevant to the query ({where})"
-    if added is None:
+        return TASK_REASON
+    if coverage is not None and added is None:
         added = len(coverage.of(unit) - coverage.covered)
-    return f"relevant to the query ({where}, adds {added} identifiers)"
+    key = (rank, None if coverage is None else added)
+    return _WORDINGS.get(key) or _word(key)
+
+
+TASK_REASON = "task statement (ranked first among older units)"
+#: The reasons worded so far, by rank and identifiers added (None: no coverage): a turn
+#: keeps a hundred units or more, ranked 1, 2, 3... again, so each text is made once.
+_WORDINGS: dict[tuple[int, int | None], str] = {}
+_MAX_WORDINGS = 8_192
+
+
+def _word(key: tuple[int, int | None]) -> str:
+    """A reason not worded yet: made, and remembered (bounded, so odd ranks cannot grow
+    the table without end)."""
+    rank, added = key
+    where = f"rank {rank + 1}" if rank >= 0 else "kept"
+    if added is None:
+        text = f"relevant to the query ({where})"
+    else:
+        text = f"relevant to the query ({where}, adds {added} identifiers)"
+    if len(_WORDINGS) >= _MAX_WORDINGS:  # ranks past the usual: start again
+        _WORDINGS.clear()
+    _WORDINGS[key] = text
+    return text
