@@ -190,7 +190,7 @@ def every_key(monkeypatch: pytest.MonkeyPatch) -> None:
     from ctxwindow.kit import keep_best, ranking
 
     def valued_all(history: Any, selection: Any, _: Any, room: int, *args: Any, **kw: Any) -> int:
-        kw.pop("order")
+        kw.pop("order", None)  # absent when a few candidates are ranked by keep_best
         older = [u for u in range(len(history.units)) if u not in history.must_keep]
         older = sorted((u for u in older if u not in selection.kept), reverse=True)
         return keep_best(history, selection, older, room, *args, **kw)
@@ -578,9 +578,11 @@ def test_a_rare_question_ranks_its_few_units_as_a_pass_over_every_unit_does(
         for budget in (300, 1_200, 4_000):
             with monkeypatch.context() as patched:
                 patched.setattr(ranking._Keys, "_few_candidates", counted)
+                patched.setattr(ranking, "FEW_CANDIDATES", -1)  # ranked by the numpy bounds
                 ours = SlidingWindow().select(messages, budget)
             with monkeypatch.context() as patched:  # a pass over every unit
                 patched.setattr(ranking._Keys, "_few_candidates", lambda *_: None)
+                patched.setattr(ranking, "_few_worth_ranking", lambda *_: None)
                 dense = SlidingWindow().select(messages, budget)
             with monkeypatch.context() as patched:
                 every_key(patched)

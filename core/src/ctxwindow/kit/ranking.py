@@ -49,6 +49,10 @@ RECENT_UNITS = 1_024
 #: Bounds sampled to find the cut that leaves about a chunk above it (a full partition of
 #: every bound costs more than the whole ranking of a chat loop's turn).
 SAMPLE = 2_048
+#: At most this many candidates (older units worth something: a chat's matches) are
+#: ranked by the kit's keep_best, valued one by one: numpy's fixed costs (some 20
+#: arrays made per visit) outweigh Python calls for so few. The windows are the same.
+FEW_CANDIDATES = 64
 #: Units that make up less than 1/FEW_SHARE of a history are "few": read where they
 #: are (an index search, a scatter) rather than with a pass over every unit.
 FEW_SHARE = 8
@@ -974,6 +978,53 @@ def _nearest(ordered: np.ndarray, units: np.ndarray) -> np.ndarray:
     return near
 
 
+def _few_worth_ranking(
+    history: History,
+    figures: UnitFigures,
+    relevance: np.ndarray,
+    stop: int,
+    coverage: Coverage | None,
+    first: int | None,
+    above: float,
+    support: np.ndarray | None,
+) -> list[int] | None:
+    """The candidates :class:`_Keys` would rank (ascending), when there are at most
+    :data:`FEW_CANDIDATES` of them (None: more): the units before ``stop`` whose
+    relevance is above ``above`` (read from ``support`` when given, else by a pass over
+    the relevance), those holding identifiers (with ``coverage``) and ``first``, less
+    those kept by rule: what :meth:`_Keys._candidates` finds, so the kit's keep_best
+    over them keeps what the bounded ranking of them keeps (each keeps what valuing
+    every key keeps)."""
+    held = _NO_UNITS  # the units holding identifiers, first: in an agent's steps, many
+    if coverage is not None:
+        stable = min(stable_units(history), stop)
+        figures.identifier_counts(history, stable, coverage.of)
+        holding = figures.holding_any
+        cut = holding.count_below(stable)
+        if cut > FEW_CANDIDATES:
+            return None
+        held = holding.view[:cut]
+    if support is None:  # many units score, but those before ``stop`` may be few
+        worth = np.flatnonzero(relevance[:stop] > above)
+    else:
+        scoring = support[: int(np.searchsorted(support, stop))]
+        if len(scoring) > 4 * FEW_CANDIDATES:
+            return None
+        worth = scoring[relevance[scoring] > above]
+    if len(worth) + len(held) > FEW_CANDIDATES:
+        return None
+    found = set(worth.tolist())
+    found.update(held.tolist())
+    if coverage is not None:
+        found.update(unit for unit in range(stable, stop) if coverage.of(unit))
+    if first is not None and first < stop:
+        found.add(first)
+    if len(found) > FEW_CANDIDATES:
+        return None
+    must = history.must_keep
+    return sorted(unit for unit in found if unit not in must)
+
+
 def _excerpt_row(history: History) -> Callable[[int], tuple[int, int, int]]:
     return functools.partial(excerpt_figures, history)
 
@@ -1003,7 +1054,9 @@ def keep_ranked(
     fall, so a visit values about the keys it takes, however many units hold some.
     ``support`` (with ``above``): the units outside which no ``relevance`` is above
     ``above``, ascending, when the caller knows them (a keyword match's): when the units
-    worth something are few, a visit then costs them, not a pass over every unit."""
+    worth something are few, a visit then costs them, not a pass over every unit. With
+    ``above``, when they are a handful (:data:`FEW_CANDIDATES`, a chat loop's turn), the
+    kit's keep_best ranks them, without the numpy bounds' fixed costs."""
     if stop < VALUE_EVERY_KEY_BELOW:
         # numpy's fixed costs would outweigh valuing every key: the kit's own order
         older = [u for u in range(stop) if u not in history.must_keep]
@@ -1018,6 +1071,22 @@ def keep_ranked(
             excerpts=excerpts,
             above=above,
         )
+    if above is not None:
+        few = _few_worth_ranking(history, figures, relevance, stop, coverage, first, above, support)
+        if few is not None:
+            # a chat loop's turn: a handful of candidates, valued one by one in Python
+            # for less than numpy's fixed costs; the same keys as below, so the same order
+            return keep_best(
+                history,
+                selection,
+                few[::-1] if newest_first else few,
+                room,
+                score,
+                coverage,
+                reason,
+                excerpts=excerpts,
+                above=above,
+            )
     keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first, above, support)
     if not keys.wholes:  # no candidate, so no excerpt either: nothing is taken
         return room

@@ -366,8 +366,9 @@ class KeywordScorer:
                 matched /= top
             else:
                 matched[scoring] /= top
-        out = spread(matched, settings.neighbours, settings.reach, scoring)
-        support = _support(scoring, settings.neighbours, settings.reach, size)
+        stretches = _stretches_of(scoring, settings.neighbours, settings.reach, size)
+        out = spread(matched, settings.neighbours, settings.reach, scoring, stretches)
+        support = _support(scoring, settings.neighbours, settings.reach, size, stretches)
         if support is not None and timed:
             support = distinct(np.concatenate([support, np.fromiter(timed, np.int64, len(timed))]))
         for unit, match in timed.items():
@@ -484,7 +485,11 @@ def _speaking(index: TermIndex, tail: list[UnitTerms], named: set[str], stable: 
 
 
 def spread(
-    scores: np.ndarray, strength: float, reach: int, scoring: np.ndarray | None = None
+    scores: np.ndarray,
+    strength: float,
+    reach: int,
+    scoring: np.ndarray | None = None,
+    stretches: list[tuple[int, int]] | None = None,
 ) -> np.ndarray:
     """Each unit's score plus ``strength * DECAY**(k-1)`` of the score of the unit ``k``
     away, on both sides, for ``k`` up to ``reach`` (the left one first, then the right,
@@ -493,7 +498,8 @@ def spread(
     one are summed: a unit farther from every scoring one stays 0, and the sums inside
     a stretch are those of the whole pass (what lies outside adds only zeros).
     ``scoring``: the units that may score, ascending, when the caller knows them (a unit
-    among them that scores 0 adds a stretch of zeros); else every unit is looked at."""
+    among them that scores 0 adds a stretch of zeros); else every unit is looked at.
+    ``stretches``: those of ``scoring`` (:func:`_stretches_of`), when the caller has them."""
     size = len(scores)
     if not strength or not reach:
         return scores
@@ -504,19 +510,37 @@ def spread(
         return _spread_pass(scores, strength, span)
     # every score outside the stretches is 0: zeros, with each stretch's sums put in
     out: np.ndarray = np.zeros(size, dtype=scores.dtype)
-    for start, stop in _stretches(scoring.tolist(), span, size):
+    if stretches is None:
+        stretches = list(_stretches(scoring.tolist(), span, size))
+    for start, stop in stretches:
         out[start:stop] = _spread_pass(scores[start:stop], strength, span)
     return out
 
 
-def _support(
+def _stretches_of(
     scoring: np.ndarray | None, strength: float, reach: int, size: int
+) -> list[tuple[int, int]] | None:
+    """The stretches :func:`spread` and :func:`_support` read around ``scoring``, found
+    once for both (None: no spreading, or ``scoring`` None)."""
+    if scoring is None or not strength or not reach or size < 2:
+        return None
+    return list(_stretches(scoring.tolist(), min(reach, size - 1), size))
+
+
+def _support(
+    scoring: np.ndarray | None,
+    strength: float,
+    reach: int,
+    size: int,
+    stretches: list[tuple[int, int]] | None = None,
 ) -> np.ndarray | None:
     """The units :func:`spread` may give a score to from ``scoring`` (ascending), when
-    they are few (None: many, or ``scoring`` None)."""
+    they are few (None: many, or ``scoring`` None). ``stretches``: those of
+    :func:`_stretches_of`, when the caller has them."""
     if scoring is None or not strength or not reach or size < 2:
         return scoring
-    stretches = list(_stretches(scoring.tolist(), min(reach, size - 1), size))
+    if stretches is None:
+        stretches = list(_stretches(scoring.tolist(), min(reach, size - 1), size))
     if sum(stop - start for start, stop in stretches) * FEW_SHARE >= size:
         return None
     if not stretches:
@@ -530,8 +554,10 @@ def _spread_pass(scores: np.ndarray, strength: float, span: int) -> np.ndarray:
     out: np.ndarray = scores.copy()
     weight = strength
     for step in range(1, min(span, size - 1) + 1):
-        out[step:] += weight * scores[: size - step]
-        out[: size - step] += weight * scores[step:]
+        # each side adds the same products: made once (the same floats, half the arrays)
+        shares = weight * scores
+        out[step:] += shares[: size - step]
+        out[: size - step] += shares[step:]
         weight *= DECAY
     return out
 

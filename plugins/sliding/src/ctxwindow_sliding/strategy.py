@@ -26,7 +26,6 @@ from ctxwindow.kit import (
     PerConversation,
     excerpt_options,
     identifier_weight_option,
-    recent_units,
 )
 from ctxwindow.kit.ranking import UnitFigures, distinct, keep_ranked
 from ctxwindow_sliding.keywords import KeywordScorer
@@ -38,6 +37,8 @@ TASK_BOOST = 1.0
 #: Why the task statement was kept when the runner could not keep it outright.
 TASK_FIRST = "task statement (ranked first among older units)"
 RECENT = "recent"
+#: Up to this many units kept, the recent run is found by bisection between them, sorted.
+SORTED_KEPT = 64
 DROPPED = "neither among the most recent units nor important enough to fit"
 
 
@@ -204,19 +205,14 @@ class SlidingWindow(BaseStrategy):
         room = history.budget - history.must_keep_tokens
         reserved = int(room * self.options["important_share"])
         # 1. The recent run: contiguous from the newest unit, in what is not reserved.
-        oldest_recent = len(history.units)
-        for unit in recent_units(history, room - reserved):
-            selection.keep(unit, RECENT)
-            room -= history.unit_tokens(unit)
-            oldest_recent = unit
+        used, oldest_recent = _keep_recent(history, selection, room - reserved, len(history.units))
+        room -= used
         # 2. The important older units, most important first, while any fits; in an
         # agent's history a unit also counts for the identifiers it would add.
         scores, support = self._importance(history, selection.notes)
         room = self._take_important(history, selection, scores, oldest_recent, room, support)
         # 3. Room the important units left extends the recent run.
-        for unit in recent_units(history, room, before=oldest_recent, skip=selection.kept):
-            selection.keep(unit, RECENT)
-            room -= history.unit_tokens(unit)
+        room -= _keep_recent(history, selection, room, oldest_recent)[0]
         # every unit's score that is not 0, for the record (beside those kept with one)
         if support is None:  # read when the record is, not a dict of every scoring unit
             # on every visit; the array is this visit's own and read no more here
@@ -286,6 +282,66 @@ class SlidingWindow(BaseStrategy):
             newest_first=True,  # ties go to the newer unit
             support=support,
         )
+
+
+def _keep_recent(history: History, selection: Selection, room: int, before: int) -> tuple[int, int]:
+    """Keep what ``recent_units(history, room, before=before, skip=selection.kept)``
+    yields, as RECENT: the newest units before ``before`` back to the first that does
+    not fit, passing over those kept already at no cost. Found a stretch between kept
+    units at a time by bisection of the running totals (as ``recent_run`` does between
+    must-keep ones), and kept a stretch a call: a turn's recent run is tens of units.
+    The tokens kept, and the oldest unit kept (``before`` when none). With more units
+    kept than :data:`SORTED_KEPT` (an agent's window), walked down a unit at a time
+    instead: sorting them all would cost more than the few units the run adds then."""
+    if len(selection.kept) > SORTED_KEPT:
+        return _walk_recent(history, selection, room, before)
+    passed = sorted((unit for unit in selection.kept if unit < before), reverse=True)
+    low = before  # the oldest unit of the run (or one passed over, below which none fit)
+    for free in [*passed, -1]:
+        if free + 1 == low and free >= 0:  # kept units side by side: nothing between
+            low = free
+            continue
+        first = history.fitting_start(range(free + 1, low), room)
+        if first > free + 1 or free < 0:  # this stretch does not fit whole, or is the oldest
+            low = first
+            break
+        room -= history.run_tokens(range(free + 1, low))
+        low = free
+    used, oldest, stop = 0, before, before
+    for free in [*passed, -1]:  # each stretch between units passed over, from ``low`` on
+        start = max(free + 1, low)
+        if start < stop:
+            part = range(start, stop)
+            selection.keep(part, RECENT)
+            used += history.run_tokens(part)
+            oldest = start
+        if free < low:
+            break
+        stop = free
+    return used, oldest
+
+
+def _walk_recent(history: History, selection: Selection, room: int, before: int) -> tuple[int, int]:
+    """:func:`_keep_recent` walked down a unit at a time, as ``recent_units`` does, each
+    stretch between kept units kept with one call."""
+    kept, unit_tokens = selection.kept, history.unit_tokens
+    used, oldest = 0, before
+    start = stop = before  # the stretch of the run not kept yet: [start, stop)
+    for unit in range(before - 1, -1, -1):
+        if unit in kept:  # the must-keep units among them
+            if start < stop:
+                selection.keep(range(start, stop), RECENT)
+            start = stop = unit
+            continue
+        tokens = unit_tokens(unit)
+        if tokens > room:
+            break
+        room -= tokens
+        used += tokens
+        start = oldest = unit
+    if start < stop:
+        selection.keep(range(start, stop), RECENT)
+    return used, oldest
 
 
 def _fresh_scores(scores: np.ndarray, support: np.ndarray, size: int) -> bool:
