@@ -30,6 +30,18 @@ def test_rows_grow_by_doubling_and_keep_every_row() -> None:
         rows.extend(np.zeros((1, 4)))
 
 
+def test_rows_read_at_once_leave_room_for_the_turns_after() -> None:
+    """A cold read's rows get an eighth more room: the next turns append into the same
+    buffer rather than copying all of them at once."""
+    rows = Rows(np.float32)
+    rows.extend(np.zeros((10_000, 4), dtype=np.float32))
+    buffer = rows.view.base
+    for step in range(1_250):
+        rows.extend(np.full((1, 4), step, dtype=np.float32))
+    assert rows.view.base is buffer and len(rows) == 11_250
+    assert rows.view[-1, 0] == 1_249 and not rows.view[:10_000].any()
+
+
 def _index(postings: Postings, unit: int, terms: tuple[str, ...]) -> None:
     """Add a unit's terms as an index does: each posting grown through ``growing``."""
     for term in terms:
