@@ -939,6 +939,8 @@ def _carried_output(
         stop = min(run_stop, position)
         size = len(head)
         head.extend(earlier[size : size + stop - start])
+        if read is originals:  # a Conversation's own objects: its list only grows
+            continue
         # the caller's objects that are not the earlier visit's, compared at C speed
         # (none, turn after turn), but where a stand-in (the runner's own) is sent
         others = map(operator.is_not, read[start:stop], originals[start:stop])
