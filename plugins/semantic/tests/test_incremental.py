@@ -99,33 +99,6 @@ def test_bm25_grown_in_batches_scores_as_a_from_scratch_computation() -> None:
                 assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (query, size, more)
 
 
-def test_bm25_scores_are_the_float32_expression_bit_for_bit() -> None:
-    """Windows rank by these scores and records show them: scoring in place must round
-    as the plain float32 expression does, term by term in the query's order."""
-    rng = random.Random(9)
-    texts = [sentence(rng) for _ in range(400)]
-    index = BM25Index()
-    index.extend(texts)
-    for query in ["hotel budget", "museum trip trip", sentence(rng), sentence(rng)]:
-        for size, more in ((400, []), (250, [sentence(rng), "museum museum trip"])):
-            extra_counts = [Counter(terms(text)) for text in more]
-            extra_lengths = [sum(c.values()) for c in extra_counts]
-            total = size + len(more)
-            stored = sum(sum(Counter(terms(text)).values()) for text in texts[:size])
-            average = max((stored + sum(extra_lengths)) / total, 1.0)
-            want = np.zeros(total, dtype=np.float32)
-            for term in dict.fromkeys(terms(query)):
-                units, counts, lengths = index._holding(term, size, extra_counts, extra_lengths)
-                if not len(units):
-                    continue
-                idf = math.log(1 + (total - len(units) + 0.5) / (len(units) + 0.5))
-                norm = K1 * (1 - B + B * lengths / average)
-                want[units] += idf * counts * (K1 + 1) / (counts + norm)
-            got = index.scores(query, size, more)
-            assert got.dtype == np.float32
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (query, size)
-
-
 # -- the strategy -----------------------------------------------------------------------
 def window_of(strategy: SemanticWindow, conversation: Any, budget: int, counter: Any) -> Any:
     window = strategy.select(conversation, budget, counter)

@@ -1059,13 +1059,18 @@ def keep_ranked(
     worth something are few, a visit then costs them, not a pass over every unit. With
     ``above``, when they are a handful (:data:`FEW_CANDIDATES`, a chat loop's turn), the
     kit's keep_best ranks them, without the numpy bounds' fixed costs."""
-    if stop < VALUE_EVERY_KEY_BELOW:
-        # numpy's fixed costs would outweigh valuing every key: the kit's own order
-        older = [u for u in range(stop) if u not in history.must_keep]
+    few: list[int] | None = None
+    if stop < VALUE_EVERY_KEY_BELOW:  # every older unit, but those kept by rule
+        few = [u for u in range(stop) if u not in history.must_keep]
+    elif above is not None:  # a chat loop's turn: a handful of candidates, or None
+        few = _few_worth_ranking(history, figures, relevance, stop, coverage, first, above, support)
+    if few is not None:
+        # numpy's fixed costs would outweigh valuing each key one by one in Python: the
+        # kit's own order, over the same keys as below, so the same window
         return keep_best(
             history,
             selection,
-            older[::-1] if newest_first else older,
+            few[::-1] if newest_first else few,
             room,
             score,
             coverage,
@@ -1073,22 +1078,6 @@ def keep_ranked(
             excerpts=excerpts,
             above=above,
         )
-    if above is not None:
-        few = _few_worth_ranking(history, figures, relevance, stop, coverage, first, above, support)
-        if few is not None:
-            # a chat loop's turn: a handful of candidates, valued one by one in Python
-            # for less than numpy's fixed costs; the same keys as below, so the same order
-            return keep_best(
-                history,
-                selection,
-                few[::-1] if newest_first else few,
-                room,
-                score,
-                coverage,
-                reason,
-                excerpts=excerpts,
-                above=above,
-            )
     keys = _Keys(history, figures, relevance, stop, coverage, first, newest_first, above, support)
     if not keys.wholes:  # no candidate, so no excerpt either: nothing is taken
         return room
