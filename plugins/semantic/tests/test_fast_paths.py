@@ -231,7 +231,7 @@ def worded_afresh(
     return f"relevant to the query ({where}, adds {added} identifiers)"
 
 
-def test_remembered_reasons_read_as_reasons_worded_afresh() -> None:
+def test_reasons_read_as_reasons_worded_afresh() -> None:
     class History:
         task_unit = 2
 
@@ -244,7 +244,7 @@ def test_remembered_reasons_read_as_reasons_worded_afresh() -> None:
 
     for coverage in (None, Coverage()):
         covered = None if coverage is None else coverage.covered
-        for _pass in range(2):  # worded, then remembered
+        for _pass in range(2):  # the same words each time
             for rank in (-1, 0, 1, 7, 400):
                 for unit in (2, 5):
                     for added in (None, 0, 3):

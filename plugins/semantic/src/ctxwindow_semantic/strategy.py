@@ -238,30 +238,10 @@ def _reason(
     """Why an older unit was kept: its rank (negative: restored whole in room left over)
     and, in an agent's history, the identifiers it adds."""
     if unit == history.task_unit:
-        return TASK_REASON
-    if coverage is not None and added is None:
-        added = len(coverage.of(unit) - coverage.covered)
-    key = (rank, None if coverage is None else added)
-    return _WORDINGS.get(key) or _word(key)
-
-
-TASK_REASON = "task statement (ranked first among older units)"
-#: The reasons worded so far, by rank and identifiers added (None: no coverage): a turn
-#: keeps a hundred units or more, ranked 1, 2, 3... again, so each text is made once.
-_WORDINGS: dict[tuple[int, int | None], str] = {}
-_MAX_WORDINGS = 8_192
-
-
-def _word(key: tuple[int, int | None]) -> str:
-    """A reason not worded yet: made, and remembered (bounded, so odd ranks cannot grow
-    the table without end)."""
-    rank, added = key
+        return "task statement (ranked first among older units)"
     where = f"rank {rank + 1}" if rank >= 0 else "kept"
+    if coverage is None:
+        return f"relevant to the query ({where})"
     if added is None:
-        text = f"relevant to the query ({where})"
-    else:
-        text = f"relevant to the query ({where}, adds {added} identifiers)"
-    if len(_WORDINGS) >= _MAX_WORDINGS:  # ranks past the usual: start again
-        _WORDINGS.clear()
-    _WORDINGS[key] = text
-    return text
+        added = len(coverage.of(unit) - coverage.covered)
+    return f"relevant to the query ({where}, adds {added} identifiers)"
