@@ -632,7 +632,8 @@ class Conversation:
                 defects=tuple(defects),
                 kept_always=tuple(self._kept_always),
                 newest_user=self._newest_user,
-                task=self._first_user if task_statement else None,
+                first_user=self._first_user,
+                task_statement=task_statement,
                 agent=self._first_call is not None,
                 counter=counter,
                 budget=budget,
@@ -831,7 +832,8 @@ class History:
         defects: tuple[Defect, ...],
         kept_always: tuple[int, ...],
         newest_user: int | None,
-        task: int | None,
+        first_user: int | None,
+        task_statement: bool,
         agent: bool,
         counter: TokenCounter,
         budget: int,
@@ -851,6 +853,7 @@ class History:
         #: O(1) however many messages stand-ins replace (a pipeline's cleared outputs).
         self._unit_change: dict[int, int] = {}
         self._must_keep_tokens: int | None = None  # see must_keep_tokens
+        self._kept_always, self._first_user = kept_always, first_user  # for :meth:`_seen_by`
         self.defects = defects
         self.counter = counter
         self.budget = budget
@@ -870,11 +873,42 @@ class History:
         #: The task statement's unit (the first user message), whether or not it is kept;
         #: None with no user message or when the ``task_statement`` option is off. A
         #: strategy that scores units gives it a protected place.
-        self.task_unit = self.unit_of(task) if task is not None else None
+        self.task_unit = (
+            self.unit_of(first_user) if first_user is not None and task_statement else None
+        )
         #: Whether this is an agent's history: an assistant message in it calls tools.
         #: Scorers weigh what an agent's next step needs (identifiers) in such histories.
         self.agent = agent
         self._must_keep = MappingProxyType(self._find_must_keep(kept_always, newest_user))
+
+    def _seen_by(
+        self, counter: TokenCounter, budget: int, query: str | None, *, task_statement: bool
+    ) -> History | None:
+        """The same snapshot as another visit sees it (counted with ``counter``, on
+        ``budget``): a strategy that windows its history through other strategies (a
+        pipeline's first stage) hands them its view, which is not read again, and its
+        conversation's per-conversation state is theirs too. None when the host stood
+        in for some of its messages (a cut): those are read as a list."""
+        if self._replacements:
+            return None
+        same = getattr(counter, "inner", counter) is getattr(self.counter, "inner", self.counter)
+        conversation = self._conversation
+        return History(
+            conversation=conversation,
+            size=self._size,
+            unit_count=self._unit_count,
+            sums=self._sums if same else conversation.cumulative_tokens(counter, self._size),
+            defects=self.defects,
+            kept_always=self._kept_always,
+            newest_user=self.newest_user,
+            first_user=self._first_user,
+            task_statement=task_statement,
+            agent=self.agent,
+            counter=counter,
+            budget=budget,
+            query=query,
+            originals=self._originals,
+        )
 
     # -- reading -----------------------------------------------------------------
     def _message(self, position: int) -> Message:

@@ -52,6 +52,7 @@ from ctxwindow.errors import BudgetTooSmall, InvalidBudget, OrphanToolResult, Vi
 from ctxwindow.kit import keep_run, recent_run
 
 if TYPE_CHECKING:
+    from ctxwindow._tokens import TokenCounter
     from ctxwindow._units import Defect
     from ctxwindow._windower import Windower
 
@@ -247,6 +248,31 @@ class _Chosen:
         return score
 
 
+def _view(
+    messages: Any, counter: TokenCounter, budget: int, query: str | None, task: bool
+) -> History:
+    """The visit's view of ``messages``: a Conversation's, another visit's History seen
+    again (a strategy windowing its history through other strategies; with the host's
+    cuts, its messages as they were sent, read as a list), else a list's."""
+    if isinstance(messages, Conversation):
+        return messages.view(counter, budget, query, task_statement=task)
+    if isinstance(messages, History):
+        seen = messages._seen_by(counter, budget, query, task_statement=task)
+        if seen is not None:
+            return seen
+        messages = _as_sent(messages)
+    return RECENT.view(messages, counter, budget, query, task_statement=task)
+
+
+def _as_sent(history: History) -> list[Any]:
+    """A history's messages as a strategy sees them: the caller's objects, but the
+    host's stand-ins where it cut one."""
+    messages = history.originals
+    for position, message in history.replacements.items():
+        messages[position] = message
+    return messages
+
+
 class Visit:
     """The state of one visit between preparing and finishing.
 
@@ -265,11 +291,7 @@ class Visit:
         self.counter = windower.counter
         self.limit = self._limit()
         task = bool(common_option(self.strategy, "task_statement"))
-        self.history: History = (
-            messages.view(self.counter, self.limit, query, task_statement=task)
-            if isinstance(messages, Conversation)
-            else RECENT.view(messages, self.counter, self.limit, query, task_statement=task)
-        )
+        self.history: History = _view(messages, self.counter, self.limit, query, task)
         #: What must stay, copied before the strategy runs: the check trusts this alone.
         self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
         #: The runner's own stand-ins (a cut newest user message), by position.

@@ -110,7 +110,9 @@ class Windower:
     def select(
         self, messages: Any, *, query: str | None = None, budget: int | None = None
     ) -> Window[Any]:
-        """The window for ``messages``; ``budget`` overrides the configured one."""
+        """The window for ``messages`` (a list, a Conversation, or a strategy's History,
+        handed on by a strategy windowing it through this one: seen again, not read
+        again); ``budget`` overrides the configured one."""
         return self._run(messages, query, budget, "choose")
 
     def transform(
