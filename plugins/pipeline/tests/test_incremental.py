@@ -249,3 +249,34 @@ def test_a_stage_that_lets_go_of_what_the_pipeline_must_keep_runs_again_pinned(
     assert len(history.must_keep) > 3  # the instructions, the task, the current turn
     for unit in history.must_keep:
         assert all(id(messages[p]) in held for p in history.span(unit))
+
+
+def test_the_first_stage_windows_the_callers_messages_as_the_pipelines_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unpinned and uncut, the first stage's input is the pipeline's own view (its host
+    reads no list, and the stage's per-conversation state is the caller's
+    conversation's); pinned, a list holding the pinned copies; later stages, a list."""
+    from ctxwindow import History, Windower
+    from ctxwindow.testing.conversations import agent_loop
+
+    given: list[tuple[str, str]] = []
+    run = Windower._run
+
+    def seen(self: Windower, messages: Any, *args: Any) -> Any:
+        given.append((self.strategy.name, type(messages).__name__))
+        return run(self, messages, *args)
+
+    monkeypatch.setattr(Windower, "_run", seen)
+    conversation = Conversation(agent_loop(8, instructions=2, pending=False))
+    PipelineStrategy(stages=["clear_tool_outputs", "sliding"]).select(conversation, 900)
+    assert given[1:] == [("clear_tool_outputs", History.__name__), ("sliding", "list")]
+    given.clear()
+    aggressive = {"strategy": "clear_tool_outputs", "keep_recent": 0, "min_tokens": 0}
+    PipelineStrategy(stages=[aggressive, "fixed"]).select(conversation, 500)
+    assert given[1:] == [
+        ("clear_tool_outputs", History.__name__),  # unpinned: lets go of the current turn
+        ("fixed", "list"),
+        ("clear_tool_outputs", "list"),  # pinned
+        ("fixed", "list"),
+    ]

@@ -147,26 +147,26 @@ class PipelineStrategy(BaseStrategy):
     def _choose(self, history: History, shares: bool, pins: bool) -> Selection:
         run = _Run(history, self._origins, pins)
         for stage, windower in self._windowing(run, shares):
-            run.apply(stage, windower, windower.select(run.items, query=history.query))
+            run.apply(stage, windower, windower.select(run.input, query=history.query))
         return _checked(run, shares, pins, self._has_shares)
 
     async def _achoose(self, history: History, shares: bool, pins: bool) -> Selection:
         run = _Run(history, self._origins, pins)
         for stage, windower in self._windowing(run, shares):
-            run.apply(stage, windower, await windower.aselect(run.items, query=history.query))
+            run.apply(stage, windower, await windower.aselect(run.input, query=history.query))
         return _checked(run, shares, pins, self._has_shares)
 
     def _windowing(self, run: _Run, shares: bool) -> Iterator[tuple[Stage, Windower]]:
         """The stages in order: a transform before the last is applied here; every other
         stage comes with the host that windows it, for choose (or achoose) to run on
-        ``run.items`` and apply before the next. Without ``shares`` every stage gets the
+        ``run.input`` and apply before the next. Without ``shares`` every stage gets the
         pipeline's budget."""
         history = run.history
         for stage in self.stages:
             budget = stage.budget(history.budget) if shares else history.budget
             windower = Windower(stage.strategy, budget, history.counter, stage.distribution)
             if stage.is_transform and stage is not self.stages[-1]:
-                run.apply(stage, windower, windower.transform(run.items, query=history.query))
+                run.apply(stage, windower, windower.transform(run.input, query=history.query))
             else:
                 yield stage, windower
 
@@ -437,6 +437,9 @@ class _Run:
         #: Whether the current input is the caller's messages in their places (each one
         #: stood in for at most): a run of input positions is then one of the caller's.
         self.aligned = False
+        #: The first stage's input when it is the caller's messages as they are: the
+        #: visit's own view, which the stage's host does not read again (see input).
+        self.view: History | None = None
         replaced = history.replacements  # the host's cuts (tool results, newest user)
         pin = set(history.must_keep) - _kept_by_every_stage(history) if pins else set()
         state = None if history.defects else read.of(history.conversation)
@@ -447,9 +450,11 @@ class _Run:
             self.items, self.origins, self.read = history.originals, origins, state
             self.aligned = True
             pinned = (position for unit in pin for position in history.span(unit))
-            for position in sorted({*replaced, *pinned}):
+            changed = sorted({*replaced, *pinned})
+            for position in changed:
                 unit = history.unit_of(position)
                 self.items[position] = _as_input(history, position, replaced, unit in pin)
+            self.view = None if changed else history
             return
         items, origins, span = self.items, self.origins, history.span
         for unit in range(len(history.units)):
@@ -458,8 +463,17 @@ class _Run:
                 items.append(_as_input(history, position, replaced, unit in pin))
                 origins.append(_Origin(position, covers))
 
+    @property
+    def input(self) -> Any:
+        """What the next stage windows: ``items``, or for the first the visit's view
+        when ``items`` are the caller's messages as they are (its host then reads no
+        list: no comparison with the last turn's, and the stage's per-conversation
+        state is the caller's conversation's)."""
+        return self.items if self.view is None else self.view
+
     def apply(self, stage: Stage, windower: Windower, window: Window[Any]) -> None:
         """Take a stage's window as the next input, remembering what it did."""
+        self.view = None
         record = window.record
         self.records.append(record)
         self.labels.append(stage.label)
