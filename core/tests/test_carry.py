@@ -27,6 +27,7 @@ from ctxwindow import (
     Windower,
     get_counter,
 )
+from ctxwindow._selection import reaches
 from ctxwindow.errors import ContractViolation, InvalidSelection
 from ctxwindow.testing.conversations import agent_histories, agent_loop, user
 
@@ -117,6 +118,8 @@ class Clears(BaseStrategy):
             note = dataclasses.replace(message, content="[a note]", metadata={"synthetic": True})
             selection.stand_ins[call] = note  # the unit is kept: a valid stand-in
             self.added.append(call)
+        elif tamper == "unkeep" and carried:  # a carried unit out of the window by hand
+            selection.kept.discard(history.unit_of(carried[0]))
         elif tamper == "redecide":
             selection.drop(history.unit_of(carried[0]) if carried else 0, "again")
 
@@ -228,6 +231,22 @@ def test_a_stand_in_taken_out_by_hand_after_carrying_is_seen() -> None:
     assert forgotten >= 5
 
 
+def test_a_carried_kept_unit_taken_out_by_hand_is_the_strategys_problem_named() -> None:
+    """The record of carried units is taken over from the last visit's, with its
+    stand-ins' units marked replaced: a kept set changed by hand is still named as the
+    selection's problem, not as an action the strategy never gave."""
+    strategy, conversation = Clears(tamper="unkeep"), Conversation()
+    for step in steps(60, seed=4)[:12]:
+        conversation.extend(step)
+        try:
+            visit(strategy, conversation)
+        except ContractViolation as violation:
+            assert "is recorded as kept but is not in the window" in str(violation)
+            assert "replaced" not in str(violation)
+            return
+    pytest.fail("no carried unit with a stand-in was taken out of the window")
+
+
 def test_a_stand_in_put_in_by_hand_among_the_carried_units_is_sent() -> None:
     strategy, conversation = Clears(tamper="add"), Conversation()
     for step in steps(60, seed=5)[:12]:
@@ -331,3 +350,12 @@ def test_carried_units_stay_decided_and_a_made_message_goes_after_them() -> None
         with pytest.raises(InvalidSelection, match="carried from an earlier visit"):
             decide()
     selection.keep(carried, "a unit of this visit's own")
+
+
+@given(
+    keys=st.sets(st.integers(0, 199), max_size=60),
+    start=st.integers(0, 200),
+)
+def test_reaches_says_whether_any_key_is_start_or_more(keys: set[int], start: int) -> None:
+    as_dict = dict.fromkeys(keys)
+    assert reaches(as_dict, start, 200) is any(key >= start for key in keys)

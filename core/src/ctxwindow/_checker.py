@@ -246,6 +246,7 @@ def record_problems(
     count: int,
     decided: Decided | None = None,
     carried: tuple[int, set[int]] | None = None,
+    own: Mapping[int, str] | None = None,
 ) -> list[str]:
     """Whether the actions (what the record says) and the kept set (what the window
     holds) agree: the same units kept, and only the strategy's three actions.
@@ -254,7 +255,9 @@ def record_problems(
     other unit is dropped; then the check costs what was decided (a run as one), not the
     length of the history. ``carried``: with ``decided``, the units below ``carried[0]``
     were decided as on an earlier visit (``Selection.carry``), whose checked kept set
-    held ``carried[1]`` of them: the decisions about those are not gone over again."""
+    held ``carried[1]`` of them: the decisions about those are not gone over again.
+    ``own``: with ``carried``, the units from ``carried[0]`` on decided one by one, when
+    ``decided.given`` holds the carried ones as the runner recorded them (``replaced``)."""
     agrees = decided is not None and _agrees(decided, kept, carried, count)
     problems = [] if agrees else _kept_problems(actions, kept, count)
     if problems or decided is None:
@@ -268,7 +271,7 @@ def record_problems(
             problems = _unexpected_actions([(start, action)], kept)
         if problems:
             return problems
-    return _given_problems(given, kept)
+    return _given_problems(own if own is not None and agrees else given, kept)
 
 
 def _kept_problems(actions: Sequence[str], kept: set[int], count: int) -> list[str]:

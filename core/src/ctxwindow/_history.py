@@ -31,7 +31,7 @@ from ctxwindow._messages import (
     simple_entries,
     simple_message,
 )
-from ctxwindow._selection import Selection
+from ctxwindow._selection import Selection, reaches
 from ctxwindow._tokens import TokenCounter, direct
 from ctxwindow._units import Defect, Unit, answered_twice, orphan_result, unanswered_calls
 from ctxwindow.kit._prefixes import CHECKED, as_now, contents_unchanged, first_changed
@@ -1186,9 +1186,9 @@ class History:
         units), counted already: the same messages, carried from the visit of ``old``
         (see ``Selection.carry``)."""
         replacements, changes = old._replacements, old._unit_change
-        if replacements and max(replacements) >= position:  # else all, at C speed
+        if reaches(replacements, position, len(old)):  # else all, at C speed
             replacements = {at: pair for at, pair in replacements.items() if at < position}
-        if changes and max(changes) >= units:
+        if reaches(changes, units, len(old.units)):
             changes = {unit: change for unit, change in changes.items() if unit < units}
         self._replacements.update(replacements)
         self._unit_change.update(changes)

@@ -80,9 +80,13 @@ class Carried(NamedTuple):
     outcome: Outcome
     units: int
     position: int
-    #: The units of those kept, and the stand-ins they hold (position, message).
+    #: The units of those kept, and the stand-ins they hold (by position, in the
+    #: order they were given: the earlier visit's own, read only).
     kept: set[int]
-    stand_ins: list[tuple[int, Message]]
+    stand_ins: Mapping[int, Message]
+    #: How many of the selection's decisions by unit are carried: they come first,
+    #: this visit's own after them.
+    decided: int
 
 
 class Selection:
@@ -232,21 +236,23 @@ class Selection:
         below = list(map(count.__gt__, earlier))  # at C speed: thousands of units
         carried = itertools.compress(earlier, below)
         decided.update(zip(carried, itertools.compress(earlier.values(), below), strict=True))
+        taken = len(decided)
         decided.update(own)
         self._runs = [
             (start, min(stop, count), action, reason)
             for start, stop, action, reason in runs
             if start < count
         ]
-        kept = _below(chosen.kept, count)
+        old = outcome.history
+        kept = _below(chosen.kept, count, len(old.units))
         self.kept = kept | self.kept
         stand_ins = chosen.stand_ins
-        if stand_ins and max(stand_ins) >= position:
+        if reaches(stand_ins, position, len(old)):
             stand_ins = {at: m for at, m in stand_ins.items() if at < position}
         self.stand_ins.update(stand_ins)  # empty before: these come first
         self.scores.update((unit, s) for unit, s in chosen.scores.items() if unit < count)
         self._locked, self._open = count, None
-        self._carried = Carried(outcome, count, position, kept, list(stand_ins.items()))
+        self._carried = Carried(outcome, count, position, kept, stand_ins, taken)
         return count
 
     def keep(self, unit: int | range, reason: str, score: float | None = None) -> None:
@@ -500,17 +506,24 @@ def _carriable(
     return outcome, count, position
 
 
-def _below(units: set[int], stop: int) -> set[int]:
-    """The units of ``units`` below ``stop``, in time linear in the smaller part: a copy
-    less the units from ``stop`` on when most are below (a transform keeps them all)."""
-    if not units:
-        return set()
-    top = max(units)
-    if top - stop < stop:
+def _below(units: set[int], stop: int, count: int) -> set[int]:
+    """The units of ``units`` (units of ``count``: checked by the runner) below
+    ``stop``, in time linear in the smaller part: a copy less the units from ``stop``
+    on when most are below (a transform keeps them all)."""
+    if count - stop < stop:
         below = set(units)
-        below.difference_update(range(stop, top + 1))
+        below.difference_update(range(stop, count))
         return below
     return units.intersection(range(stop))
+
+
+def reaches(keys: Collection[int], start: int, stop: int) -> bool:
+    """Whether any of ``keys`` (ints below ``stop``) is ``start`` or more, going over
+    the shorter of the two: the few positions an earlier visit saw past what a carried
+    visit takes over, not its thousands of stand-ins."""
+    if stop - start < len(keys):
+        return any(map(keys.__contains__, range(start, stop)))
+    return any(map(start.__le__, keys))
 
 
 def _below_is(units: set[int], stop: int, count: int, before: set[int]) -> bool:

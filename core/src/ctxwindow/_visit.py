@@ -39,7 +39,7 @@ from ctxwindow._history import (
 )
 from ctxwindow._messages import ContentPart, Message, content_as_sent
 from ctxwindow._recent import RECENT
-from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below_is
+from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below_is, reaches
 from ctxwindow._window import (
     Decision,
     DecisionRun,
@@ -212,6 +212,39 @@ def _by_unit(
 _first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
+def _carried_by_unit(
+    made: Decisions, carried: Carried, count: int
+) -> tuple[_ByUnit[str], _ByUnit[str | None], dict[int, str]] | None:
+    """The runner's copy of a carried selection's actions and reasons (see
+    :func:`_by_unit`), and the actions this visit decided itself: for the carried units
+    the carried visit's checked copy (its stand-ins' units marked ``replaced``, as they
+    are again when every carried stand-in is as it was), copied whole at C speed, less
+    its units from the first not carried on; then this visit's decisions (those after
+    the carried ones in ``made``: see :meth:`Selection.carry`). A turn that carries a
+    transform's thousands of decisions then costs two dict copies, not a pass over
+    each. None when that copy is not held by unit."""
+    earlier = carried.outcome.chosen
+    actions, reasons = earlier.actions, earlier.reasons
+    if not (isinstance(actions, _ByUnit) and isinstance(reasons, _ByUnit)):
+        return None
+    decided, runs = made
+    own = list(itertools.islice(decided.items(), carried.decided, None))
+    units, seen = carried.units, len(actions)
+    given_actions, given_reasons = dict(actions.given), dict(reasons.given)
+    for given in (given_actions, given_reasons):
+        if reaches(given, units, seen):
+            for unit in range(units, seen):
+                given.pop(unit, None)
+    own_actions = {unit: action for unit, (action, _) in own}
+    given_actions.update(own_actions)
+    given_reasons.update((unit, reason) for unit, (_, reason) in own if reason is not None)
+    return (
+        _ByUnit(count, "dropped", given_actions, [run[:3] for run in runs]),
+        _ByUnit(count, None, given_reasons, [(*run[:2], run[3]) for run in runs]),
+        own_actions,
+    )
+
+
 @dataclasses.dataclass
 class _Chosen:
     """The runner's own copy of a strategy's selection, checked: a Selection changed
@@ -234,6 +267,10 @@ class _Chosen:
     #: changed): only those are checked, counted and laid out again.
     carried: Carried | None = None
     fresh_stand_ins: dict[int, Message] | None = None
+    #: The actions were taken over from the carried visit's copy, its stand-ins' units
+    #: marked ``replaced`` there (see :func:`_carried_by_unit`): only the fresh ones
+    #: are marked here.
+    premarked: bool = False
 
     def reason(self, unit: int) -> str:
         return self.reasons[unit] or self.default_reason
@@ -547,15 +584,14 @@ class Visit:
             self.notes.append(_turn_note(history, chosen, gone))
         carried = chosen.carried
         fresh = chosen.stand_ins
-        if carried is not None and _as_before(chosen, carried):
+        if carried is not None and _as_before(chosen.stand_ins, chosen.fresh_stand_ins, carried):
             history._take_replacements(carried.outcome.history, carried.position, carried.units)
             fresh = chosen.fresh_stand_ins or {}
         else:
             carried = None
         for position, message in fresh.items():
             history._replace(position, message)  # checked: counted from here on
-        if chosen.stand_ins:
-            _mark_replaced(history, chosen)
+        _mark_replaced(history, chosen.actions, fresh if chosen.premarked else chosen.stand_ins)
         limit = self.limit if self.bounded else None
         # whole units in order, laid out by the runs of them, made messages between
         runs = _unit_runs(history, chosen.kept)
@@ -638,7 +674,13 @@ class Visit:
             problem = f"its selection's default_reason is {default!r}, not a non-empty string"
             raise self.windower.violation([problem])
         made = selection._decisions()
-        actions, reasons = _by_unit(selection, made)
+        carried_in = selection._carried
+        stand_ins = dict(selection.stand_ins)
+        fresh = _fresh(stand_ins, carried_in) if carried_in is not None else None
+        taken = None
+        if made is not None and carried_in is not None and _as_before(stand_ins, fresh, carried_in):
+            taken = _carried_by_unit(made, carried_in, count)
+        actions, reasons = _by_unit(selection, made) if taken is None else taken[:2]
         unit_scores, unit_scores_problem = _own_copy(selection.unit_scores, count)
         chosen = _Chosen(
             actions=actions,
@@ -650,21 +692,18 @@ class Visit:
             synthetic=list(selection.synthetic),
             notes=tuple(map(str, selection.notes)),
             llm=selection.llm,
-            stand_ins=dict(selection.stand_ins),
+            stand_ins=stand_ins,
             stages=tuple(selection.stages),
             decisions=made,
-            carried=selection._carried,
+            carried=carried_in,
+            fresh_stand_ins=fresh,
+            premarked=taken is not None,
         )
-        if chosen.carried is not None:
-            chosen.fresh_stand_ins = _fresh(chosen.stand_ins, chosen.carried)
         problems = []
         if len(chosen.actions) != count or len(chosen.reasons) != count:
             problems.append(f"the selection must hold one action and reason per unit ({count})")
         else:
-            by_unit = chosen.actions if isinstance(chosen.actions, _ByUnit) else None
-            carried = chosen.carried
-            before = (carried.units, carried.kept) if carried is not None else None
-            problems.extend(record_problems(chosen.actions, chosen.kept, count, by_unit, before))
+            problems.extend(self._record_problems(selection, chosen, taken))
         problems.extend(synthetic_problems(chosen.synthetic, count))
         summarizes = selection._summarizes or made is None  # else none is summarized
         if summarizes and not chosen.synthetic and not problems and _any_summarized(chosen.actions):
@@ -674,9 +713,9 @@ class Visit:
             )
         if unit_scores_problem:
             problems.append(unit_scores_problem)
-        stand_ins = history._replacements
-        if stand_ins.keys() != self.replaced.keys() or any(
-            stand_ins[p][0] is not m for p, m in self.replaced.items()
+        replacements = history._replacements
+        if replacements.keys() != self.replaced.keys() or any(
+            replacements[p][0] is not m for p, m in self.replaced.items()
         ):
             problems.append("the strategy replaced messages of its history; only the host may")
         problems.extend(  # those carried were checked on their visit, for these messages
@@ -693,6 +732,29 @@ class Visit:
         if problems:
             raise self.windower.violation(problems)
         return chosen
+
+    def _record_problems(
+        self,
+        selection: Selection,
+        chosen: _Chosen,
+        taken: tuple[_ByUnit[str], _ByUnit[str | None], dict[int, str]] | None,
+    ) -> list[str]:
+        """What :func:`record_problems` finds in the chosen record. Actions taken over
+        from the carried visit mark its stand-ins' units ``replaced``: only this visit's
+        own decisions are gone over, and when the record does not agree with the kept
+        set, it is read again from the selection, so that the problem named is the
+        strategy's."""
+        count, carried = len(self.history.units), chosen.carried
+        before = (carried.units, carried.kept) if carried is not None else None
+        by_unit = chosen.actions if isinstance(chosen.actions, _ByUnit) else None
+        own = taken[2] if taken is not None else None
+        problems = record_problems(chosen.actions, chosen.kept, count, by_unit, before, own)
+        if problems and taken is not None:
+            chosen.actions, chosen.reasons = _by_unit(selection, chosen.decisions)
+            chosen.premarked = False
+            by_unit = chosen.actions if isinstance(chosen.actions, _ByUnit) else None
+            problems = record_problems(chosen.actions, chosen.kept, count, by_unit, before)
+        return problems
 
     def untouched(self) -> Window[Any]:
         history = self.history
@@ -859,11 +921,13 @@ def _earlier_runs(chosen: _Chosen) -> _Earlier | None:
     return _Earlier(runs, carried.units, record.get("_tally"))
 
 
-def _as_before(chosen: _Chosen, carried: Carried) -> bool:
+def _as_before(
+    stand_ins: dict[int, Message], fresh: dict[int, Message] | None, carried: Carried
+) -> bool:
     """Whether every stand-in carried is as it was (checked and counted on its visit,
     for these very messages) and none is new among the carried units."""
-    fresh = chosen.fresh_stand_ins or {}
-    return len(chosen.stand_ins) - len(fresh) == len(carried.stand_ins) and all(
+    fresh = fresh or {}
+    return len(stand_ins) - len(fresh) == len(carried.stand_ins) and all(
         position >= carried.position for position in fresh
     )
 
@@ -872,19 +936,23 @@ def _fresh(stand_ins: dict[int, Message], carried: Carried | None) -> dict[int, 
     """The stand-ins not carried as they were from an earlier visit (all, with none)."""
     if carried is None:
         return stand_ins
-    count = len(carried.stand_ins)  # carry() put them first, in order
-    if list(itertools.islice(stand_ins.items(), count)) == carried.stand_ins:
+    before = carried.stand_ins
+    count = len(before)  # carry() put them first, in order: compared as lists at C speed
+    if list(itertools.islice(stand_ins, count)) == list(before) and list(
+        itertools.islice(stand_ins.values(), count)
+    ) == list(before.values()):
         return dict(itertools.islice(stand_ins.items(), count, None))
-    before, position = dict(carried.stand_ins), carried.position
+    position = carried.position
     return {at: m for at, m in stand_ins.items() if at >= position or before.get(at) is not m}
 
 
-def _mark_replaced(history: History, chosen: _Chosen) -> None:
-    """The record says ``replaced`` of each unit a stand-in went into."""
-    if not chosen.stand_ins:
+def _mark_replaced(
+    history: History, actions: list[str] | _ByUnit[str], stand_ins: Mapping[int, Message]
+) -> None:
+    """The record says ``replaced`` of each unit one of ``stand_ins`` went into."""
+    if not stand_ins:
         return
-    units = map(history._unit_of.__getitem__, chosen.stand_ins)
-    actions = chosen.actions
+    units = map(history._unit_of.__getitem__, stand_ins)
     if isinstance(actions, _ByUnit):
         actions.given.update(zip(units, itertools.repeat("replaced")))
     else:
@@ -960,7 +1028,11 @@ def _carried_output(
             break
         stop = min(run_stop, position)
         size = len(head)
-        head.extend(earlier[size : size + stop - start])
+        if size:
+            head.extend(earlier[size : size + stop - start])
+        else:  # one slice, not two copies: a transform's window is one run
+            first = earlier[: stop - start]
+            head = first if type(first) is list else list(first)
         if read is originals:  # a Conversation's own objects: its list only grows
             continue
         # the caller's objects that are not the earlier visit's, compared at C speed
