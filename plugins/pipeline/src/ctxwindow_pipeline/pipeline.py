@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
+import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -39,6 +40,9 @@ from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 #: At most this many messages of the first stage's input may differ (as objects) from
 #: the last visit's for the pipeline to start from that visit's bookkeeping.
 MOST_READ_AGAIN = 64
+#: At most this many kept reasons (and a 32nd of those below) are kept apart on top of
+#: the others from visit to visit before they are folded in (see :class:`_Reasons`).
+MOST_ON_TOP = 64
 NOT_AS_RECORDED = "its window does not hold the very messages its record says it kept"
 T = TypeVar("T")
 KEPT_ALL_FIT = "every stage found its input within the budget"
@@ -386,19 +390,62 @@ class _AfterFirst(NamedTuple):
     decisions: Sequence[Any]
     messages: list[Any]
     origins: list[_Origin]
-    kept_reason: dict[int, str]
+    kept_reason: _Reasons
     replaced_reason: dict[int, str]
+
+
+class _Reasons(NamedTuple):
+    """Why the first stage kept each unit, as a visit left it for the next ones to read
+    without copying every unit's: ``below``'s reasons for the units under ``limit``,
+    under ``top``'s. Neither dict changes once stored (a later visit, or one on a
+    branch, copies ``top`` to write over), so visits may share them."""
+
+    below: dict[int, str]
+    limit: int
+    top: dict[int, str]
+
+    def get(self, unit: int) -> str | None:
+        """The unit's reason, None when it has none."""
+        why = self.top.get(unit)
+        if why is None and unit < self.limit:
+            return self.below.get(unit)
+        return why
+
+    def carried(self, units: int) -> tuple[_Reasons, dict[int, str]]:
+        """For a visit that carries the units under ``units``: these reasons but
+        ``top``'s, which come back as a copy for the visit to write its own over (see
+        :func:`_before`)."""
+        return self._replace(limit=min(self.limit, units), top={}), _before(self.top, units)
+
+    def settled(self) -> _Reasons:
+        """These reasons, ``top`` folded into ``below`` once it has grown past a small
+        share of it: a visit then copies a few hundred reasons, not every unit's, and
+        the fold (every unit's) comes once in many visits."""
+        if len(self.top) <= len(self.below) // 32 + MOST_ON_TOP:
+            return self
+        merged = (
+            {unit: why for unit, why in self.below.items() if unit < self.limit}
+            if self.below
+            else self.top  # nothing below: the top itself, no longer written
+        )
+        if merged is not self.top:
+            merged.update(self.top)
+        return _Reasons(merged, sys.maxsize, {})
+
+
+#: No reasons yet (a visit that starts from none).
+NO_REASONS = _Reasons({}, 0, {})
 
 
 def _before(by_unit: dict[int, T], units: int) -> dict[int, T]:
     """A copy of ``by_unit`` without the units from ``units`` on. Those come last: the
     first stage goes over its decisions in order, and what :class:`_AfterFirst` keeps
-    of it was made so (the last visit's, then this one's newer decisions)."""
+    of it was made so (the last visit's, then this one's newer decisions). Taken off
+    the end (popitem), the copy has no holes: copying it on the next visit stays a
+    block copy, not an entry-by-entry one."""
     kept = dict(by_unit)
-    for unit in reversed(by_unit):
-        if unit < units:
-            break
-        del kept[unit]
+    while kept and next(reversed(kept)) >= units:
+        kept.popitem()
     return kept
 
 
@@ -411,6 +458,14 @@ def _equal(these: Sequence[Any], those: Sequence[Any], count: int) -> bool:
         return bool(these[:count] == those[:count])
     except Exception:
         return False
+
+
+def _same_for(these: Sequence[Any], those: Sequence[Any]) -> int:
+    """How many leading items the two share as the very same objects: one pass at C
+    speed that stops at the first other one (a run of decisions carried from turn to
+    turn is thousands long, and only the newest few are new)."""
+    others = map(operator.is_not, these, those)
+    return next(itertools.compress(itertools.count(), others), min(len(these), len(those)))
 
 
 def _differing(these: Sequence[Any], those: Sequence[Any], count: int) -> Iterator[int]:
@@ -428,7 +483,10 @@ class _Run:
         self.items: list[Any] = []
         self.origins: list[_Origin] = []
         self.fate = _Fates()
+        #: Why each unit was kept: this visit's reasons (written here) over those of
+        #: ``kept_first`` (the first stage's, shared with other visits: never written).
         self.kept_reason: dict[int, str] = {}
+        self.kept_first = NO_REASONS
         self.replaced_reason: dict[int, str] = {}
         self.records: list[WindowRecord] = []
         self.labels: list[str] = []
@@ -537,22 +595,34 @@ class _Run:
             else origins  # type: ignore[assignment]  # no made message: none is None
         )
         if self.read is not None and stage.index == 0:  # for the next visit to start from
-            self.read.after_first = (
-                _AfterFirst(
+            self.read.after_first = None
+            if in_place:
+                self.read.after_first = _AfterFirst(
                     windower.budget,
                     self.items,
                     before,
                     decisions,
                     items,
                     final,
-                    dict(kept_reason),
+                    self._first_reasons(),
                     dict(replaced_reason),
                 )
-                if in_place
-                else None
-            )
         self.items, self.origins = items, final
         self.aligned = self.aligned and in_place
+
+    def _first_reasons(self) -> _Reasons:
+        """The first stage's kept reasons, for the next visit to share: the later
+        stages write theirs to a dict of their own over them, not to a copy."""
+        self.kept_first = _Reasons(*self.kept_first[:2], self.kept_reason).settled()
+        self.kept_reason = {}
+        return self.kept_first
+
+    def kept_why(self, unit: int) -> str:
+        """Why the stages kept ``unit`` (the last one's word on it)."""
+        why = self.kept_reason.get(unit)
+        if why is None:
+            why = self.kept_first.get(unit)
+        return KEPT_ALL_FIT if why is None else why
 
     def _walk(
         self, windower: Windower, window: Window[Any], decisions: Sequence[Any]
@@ -594,7 +664,9 @@ class _Run:
         (each item not the input's very object must stand in for it). Before
         ``position``, the last visit's, but at the positions ``differ`` names (a
         message pinned anew: equal, not the same object), read here."""
-        origins = (last.origins[:position] if last and position else []) + self.origins[position:]
+        # one copy of the last visit's (a sum of two slices would copy it twice)
+        origins = last.origins[:position] if last and position else []
+        origins.extend(self.origins[position:])
         items = self.items
         for at in differ:
             origins[at] = self.origins[at]
@@ -617,8 +689,7 @@ class _Run:
         same input there: this visit's bookkeeping starts from the last one's for those,
         but at the positions whose input or window item is not the last one's very
         object (a message pinned anew), also returned. (0, 0, []): none."""
-        same = list(map(operator.is_, decisions, last.decisions))
-        count = same.index(False) if False in same else len(same)
+        count = _same_for(decisions, last.decisions)
         while count and not isinstance(decisions[count - 1].positions, range):
             count -= 1
         if not count:
@@ -641,7 +712,7 @@ class _Run:
         if len(differ) > MOST_READ_AGAIN:  # a list rebuilt from equal messages: read it all
             return 0, 0, []
         units = max(last.origins[position - 1].covers, default=-1) + 1 if position else 0
-        self.kept_reason = _before(last.kept_reason, units)
+        self.kept_first, self.kept_reason = last.kept_reason.carried(units)
         self.replaced_reason = _before(last.replaced_reason, units)
         return count, position, differ
 
@@ -690,11 +761,11 @@ class _Run:
             if origin.position is None
             for unit in origin.covers
         }
-        _decide(selection, self.fate, summarized, present, self.kept_reason)
+        _decide(selection, self.fate, summarized, present, self.kept_why)
         for origin in self.origins:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
-                reason = self.kept_reason.get(unit, KEPT_ALL_FIT)
+                reason = self.kept_why(unit)
                 selection.replace(origin.position, _as_message(origin.stand_in), reason)
         count = len(history.units)
         for index, origin in enumerate(self.origins):
@@ -747,7 +818,7 @@ def _decide(
     fates: _Fates,
     summarized: Mapping[int, str | None],
     present: set[int],
-    kept_reason: Mapping[int, str],
+    kept_why: Callable[[int], str],
 ) -> None:
     """Write the units' fates into a fresh selection: the stages' runs a call each (split
     around the must-keep units, left as the selection has them), then each unit's own
@@ -765,7 +836,7 @@ def _decide(
         if fate is not None:
             own[unit] = fate
     for unit in present:
-        own[unit] = ("kept", kept_reason.get(unit, KEPT_ALL_FIT))
+        own[unit] = ("kept", kept_why(unit))
     for unit in apart:
         own.pop(unit, None)
     fates_given = list(own.values())  # most drop their units: those in one call
