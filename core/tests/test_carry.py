@@ -194,6 +194,23 @@ def test_plain_lists_rebuilt_and_taken_back_give_this_calls_objects() -> None:
     assert sum(1 for first in strategy.carried if first) >= 20
 
 
+def test_one_list_grown_and_given_equal_copies_in_place_gives_this_calls_objects() -> None:
+    """The same list object every call, grown, with some messages put back in place as
+    equal copies: the window gives back the objects the list holds now, not the ones
+    the carried visit sent."""
+    strategy = Clears()
+    history: list[dict[str, Any]] = []
+    for number, step in enumerate(steps(120, seed=6)):
+        history.extend(step)
+        if number % 3 == 2:
+            for position in range(0, len(history), 7):
+                history[position] = dict(history[position])
+        window = visit(strategy, history)
+        ours = {id(message) for message in history}
+        assert all(id(item) in ours for item in window.messages if "metadata" not in item)
+    assert sum(1 for first in strategy.carried if first) >= 20
+
+
 @settings(max_examples=40, deadline=None)
 @given(agent_histories(max_rounds=24), st.lists(st.integers(1, 9), min_size=1, max_size=6))
 def test_carrying_through_any_agent_loop_changes_nothing(

@@ -1020,7 +1020,10 @@ def _carried_output(
     if not _below_is(chosen.kept, carried.units, len(history.units), carried.kept):
         return None
     originals, earlier = history._originals, outcome.output
-    read = outcome.history._originals  # the caller's objects the earlier output was made of
+    # a Conversation's own list only grows: the very objects the earlier output holds.
+    # A caller's list may hold others by now (rebuilt, or the same list given equal
+    # copies in place): compared with what the earlier output sent
+    grown = outcome.history._originals is originals is history.conversation._originals
     head: list[Any] = []
     stand_ins = outcome.chosen.stand_ins
     for start, run_stop in outcome.layout:
@@ -1028,16 +1031,18 @@ def _carried_output(
             break
         stop = min(run_stop, position)
         size = len(head)
+        sent = earlier[size : size + stop - start]
+        if not isinstance(sent, list):
+            sent = list(sent)
         if size:
-            head.extend(earlier[size : size + stop - start])
-        else:  # one slice, not two copies: a transform's window is one run
-            first = earlier[: stop - start]
-            head = first if type(first) is list else list(first)
-        if read is originals:  # a Conversation's own objects: its list only grows
+            head.extend(sent)
+        else:  # one copy, not two: a transform's window is one run
+            head = sent
+        if grown:
             continue
-        # the caller's objects that are not the earlier visit's, compared at C speed
-        # (none, turn after turn), but where a stand-in (the runner's own) is sent
-        others = map(operator.is_not, read[start:stop], originals[start:stop])
+        # the caller's objects that are not those sent, compared at C speed (none,
+        # turn after turn), but where a stand-in (the runner's own) is sent
+        others = map(operator.is_not, sent, originals[start:stop])
         for at in itertools.compress(range(start, stop), others):
             if at not in stand_ins:
                 head[size + at - start] = originals[at]
