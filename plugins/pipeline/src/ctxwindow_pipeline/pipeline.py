@@ -423,13 +423,10 @@ class _Reasons(NamedTuple):
         the fold (every unit's) comes once in many visits."""
         if len(self.top) <= len(self.below) // 32 + MOST_ON_TOP:
             return self
-        merged = (
-            {unit: why for unit, why in self.below.items() if unit < self.limit}
-            if self.below
-            else self.top  # nothing below: the top itself, no longer written
-        )
-        if merged is not self.top:
-            merged.update(self.top)
+        if not self.below:  # the top itself, no longer written
+            return _Reasons(self.top, sys.maxsize, {})
+        merged = {unit: why for unit, why in self.below.items() if unit < self.limit}
+        merged.update(self.top)
         return _Reasons(merged, sys.maxsize, {})
 
 
