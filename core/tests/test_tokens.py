@@ -609,6 +609,25 @@ def test_hf_counter_in_select(hf_tokenizer: tuple[Any, Path]) -> None:
     assert window.record.tokens_before == sum(3 + len(tokenizer.encode(t).ids) for t in SENTENCES)
 
 
+def test_hf_counts_whole_texts_whatever_the_file_says_of_truncation_and_padding(
+    hf_tokenizer: tuple[Any, Path],
+) -> None:
+    """A model's tokenizer.json truncates to the model's length and may pad: a counter
+    that kept either would count a long message as short and a short one as long."""
+    tokenizer, path = hf_tokenizer
+    tokenizer.enable_truncation(4)
+    tokenizer.enable_padding(length=32)
+    tokenizer.save(str(path))
+    counter = ctxwindow.get_counter(f"hf:{path}")
+    long = " ".join(SENTENCES)
+    assert counter.count_text(long) == len(long.split()) == 25  # not the 4 it truncates to
+    assert counter.count_text("mat") == 1  # not the 32 it pads to
+    messages = [{"role": "user", "content": long}, {"role": "user", "content": "mat"}]
+    window = ctxwindow.select(messages, 20, counter=f"hf:{path}")
+    assert window.record.tokens_before == 28 + 4
+    assert window.messages == [messages[1]]  # the long one does not fit as 7 tokens
+
+
 def test_hf_missing_file(tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")
     missing = tmp_path / "nowhere" / "tokenizer.json"

@@ -216,6 +216,10 @@ def hf_counter(path: str | None) -> EncodingCounter:
     if not file.is_file():
         raise InvalidOption(f"hf counter: no tokenizer file at {str(file)!r}")
     tokenizer = Tokenizer.from_file(str(file))
+    # a tokenizer.json saved for a model holds its input settings: truncation at the
+    # model's length would undercount a long message, padding overcount a short one
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
 
     def length(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
