@@ -288,6 +288,42 @@ def test_truncate_cuts_a_huge_request_and_its_tool_result_to_one_size(older: boo
     assert "oversize='truncate'" in str(caught.value)
 
 
+class ModelMessage:
+    """A message object read through ``model_dump()``, as the openai SDK's (or any
+    pydantic model of the chat format) is: no dict, no ctxwindow Message."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def model_dump(self, exclude_none: bool = False) -> dict[str, Any]:
+        if exclude_none:
+            return {key: value for key, value in self.fields.items() if value is not None}
+        return dict(self.fields)
+
+
+def test_message_objects_cut_to_fit_come_back_as_dicts_of_their_fields_marked() -> None:
+    """Found by an agent-loop user's review: a cut (or any stand-in) of a message object
+    raised TypeError ('... is not a mapping'). Each cut copy says what it stands for,
+    the newest user message's as the tool result's."""
+    messages = [
+        ModelMessage(role="system", content="sys", name=None),
+        ModelMessage(role="user", content="Here is the log:\n" + "ERROR line\n" * 2_000),
+        ModelMessage(role="assistant", content=None, tool_calls=[calls("grep")["tool_calls"][0]]),
+        ModelMessage(role="tool", tool_call_id="grep", content="match " * 3_000),
+    ]
+    window = ctxwindow.select(messages, 2_000, "newest", oversize="truncate")
+    assert window.tokens <= 2_000
+    assert window.messages[0] is messages[0] and window.messages[2] is messages[2]
+    request, output = window.messages[1], window.messages[3]
+    assert request["role"] == "user" and request["content"].startswith("Here is the log:")
+    assert request["metadata"] == {"truncated": True, "stands_in_for": 1}
+    assert output["tool_call_id"] == "grep" and output["content"].startswith("match")
+    assert output["metadata"] == {"truncated": True, "stands_in_for": 3}
+    assert "name" not in window.messages[1] and messages[1].fields["content"].endswith("line\n")
+    sent = ctxwindow.to_openai(window.messages)
+    assert all("metadata" not in message for message in sent)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.tuples(st.integers(1, 40), st.integers(0, 9_000)), min_size=0, max_size=3),

@@ -756,14 +756,20 @@ def to_openai(messages: Iterable[Any]) -> list[dict[str, Any]]:
     for index, message in enumerate(messages):
         if isinstance(message, Message):
             data: Mapping[str, Any] = message.to_dict()
-        elif isinstance(message, Mapping):
-            read_message(message, index)  # the same clear error for a malformed entry
-            data = message
         else:
-            read_message(message, index)
-            data = _as_request(_dumped(message, index))
+            read_message(message, index)  # the same clear error for a malformed entry
+            data = fields_of(message, index)
         out.append({key: value for key, value in data.items() if key in OPENAI_FIELDS})
     return out
+
+
+def fields_of(message: object, index: int | None = None) -> Mapping[str, Any]:
+    """The fields of a caller's message read as a dict (not a ctxwindow Message): a dict
+    as it is; any other object (the openai SDK's) through its ``model_dump``, as the API
+    takes them back, so that a copy made of it (a stand-in) can be sent."""
+    if isinstance(message, Mapping):
+        return message
+    return _as_request(_dumped(message, index))
 
 
 def _as_request(fields: Mapping[str, Any]) -> dict[str, Any]:

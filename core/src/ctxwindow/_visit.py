@@ -37,7 +37,7 @@ from ctxwindow._history import (
     Conversation,
     History,
 )
-from ctxwindow._messages import ContentPart, Message, content_as_sent
+from ctxwindow._messages import ContentPart, Message, content_as_sent, fields_of
 from ctxwindow._recent import RECENT
 from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below_is, reaches
 from ctxwindow._window import (
@@ -1153,31 +1153,18 @@ def _sent_instead(
     replacements: Mapping[int, Message],
     stand_ins: Mapping[int, Message],
 ) -> Any:
-    """What the window sends in place of message ``position``, in the caller's kind.
+    """What the window sends in place of message ``position``, in the caller's kind: a
+    Message for a Message, else a dict (of an SDK object's fields, for one).
 
-    A strategy's stand-in is the original's fields with the stand-in's content, and
-    metadata that says it was made and which message it stands for; a cut tool result
-    says which one it is."""
+    The original's fields with the stand-in's content (a strategy's stand-in, or the
+    host's cut copy), and metadata that says what it is and which message it stands
+    for: an app tells every cut or made copy apart the same way."""
     original = history.original(position)
-    if position in stand_ins:
-        stand_in = stand_ins[position]
-        metadata = {**stand_in.metadata, "stands_in_for": position}
-        if isinstance(original, Message):
-            return dataclasses.replace(stand_in, metadata=metadata)
-        return {**original, "content": content_as_sent(stand_in), "metadata": metadata}
-    replacement = replacements[position]
-    if replacement.role == "tool":
-        metadata = {**replacement.metadata, "stands_in_for": position}
-        replacement = dataclasses.replace(replacement, metadata=metadata)
+    made = stand_ins[position] if position in stand_ins else replacements[position]
+    metadata = {**made.metadata, "stands_in_for": position}
     if isinstance(original, Message):
-        return replacement
-    if replacement.role == "tool":
-        return {**original, **_content_and_metadata(replacement)}
-    return {**original, "content": content_as_sent(replacement)}
-
-
-def _content_and_metadata(message: Message) -> dict[str, Any]:
-    return {"content": content_as_sent(message), "metadata": dict(message.metadata)}
+        return dataclasses.replace(made, metadata=metadata)
+    return {**fields_of(original, position), "content": content_as_sent(made), "metadata": metadata}
 
 
 def _problem(history: History, defect: Defect) -> str:

@@ -263,15 +263,20 @@ def _stood_in_for(
 ) -> int | None:
     """The input position a stand-in replaces (``metadata.stands_in_for``): a strategy's
     (marked synthetic, never for a must-keep message) or the runner's cut of a current
-    turn's tool result (marked truncated, with the cut marker); checked to keep what
-    pairs a tool exchange. None for any other made message."""
+    turn's tool result or of the newest user message (marked truncated, with the cut
+    marker); checked to keep what pairs a tool exchange. None for any other made
+    message."""
     position = message.metadata.get("stands_in_for")
     if type(position) is not int or not 0 <= position < len(parsed):
         return None
     original = parsed[position]
     if message.metadata.get("truncated"):
-        assert position in cuttable, f"message {position} is not a tool result the runner may cut"
-        assert CUT_MARK in message.text, f"a cut tool result must say so: {message!r}"
+        if original.role == "user":
+            newest = max(i for i, m in enumerate(parsed) if m.role == "user")
+            assert position == newest, f"message {position} is not the newest user message"
+        else:
+            assert position in cuttable, f"message {position} is not a tool result the runner may cut"
+        assert CUT_MARK in message.text, f"a cut message must say so: {message!r}"
     else:
         assert message.synthetic, f"a stand-in must be marked synthetic: {message!r}"
         assert position not in keep, f"must-keep message {position} was replaced"
