@@ -288,6 +288,36 @@ def test_truncate_cuts_a_huge_request_and_its_tool_result_to_one_size(older: boo
     assert "oversize='truncate'" in str(caught.value)
 
 
+@pytest.mark.parametrize("pinned", [False, True])
+def test_small_results_beside_a_cut_one_leave_older_context_its_share(pinned: bool) -> None:
+    """Found by an agent-loop user's fuzzing: a parallel round's two small results were
+    each counted as needing a useful cut's size, so the reserve for older context looked
+    too small and was given up; the big result took all of it and the task statement
+    (well under a quarter of the budget) went, silently."""
+    older = [calls("p"), result("p", "pinned note " * 30)] if pinned else []
+    if pinned:
+        older[0]["metadata"] = {"pinned": True}
+    messages = [
+        {"role": "system", "content": "sys"},
+        user("Refund the order ORD-7 of user u_42, then tell me the balance. " * 4),
+        *older,
+        user("Go on."),
+        calls("a", "log", "b"),
+        result("a", "ok"),
+        result("log", "line of the log " * 3_000),
+        result("b", "ok"),
+    ]
+    budget = 400
+    window = ctxwindow.select(messages, budget, "newest")
+    assert window.tokens <= budget
+    assert messages[1] in window.messages, reasons(window)
+    assert reasons(window)[1] == TASK
+    assert any(
+        n.startswith(f"cut the tool result of message {len(messages) - 2}")
+        for n in window.record.notes
+    )
+
+
 class ModelMessage:
     """A message object read through ``model_dump()``, as the openai SDK's (or any
     pydantic model of the chat format) is: no dict, no ctxwindow Message."""

@@ -477,7 +477,9 @@ class Visit:
         others = history.must_keep_tokens - sum(sizes.values())
         older = len(history.units) > len(history.must_keep)  # units older context holds
         room = self.limit - others - (self.limit // OLDER_SHARE if older else 0)
-        if room < max(len(sharing) * MIN_CUT_TOKENS, _filled(sizes, floors, 0)):
+        # older context's share goes only where each message keeps a useful size (one
+        # smaller than that counted at its own size: it needs no cut)
+        if room < _filled(sizes, floors, MIN_CUT_TOKENS):
             room = self.limit - others
         level = _water_level(sizes, floors, room)
         cut_any = False
