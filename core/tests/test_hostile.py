@@ -335,6 +335,28 @@ def test_api_bad_strategy_names(strategy: Any, kind: type[CtxWindowError], phras
 
 
 @pytest.mark.parametrize(
+    ("strategy", "phrase"),
+    [
+        ("fixed", "got the name 'fixed': build one with ctxwindow.get_strategy('fixed')"),
+        (5, "got int"),
+        (object(), "a str 'name' and a choose(history) method"),
+    ],
+    ids=["a name", "an int", "an object"],
+)
+def test_api_a_windower_given_no_strategy_object(strategy: Any, phrase: str) -> None:
+    """Found by an agent-loop user's review: a name was taken, then each visit failed
+    with AttributeError, and the error handler with it."""
+    _raises_cleanly(lambda: ctxwindow.Windower(strategy, 100), InvalidOption, phrase)
+
+
+def test_api_transform_on_a_strategy_that_has_none_says_what_to_use() -> None:
+    windower = ctxwindow.Windower(ctxwindow.get_strategy("newest"), 100)
+    _raises_cleanly(
+        lambda: windower.transform(GOOD), InvalidOption, "has no transform(): only a strategy"
+    )
+
+
+@pytest.mark.parametrize(
     ("counter", "kind", "phrase"),
     [
         (5, InvalidOption, "counter must be a name"),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ctxwindow._contract import (
     COMMON_OPTIONS,
@@ -55,6 +55,25 @@ if TYPE_CHECKING:
 _COMMON_NAMES = tuple(option.name for option in COMMON_OPTIONS)
 
 
+def _checked_strategy(strategy: object) -> Strategy:
+    """``strategy`` if it is one (a str ``name`` and a ``choose`` method), else
+    InvalidOption saying how to get one: a name is a natural thing to pass here."""
+    if isinstance(getattr(strategy, "name", None), str) and callable(
+        getattr(strategy, "choose", None)
+    ):
+        return cast("Strategy", strategy)
+    if isinstance(strategy, str):
+        raise InvalidOption(
+            f"Windower takes a strategy object, got the name {strategy!r}: build one with "
+            f"ctxwindow.get_strategy({strategy!r}), or pick it by name with "
+            f"ctxwindow.from_config({{'strategy': {strategy!r}, 'budget': ...}})"
+        )
+    raise InvalidOption(
+        f"Windower takes a strategy (an object with a str 'name' and a choose(history) "
+        f"method, such as a BaseStrategy), got {type(strategy).__name__}"
+    )
+
+
 class Windower:
     """Chooses windows with one strategy, budget and counter. Build it with from_config,
     or directly with a strategy object.
@@ -75,7 +94,7 @@ class Windower:
         time_limit: float | None = None,
         on_timeout: str = "raise",
     ) -> None:
-        self.strategy = strategy
+        self.strategy = _checked_strategy(strategy)
         self.budget = check_budget(budget)
         self.counter = get_counter(counter)
         self._distribution = distribution
@@ -122,7 +141,11 @@ class Windower:
         window may stay over the budget, for a stage whose successors fit it (a
         pipeline's message transforms). Everything else is checked as for select."""
         if not callable(getattr(self.strategy, "transform", None)):
-            raise PluginError(f"strategy {self.strategy.name!r} has no transform()")
+            raise InvalidOption(
+                f"strategy {self.strategy.name!r} has no transform(): only a strategy that "
+                "transforms messages for later stages (such as clear_tool_outputs) runs "
+                "through Windower.transform; use select() for this one"
+            )
         return self._run(messages, query, budget, "transform")
 
     async def aselect(
