@@ -45,3 +45,53 @@ def test_a_request_body_comes_back_as_a_body_with_every_other_key(tmp_path: Path
 def test_a_missing_file_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(InvalidMessage, match="does not exist"):
         ctxwindow.read_request(str(tmp_path / "missing.json"))
+
+
+def test_a_request_body_sends_the_messages_the_window_made_with_the_apis_fields_only(
+    tmp_path: Path,
+) -> None:
+    """Found by two users' reviews: the body ``ctxwindow select`` wrote held ctxwindow's
+    ``metadata`` on the messages it made (a cut tool result here), which the API refuses;
+    the caller's own messages go as they came, metadata and all."""
+    pinned = {"role": "user", "content": "keep me", "metadata": {"pinned": True}}
+    messages = [
+        MESSAGES[0],
+        pinned,
+        {"role": "user", "content": "read the log"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "log", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "line\n" * 2_000},
+    ]
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps({"model": "gpt-4o", "messages": messages}), encoding="utf-8")
+    result, window = ctxwindow.read_request(str(path)).select(Windower(Newest(), budget=300))
+    assert window.messages[-1]["metadata"]["truncated"] is True  # the window marks its cut
+    sent = result["messages"]
+    assert sent[:-1] == messages[:-1] and sent[1]["metadata"] == {"pinned": True}
+    assert set(sent[-1]) == {"role", "tool_call_id", "content"}
+    assert sent[-1]["content"] == window.messages[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ('{"model": "m", "messages": "oops"}', "a str 'messages'"),
+        ('{"model": "m"}', "no 'messages'"),
+    ],
+)
+def test_a_json_object_neither_message_nor_body_says_so(
+    tmp_path: Path, text: str, found: str
+) -> None:
+    """Found by a plugin author's review: such a file was read as one line of JSONL and
+    the error was "message 0: unknown role None"."""
+    path = tmp_path / "body.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InvalidMessage) as caught:
+        ctxwindow.read_request(str(path))
+    assert f"no 'role' (not a message) and {found} (not a request body" in str(caught.value)
+    assert str(path) in str(caught.value)

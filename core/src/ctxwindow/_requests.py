@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow._files import parse_messages, read_messages_file
+from ctxwindow._files import FORMAT_HINT, parse_messages, read_messages_file
+from ctxwindow._messages import to_openai
 from ctxwindow._plugins import install_hint, request_formats
 from ctxwindow.errors import InvalidMessage
 
@@ -37,14 +39,24 @@ class SavedRequest:
 
     def select(self, windower: Windower, query: str | None = None) -> tuple[Any, Window[Any]]:
         """(the input windowed in its own shape: a message list, or the body with its
-        messages windowed and every other key kept; the window, whose record counts
+        messages windowed, those the window made with the API's fields only
+        (:func:`sendable`), and every other key kept; the window, whose record counts
         positions in :attr:`messages`)."""
         if self.body is not None and self.format is not None:
             return self.format.select(self.body, windower, query)
         window = windower.select(self.messages, query=query)
         if self.body is None:
             return window.messages, window
-        return {**self.body, "messages": window.messages}, window
+        return {**self.body, "messages": sendable(window.messages, self.messages)}, window
+
+
+def sendable(window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
+    """A window's items as a request body sends them: the caller's own messages as they
+    came; each message the window made (a summary, a cut or cleared copy: each carries
+    ctxwindow's ``metadata``) with the API's fields only (:func:`ctxwindow.to_openai`),
+    since the API knows no ``metadata`` on a message."""
+    originals = set(map(id, history))
+    return [item if id(item) in originals else to_openai([item])[0] for item in window]
 
 
 def read_request(path: str) -> SavedRequest:
@@ -60,17 +72,19 @@ def read_request(path: str) -> SavedRequest:
                 raw = file.read()
         except OSError:  # read_messages_file says what is wrong with the file
             raw = None
-    body = _request_body(raw) if raw is not None else None
+    source = "stdin" if path == "-" else path
+    body = _request_body(raw, source) if raw is not None else None
     if body is not None:
         return SavedRequest(body["messages"], body, _request_format(body))
     if raw is None:
         return SavedRequest(read_messages_file(path))
-    return SavedRequest(parse_messages(raw, "stdin" if path == "-" else path))
+    return SavedRequest(parse_messages(raw, source))
 
 
-def _request_body(raw: bytes) -> dict[str, Any] | None:
+def _request_body(raw: bytes, source: str) -> dict[str, Any] | None:
     """The request body ``raw`` holds (a JSON object with a ``messages`` list and no
-    ``role``), else None."""
+    ``role``), else None (a message list, or one message). A JSON object with neither
+    ``role`` nor a ``messages`` list is an InvalidMessage saying what each would need."""
     text = raw.decode("utf-8-sig", errors="replace").strip()
     if not text.startswith("{"):
         return None
@@ -78,8 +92,17 @@ def _request_body(raw: bytes) -> dict[str, Any] | None:
         body = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(body, dict) or "role" in body or not isinstance(body.get("messages"), list):
+    if not isinstance(body, dict) or "role" in body:
         return None
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        found = "no 'messages'" if messages is None else f"a {type(messages).__name__} 'messages'"
+        raise InvalidMessage(
+            None,
+            f"{source} holds a JSON object with no 'role' (not a message) and {found} "
+            f"(not a request body, whose 'messages' is a list); {FORMAT_HINT}, or a "
+            f"request body holding such a list",
+        )
     return body
 
 
