@@ -143,6 +143,116 @@ def test_the_long_task_is_summarized_in_the_window_not_dropped() -> None:
     assert [d.action for d in window.record.decisions if 0 in d.positions] == ["summarized"]
 
 
+def _lookups(count: int, items: int = 20, item: str = "blender") -> list[dict[str, Any]]:
+    """An agent's rounds: a call to get_order and its JSON result, ``count`` times."""
+    out: list[dict[str, Any]] = []
+    for n in range(count):
+        arguments = json.dumps({"order": f"ORD-{n}"})
+        function = {"name": "get_order", "arguments": arguments}
+        result = {"order": f"ORD-{n}", "status": "shipped", "items": [item] * items}
+        out.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{n}", "type": "function", "function": function}
+        ]})  # fmt: skip
+        out.append({"role": "tool", "tool_call_id": f"c{n}", "content": json.dumps(result)})
+    return out
+
+
+#: A task written as one sentence, no full stop in it (a pasted ticket), whose words are
+#: all new to the summary: longer than any summary of it.
+LONG_TASK = "TASK: customer u_42 wants order ORD-7 refunded to payment method pm_998 " + " ".join(
+    f"then check ticket step{n} against policy clause{n}" for n in range(60)
+)
+
+
+@pytest.mark.parametrize(
+    ("task", "start"),
+    [
+        (LONG_TASK, "User: TASK: customer u_42 wants order ORD-7 refunded"),
+        # a short task run on into filler: cut where the filler starts repeating itself
+        ("TASK: refund ORD-7 for user u_42 " + "please " * 200, "User: TASK: refund ORD-7"),
+    ],
+)
+def test_an_agents_task_in_one_long_sentence_is_cut_into_the_summary(task: str, start: str) -> None:
+    """In an agent's history the task as one sentence too long for the summary was left
+    out (the small tool pieces always fit, so the cut of a piece that fits nowhere never
+    ran), and the summary held none of the user's words though they come first."""
+    counter = ctxwindow.get_counter("approx")
+    texts = _unit_texts([{"role": "user", "content": task}, *_lookups(12)])
+    target = 150
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, target, counter)).text
+    lines = text.removeprefix(PREFIX).split("\n")
+    assert lines[0].startswith(start) and lines[0].endswith("[...]"), text
+    assert "u_42" in lines[0]
+    assert counter.count_text(text) <= target
+
+
+def test_a_task_cut_short_of_its_filler_leaves_the_room_to_the_rest() -> None:
+    """Filled to the room left, the cut was the filler's: "please please ..." took the
+    whole summary and no value of the calls got in."""
+    counter = ctxwindow.get_counter("approx")
+    task = "TASK: refund ORD-7 for user u_42 " + "please " * 200
+    texts = _unit_texts([{"role": "user", "content": task}, *_lookups(12)])
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 150, counter)).text
+    lines = text.removeprefix(PREFIX).split("\n")
+    assert lines[0] == "User: TASK: refund ORD-7 for user u_42 please [...]"
+    assert "Called get_order x12: ORD-0" in text
+
+
+def test_a_users_message_already_in_the_summary_is_not_cut_in_again() -> None:
+    """The cut is for a message with no word in the summary: one whose other sentences
+    are in does not give its long one a stub of a few words the room could hold."""
+    counter = ctxwindow.get_counter("approx")
+    task = "TASK: refund ORD-7 for user u_42. Do not refund shipping. " + LONG_TASK.lower()
+    texts = _unit_texts([{"role": "user", "content": task}, *_lookups(12)])
+    text = ExtractiveSummarizer().summarize(SummaryRequest(None, texts, 150, counter)).text
+    assert "User: TASK: refund ORD-7 for user u_42." in text
+    assert "[...]" not in text, text
+
+
+def test_the_record_says_in_the_summary_of_a_task_whose_words_are_there() -> None:
+    """The record said the task statement was in the summary; the summary had none of
+    its words (the repro: a pasted ticket, too long to be kept verbatim)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a support agent."},
+        {"role": "user", "content": LONG_TASK},
+        *_lookups(12),
+        {"role": "user", "content": "ok go"},
+        *_lookups(1),
+    ]
+    window = ctxwindow.select(messages, 700, "summarize", counter="approx")
+    (action,) = {d.action for d in window.record.decisions if 1 in d.positions}
+    assert action == "summarized"
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    assert "#1" in summary["metadata"]["covers"]
+    assert "User: TASK: customer u_42 wants order ORD-7" in summary["content"]
+
+
+def test_messages_a_sent_summary_was_written_from_and_kept_verbatim_are_said_so() -> None:
+    """The summary's covers named messages the record called only "kept verbatim, in
+    the room the summary leaves": the record and the message it describes disagreed.
+    (The summary is written once per checkpoint, and stands for them once newer
+    messages take their room, so it names them while they are verbatim too.)"""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "agent"},
+        {"role": "user", "content": "TASK: refund ORD-7 for user u_42. Check every order."},
+        *_lookups(12, items=50, item="x"),
+        {"role": "user", "content": "ok go"},
+        *_lookups(1),
+    ]
+    window = ctxwindow.select(messages, 700, "summarize", counter="approx")
+    summary = next(m for m in window.messages if m.get("metadata", {}).get("synthetic"))
+    covers = {int(ref[1:]) for ref in summary["metadata"]["covers"]}
+    said = {p: (d.action, d.reason) for d in window.record.decisions for p in d.positions}
+    also_verbatim = {p for p in covers if said[p][0] == "kept"}
+    assert also_verbatim, "the case needs a message written from and kept verbatim"
+    for position in covers:
+        action, reason = said[position]
+        assert action == "summarized" or "the summary was written from it too" in reason
+    for position, (_, reason) in said.items():
+        if "written from it too" in reason:
+            assert position in covers
+
+
 def test_window_is_a_summary_plus_the_recent_part() -> None:
     messages = history(40)
     window = SummarizeWindow().select(messages, 500)

@@ -8,7 +8,8 @@ once or twice usually names a fact).
 In an agent's history (the strategy hands over texts with roles, see
 ``ctxwindow.kit.unit_text``) the pieces are not alike:
 
-- the user's words are the task and its constraints: they are kept first;
+- the user's words are the task and its constraints: they are kept first (one too long
+  for the room left is cut to fit, when none of its message is in: see :func:`_cut_in`);
 - repeated tool calls collapse into one line per function, with the values they were
   called with (``get_reservation_details x3: ZFA04Y, XEWRD9, M05KNL``);
 - a tool result is read field by field (one piece per top-level field of a JSON
@@ -344,6 +345,7 @@ def _pick(
     covered: set[str] = set()
     users = {index for index, piece in enumerate(pool) if piece.instruction}
     room = _fill(pool, kept, covered, score, room, count, among=users)
+    room = _cut_in(pool, kept, covered, score, room, count, among=users)
     _fill(pool, kept, covered, score, room, count)
     return [pool[index].text for index in sorted(kept, key=lambda i: pool[i].order)]
 
@@ -400,17 +402,81 @@ def _head(
     to fit and marked as cut: a summary that opens the task beats none at all. (Only
     then: pieces that fit but are worth nothing make no summary.)"""
     said = [p for p in fresh if p.instruction] or sorted(fresh, key=lambda p: -score(p.text))
-    if not said or budget <= 0:
-        return []
-    words = said[0].text.split()
+    cut = _cut(said[0].text, budget, count) if said else None
+    return [cut] if cut else []
+
+
+def _cut_in(
+    pool: list[Piece],
+    kept: set[int],
+    covered: set[str],
+    score: Salience,
+    room: int,
+    count: Callable[[str], int],
+    among: Collection[int],
+) -> int:
+    """The first of the user's sentences (of those ``among``) left out for being too
+    long for the room left, none of whose message is in the summary, cut at a word to
+    fit and marked as cut (it replaces the whole in ``pool``). A task written as one
+    long sentence, or a short one run on into filler, is the user's words too, and in
+    an agent's history the small pieces always fit, so :func:`_head` never runs there:
+    the summary would stand for the task without a word of it. Gives back the room
+    left."""
+    held = _Held(pool[index] for index in kept)
+    in_summary = {_message_of(pool[index]) for index in kept}
+    left_out = sorted((i for i in among if i not in kept), key=lambda i: pool[i].order)
+    for index in left_out:
+        piece = pool[index]
+        worth = score(piece.text) > 0 or identifiers(piece.body)
+        if _message_of(piece) in in_summary or not worth or held.repeated(piece):
+            continue
+        cut = _cut(piece.text, room, count, news_only=True)
+        if cut is None:
+            return room
+        pool[index] = Piece(cut, piece.order, instruction=True)
+        kept.add(index)
+        covered |= identifiers(cut)
+        return room - (count(cut) + 1)
+    return room
+
+
+def _message_of(piece: Piece) -> tuple[int, ...]:
+    """What a piece was read from: a new text (its index), or its own line of the
+    previous summary."""
+    number, index = piece.order
+    return (number,) if number >= 0 else (number, index)
+
+
+def _cut(text: str, room: int, count: Callable[[str], int], news_only: bool = False) -> str | None:
+    """The most words from the start of ``text`` that fit ``room`` (with a line break),
+    marked with CUT when some are left out; None when not even one word fits.
+    ``news_only``: ended at the last word not said before it, so that a run of filler
+    ("please please ...") or a sentence that only says its words again takes no room
+    that other pieces could use."""
+    words = text.split()
     low, high = 0, len(words)  # the most words whose cut text fits
     while low < high:
         middle = (low + high + 1) // 2
-        if count(" ".join(words[:middle]) + CUT) + 1 <= budget:
+        if count(" ".join(words[:middle]) + CUT) + 1 <= room:
             low = middle
         else:
             high = middle - 1
-    return [" ".join(words[:low]) + (CUT if low < len(words) else "")] if low else []
+    if news_only:
+        low = _last_new_word(words[:low]) + 1
+    if not low:
+        return None
+    return " ".join(words[:low]) + (CUT if low < len(words) else "")
+
+
+def _last_new_word(words: Sequence[str]) -> int:
+    """The index of the last of ``words`` not said before it (case aside); -1 if none."""
+    seen: set[str] = set()
+    last = -1
+    for index, word in enumerate(words):
+        if word.lower() not in seen:
+            seen.add(word.lower())
+            last = index
+    return last
 
 
 def _agent(previous: Sequence[str], fresh: Sequence[Piece]) -> bool:

@@ -64,6 +64,15 @@ class Outcome:
     why: str = ""
 
 
+#: Why the newest units before the boundary are verbatim; and why, when a summary the
+#: window sends was written from them too (its covers name them, see :func:`_place`).
+VERBATIM = "verbatim, in the room the summary leaves"
+WRITTEN_FROM = (
+    f"{VERBATIM}; the summary was written from it too (its covers name it), to stand "
+    "for it once newer messages take its room"
+)
+
+
 #: Why units are summarized: older than the recent part, or older rounds of a current
 #: turn that outgrew the budget (summarized apart, after the newest user message).
 OLDER = "older than the recent part; in the summary ({by})"
@@ -333,10 +342,7 @@ class SummarizeWindow(BaseStrategy):
             why = f"dropped, not summarized ({why})"
             dropped = range(outcome.dropped.start, min(outcome.dropped.stop, first))
             _decide_all(selection, candidates, dropped, "dropped", why)
-        verbatim = range(first, plan.start)
-        keep_run(
-            selection, _units_of(candidates, verbatim), "verbatim, in the room the summary leaves"
-        )
+        _keep_verbatim(selection, candidates, range(first, plan.start), sent)
         recent = range(plan.start, len(candidates))
         keep_run(selection, _units_of(candidates, recent), "recent, verbatim")
         return selection
@@ -381,11 +387,31 @@ def _verbatim_from(
         sent = needed
 
 
+def _keep_verbatim(
+    selection: Selection, candidates: Candidates, verbatim: range, sent: list[Outcome]
+) -> None:
+    """Keep the candidates in ``verbatim``, saying of those a sent summary was written
+    from that it was: its covers name them and its text may hold their words (written
+    once per checkpoint, it stands for them on the later turns that have no room for
+    them), so the record and the summary message say the same of them."""
+    written = (
+        range(max(o.covered.start, verbatim.start), min(o.covered.stop, verbatim.stop))
+        for o in sent
+    )
+    at = verbatim.start
+    for run in sorted((run for run in written if run), key=lambda run: run.start):
+        keep_run(selection, _units_of(candidates, range(at, run.start)), VERBATIM)
+        keep_run(selection, _units_of(candidates, run), WRITTEN_FROM)
+        at = run.stop
+    keep_run(selection, _units_of(candidates, range(at, verbatim.stop)), VERBATIM)
+
+
 def _place(selection: Selection, candidates: Candidates, outcome: Outcome, first: int) -> None:
     """Record the units only ``outcome``'s summary holds (those before ``first``) as
     summarized, and put the summary right after the last of them: where what it
     covers was. Its covers name every unit it was written from, the same tuple on
-    every visit until the next checkpoint, though the newest of those may be verbatim."""
+    every visit until the next checkpoint, though the newest of those may be verbatim
+    (the record says so of them: see :func:`_keep_verbatim`)."""
     summarized = range(outcome.covered.start, min(outcome.covered.stop, first))
     if outcome.summary is None or not summarized:
         return
