@@ -129,7 +129,8 @@ def recording_app(upstream: Upstream) -> Starlette:
     Model ``"gated"`` streams its first chunk, then waits for ``upstream.gate``; model
     ``"fail-429"`` answers a rate-limit error; model ``"slow"`` answers after the body's
     ``delay`` seconds (setting ``upstream.left`` if the proxy hangs up first);
-    ``GET /cookies`` sets two cookies and ``GET /moved`` redirects."""
+    ``GET /cookies`` sets two cookies, ``GET /moved`` redirects and ``GET /hop`` names
+    ``x-upstream-hop`` in its Connection header."""
 
     async def answer(request: Request) -> Response:  # noqa: PLR0911
         body = await request.body()
@@ -144,6 +145,14 @@ def recording_app(upstream: Upstream) -> Starlette:
             return cookies
         if request.url.path == "/moved":
             return Response(status_code=307, headers={"location": "/elsewhere"})
+        if request.url.path == "/hop":
+            hop = Response(b"{}", media_type="application/json")
+            hop.raw_headers += [
+                (b"connection", b"keep-alive, X-Upstream-Hop"),
+                (b"x-upstream-hop", b"1"),
+                (b"x-upstream-kept", b"1"),
+            ]
+            return hop
         if request.method != "POST":
             return JSONResponse(
                 {

@@ -39,6 +39,23 @@ def test_the_upstream_gets_the_clients_headers_and_no_others(proxy, upstream):
     assert not {"user-agent", "accept", "accept-encoding", "content-type", "cookie"} & set(seen)
 
 
+def test_headers_the_clients_connection_header_names_stop_at_the_proxy(proxy, upstream):
+    """RFC 9110 7.6.1: the headers Connection names are for this hop only."""
+    hop = {"connection": "keep-alive, X-Client-Hop", "x-client-hop": "1", "x-trace": "7"}
+    _raw_get(proxy.url, "/v1/models", hop)
+    seen = upstream.last.headers
+    assert seen["x-trace"] == "7"
+    assert "x-client-hop" not in seen
+    assert "client-hop" not in seen.get("connection", "").lower()
+
+
+def test_headers_the_upstreams_connection_header_names_stop_at_the_proxy(proxy, upstream):
+    answer = _raw_get(proxy.url, "/hop", {})
+    assert answer.headers["x-upstream-kept"] == "1"
+    assert "x-upstream-hop" not in answer.headers
+    assert "upstream-hop" not in (answer.headers["connection"] or "").lower()
+
+
 def test_the_path_and_query_go_as_the_client_encoded_them(proxy, upstream):
     _raw_get(proxy.url, "/v1/files/a%2Fb%20c?after=x%26y&limit=2", {})
     assert upstream.last.target == "/v1/files/a%2Fb%20c?after=x%26y&limit=2"

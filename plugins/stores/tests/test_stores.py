@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -420,6 +421,65 @@ def test_read_only_sqlite_is_read_and_never_written(tmp_path: Path, what: str) -
     finally:
         folder.chmod(0o755)
         path.chmod(0o644)
+    assert result["before"] == {"a": "1"} and result["after"] == {"a": "1"}
+    assert len(result["warnings"]) == 1 and "read-only" in result["warnings"][0]
+
+
+LEAVE_WAL_BEHIND = """
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("SELECT count(*) FROM ctxwindow_cache").fetchone()
+os._exit(0)  # as a killed process does: its -wal and -shm files stay
+"""
+
+
+def test_wal_sqlite_whose_shm_file_cannot_be_made_is_read(tmp_path: Path) -> None:
+    """A -wal file left behind in a folder made read-only, its -shm file gone: opening
+    for writing fails with CANTOPEN (not READONLY), and the file is still read."""
+    folder = tmp_path / "cache"
+    path = folder / "cache.sqlite3"
+    store = SQLiteStore(path)
+    store.put_many({"a": b"1"})
+    store.close()
+    subprocess.run([sys.executable, "-c", LEAVE_WAL_BEHIND, str(path)], check=True, timeout=60)
+    assert Path(f"{path}-wal").exists()
+    Path(f"{path}-shm").unlink()
+    folder.chmod(0o555)
+    try:
+        result = _unprivileged(READ_ONLY_CHECK, str(path))
+    finally:
+        folder.chmod(0o755)
+    assert result["before"] == {"a": "1"} and result["after"] == {"a": "1"}
+    assert len(result["warnings"]) == 1 and "read-only" in result["warnings"][0]
+
+
+def test_sqlite_on_a_read_only_filesystem_is_read_and_never_written(tmp_path: Path) -> None:
+    """The cache folder bind-mounted read-only (in a private mount namespace, gone with
+    the process): even root cannot make the -shm file there, and the file is read."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to mount a read-only folder")
+    if subprocess.run(["unshare", "--mount", "true"], capture_output=True, check=False).returncode:
+        pytest.skip("no mount namespaces here")
+    folder, mounted = tmp_path / "cache", tmp_path / "mounted"
+    mounted.mkdir()
+    store = SQLiteStore(folder / "cache.sqlite3")
+    store.put_many({"a": b"1"})
+    store.close()
+    mount_then_check = (
+        'mount --bind -o ro "$1" "$2" || exit 77; exec "$3" -c "$4" "$2/cache.sqlite3"'
+    )
+    command = ["unshare", "--mount", "sh", "-c", mount_then_check, "sh"]
+    done = subprocess.run(
+        [*command, str(folder), str(mounted), sys.executable, READ_ONLY_CHECK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode == 77:
+        pytest.skip(f"cannot mount here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
     assert result["before"] == {"a": "1"} and result["after"] == {"a": "1"}
     assert len(result["warnings"]) == 1 and "read-only" in result["warnings"][0]
 

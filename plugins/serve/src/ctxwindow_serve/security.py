@@ -67,16 +67,30 @@ ASK_BROWSER = {"www-authenticate": 'Basic realm="ctxwindow proxy", charset="UTF-
 
 def request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The client's headers to send upstream: all of them, credentials included, but
-    those of this hop and the proxy's own key."""
-    return [(name, value) for name, value in headers if name.lower() not in _NOT_FORWARDED]
+    those of this hop (the fixed ones and those its Connection header names) and the
+    proxy's own key."""
+    given = list(headers)
+    named = _connection_options(value for name, value in given if name.lower() == "connection")
+    dropped = _NOT_FORWARDED | named
+    return [(name, value) for name, value in given if name.lower() not in dropped]
 
 
 def response_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """The upstream's headers to send back, names lowercased as ASGI wants them: all but
-    those of its hop and the Date and Server the proxy's own server writes (the body
-    passes as it came, still compressed, so content-encoding stays)."""
-    lowered = ((name.lower(), value) for name, value in headers)
-    return [(name, value) for name, value in lowered if name not in _NOT_RETURNED]
+    those of its hop (the fixed ones and those its Connection header names) and the
+    Date and Server the proxy's own server writes (the body passes as it came, still
+    compressed, so content-encoding stays)."""
+    lowered = [(name.lower(), value) for name, value in headers]
+    connection = (value.decode("latin-1") for name, value in lowered if name == b"connection")
+    dropped = _NOT_RETURNED | {name.encode("latin-1") for name in _connection_options(connection)}
+    return [(name, value) for name, value in lowered if name not in dropped]
+
+
+def _connection_options(values: Iterable[str]) -> frozenset[str]:
+    """The header names that Connection header ``values`` list, lowercased: fields for
+    this hop only, which a proxy removes before forwarding (RFC 9110 7.6.1)."""
+    options = (option.strip().lower() for value in values for option in value.split(","))
+    return frozenset(option for option in options if option)
 
 
 async def read_body(chunks: AsyncIterator[bytes], headers: Mapping[str, str], limit: int) -> bytes:

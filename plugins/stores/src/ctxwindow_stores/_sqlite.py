@@ -13,7 +13,7 @@ with the file is met without raising, each kind reported once:
 - locked by another connection past the busy timeout: that operation is skipped, and
   the file is left alone for ``retry_after`` seconds (reads still run when only writes
   are blocked);
-- read-only file or folder: read, never written;
+- read-only file, folder or filesystem: read, never written;
 - disk full: writes paused for ``retry_after`` seconds;
 - deleted or replaced while open: reopened (a new, empty file) on the next use.
 """
@@ -42,7 +42,12 @@ _HEADER = b"SQLite format 3\x00"
 _CHUNK = 500  # keys per SELECT, below SQLite's limit on host parameters
 
 # SQLite's primary result codes (the low byte of an extended code).
-_BUSY, _LOCKED, _READONLY, _CORRUPT, _FULL, _NOTADB = 5, 6, 8, 11, 13, 26
+_PERM, _BUSY, _LOCKED, _READONLY, _CORRUPT = 3, 5, 6, 8, 11
+_FULL, _CANTOPEN, _NOTADB = 13, 14, 26
+#: What opening for writing fails with when the file, its folder or its filesystem is
+#: read-only (CANTOPEN: the -wal, -shm or journal file cannot be made, say on a read-only
+#: mount); a file that can still be read is then read.
+_CANNOT_WRITE = (_PERM, _READONLY, _CANTOPEN)
 
 
 class SQLiteStore:
@@ -187,6 +192,18 @@ class SQLiteStore:
         return db
 
     def _connect(self) -> sqlite3.Connection:
+        """A connection that reads and writes; when the file cannot be written (whatever
+        makes it so), one that only reads it, if it exists and can be read."""
+        try:
+            return self._connect_writable()
+        except sqlite3.Error as error:
+            if _code(error) not in _CANNOT_WRITE or not self.path.is_file():
+                raise
+            db = self._connect_read_only()  # raises its own error when reading fails too
+        self._read_only_now()
+        return db
+
+    def _connect_writable(self) -> sqlite3.Connection:
         db = sqlite3.connect(
             self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
         )
@@ -207,12 +224,12 @@ class SQLiteStore:
                     time.sleep(0.02)
                     continue
                 db.close()
-                if _code(error) != _READONLY:
-                    raise
-                break
-        # A read-only file or folder: read what it holds, add nothing. In a read-only
-        # folder a WAL database cannot make its shared-memory file, so it is read as
-        # immutable (every value read is checked by its cache anyway).
+                raise
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """Read what the file holds, add nothing. Where a WAL database cannot make or
+        open its shared-memory file (a read-only folder or filesystem), it is read as
+        immutable (every value read is checked by its cache anyway)."""
         last: sqlite3.Error | None = None
         for flags in ("mode=ro", "mode=ro&immutable=1"):
             db = sqlite3.connect(
@@ -228,7 +245,6 @@ class SQLiteStore:
                 db.close()
                 last = error
                 continue
-            self._read_only_now()
             return db
         assert last is not None
         raise last
@@ -363,6 +379,7 @@ def _code(error: sqlite3.Error) -> int:
         (("locked", "busy"), _BUSY),
         (("readonly", "read-only"), _READONLY),
         (("full",), _FULL),
+        (("unable to open",), _CANTOPEN),
     ):
         if any(word in text for word in words):
             return value
