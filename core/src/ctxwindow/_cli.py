@@ -33,11 +33,11 @@ from ctxwindow._plugins import (
     PluginInfo,
     core_version,
     describe_strategies,
-    failed_plugins,
     get_plugins,
     install_hint,
     plugin_problems,
     plugins,
+    refused_strategies,
     strategy_class,
     strategy_entry,
 )
@@ -337,21 +337,9 @@ def _strategies(args: argparse.Namespace) -> int:
         print(f"no strategy is installed; for the first one: {hint}", file=sys.stderr)
         return 0
     if args.name is None:
-        rows = [
-            [
-                s["name"] + (" (!)" if s["conflict"] else ""),
-                s["distribution"],
-                "yes" if s["requires_llm"] else "no",
-                s["summary"].replace("``", ""),
-            ]
-            for s in described
-        ]
+        rows = [_strategy_row(s) for s in described]
         print(_table(["name", "distribution", "LLM", "summary"], rows, width, lines_per_row=3))
-        conflicts = [s["conflict"] for s in described if s["conflict"]]
-        for conflict in conflicts:
-            print(textwrap.fill(conflict, width, initial_indent="(!) ", subsequent_indent="    "))
-        for failed in failed_plugins():  # its strategies are missing from the table
-            said = f"failed to load or register, so its strategies may be missing: {failed}"
+        for said in _strategy_warnings(described):
             print(textwrap.fill(said, width, initial_indent="(!) ", subsequent_indent="    "))
         if not args.verbose:
             if described:
@@ -364,15 +352,58 @@ def _strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _strategy_row(strategy: dict[str, Any]) -> list[str]:
+    """One strategy's row; a name two distributions claim is neither's: the row names
+    both, and none of their summaries (it cannot be selected until one goes)."""
+    if strategy["conflict"]:
+        return [
+            strategy["name"] + " (!)",
+            f"({len(strategy['claimed_by'])} claimants)",
+            "-",
+            f"claimed by {' and '.join(strategy['claimed_by'])}; not selectable until one goes",
+        ]
+    return [
+        strategy["name"],
+        strategy["distribution"],
+        "yes" if strategy["requires_llm"] else "no",
+        strategy["summary"].replace("``", ""),
+    ]
+
+
+def _strategy_warnings(described: Sequence[dict[str, Any]]) -> list[str]:
+    """What the table of strategies does not show: the names two plugins claim, and the
+    plugins that failed (so their strategies may be missing). A plugin that only had a
+    registration refused still works, and is not called failed."""
+    said = [s["conflict"] for s in described if s["conflict"]]
+    for plugin in get_plugins():
+        if plugin.failed:
+            said.append(
+                f"failed to load or in a hook, so its strategies may be missing: "
+                f"{plugin.name!r} from {plugin.distribution}: {plugin.error}"
+            )
+    for refused in refused_strategies():
+        said.append(f"refused, while the plugin's other strategies work: {refused}")
+    return said
+
+
 def _described(strategy: dict[str, Any], width: int) -> str:
-    """One strategy and its options, as ``ctxwindow strategies NAME`` shows it."""
+    """One strategy and its options, as ``ctxwindow strategies NAME`` shows it; a name
+    two distributions claim shows the clash, not one claimant's summary and options."""
+    if strategy["conflict"]:
+        claimed = " and ".join(strategy["claimed_by"])
+        return "\n".join(
+            [
+                f"{strategy['name']} (claimed by {claimed}; not selectable until one goes)",
+                textwrap.fill(
+                    strategy["conflict"], width, initial_indent="  (!) ", subsequent_indent="      "
+                ),
+            ]
+        )
     needs = "needs an LLM" if strategy["requires_llm"] else "needs no LLM"
     lines = [
         f"{strategy['name']} (from {strategy['distribution']}; {needs})",
         _paragraph(strategy["summary"].replace("``", ""), width, "  "),
     ]
-    if strategy["conflict"]:
-        lines.append(_paragraph(strategy["conflict"], width, "  (!) "))
     lines.append("  options:")
     for option in strategy["options"]:
         choices = option["choices"]

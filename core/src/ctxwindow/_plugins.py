@@ -7,17 +7,21 @@ token counters), the plugins the environment blocks, and what each plugin regist
 Each entry point in the ``ctxwindow`` group is loaded in its own try/except, so a
 broken plugin is reported (distribution, error) and the others still load; a hook that
 raises, or registers something malformed, is reported and skipped; a name registered
-twice raises DuplicateName when that name is asked for, naming both distributions.
+twice raises DuplicateName when that name is asked for, naming both distributions. A
+plugin that raises SystemExit (calls ``sys.exit()``) fails like one that raises any
+other error: only Ctrl-C (KeyboardInterrupt) goes through. The core's own names (its
+token counters) always win: a plugin registering one of them is refused and reported.
 
 Importing this module imports none of the machinery's dependencies (pluggy, logging,
 importlib.metadata, the hook specifications): the first lookup of a plugin does.
 
 ``CTXWINDOW_LOAD_PLUGINS``: comma-separated distribution (or entry-point) names; when
 set, only those load (set it empty to load none). ``CTXWINDOW_DISABLE_PLUGINS``: names
-that never load (blocked in pluggy). A name in either that matches no installed plugin
-is reported in the problems (a typo there would otherwise load nothing, or block
-nothing, silently), and the plugins they keep out are named when a strategy is not
-found.
+that never load (blocked in pluggy). Either keeps whole distributions in or out: an
+entry-point name stands for the distribution that declares it. A name in either that
+matches no installed plugin is reported in the problems (a typo there would otherwise
+load nothing, or block nothing, silently), and the plugins they keep out are named
+when a strategy is not found.
 """
 
 from __future__ import annotations
@@ -78,6 +82,10 @@ UNKNOWN_VERSION = "0+unknown"
 
 #: Loading and calling plugins; what goes wrong is logged here as well as reported.
 LOGGER = "ctxwindow.plugins"
+#: What a plugin may raise that is not its own failure: the user's Ctrl-C, a generator
+#: being closed. Everything else it raises, SystemExit included, is reported as its
+#: failure, so that one plugin calling ``sys.exit()`` cannot end every ctxwindow process.
+NOT_A_PLUGIN_FAILURE = (KeyboardInterrupt, GeneratorExit)
 
 
 @functools.cache
@@ -142,6 +150,8 @@ class Registered:
     target: Any
     plugin: str
     distribution: str
+    #: Registered by the core itself: its names always win over a plugin's.
+    core: bool = False
 
 
 @dataclass
@@ -153,22 +163,42 @@ class Registry:
     )
     conflicts: dict[tuple[str, str], DuplicateName] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: Registrations refused (malformed, or a name of the core's), by kind: one line
+    #: each, "distribution: problem"; the rest of what the plugin registered works.
+    refused: dict[str, list[str]] = field(default_factory=dict)
+
+    def refuse(self, kind: str, distribution: str, problem: str) -> None:
+        """Record a refused registration, in the problems and by kind, and log it."""
+        self.problems.append(f"{distribution}: {problem}")
+        self.refused.setdefault(kind, []).append(self.problems[-1])
+        _logger().warning("%s", self.problems[-1])
 
     @property
     def strategies(self) -> dict[str, Registered]:
         return self.tables["strategy"]
 
     def add(self, kind: str, entry: Registered) -> Registered | None:
-        """Add ``entry``; on a clash of names, record it and return the other entry."""
+        """Add ``entry``; on a clash of names, return the other entry. A clash with the
+        core's own name refuses ``entry`` (the core is registered first, and cannot be
+        uninstalled or blocked); a clash between plugins is recorded as a conflict."""
         table = self.tables[kind]
         existing = table.get(entry.name)
-        if existing is not None and existing.target is not entry.target:
+        if existing is None or existing.target is entry.target:
+            table[entry.name] = entry
+            return None
+        if not existing.core:
             self.conflicts[(kind, entry.name)] = DuplicateName(
                 kind, entry.name, existing.distribution, entry.distribution
             )
-            return existing
-        table[entry.name] = entry
-        return None
+        return existing
+
+    def claimants(self, kind: str, name: str) -> list[str]:
+        """The distributions that registered ``name``, sorted: two when they clash."""
+        conflict = self.conflicts.get((kind, name))
+        if conflict is not None:
+            return sorted({conflict.first, conflict.second})
+        entry = self.tables[kind].get(name)
+        return [] if entry is None else [entry.distribution]
 
     def lookup(self, kind: str, name: str) -> Registered | None:
         conflict = self.conflicts.get((kind, name))
@@ -235,48 +265,25 @@ class Plugins:
         return self.manager
 
     def _load_entry_points(self) -> None:
+        """Load each installed distribution's entry points, unless the environment keeps
+        the distribution out: all its entry points together, since two of them may load
+        the same module (one could not be kept out while the other imports it)."""
         allowed = _names_from_env(LOAD_ENV)
         blocked = _names_from_env(DISABLE_ENV) or set()
         known = {normalize(CORE_DISTRIBUTION)}
         installed: set[str] = set()
-        for entry_point in _metadata().entry_points(group=ENTRY_POINT_GROUP):
-            dist = entry_point.dist
-            distribution = dist.metadata["Name"] if dist is not None else entry_point.name
-            names = {normalize(distribution), normalize(entry_point.name)}
+        for distribution, entry_points in _entry_points_by_distribution().items():
+            names = {normalize(distribution), *(normalize(ep.name) for ep in entry_points)}
             known |= names
             installed.add(distribution)
-            variable = (
-                DISABLE_ENV
-                if names & blocked
-                else LOAD_ENV
-                if allowed is not None and not names & allowed
-                else None
-            )
+            variable = _keeping_out(names, allowed, blocked)
             if variable is not None:  # never imported
-                self.manager.set_blocked(entry_point.name)
-                self.skipped.setdefault(distribution, variable)
+                for entry_point in entry_points:
+                    self.manager.set_blocked(entry_point.name)
+                self.skipped[distribution] = variable
                 continue
-            version = dist.version if dist is not None else None
-            try:
-                module = entry_point.load()
-                self._add(module, entry_point.name, distribution, version)
-            except Exception as error:  # a broken plugin must not take the host down
-                self.infos[entry_point.name] = PluginInfo(
-                    name=entry_point.name,
-                    distribution=distribution,
-                    version=version,
-                    module=entry_point.value,
-                    error=f"{type(error).__name__}: {error}",
-                    failed=True,
-                )
-                _logger().warning(
-                    "plugin %r from distribution %r failed to load: %s",
-                    entry_point.name,
-                    distribution,
-                    self.infos[entry_point.name].error,
-                    exc_info=_debugging(),
-                )
-                _print_traceback()
+            for entry_point in entry_points:
+                self._load(entry_point, distribution)
         for variable, wanted in ((LOAD_ENV, allowed or set()), (DISABLE_ENV, blocked)):
             unknown = sorted(wanted - known)
             if unknown:
@@ -285,6 +292,33 @@ class Plugins:
                     f"plugin matches; installed: {', '.join(sorted(installed)) or 'none'}"
                 )
                 _logger().warning("%s", self.problems[-1])
+
+    def _load(self, entry_point: Any, distribution: str) -> None:
+        """Import one entry point and register its hooks; a failure, SystemExit
+        included, is recorded as that plugin's and the others still load."""
+        version = entry_point.dist.version if entry_point.dist is not None else None
+        try:
+            module = entry_point.load()
+            self._add(module, entry_point.name, distribution, version)
+        except NOT_A_PLUGIN_FAILURE:
+            raise
+        except BaseException as error:  # a broken plugin must not take the host down
+            self.infos[entry_point.name] = PluginInfo(
+                name=entry_point.name,
+                distribution=distribution,
+                version=version,
+                module=entry_point.value,
+                error=_failure(error),
+                failed=True,
+            )
+            _logger().warning(
+                "plugin %r from distribution %r failed to load: %s",
+                entry_point.name,
+                distribution,
+                self.infos[entry_point.name].error,
+                exc_info=_debugging(),
+            )
+            _print_traceback()
 
     def _add(self, module: Any, name: str, distribution: str, version: str | None) -> None:
         if self.manager.is_registered(module) or self.manager.has_plugin(name):
@@ -344,10 +378,12 @@ class Plugins:
         built = Registry()
         built.problems.extend(self.problems)
         for kind, hook_name in HOOKS.items():
-            for impl in reversed(getattr(manager.hook, hook_name).get_hookimpls()):
+            for impl in _core_first(getattr(manager.hook, hook_name).get_hookimpls()):
                 info = self.infos.get(impl.plugin_name)
                 distribution = info.distribution if info else impl.plugin_name
-                register = self._registrar(built, kind, info, distribution)
+                register = self._registrar(
+                    built, kind, info, distribution, core=impl.plugin is _tokens
+                )
                 problem = _call(hook_name, impl.function, register)
                 if problem:
                     built.problems.append(f"{distribution}: {problem}")
@@ -356,30 +392,40 @@ class Plugins:
         return built
 
     def _registrar(
-        self, built: Registry, kind: str, info: PluginInfo | None, distribution: str
+        self,
+        built: Registry,
+        kind: str,
+        info: PluginInfo | None,
+        distribution: str,
+        core: bool = False,
     ) -> Callable[..., None]:
-        """The ``register`` callable one plugin's hook receives."""
+        """The ``register`` callable one plugin's hook receives (``core``: the core's)."""
         plugin = info.name if info else distribution
 
         def register(*args: Any) -> None:
-            entry = _entry(kind, args, plugin, distribution)
+            entry = _entry(kind, args, plugin, distribution, core)
             problem = (
                 check_registration(entry.target)
                 if kind == "strategy"
                 else _family_problem(kind, entry)
             )
             if problem:
-                built.problems.append(f"{distribution}: {problem}")
-                _logger().warning("%s", built.problems[-1])
+                built.refuse(kind, distribution, problem)
                 _note(info, problem)
                 return
             other = built.add(kind, entry)
-            if other is not None:  # the name is unusable until one of them goes: say so
-                clash = str(built.conflicts[(kind, entry.name)])
-                built.problems.append(f"{distribution}: {clash}")
-                _logger().warning("%s", built.problems[-1])
-                _note(info, clash)
-                _note(self.infos.get(other.plugin), clash)
+            if other is None:
+                return
+            if other.core:  # refused: the core's name stays the core's
+                problem = _core_name_problem(kind, entry.name)
+                built.refuse(kind, distribution, problem)
+                _note(info, problem)
+                return
+            clash = str(built.conflicts[(kind, entry.name)])  # unusable until one goes
+            built.problems.append(f"{distribution}: {clash}")
+            _logger().warning("%s", built.problems[-1])
+            _note(info, clash)
+            _note(self.infos.get(other.plugin), clash)
 
         return register
 
@@ -458,12 +504,56 @@ def _hook_problem(manager: pluggy.PluginManager, plugin: object, hooks: list[str
 
 def _call(hook_name: str, hook: Callable[..., Any], *args: Any) -> str | None:
     """Call one plugin's hook; what went wrong, or None. One plugin's failure must not
-    hide the others'."""
+    hide the others', nor end the process (SystemExit is its failure too)."""
     try:
         hook(*args)
-    except Exception as error:
+    except NOT_A_PLUGIN_FAILURE:
+        raise
+    except BaseException as error:
         _print_traceback()
-        return f"{hook_name} raised {type(error).__name__}: {error}"
+        return f"{hook_name} raised {_failure(error)}"
+    return None
+
+
+def _failure(error: BaseException) -> str:
+    """A plugin's error in one line; SystemExit says what the plugin did, since its
+    message alone (an exit code, say) would not."""
+    said = f"{type(error).__name__}: {error}"
+    if isinstance(error, SystemExit):
+        return f"{said} (the plugin called sys.exit(); a plugin must raise an error instead)"
+    return said
+
+
+def _core_first(impls: list[Any]) -> list[Any]:
+    """The hook implementations in calling order, the core's first: its names are
+    registered before any plugin's can claim them."""
+    calling_order = list(reversed(impls))  # pluggy calls the last registered first
+    return sorted(calling_order, key=lambda impl: impl.plugin is not _tokens)
+
+
+def _core_name_problem(kind: str, name: str) -> str:
+    return (
+        f"{kind} {name!r} is a name of the core (ctxwindow), which always keeps it: this "
+        f"registration is ignored; register yours under another name"
+    )
+
+
+def _entry_points_by_distribution() -> dict[str, list[Any]]:
+    """The ``ctxwindow`` entry points, grouped by the distribution that declares them."""
+    grouped: dict[str, list[Any]] = {}
+    for entry_point in _metadata().entry_points(group=ENTRY_POINT_GROUP):
+        dist = entry_point.dist
+        distribution = dist.metadata["Name"] if dist is not None else entry_point.name
+        grouped.setdefault(distribution, []).append(entry_point)
+    return grouped
+
+
+def _keeping_out(names: set[str], allowed: set[str] | None, blocked: set[str]) -> str | None:
+    """The variable that keeps out a distribution going by ``names``, or None."""
+    if names & blocked:
+        return DISABLE_ENV
+    if allowed is not None and not names & allowed:
+        return LOAD_ENV
     return None
 
 
@@ -476,12 +566,15 @@ def _note(info: PluginInfo | None, problem: str, failed: bool = False) -> None:
         info.error = problem if info.error is None else f"{info.error}; {problem}"
 
 
-def _entry(kind: str, args: tuple[Any, ...], plugin: str, distribution: str) -> Registered:
+def _entry(
+    kind: str, args: tuple[Any, ...], plugin: str, distribution: str, core: bool = False
+) -> Registered:
     if kind == "strategy":
         target = args[0] if args else None
-        return Registered(getattr(target, "name", repr(target)), target, plugin, distribution)
+        name = getattr(target, "name", repr(target))
+        return Registered(name, target, plugin, distribution, core)
     name, factory = (*args, None, None)[:2]
-    return Registered(str(name), factory, plugin, distribution)
+    return Registered(str(name), factory, plugin, distribution, core)
 
 
 def _family_problem(kind: str, entry: Registered) -> str | None:
@@ -655,14 +748,23 @@ def strategy_entry(name: str) -> Registered:
     return entry
 
 
+def refused_strategies() -> list[str]:
+    """The strategy registrations refused ("distribution: problem"), one line each: the
+    plugin itself loaded, and its other strategies work."""
+    return list(plugins().registry().refused.get("strategy", []))
+
+
 def failed_plugins() -> list[str]:
-    """The plugins that failed to load or in a hook, one line each ("name from
-    distribution: error"): what a lookup that found nothing should name."""
-    return [
+    """The plugins that failed (did not load, a hook raised or is never called), one
+    line each ("name from distribution: error"), then the strategies refused: what a
+    lookup that found nothing should name. A plugin whose only problem is a name another
+    also claims is not among them: it loaded, and that name raises DuplicateName."""
+    failed = [
         f"{info.name!r} from {info.distribution}: {info.error}"
         for info in get_plugins()
-        if info.error
+        if info.failed
     ]
+    return [*failed, *refused_strategies()]
 
 
 def strategy_class(name: str) -> Any:
@@ -695,7 +797,8 @@ def build_strategy(entry: Registered, options: Mapping[str, Any]) -> Any:
 
 def describe_strategies() -> list[dict[str, Any]]:
     """Name, distribution, requires_llm, summary and declared options of each installed
-    strategy; ``conflict`` says when another distribution registers the same name."""
+    strategy; ``conflict`` says when another distribution registers the same name, and
+    ``claimed_by`` names every distribution that registers it (two on a conflict)."""
     described = []
     current = plugins().registry()
     for name in sorted(current.strategies):
@@ -711,6 +814,7 @@ def describe_strategies() -> list[dict[str, Any]]:
                 "summary": _summary(factory.__doc__),
                 "options": [option.describe() for option in declared_options(factory)],
                 "conflict": None if conflict is None else str(conflict),
+                "claimed_by": current.claimants("strategy", name),
             }
         )
     return described

@@ -104,7 +104,7 @@ class UnknownStrategy(CtxWindowError, LookupError):
             text += f". Not loaded because of the environment: {', '.join(self.skipped)}"
         if self.failed:
             text += (
-                f". Plugins that failed to load (details: `ctxwindow plugins`): "
+                f". Plugins that failed to load or register (details: `ctxwindow plugins`): "
                 f"{'; '.join(self.failed)}"
             )
         super().__init__(text)

@@ -7,6 +7,7 @@ through a ``.pth`` file, so nothing is installed into the environment running th
 
 from __future__ import annotations
 
+import ast
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,43 @@ def test_names_derive_from_the_strategy_name() -> None:
         "ctxwindow_recency_decay2",
         "RecencyDecay2",
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "class_name"),
+    [
+        ("none", "NoneStrategy"),
+        ("true", "TrueStrategy"),
+        ("false", "FalseStrategy"),
+        ("any", "AnyStrategy"),
+        ("option", "OptionStrategy"),
+        ("base-strategy", "BaseStrategyStrategy"),
+        ("test-conformance", "TestConformanceStrategy"),
+        ("import", "Import"),  # a keyword only in lowercase: the class name is fine
+    ],
+)
+def test_a_name_that_makes_no_valid_class_gets_one(
+    name: str, class_name: str, tmp_path: Path
+) -> None:
+    """``class None(BaseStrategy)`` would not compile, and ``class Option(...)`` would
+    shadow the template's own import: each generated file compiles and binds the
+    strategy's class name once (the class, or its import in a test)."""
+    assert plugin_names(name).class_name == class_name
+    package = create_plugin(name, tmp_path)
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))  # SyntaxError fails
+        assert _top_level_names(tree).count(class_name) == 1, path
+
+
+def _top_level_names(tree: ast.Module) -> list[str]:
+    """The names a module's top-level statements bind (imports, classes, functions)."""
+    bound: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.extend(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            bound.append(node.name)
+    return bound
 
 
 def test_template_ships_inside_the_package(tmp_path: Path) -> None:

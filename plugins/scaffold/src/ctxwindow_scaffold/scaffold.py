@@ -9,6 +9,7 @@ it makes passes its own tests, the conformance suite included, as generated.
 
 from __future__ import annotations
 
+import keyword
 import re
 import sys
 from dataclasses import dataclass
@@ -27,6 +28,24 @@ if TYPE_CHECKING:
 NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 PREFIX = "ctxwindow-"
 SUFFIX = ".tmpl"
+#: The names the template's files import or define besides the strategy class: a class
+#: of one of these names would shadow it (``class Option(BaseStrategy)``, say).
+TEMPLATE_NAMES = frozenset(
+    {
+        "Any",
+        "BaseStrategy",
+        "ClassVar",
+        "History",
+        "Option",
+        "RegisterStrategy",
+        "Selection",
+        "StrategyConformance",
+        "TestConformance",
+        "TestConformanceWithoutSkipping",
+    }
+)
+#: Added to a class name that would not work as it is: "none" makes ``NoneStrategy``.
+CLASS_SUFFIX = "Strategy"
 
 
 @dataclass(frozen=True)
@@ -61,8 +80,18 @@ def plugin_names(name: str) -> PluginNames:
         name=strategy,
         distribution=PREFIX + strategy,
         module="ctxwindow_" + "_".join(words),
-        class_name="".join(word.capitalize() for word in words),
+        class_name=_class_name(words),
     )
+
+
+def _class_name(words: list[str]) -> str:
+    """The strategy's words in CamelCase, with "Strategy" added when that would be a
+    keyword (``None``, ``True``, ``False``) or a name the template uses: the package
+    must compile and pass its tests whatever the strategy is called."""
+    plain = "".join(word.capitalize() for word in words)
+    if keyword.iskeyword(plain) or plain in TEMPLATE_NAMES:
+        return plain + CLASS_SUFFIX
+    return plain
 
 
 def _check_untaken(names: PluginNames) -> None:

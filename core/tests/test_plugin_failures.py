@@ -1,0 +1,258 @@
+"""Plugins that misbehave: each is reported by name, and the host and the other plugins
+keep working (a plugin calling ``sys.exit()``, a plugin claiming a name of the core's,
+an entry point the environment names, a name two plugins claim)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxwindow
+from ctxwindow import ApproxCounter, BaseStrategy, History, Selection
+from ctxwindow import _cli as cli
+from ctxwindow._plugins import get_counter, get_plugins, plugin_problems
+
+CHAT = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+
+Install = Callable[..., str]
+
+
+@pytest.fixture
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
+    """``install(distribution, module, source, entry_points)``: a distribution installed
+    on the path for one test (its dist-info with ``ctxwindow`` entry points naming
+    ``module``, and the module), as pip would leave it; the plugins are loaded again."""
+    modules: list[str] = []
+
+    def installed(distribution: str, module: str, source: str, entry_points: list[str]) -> str:
+        (tmp_path / f"{module}.py").write_text(source, encoding="utf-8")
+        info = tmp_path / f"{distribution.replace('-', '_')}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n", encoding="utf-8"
+        )
+        lines = "".join(f"{name} = {module}\n" for name in entry_points)
+        (info / "entry_points.txt").write_text(f"[ctxwindow]\n{lines}", encoding="utf-8")
+        modules.append(module)
+        ctxwindow.reload_plugins()
+        return distribution
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield installed
+    monkeypatch.undo()
+    for module in modules:
+        sys.modules.pop(module, None)
+    ctxwindow.reload_plugins()
+
+
+def _command(*args: str) -> str:
+    """What ``ctxwindow ARGS`` prints; it must succeed."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.main(list(args)) == 0
+    return printed.getvalue()
+
+
+def _error_of(distribution: str) -> str:
+    [error] = [p.error for p in get_plugins() if p.distribution == distribution]
+    assert error is not None
+    return error
+
+
+# -- 1. sys.exit() in a plugin ------------------------------------------------------------
+EXITS_AT_IMPORT = "import sys\nsys.exit('missing config, exiting')\n"
+EXITS_IN_HOOK = (
+    "import sys, ctxwindow\n"
+    "@ctxwindow.hookimpl\n"
+    "def register_strategies(register):\n"
+    "    sys.exit(2)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (EXITS_AT_IMPORT, "SystemExit: missing config, exiting"),
+        (EXITS_IN_HOOK, "register_strategies raised SystemExit: 2"),
+    ],
+    ids=["at-import", "in-hook"],
+)
+def test_a_plugin_calling_sys_exit_is_its_failure_not_the_hosts(
+    install: Install, source: str, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    exiter = install("ctxwindow-exiter", "cw_exiter_test", source, ["exiter"])
+    with caplog.at_level(logging.WARNING, logger="ctxwindow"):
+        listed = json.loads(_command("plugins", "--json"))
+    [plugin] = [p for p in listed["plugins"] if p["distribution"] == exiter]
+    assert plugin["failed"] is True
+    assert said in plugin["error"] and "sys.exit()" in plugin["error"]
+    assert any(said in r.getMessage() for r in caplog.records if r.name == "ctxwindow.plugins")
+    window = ctxwindow.select(CHAT, budget=100, strategy="newest")  # the others still work
+    assert [m["content"] for m in window.messages] == ["hello", "hi"]
+
+
+def test_ctrl_c_in_a_plugin_still_stops_the_host(ctxwindow_register: Any) -> None:
+    class Interrupted:
+        @ctxwindow.hookimpl
+        def register_strategies(self, register: Any) -> None:
+            raise KeyboardInterrupt
+
+    ctxwindow_register(Interrupted(), name="interrupted", distribution="ctxwindow-interrupted")
+    with pytest.raises(KeyboardInterrupt):
+        plugin_problems()
+
+
+# -- 2. a plugin registering a name of the core's -----------------------------------------
+def _claims_approx(order: str) -> object:
+    """A plugin registering a token counter named 'approx', called first or last."""
+
+    class ClaimsApprox:
+        @ctxwindow.hookimpl(tryfirst=order == "tryfirst", trylast=order == "trylast")
+        def register_token_counters(self, register: Any) -> None:
+            register("approx", lambda argument: None)
+            register("mine", lambda argument: ApproxCounter())
+
+    return ClaimsApprox()
+
+
+@pytest.mark.parametrize("order", ["tryfirst", "trylast"])
+def test_the_cores_own_names_win_over_a_plugins(
+    ctxwindow_register: Any, order: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The core cannot be uninstalled or blocked: its registration stays, the plugin's
+    is refused and reported, and the plugin's other names work."""
+    with caplog.at_level(logging.WARNING, logger="ctxwindow"):
+        ctxwindow_register(_claims_approx(order), name="myapprox", distribution="ctxwindow-approx")
+        problems = plugin_problems()
+    assert isinstance(get_counter("approx").inner, ApproxCounter)
+    assert isinstance(get_counter("mine").inner, ApproxCounter)
+    window = ctxwindow.select(CHAT, budget=100, strategy="newest")  # the default counter
+    assert len(window.messages) == 2
+    said = "ctxwindow-approx: token counter 'approx' is a name of the core"
+    assert any(p.startswith(said) for p in problems), problems
+    assert not any("registered by both" in p for p in problems)
+    assert any(said in r.getMessage() for r in caplog.records)
+    [plugin] = [p for p in get_plugins() if p.distribution == "ctxwindow-approx"]
+    assert plugin.failed is False and "register yours under another name" in str(plugin.error)
+    [core] = [p for p in get_plugins() if p.distribution == "ctxwindow"]
+    assert core.error is None
+
+
+# -- 4. the environment names one entry point of a distribution ---------------------------
+TWO_ENTRY_POINTS = (
+    "import ctxwindow\n"
+    "from ctxwindow.testing.strategies import Newest\n"
+    "class Alpha(Newest):\n"
+    "    name = 'alpha-test'\n"
+    "@ctxwindow.hookimpl\n"
+    "def register_strategies(register):\n"
+    "    register(Alpha)\n"
+)
+
+
+def test_naming_one_entry_point_keeps_out_its_whole_distribution(
+    install: Install, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two entry points loading one module: blocking one blocks the distribution (else
+    the other imports what was blocked), and the report says so truly."""
+    monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "alpha")
+    twoep = install("ctxwindow-twoep", "cw_twoep_test", TWO_ENTRY_POINTS, ["alpha", "beta"])
+    with pytest.raises(ctxwindow.UnknownStrategy) as unknown:
+        ctxwindow.select(CHAT, budget=100, strategy="alpha-test")
+    assert f"{twoep} (CTXWINDOW_DISABLE_PLUGINS)" in unknown.value.skipped
+    assert "cw_twoep_test" not in sys.modules  # never imported, through either
+    listed = json.loads(_command("plugins", "--json"))
+    assert listed["kept_out"] == [{"distribution": twoep, "by": "CTXWINDOW_DISABLE_PLUGINS"}]
+    assert not [p for p in listed["plugins"] if p["distribution"] == twoep]
+
+
+def test_loading_one_entry_point_loads_its_whole_distribution(
+    install: Install, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTXWINDOW_LOAD_PLUGINS", "beta")
+    twoep = install("ctxwindow-twoep", "cw_twoep_test", TWO_ENTRY_POINTS, ["alpha", "beta"])
+    assert ctxwindow.select(CHAT, budget=100, strategy="alpha-test").record.strategy
+    listed = json.loads(_command("plugins", "--json"))
+    assert twoep not in {kept["distribution"] for kept in listed["kept_out"]}
+
+
+# -- 5. the listing of a name two plugins claim -------------------------------------------
+class Mine(BaseStrategy):
+    """Keeps mine: the first claimant's summary."""
+
+    name = "claimed-twice"
+
+    def choose(self, history: History) -> Selection:
+        return history.selection()
+
+
+class Theirs(Mine):
+    """Keeps theirs: the second claimant's summary."""
+
+
+class Own(Mine):
+    """A strategy no one else claims."""
+
+    name = "own-name"
+
+
+def test_the_listing_names_both_claimants_and_calls_neither_failed(
+    ctxwindow_register: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # no line wrapped inside a distribution's name
+    ctxwindow_register(Mine, name="mine", distribution="ctxwindow-mine")
+    ctxwindow_register(Theirs, Own, name="theirs", distribution="ctxwindow-theirs")
+    shown = " ".join(_command("strategies").split())
+    row = next(line for line in _command("strategies").splitlines() if "claimed-twice" in line)
+    assert "(2 claimants)" in row
+    assert "Keeps mine" not in shown and "Keeps theirs" not in shown  # neither owns it
+    assert "claimed by ctxwindow-mine and ctxwindow-theirs" in shown
+    assert "failed" not in shown  # both loaded; 'own-name' works
+    assert "A strategy no one else claims" in shown
+    one = _command("strategies", "claimed-twice")
+    assert "claimed by ctxwindow-mine and ctxwindow-theirs" in one and "Keeps" not in one
+    listed = {s["name"]: s for s in json.loads(_command("strategies", "--json"))}
+    assert listed["claimed-twice"]["claimed_by"] == ["ctxwindow-mine", "ctxwindow-theirs"]
+    assert listed["own-name"]["claimed_by"] == ["ctxwindow-theirs"]
+
+
+def test_an_unknown_strategy_calls_a_plugin_with_a_name_clash_not_failed(
+    ctxwindow_register: Any,
+) -> None:
+    """Both claimants loaded: an unknown name lists neither among the plugins that
+    failed to load or register."""
+    ctxwindow_register(Mine, name="mine", distribution="ctxwindow-mine")
+    ctxwindow_register(Theirs, name="theirs", distribution="ctxwindow-theirs")
+    with pytest.raises(ctxwindow.UnknownStrategy) as unknown:
+        ctxwindow.select(CHAT, budget=100, strategy="no-such-strategy")
+    assert not [f for f in unknown.value.failed if "ctxwindow-mine" in f or "theirs" in f]
+
+
+class RegistersAnInstance:
+    """A plugin whose one strategy the host refuses (an instance, not a class)."""
+
+    @ctxwindow.hookimpl
+    def register_strategies(self, register: Any) -> None:
+        register(Own())
+
+
+def test_a_refused_strategy_is_named_as_refused_not_as_a_failed_plugin(
+    ctxwindow_register: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    ctxwindow_register(RegistersAnInstance(), name="odd", distribution="ctxwindow-odd-test")
+    shown = " ".join(_command("strategies").split())
+    assert "refused, while the plugin's other strategies work: ctxwindow-odd-test:" in shown
+    assert "failed to load" not in shown
+    with pytest.raises(ctxwindow.UnknownStrategy) as unknown:
+        ctxwindow.select(CHAT, budget=100, strategy="own-name")
+    assert [f for f in unknown.value.failed if f.startswith("ctxwindow-odd-test: ")]
+    assert "failed to load or register" in str(unknown.value)
