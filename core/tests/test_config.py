@@ -225,6 +225,36 @@ def test_unknown_key_from_a_file(tmp_path: Path) -> None:
         ctxwindow.from_config(path)
 
 
+def test_tables_a_plugin_claims_are_left_to_it_and_others_are_errors(tmp_path: Path) -> None:
+    """Found by a docs reader: the proxy's documented ctxwindow.toml ([serve], [models.*]
+    beside the strategy keys) made `ctxwindow select` and from_config raise "unknown
+    key(s) 'models'". A plugin claims its tables (register_config_tables, as the proxy
+    does); any other unknown key, a table too, is still named."""
+
+    class Dashboard:
+        @ctxwindow.hookimpl
+        def register_config_tables(self, register: Any) -> None:
+            register("dashboard", "a dashboard")
+            register("hosts", "its hosts")
+
+    text = (
+        'strategy = "capped"\nbudget = 100\nmax_messages = 2\n'
+        '[dashboard]\nport = 8080\n[hosts."a"]\nurl = "http://a"\n'
+    )
+    path = write(tmp_path / "ctxwindow.toml", text)
+    with pytest.raises(InvalidOption, match=r"unknown key\(s\) 'dashboard', 'hosts'"):
+        ctxwindow.from_config(path)
+    ctxwindow.register_plugin(Dashboard(), "dashboard-tables", "ctxwindow-dashboard")
+    try:
+        assert ctxwindow.from_config(path).strategy.options["max_messages"] == 2
+        with pytest.raises(InvalidOption, match=r"unknown key\(s\) 'max_mesages', 'sevre'"):
+            ctxwindow.from_config(
+                {"strategy": "capped", "budget": 100, "max_mesages": 2, "sevre": {"port": 1}}
+            )
+    finally:
+        ctxwindow.unregister_plugin("dashboard-tables")
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
@@ -458,3 +488,4 @@ def test_a_strategys_own_errors_while_building_are_ctxwindow_errors(
             build({"max_messages": 13})
         with pytest.raises(PluginError, match="'picky' from distribution 'ctxwindow-picky' fai"):
             build({"max_messages": 14})
+

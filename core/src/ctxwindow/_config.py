@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwindow._contract import check_budget, declared_options
 from ctxwindow._options import suggestions
-from ctxwindow._plugins import Registered, build_strategy, get_counter, strategy_entry
+from ctxwindow._plugins import (
+    Registered,
+    build_strategy,
+    config_tables,
+    get_counter,
+    strategy_entry,
+)
 from ctxwindow._tokens import TokenCounter
 from ctxwindow._window import Window
 from ctxwindow._windower import Windower
@@ -201,8 +207,8 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
         )
     entry = strategy_entry(config["strategy"])
     budget = check_budget(config["budget"])  # before building a strategy that may load a model
-    options = {key: value for key, value in config.items() if key not in HOST_KEYS}
     known = {option.name for option in declared_options(entry.target)}
+    options = _strategy_keys(config, known)
     visit = {key: options.pop(key) for key in VISIT_KEYS if key in options and key not in known}
     _check_unknown(options, known, entry)
     strategy = build_strategy(entry, options)
@@ -221,9 +227,9 @@ def check_keys(config: Mapping[str, Any]) -> None:
             entry = strategy_entry(name)
         except CtxWindowError:  # reported where the strategy is needed
             entry = None
-    options = {key: value for key, value in config.items() if key not in HOST_KEYS}
+    known = set() if entry is None else {option.name for option in declared_options(entry.target)}
+    options = _strategy_keys(config, known)
     if entry is not None:
-        known = {option.name for option in declared_options(entry.target)}
         _check_unknown({k: v for k, v in options.items() if k not in VISIT_KEYS}, known, entry)
         return
     missing = [key for key in HOST_KEYS if key not in config]
@@ -232,6 +238,19 @@ def check_keys(config: Mapping[str, Any]) -> None:
         raise InvalidOption(
             f"config: unknown key(s) {', '.join(map(repr, typos))}" + suggestions(typos, missing)
         )
+
+
+def _strategy_keys(config: Mapping[str, Any], known: set[str]) -> dict[str, Any]:
+    """The config's keys other than the host's and the tables plugins claim (the
+    proxy's ``[serve]`` and ``[models]``: see ``register_config_tables``): the
+    strategy's options, an unknown one among them an error to name. A claimed name
+    that is also an option of the strategy is the option."""
+    claimed = config_tables()
+    return {
+        key: value
+        for key, value in config.items()
+        if key not in HOST_KEYS and (key in known or key not in claimed)
+    }
 
 
 def _check_unknown(options: Mapping[Any, Any], known: set[str], entry: Registered) -> None:

@@ -73,6 +73,7 @@ HOOKS = {
     "summarizer": "register_summarizers",
     "importance scorer": "register_importance_scorers",
     "request format": "register_request_formats",
+    "config table": "register_config_tables",
 }
 #: The install commands of names that are not installed, by kind (data, not code).
 HINTS_FILE = os.path.join(os.path.dirname(__file__), "install_hints.toml")
@@ -578,6 +579,13 @@ def _entry(
 
 
 def _family_problem(kind: str, entry: Registered) -> str | None:
+    if kind == "config table":
+        if not entry.name or not entry.name.isidentifier() or not isinstance(entry.target, str):
+            return (
+                f"{kind} {entry.name!r}: register the table's name (letters, digits, '_') "
+                "and a description of what it configures"
+            )
+        return None
     if kind == "request format":
         if not entry.name or not all(
             callable(getattr(entry.target, method, None)) for method in ("recognises", "select")
@@ -878,6 +886,13 @@ def request_formats() -> list[Registered]:
     whether it recognises a body."""
     table = plugins().registry().tables["request format"]
     return [table[name] for name in sorted(table)]
+
+
+def config_tables() -> dict[str, str]:
+    """The tables of ctxwindow.toml that plugins read, by name, with what each
+    configures (``register_config_tables``): the windower leaves them to their plugins."""
+    table = plugins().registry().tables["config table"]
+    return {name: entry.target for name, entry in sorted(table.items())}
 
 
 def get_importance_scorer(spec: str) -> Any:

@@ -59,6 +59,8 @@ class RequestFormat(Protocol):
 
 #: ``register(name, format)``: ``format`` is a :class:`RequestFormat`.
 RegisterRequestFormat = Callable[[str, RequestFormat], None]
+#: ``register(name, description)``: a table of ctxwindow.toml the plugin reads.
+RegisterConfigTable = Callable[[str, str], None]
 
 
 @hookspec
@@ -124,6 +126,19 @@ def register_request_formats(register: RegisterRequestFormat) -> None:
         body is in that shape, ``select(body, windower, query)`` windows its messages
         and returns the body in the same shape with every other key kept. The core reads
         OpenAI chat bodies (``{"model": ..., "messages": [...]}``) itself.
+    """
+
+
+@hookspec
+def register_config_tables(register: RegisterConfigTable) -> None:
+    """Claim tables of ``ctxwindow.toml`` (and ``[tool.ctxwindow]``) that the plugin
+    reads, so that one file configures the windower and the plugin's own tool: the
+    windower leaves a claimed table to its plugin, and names any other unknown key as
+    an error (a misspelt option is not silently ignored).
+
+    :param register: call ``register(name, description)`` for each top-level table
+        the plugin reads (``"serve"`` for ``[serve]``; ``"models"`` for
+        ``[models."NAME"]``), ``description`` saying in a few words what it configures.
     """
 
 

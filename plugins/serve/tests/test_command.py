@@ -50,6 +50,24 @@ def test_serve_reads_its_config_and_windows(tmp_path, upstream, make_history):
         process.wait(20)
 
 
+def test_ctxwindow_select_reads_the_proxys_config_file(tmp_path, upstream, make_history):
+    """The proxy's ctxwindow.toml is `ctxwindow select`'s too (docs/serve.md): its
+    [serve] and [models] tables are the proxy's (register_config_tables), not unknown
+    strategy keys. Found by a docs reader: select raised "unknown key(s) 'models'"."""
+    import json
+
+    (tmp_path / "ctxwindow.toml").write_text(
+        f'strategy = "fixed"\nbudget = 300\n[serve]\nupstream = "{upstream.url}"\n'
+        '[models."small"]\ncontext = 400\noutput = 50\n'
+    )
+    (tmp_path / "chat.json").write_text(json.dumps(make_history(20)))
+    done = subprocess.run(
+        ctxwindow("select", "chat.json", cwd=tmp_path), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert 0 < len(json.loads(done.stdout)) < 20
+
+
 def _started(args: list[str], cwd) -> tuple[subprocess.Popen, str]:
     """``ctxwindow serve ARGS`` running, its stdout and stderr captured, and its URL."""
     port = free_port()

@@ -15,6 +15,7 @@ from ctxwindow_serve.settings import ModelEntry, ServeSettings, load_settings
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from starlette.applications import Starlette
 
@@ -26,6 +27,14 @@ def build_app(settings: ServeSettings) -> Starlette:
     from ctxwindow_serve.proxy import build_app as build  # starlette only when serving
 
     return build(settings)
+
+
+@ctxwindow.hookimpl
+def register_config_tables(register: Callable[[str, str], None]) -> None:
+    """The proxy's tables of ctxwindow.toml, beside the strategy keys it shares with
+    ``ctxwindow select``."""
+    register("serve", "the proxy: upstream, port, limits")
+    register("models", "the proxy: each model's context and token counter")
 
 
 @ctxwindow.hookimpl
