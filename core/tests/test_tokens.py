@@ -136,7 +136,10 @@ def test_tool_call_name_and_arguments_count() -> None:
 
 def test_approx_with_chars_per_token_spec() -> None:
     counter = ctxwindow.get_counter("approx:2")
-    assert counter.name == "approx"
+    # a stable id of what it counts: hosts cache counts under the name (the proxy's
+    # per-model counts of tools and formats), and the record shows it
+    assert counter.name == "approx:2" and ctxwindow.get_counter("approx:4").name == "approx"
+    assert ApproxCounter(2.5, 2).name == "approx:2.5 (+2 a message)"
     assert counter.count_text("abcde") == 3
     assert counter.count_message(msg({"role": "user", "content": "abcdef"})) == 3 + 3
     assert ctxwindow.get_counter("approx:2") is counter

@@ -100,7 +100,11 @@ class ApproxCounter:
             )
         self.chars_per_token = chars_per_token
         self.message_overhead = message_overhead
-        self.name = "approx"
+        #: A stable id of what it counts (hosts cache counts under it, records show it):
+        #: its spec, ``approx`` or ``approx:3``, with any other overhead than 3 after it.
+        self.name = "approx" if chars_per_token == 4 else f"approx:{chars_per_token:g}"
+        if message_overhead != 3:
+            self.name += f" (+{message_overhead} a message)"
 
     def count_text(self, text: str) -> int:
         return math.ceil(len(text) / self.chars_per_token)
