@@ -489,3 +489,23 @@ def test_a_strategys_own_errors_while_building_are_ctxwindow_errors(
         with pytest.raises(PluginError, match="'picky' from distribution 'ctxwindow-picky' fai"):
             build({"max_messages": 14})
 
+
+
+def test_the_one_call_api_forgets_a_counter_whose_plugin_went() -> None:
+    """Found by a docs reader: after unregister_plugin, ctxwindow.select still counted
+    with the plugin's counter under a name it had used before (its Windower was cached
+    by the counter's name), while get_counter and a new name raised UnknownCounter."""
+
+    class Words:
+        @ctxwindow.hookimpl
+        def register_token_counters(self, register: Any) -> None:
+            register("words", lambda argument: ctxwindow.ApproxCounter(chars_per_token=5.0))
+
+    ctxwindow.register_plugin(Words(), "words", "ctxwindow-words")
+    try:
+        window = ctxwindow.select(MESSAGES, budget=1_000, strategy="capped", counter="words")
+        assert window.record.counter == "approx:5"
+    finally:
+        ctxwindow.unregister_plugin("words")
+    with pytest.raises(ctxwindow.UnknownCounter, match="unknown token counter 'words'"):
+        ctxwindow.select(MESSAGES, budget=1_000, strategy="capped", counter="words")

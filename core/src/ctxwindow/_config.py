@@ -294,10 +294,11 @@ class _Windowers:
 
     @staticmethod
     def _key(config: dict[str, Any]) -> Hashable | None:
-        """What identifies a configuration: the registered strategy itself (so a plugin
-        registered again under the name is a new key), the counter and the options; None
-        when a value is an object (a counter, an embedder), which the cache would keep
-        alive: such calls build their Windower each time."""
+        """What identifies a configuration: the registered strategy and the counter
+        its name gives now (so a plugin registered again, or gone, is a new key, or an
+        error), and the options; None when a value is an object (a counter, an
+        embedder), which the cache would keep alive: such calls build their Windower
+        each time."""
         entry = strategy_entry(config["strategy"])
         rest = sorted(
             ((key, value) for key, value in config.items() if key not in ("strategy", "budget")),
@@ -305,9 +306,10 @@ class _Windowers:
         )
         if not all(_plain(value) for _, value in rest):
             return None
+        counter = get_counter(config.get("counter"))
         # typed: 1, 1.0 and True are equal keys, but an option may accept only one of them
         typed = tuple((key, type(value).__name__, value) for key, value in rest)
-        return (entry.target, entry.distribution, typed)
+        return (entry.target, entry.distribution, counter, typed)
 
 
 def _plain(value: object) -> bool:
