@@ -327,6 +327,42 @@ def test_a_strategy_with_many_workers_still_running_gets_no_new_one() -> None:
     assert not any("time limit" in note for note in fresh.record.notes)
 
 
+@pytest.mark.parametrize("entry", ["select", "aselect"])
+def test_many_visits_at_once_within_their_limit_all_get_their_window(entry: str) -> None:
+    """Found by a server engineer's review: a shared Windower with a time limit gave
+    visits past the 8th in flight no worker, and so a VisitTimeout at once ("did not
+    choose within 30 s" after no time at all). Only workers their visits gave up on
+    count against the bound; these all answer in time, once all are running."""
+    visits = workers.MAX_RUNNING + 4
+    together = threading.Barrier(visits, timeout=GUARD / 4)
+
+    class WaitsForTheOthers(Newest):
+        name = "waits-for-the-others"
+
+        def choose(self, history: History) -> Selection:
+            together.wait()  # every visit's worker running at once
+            return super().choose(history)
+
+    windower = Windower(WaitsForTheOthers(), 120, "approx", time_limit=GUARD / 2)
+    messages = chat()
+    windows: list[Any] = []
+
+    def visit() -> None:
+        if entry == "select":
+            windows.append(windower.select(messages))
+        else:
+            windows.append(asyncio.run(windower.aselect(messages)))
+
+    threads = [threading.Thread(target=visit) for _ in range(visits)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(GUARD)
+    assert len(windows) == visits  # none raised VisitTimeout
+    expected = positions(Newest().select(messages, 120), messages)
+    assert all(positions(window, messages) == expected for window in windows)
+
+
 def test_the_interpreter_waits_for_a_worker_still_running_at_exit(tmp_path: Any) -> None:
     """A worker abandoned by its visit finishes before the process exits (a worker
     still in native code at exit can abort the process), and the exit status is kept."""

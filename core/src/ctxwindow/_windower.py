@@ -39,7 +39,7 @@ from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter
 from ctxwindow._visit import TimeLimit, Visit
 from ctxwindow._window import Window
-from ctxwindow._workers import in_thread, saturated, within
+from ctxwindow._workers import abandon, in_thread, saturated, within
 from ctxwindow.errors import (
     ContractViolation,
     CtxWindowError,
@@ -169,6 +169,7 @@ class Windower:
                 )
             return visit.finish(selection)
         call: Awaitable[Selection]
+        future = None  # the worker's, when choose runs in one
         if achoose is not None:
             with self._strategy_code():
                 call = _awaitable(achoose(history))
@@ -179,7 +180,11 @@ class Windower:
             call = asyncio.wrap_future(future)
         with self._strategy_code():
             finished, chosen = await within(call, limit.seconds)
-        return visit.finish(chosen) if finished else visit.timed_out(limit)
+        if finished:
+            return visit.finish(chosen)
+        if future is not None:
+            abandon(future)
+        return visit.timed_out(limit)
 
     def _run(self, messages: Any, query: object, budget: int | None, method: str) -> Window[Any]:
         visit = self._begin(messages, budget, query, bounded=method == "choose")
@@ -193,7 +198,10 @@ class Windower:
         import concurrent.futures  # here: only a visit under a time limit needs it
 
         future = self._worker(visit.history, method)
-        if future is None or not concurrent.futures.wait((future,), timeout=limit.seconds)[0]:
+        if future is None:
+            return visit.timed_out(limit)
+        if not concurrent.futures.wait((future,), timeout=limit.seconds)[0]:
+            abandon(future)
             return visit.timed_out(limit)
         with self._strategy_code():
             selection = future.result()
@@ -217,7 +225,8 @@ class Windower:
 
     def _worker(self, history: History, method: str) -> concurrent.futures.Future[Selection] | None:
         """The strategy's choice under way in a worker thread; None when the strategy
-        already has too many running (earlier visits that ran out of time)."""
+        already has too many still running that earlier visits gave up on (a backend
+        that hangs)."""
         strategy = self.strategy
         if saturated(strategy):
             return None

@@ -8,7 +8,9 @@ abort the whole process ("terminate called without an active exception"), so exi
 waits up to :data:`EXIT_WAIT` seconds for running workers; a pure-Python hang is left
 to die with the process. And a backend that hangs on every call would leave one thread
 per request, so an owner (a strategy) with :data:`MAX_RUNNING` workers still running
-gets no new one: its visits run out of time at once, until one ends.
+*after their visits gave up on them* (:func:`abandon`) gets no new one: its visits run
+out of time at once, until one ends. Workers whose visits still wait on them are any
+number: a server under load runs many visits at once, each well within its limit.
 """
 
 from __future__ import annotations
@@ -27,11 +29,16 @@ T = TypeVar("T")
 
 #: Seconds the interpreter's exit waits, in all, for workers still running.
 EXIT_WAIT = 30.0
-#: Workers one owner may have running at once; past it, its visits time out at once.
+#: Abandoned workers (their visits ran out of time) one owner may have still running;
+#: past it, its visits time out at once.
 MAX_RUNNING = 8
 
 _lock = threading.Lock()
 _running: dict[int, set[threading.Thread]] = {}
+#: Of those, the ones whose visit gave up on them, by owner.
+_abandoned: dict[int, set[threading.Thread]] = {}
+#: The thread behind each future :func:`in_thread` returned, until it ends.
+_threads: dict[object, tuple[int, threading.Thread]] = {}
 
 
 def in_thread(
@@ -60,23 +67,37 @@ def in_thread(
                 future.set_result(result)
         finally:
             with _lock:
-                threads = _running.get(key)
-                if threads is not None:
-                    threads.discard(thread)
-                    if not threads:
-                        del _running[key]
+                _threads.pop(future, None)
+                for table in (_running, _abandoned):
+                    threads = table.get(key)
+                    if threads is not None:
+                        threads.discard(thread)
+                        if not threads:
+                            del table[key]
 
     thread = threading.Thread(target=work, name=f"ctxwindow-{name}", daemon=True)
     with _lock:
         _running.setdefault(key, set()).add(thread)
+        _threads[future] = (key, thread)
     thread.start()
     return future
 
 
-def saturated(owner: object) -> bool:
-    """Whether ``owner`` already has :data:`MAX_RUNNING` workers still running."""
+def abandon(future: concurrent.futures.Future[Any]) -> None:
+    """Note that the visit waiting on ``future`` (from :func:`in_thread`) gave up on it
+    (it ran out of time): its worker, while it runs, counts towards :func:`saturated`."""
     with _lock:
-        return len(_running.get(id(owner), ())) >= MAX_RUNNING
+        found = _threads.get(future)
+        if found is not None:
+            key, thread = found
+            _abandoned.setdefault(key, set()).add(thread)
+
+
+def saturated(owner: object) -> bool:
+    """Whether ``owner`` already has :data:`MAX_RUNNING` abandoned workers still
+    running (a backend that hangs), so that a new visit would only add one more."""
+    with _lock:
+        return len(_abandoned.get(id(owner), ())) >= MAX_RUNNING
 
 
 def running() -> list[threading.Thread]:
