@@ -42,6 +42,20 @@ def test_terms_drop_stopwords_and_meet_at_a_stem() -> None:
     assert asks_for("What did Ana paint?") == 0
 
 
+def test_words_of_any_script_are_terms_and_score() -> None:
+    """Found by a chat app developer's review: only a-z and 0-9 made words, so a
+    Russian or Greek chat scored nothing and sliding fell back to recency silently,
+    and an accented word was cut at its accent ('café' -> 'caf')."""
+    assert terms("Мой кот Барсик убежал") == ["мой", "кот", "барсик", "убежал"]
+    assert terms("Schnurrlöwe café José reservation_id") == [
+        "schnurrlöwe", "café", "josé", "reservation", "id",
+    ]  # fmt: skip
+    said = "Мой кот Барсик убежал вчера вечером."
+    messages = [*filler(6), {"role": "user", "content": said}, *filler(6)]
+    scored = scores(messages, query="Как зовут кота, Барсик?")
+    assert scored.index(max(scored)) == 6 and scored[6] > 0
+
+
 def test_rare_shared_words_score_and_unrelated_units_do_not() -> None:
     messages = [
         {"role": "user", "content": "The lighthouse keeper lent us a kayak."},

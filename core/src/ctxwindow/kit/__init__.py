@@ -122,9 +122,12 @@ __all__ = [
     "unit_anchor",
     "unit_anchors",
     "unit_text",
+    "words",
 ]
 
-_WORD = re.compile(r"[a-z0-9]+")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+#: A word in any script: a run of letters and digits ('_' joins an identifier's parts).
+_WORD = re.compile(r"[^\W_]+")
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been
     before being below between both but by can could did do does doing down during each
@@ -145,9 +148,17 @@ def stem(word: str) -> str:
     return word
 
 
+def words(lowered: str) -> list[str]:
+    """The words of a lowercased text: runs of letters and digits in any script
+    ('барсик', 'café', '李'), so that a conversation in another language than English
+    is scored too (a script written without spaces runs on as one word). An ASCII text,
+    most of them (a flag CPython keeps), by the faster ASCII pattern: the same words."""
+    return (_ASCII_WORD if lowered.isascii() else _WORD).findall(lowered)
+
+
 def terms(text: str) -> list[str]:
     """The words of ``text`` that carry meaning, lowercased and stemmed."""
-    return [stem(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
+    return [stem(word) for word in words(text.lower()) if word not in STOPWORDS]
 
 
 def recent_units(

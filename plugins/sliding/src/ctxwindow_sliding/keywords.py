@@ -56,6 +56,7 @@ from ctxwindow.kit import (
     unit_anchor,
     unit_text,
 )
+from ctxwindow.kit import words as words_of
 from ctxwindow.kit.ranking import Postings, Rows, distinct, stable_units
 
 K1 = 1.2
@@ -67,7 +68,6 @@ DECAY = 0.7
 #: finds them.
 FEW_SHARE = 8
 
-_WORD = re.compile(r"[a-z0-9]+")
 _TIME_WORDS = frozenset(
     """january february march april may june july august september october november
     december jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday
@@ -91,7 +91,7 @@ def facts(text: str) -> int:
     """The kinds of fact ``text`` carries: TIME (a date, weekday, month, year or a word
     such as 'yesterday') and NUMBER (digits or a number word), as bits."""
     lowered = text.lower()
-    return _facts_of_words(set(_WORD.findall(lowered)), lowered)
+    return _facts_of_words(set(words_of(lowered)), lowered)
 
 
 def _facts_of_words(words: AbstractSet[str], lowered: str) -> int:
@@ -137,7 +137,7 @@ class UnitTerms:
         # each distinct word is stemmed once (prose repeats its words): the counts are
         # those of ``terms(text)``, as a word's terms are the terms it adds to the text's
         lowered = text.lower()
-        words = Counter(_WORD.findall(lowered))
+        words = Counter(words_of(lowered))
         self.counts: Counter[str] = Counter()
         for word, times in words.items():
             for term in _word_terms(word):
