@@ -58,6 +58,11 @@ def test_a_request_is_counted_once_and_labels_are_bounded(proxy, make_history):
     assert counts[("/v1/chat/completions", "fail-429", "windowed")] == 1
     assert counts[("/v1/chat/completions", "other", "unknown_model")] == 3
     assert data["upstream_errors"] == {"/v1/chat/completions": 1, "other": 3}
+    # a body that is not JSON names no model: `other` too, never an empty label
+    httpx.post(f"{proxy.url}/v1/chat/completions", content=b"{not json", timeout=30)
+    data = httpx.get(f"{proxy.url}/metrics?format=json").json()
+    counts = {(r["route"], r["model"], r["outcome"]): r["count"] for r in data["requests"]}
+    assert counts[("/v1/chat/completions", "other", "not_json")] == 1
     text = httpx.get(f"{proxy.url}/metrics").text
     assert "made" not in text
     assert 'ctxwindow_upstream_errors_total{route="other"} 3' in text

@@ -51,9 +51,10 @@ class Metrics:
         self.upstream_errors[_route(route)] += 1
 
     def _model(self, name: str | None) -> str:
-        """The model's label: its entry's name, ``other`` for a model with none."""
+        """The model's label: its entry's name, ``other`` for a model with none or a
+        request that names none (a body that is not JSON, say)."""
         if name is None:
-            return ""
+            return OTHER
         entry = self._entry_of(name)
         return OTHER if entry is None else entry.name
 
