@@ -156,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Writes the window as a JSON array to stdout; given a saved request "
         'body ({"model": ..., "messages": [...], ...}, or a shape a plugin reads, such '
         "as an Anthropic Messages body), writes that body with its messages windowed "
-        "and every other key kept. Settings, first found wins: --strategy, --budget, "
+        "(those the window made with the API's fields only) and every other key kept. "
+        "Settings, first found wins: --strategy, --budget, "
         "--counter and --option; then the file given with --config or, without --config, "
         "ctxwindow.toml in the current directory, else [tool.ctxwindow] in its "
         "pyproject.toml; then the defaults (strategy fixed, counter approx). --explain "

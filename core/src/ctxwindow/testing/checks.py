@@ -275,7 +275,9 @@ def _stood_in_for(
             newest = max(i for i, m in enumerate(parsed) if m.role == "user")
             assert position == newest, f"message {position} is not the newest user message"
         else:
-            assert position in cuttable, f"message {position} is not a tool result the runner may cut"
+            assert position in cuttable, (
+                f"message {position} is not a tool result the runner may cut"
+            )
         assert CUT_MARK in message.text, f"a cut message must say so: {message!r}"
     else:
         assert message.synthetic, f"a stand-in must be marked synthetic: {message!r}"
