@@ -158,11 +158,12 @@ TWO_ENTRY_POINTS = (
 )
 
 
-def test_naming_one_entry_point_keeps_out_its_whole_distribution(
+def test_blocking_one_entry_point_keeps_out_those_loading_its_module(
     install: Install, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two entry points loading one module: blocking one blocks the distribution (else
-    the other imports what was blocked), and the report says so truly."""
+    """Two entry points loading one module: blocking one blocks both (else the other
+    imports what was blocked), and the report says so truly. (One of several modules
+    can still be kept out alone: tests/test_ecosystem.py, disable-one-entry-point.)"""
     monkeypatch.setenv("CTXWINDOW_DISABLE_PLUGINS", "alpha")
     twoep = install("ctxwindow-twoep", "cw_twoep_test", TWO_ENTRY_POINTS, ["alpha", "beta"])
     with pytest.raises(ctxwindow.UnknownStrategy) as unknown:
@@ -174,7 +175,7 @@ def test_naming_one_entry_point_keeps_out_its_whole_distribution(
     assert not [p for p in listed["plugins"] if p["distribution"] == twoep]
 
 
-def test_loading_one_entry_point_loads_its_whole_distribution(
+def test_letting_in_one_entry_point_loads_its_module(
     install: Install, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CTXWINDOW_LOAD_PLUGINS", "beta")

@@ -17,8 +17,9 @@ importlib.metadata, the hook specifications): the first lookup of a plugin does.
 
 ``CTXWINDOW_LOAD_PLUGINS``: comma-separated distribution (or entry-point) names; when
 set, only those load (set it empty to load none). ``CTXWINDOW_DISABLE_PLUGINS``: names
-that never load (blocked in pluggy). Either keeps whole distributions in or out: an
-entry-point name stands for the distribution that declares it. A name in either that
+that never load (blocked in pluggy). Either takes a distribution's name or an entry
+point's; an entry point kept out keeps out those of its distribution that load the
+same module, which importing them would import. A name in either that
 matches no installed plugin is reported in the problems (a typo there would otherwise
 load nothing, or block nothing, silently), and the plugins they keep out are named
 when a strategy is not found.
@@ -266,25 +267,25 @@ class Plugins:
         return self.manager
 
     def _load_entry_points(self) -> None:
-        """Load each installed distribution's entry points, unless the environment keeps
-        the distribution out: all its entry points together, since two of them may load
-        the same module (one could not be kept out while the other imports it)."""
+        """Load each installed entry point the environment does not keep out (by its
+        distribution's name or its own). One kept out keeps out the others of its
+        distribution that load the same module, which importing them would import; a
+        distribution is reported kept out when all its entry points are."""
         allowed = _names_from_env(LOAD_ENV)
         blocked = _names_from_env(DISABLE_ENV) or set()
         known = {normalize(CORE_DISTRIBUTION)}
         installed: set[str] = set()
         for distribution, entry_points in _entry_points_by_distribution().items():
-            names = {normalize(distribution), *(normalize(ep.name) for ep in entry_points)}
-            known |= names
+            known |= {normalize(distribution), *(normalize(ep.name) for ep in entry_points)}
             installed.add(distribution)
-            variable = _keeping_out(names, allowed, blocked)
-            if variable is not None:  # never imported
-                for entry_point in entry_points:
-                    self.manager.set_blocked(entry_point.name)
-                self.skipped[distribution] = variable
-                continue
+            kept_out = _kept_out(distribution, entry_points, allowed, blocked)
             for entry_point in entry_points:
-                self._load(entry_point, distribution)
+                if entry_point.name in kept_out:  # never imported
+                    self.manager.set_blocked(entry_point.name)
+                else:
+                    self._load(entry_point, distribution)
+            if kept_out and len(kept_out) == len(entry_points):
+                self.skipped[distribution] = next(iter(kept_out.values()))
         for variable, wanted in ((LOAD_ENV, allowed or set()), (DISABLE_ENV, blocked)):
             unknown = sorted(wanted - known)
             if unknown:
@@ -549,8 +550,31 @@ def _entry_points_by_distribution() -> dict[str, list[Any]]:
     return grouped
 
 
+def _kept_out(
+    distribution: str, entry_points: list[Any], allowed: set[str] | None, blocked: set[str]
+) -> dict[str, str]:
+    """The entry points of ``distribution`` the environment keeps out, with the variable
+    that does, going by the distribution's name and each one's. Entry points that load
+    one module go together (importing one imports it for all): blocked if any of them
+    is blocked, else loaded if any of them is let in."""
+    variables = {
+        ep.name: _keeping_out({normalize(distribution), normalize(ep.name)}, allowed, blocked)
+        for ep in entry_points
+    }
+    disabled = {ep.module for ep in entry_points if variables[ep.name] == DISABLE_ENV}
+    let_in = {ep.module for ep in entry_points if variables[ep.name] is None}
+    kept: dict[str, str] = {}
+    for entry_point in entry_points:
+        variable = variables[entry_point.name]
+        if entry_point.module in disabled:
+            kept[entry_point.name] = DISABLE_ENV
+        elif variable is not None and entry_point.module not in let_in:
+            kept[entry_point.name] = variable
+    return kept
+
+
 def _keeping_out(names: set[str], allowed: set[str] | None, blocked: set[str]) -> str | None:
-    """The variable that keeps out a distribution going by ``names``, or None."""
+    """The variable that keeps out an entry point going by ``names``, or None."""
     if names & blocked:
         return DISABLE_ENV
     if allowed is not None and not names & allowed:
