@@ -490,7 +490,6 @@ def test_a_strategys_own_errors_while_building_are_ctxwindow_errors(
             build({"max_messages": 14})
 
 
-
 def test_the_one_call_api_forgets_a_counter_whose_plugin_went() -> None:
     """Found by a docs reader: after unregister_plugin, ctxwindow.select still counted
     with the plugin's counter under a name it had used before (its Windower was cached

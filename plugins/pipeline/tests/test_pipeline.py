@@ -163,7 +163,11 @@ def test_budget_share_leaves_a_later_stage_something_to_choose_from() -> None:
     assert chosen.engaged and window.tokens <= 400
     assert window.record.count("summarized") > 0 and chosen.count("dropped") > 0
     # what sliding dropped, the summary it keeps was written from: summarized, said so
-    later = [d for d in window.record.decisions if "sliding dropped it" in d.reason]
+    later = [  # dropped by sliding: a unit of its own, or one cleared first
+        d
+        for d in window.record.decisions
+        if d.reason.startswith("stages[2] sliding: neither") or "sliding dropped it" in d.reason
+    ]
     assert later and {d.action for d in later} == {"summarized"}
     assert all(d.reason.endswith("in the summary stages[1] summarize wrote") for d in later)
     # without the share, summarize fits the budget itself and sliding has nothing to do
