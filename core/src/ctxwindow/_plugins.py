@@ -561,16 +561,22 @@ def _kept_out(
         ep.name: _keeping_out({normalize(distribution), normalize(ep.name)}, allowed, blocked)
         for ep in entry_points
     }
-    disabled = {ep.module for ep in entry_points if variables[ep.name] == DISABLE_ENV}
-    let_in = {ep.module for ep in entry_points if variables[ep.name] is None}
+    disabled = {_module_of(ep) for ep in entry_points if variables[ep.name] == DISABLE_ENV}
+    let_in = {_module_of(ep) for ep in entry_points if variables[ep.name] is None}
     kept: dict[str, str] = {}
     for entry_point in entry_points:
-        variable = variables[entry_point.name]
-        if entry_point.module in disabled:
+        variable, module = variables[entry_point.name], _module_of(entry_point)
+        if module in disabled:
             kept[entry_point.name] = DISABLE_ENV
-        elif variable is not None and entry_point.module not in let_in:
+        elif variable is not None and module not in let_in:
             kept[entry_point.name] = variable
     return kept
+
+
+def _module_of(entry_point: Any) -> str:
+    """The module an entry point imports (``module:attribute`` -> ``module``)."""
+    value: str = entry_point.value
+    return value.partition(":")[0].strip()
 
 
 def _keeping_out(names: set[str], allowed: set[str] | None, blocked: set[str]) -> str | None:
