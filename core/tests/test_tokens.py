@@ -626,7 +626,7 @@ def test_hf_counts_whole_texts_whatever_the_file_says_of_truncation_and_padding(
     assert counter.count_text(long) == len(long.split()) == 25  # not the 4 it truncates to
     assert counter.count_text("mat") == 1  # not the 32 it pads to
     messages = [{"role": "user", "content": long}, {"role": "user", "content": "mat"}]
-    window = ctxwindow.select(messages, 20, counter=f"hf:{path}")
+    window = ctxwindow.select(messages, 20, "newest", counter=f"hf:{path}")
     assert window.record.tokens_before == 28 + 4
     assert window.messages == [messages[1]]  # the long one does not fit as 7 tokens
 
