@@ -86,7 +86,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
         SummaryResult,
     )
     from ctxwindow._recent import remember_histories, remembered_histories
-    from ctxwindow._requests import SavedRequest, read_request
+    from ctxwindow._requests import SavedRequest, read_request, sendable
     from ctxwindow._selection import Selection
     from ctxwindow._strategy import BaseStrategy
     from ctxwindow._tokens import ApproxCounter, CachedCounter, TokenCounter
@@ -140,7 +140,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "SummaryResult",
     ),
     "ctxwindow._recent": ("remember_histories", "remembered_histories"),
-    "ctxwindow._requests": ("SavedRequest", "read_request"),
+    "ctxwindow._requests": ("SavedRequest", "read_request", "sendable"),
     "ctxwindow._selection": ("Selection",),
     "ctxwindow._strategy": ("BaseStrategy",),
     "ctxwindow._tokens": ("ApproxCounter", "CachedCounter", "TokenCounter"),
@@ -257,6 +257,7 @@ __all__ = [
     "remember_histories",
     "remembered_histories",
     "select",
+    "sendable",
     "strategy_class",
     "to_openai",
     "unregister_plugin",

@@ -383,9 +383,7 @@ class Plugins:
             for impl in _core_first(getattr(manager.hook, hook_name).get_hookimpls()):
                 info = self.infos.get(impl.plugin_name)
                 distribution = info.distribution if info else impl.plugin_name
-                register = self._registrar(
-                    built, kind, info, distribution, core=impl.plugin is _tokens
-                )
+                register = self._registrar(built, kind, info, distribution, core=_is_core(impl))
                 problem = _call(hook_name, impl.function, register)
                 if problem:
                     built.problems.append(f"{distribution}: {problem}")
@@ -530,7 +528,12 @@ def _core_first(impls: list[Any]) -> list[Any]:
     """The hook implementations in calling order, the core's first: its names are
     registered before any plugin's can claim them."""
     calling_order = list(reversed(impls))  # pluggy calls the last registered first
-    return sorted(calling_order, key=lambda impl: impl.plugin is not _tokens)
+    return sorted(calling_order, key=lambda impl: not _is_core(impl))
+
+
+def _is_core(impl: Any) -> bool:
+    """Whether a hook implementation is the core's own (its token counters)."""
+    return impl.plugin is _tokens
 
 
 def _core_name_problem(kind: str, name: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,12 +51,24 @@ class SavedRequest:
 
 
 def sendable(window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
-    """A window's items as a request body sends them: the caller's own messages as they
-    came; each message the window made (a summary, a cut or cleared copy: each carries
-    ctxwindow's ``metadata``) with the API's fields only (:func:`ctxwindow.to_openai`),
-    since the API knows no ``metadata`` on a message."""
-    originals = set(map(id, history))
-    return [item if id(item) in originals else to_openai([item])[0] for item in window]
+    """A window's items as a request sends them: the caller's own messages (those of
+    ``history``) as they came; each message the window made (a summary, a cut or
+    cleared copy: each carries ctxwindow's ``metadata``) with the API's fields only
+    (:func:`ctxwindow.to_openai`), since the API knows no ``metadata`` on a message.
+    ``ctxwindow select`` writes a body's messages so, and the proxy sends them so."""
+    made = [index for index, item in enumerate(window) if _has_metadata(item)]
+    if not made:
+        return list(window)
+    originals = set(map(id, history))  # only for a window with a made message
+    out = list(window)
+    for index in made:
+        if id(out[index]) not in originals:
+            (out[index],) = to_openai([out[index]])
+    return out
+
+
+def _has_metadata(item: Any) -> bool:
+    return isinstance(item, Mapping) and "metadata" in item
 
 
 def read_request(path: str) -> SavedRequest:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxwindow import Window, Windower, to_openai
+from ctxwindow import Window, Windower, sendable
 from ctxwindow_adapters import anthropic as anthropic_adapter
 from ctxwindow_adapters import openai_responses
 
@@ -103,23 +103,12 @@ class ChatShape:
         """The client's messages as they came; a message the window made (a summary, a
         cut or cleared copy, an excerpt: each carries ``metadata``) with the API's
         fields only, as ``ctxwindow.to_openai`` gives them: the API knows no
-        ``metadata`` on a message, and ctxwindow's record is not the upstream's."""
-        made = [index for index, item in enumerate(window) if _has_metadata(item)]
-        if not made:
-            return list(window)
-        originals = set(map(id, history))  # only for a window with a made message
-        out = list(window)
-        for index in made:
-            if id(out[index]) not in originals:
-                (out[index],) = to_openai([out[index]])
-        return out
+        ``metadata`` on a message, and ctxwindow's record is not the upstream's
+        (:func:`ctxwindow.sendable`, as ``ctxwindow select`` writes a body)."""
+        return sendable(window, history)
 
     def error_body(self, kind: str, message: str) -> dict[str, Any]:
         return _openai_error(kind, message)
-
-
-def _has_metadata(item: Any) -> bool:
-    return isinstance(item, Mapping) and "metadata" in item
 
 
 @dataclass(frozen=True)
