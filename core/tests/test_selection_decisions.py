@@ -299,3 +299,36 @@ def test_unit_scores_that_are_not_one_number_per_unit_are_a_violation(
 ) -> None:
     with pytest.raises(ContractViolation, match=match):
         Windower(_ScoresEvery(given), 600, "approx").select(HISTORY)
+
+
+class _SummaryTakenBack(BaseStrategy):
+    """``newest``, having first recorded the older units as summarized at once, then
+    dropped each of them after all (as a pipeline does when a later stage drops the
+    summary an earlier one wrote): no unit is summarized, so no made message is due."""
+
+    name = "summary-taken-back"
+    summarized_left: int = 0  # units left summarized (the rest dropped one by one)
+
+    def choose(self, history: History) -> Selection:
+        selection = newest(history)
+        left_out = sorted(set(range(len(history.units))) - selection.kept)
+        older = range(left_out[0], left_out[-1] + 1)  # after the task statement, kept
+        selection.summarize(older, "in a summary")
+        selection.drop_each(dict.fromkeys(older[self.summarized_left :], "its summary went"))
+        return selection
+
+
+def test_units_summarized_in_a_run_then_each_dropped_need_no_made_message() -> None:
+    """The runner asked for a made message when any run of units was summarized, even
+    one whose every unit was given another action after: a pipeline whose last stage
+    dropped the first stage's summary broke the contract on its first visit. A unit
+    still summarized still needs one."""
+    window = Windower(_SummaryTakenBack(), 600, "approx").select(HISTORY)
+    assert window.record.count("summarized") == 0
+    assert {run.reason for run in window.record.decision_runs if run.action == "dropped"} == {
+        "its summary went"
+    }
+    left = _SummaryTakenBack()
+    left.summarized_left = 1
+    with pytest.raises(ContractViolation, match="no message to stand for them"):
+        Windower(left, 600, "approx").select(HISTORY)

@@ -181,10 +181,18 @@ def _from(units: Iterable[int], first: int) -> list[int]:
 
 def _any_summarized(actions: list[str] | _ByUnit[str]) -> bool:
     """Whether any unit's action is ``summarized``: read from what the strategy decided
-    (its runs and units), or from its spelled-out list."""
+    (its runs and units), or from its spelled-out list. A run summarized may since have
+    given each of its units another action (a pipeline whose later stage dropped the
+    summary): its units are read then, the first still summarized ending the search."""
     if isinstance(actions, _ByUnit):
-        runs = (action for _, _, action in actions.runs)
-        return "summarized" in actions.given.values() or "summarized" in runs
+        if "summarized" in actions.given.values():
+            return True
+        return any(
+            actions[unit] == "summarized"
+            for start, stop, action in actions.runs
+            if action == "summarized"
+            for unit in range(start, stop)
+        )
     return "summarized" in actions
 
 

@@ -452,6 +452,54 @@ def test_budget_shares_that_cannot_work_are_set_aside_not_failed(
     assert again.record.decisions == window.record.decisions
 
 
+@pytest.mark.parametrize("last", ["fixed", "summarize"])
+def test_a_share_too_small_for_the_current_turn_is_set_aside_not_a_violation(last: str) -> None:
+    """A stage whose share is too small for the current turn's tool results had its host
+    cut them: a stand-in for a message the pipeline must send as its own host cut it.
+    The pipeline took that attempt as it was (pinned, a stand-in was not looked at) and
+    broke the contract (ContractViolation), where it must run again without the shares."""
+    from ctxwindow.testing import check_window
+    from ctxwindow_pipeline.pipeline import SHARES_SET_ASIDE
+
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        for i in range(3)
+    ]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Compare the three reports."},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *(
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "report text " * 60}
+            for i in range(3)
+        ),
+    ]
+    strategy = PipelineStrategy(stages=[{"strategy": "fixed", "budget_share": 0.8}, last])
+    window = check_window(strategy, messages, 300)
+    assert window is not None
+    assert SHARES_SET_ASIDE in window.record.notes
+    unshared = check_window(PipelineStrategy(stages=["fixed", last]), messages, 300)
+    assert unshared is not None and window.messages == unshared.messages
+    again = asyncio.run(strategy.aselect(messages, 300))
+    assert again.record.decisions == window.record.decisions
+
+
+def test_a_summary_a_later_stage_drops_leaves_its_units_dropped() -> None:
+    """A first stage's summary of a run of units, dropped by the last stage: each unit
+    is dropped, with what became of it, and no unit is summarized, so no made message is
+    due (a run summarized, then each of its units dropped, broke the contract)."""
+    from ctxwindow.testing import check_window
+
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "s"}]
+    for n in range(200):
+        role = "user" if n % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"message {n} about topic {n % 7} " * 10})
+    strategy = PipelineStrategy(stages=[{"strategy": "summarize", "budget_share": 1.5}, "fixed"])
+    window = check_window(strategy, messages, 2_000)
+    assert window is not None and window.record.count("summarized") == 0
+    reasons = {run.reason for run in window.record.decision_runs if run.action == "dropped"}
+    assert any("then stages[1] fixed dropped it" in reason for reason in reasons), reasons
+
+
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(
     messages=wild_histories(),

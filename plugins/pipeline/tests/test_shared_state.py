@@ -212,9 +212,25 @@ def test_a_turn_starts_from_the_last_turns_first_stage(monkeypatch: pytest.Monke
         assert_as_read_afresh(window, stages, listed, 1_500)
 
 
-def _fates_one_by_one(run: Any, label: str, reason: str, positions: range, cleared: Any) -> None:
-    """What _Run._dropped does, message by message, as the general path does it."""
-    run._removed(label, "dropped", reason, [run.origins[p] for p in positions])
+def _fates_one_by_one(run: Any, label: str, decision: Any, cleared: Any) -> list[int]:
+    """What _Run._gone does, message by message, as the general path does it."""
+    carried = [run.origins[p] for p in decision.positions]
+    run._removed(label, decision.action, decision.reason, carried)
+    return sorted(frozenset().union(*(origin.covers for origin in carried)))
+
+
+def _summary_fates_one_by_one(fates: Any, summaries: Any) -> dict[int, Any]:
+    """What _summary_fates gives, read unit by unit (each unit's fate looked up and
+    given again, as the selection already has it from its run or not)."""
+    from ctxwindow_pipeline.pipeline import _in_summary
+
+    made_by = {unit: maker for covers, maker in summaries for unit in covers}
+    out = {}
+    for unit, maker in made_by.items():
+        fate = _in_summary(fates.get(unit), maker)
+        if fate is not None:
+            out[unit] = fate
+    return out
 
 
 @settings(max_examples=60, deadline=None)
@@ -227,9 +243,10 @@ def _fates_one_by_one(run: Any, label: str, reason: str, positions: range, clear
 def test_a_run_of_the_callers_messages_dropped_at_once_reads_as_one_by_one(
     history: list[dict[str, Any]], budget: int, last: str, cleared_first: bool
 ) -> None:
-    """A stage's run of dropped messages, when the stage's input is the caller's list in
-    its places, is given its fates a run of units at a time: the record says what it
-    says when every message is read one by one."""
+    """A stage's run of dropped or summarized messages, when the stage's input is the
+    caller's list in its places, is given its fates a run of units at a time, and a
+    summary's units keep their run's fate: the record says what it says when every
+    message is read one by one."""
     import ctxwindow_pipeline.pipeline as module
 
     clearing = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 20}
@@ -239,10 +256,70 @@ def test_a_run_of_the_callers_messages_dropped_at_once_reads_as_one_by_one(
     except BudgetTooSmall:
         return
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(module._Run, "_dropped", _fates_one_by_one)
+        patch.setattr(module._Run, "_gone", _fates_one_by_one)
+        patch.setattr(module, "_summary_fates", _summary_fates_one_by_one)
         slow = PipelineStrategy(stages=stages).select(history, budget)
     assert fast.messages == slow.messages
     assert fast.record.to_dict()["decisions"] == slow.record.to_dict()["decisions"]
+
+
+@pytest.mark.slow  # about 10 s each: the twin reads thousands of units one by one a turn
+@pytest.mark.parametrize(
+    "stages", [["summarize", "fixed"], ["clear_tool_outputs", "summarize"], ["summarize"]]
+)
+def test_a_summary_of_thousands_of_messages_costs_a_turn_its_new_messages(
+    stages: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A summarize stage's summary stands for thousands of the caller's messages, turn
+    after turn. The pipeline gave every one of them its fate, read every reference of
+    the summary's covers and named each covered message again on every turn (160 ms a
+    turn at 8,000 messages, against 0.2 ms for summarize alone). Now the covers are read
+    once per summary: few messages are named on a turn that adds two, and windows and
+    records are those of a pipeline that reads everything one by one, turn after turn
+    (a rolling summary is not a fresh visit's), as the summary moves on too."""
+    import ctxwindow_pipeline.pipeline as module
+
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You help with orders."}]
+    for n in range(1_100):
+        messages.append({"role": "user", "content": f"Order ORD{n:05d} ships to city{n % 40}."})
+        messages.append({"role": "assistant", "content": f"Noted ORD{n:05d}; anything else?"})
+    fast, slow = PipelineStrategy(stages=stages), PipelineStrategy(stages=stages)
+    conversation, twin = Conversation(messages[:2_001]), Conversation(messages[:2_001])
+
+    def one_by_one(patch: pytest.MonkeyPatch) -> None:
+        patch.setattr(module._Run, "_gone", _fates_one_by_one)
+        patch.setattr(module, "_summary_fates", _summary_fates_one_by_one)
+        patch.setattr(module._MadeCovers, "units", lambda *_: None)
+        patch.setattr(module._MadeCovers, "callers", lambda *_: None)
+
+    fast.select(conversation, 800)
+    with pytest.MonkeyPatch.context() as patch:
+        one_by_one(patch)
+        slow.select(twin, 800)
+    named = 0
+    covers_ref = History.covers_ref
+
+    def counted(history: History, position: int) -> str:
+        nonlocal named
+        named += 1
+        return covers_ref(history, position)
+
+    monkeypatch.setattr(History, "covers_ref", counted)
+    summarized, named_again = set(), 0
+    for turn in range(2_001, 2_161, 2):
+        conversation.extend(messages[turn : turn + 2])
+        twin.extend(messages[turn : turn + 2])
+        named = 0
+        window = fast.select(conversation, 800)
+        named_again += named > 50
+        summarized.add(window.record.count("summarized"))
+        with pytest.MonkeyPatch.context() as patch:
+            one_by_one(patch)
+            expected = slow.select(twin, 800)
+        assert window.messages == expected.messages
+        assert window.record.to_dict()["decisions"] == expected.record.to_dict()["decisions"]
+    assert min(summarized) > 1_500 and len(summarized) > 1  # the summary moved on
+    assert named_again <= 8, f"{named_again} of 80 turns named the covered messages again"
 
 
 def test_threads_windowing_one_conversation_at_once_each_get_a_fresh_pipelines_window() -> None:

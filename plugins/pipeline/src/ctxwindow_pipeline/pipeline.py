@@ -191,10 +191,12 @@ class _MustKeepLost(Exception):
 
 def _checked(run: _Run, shares: bool, pins: bool, has_shares: bool) -> Selection:
     """The run's selection, once sure that the last stage's window holds what the
-    pipeline must keep (else _MustKeepLost; pinned on the pipeline's budget, every
-    stage keeps it), as it is when unpinned, saying so in the record when the budget
-    shares were set aside. (The selection keeps the must-keep units whatever the
-    stages did: it is the window that must hold them.)"""
+    pipeline must keep, as the pipeline's host gave it (else _MustKeepLost; pinned on
+    the pipeline's budget, every stage keeps it as it is), saying so in the record when
+    the budget shares were set aside. Pinned, a stage still stands something in for a
+    must-keep message when its share is too small for it (its host cut the current
+    turn's tool results): no strategy may. (The selection keeps the must-keep units
+    whatever the stages did: it is the window that must hold them.)"""
     if shares or not pins:
         present: dict[int, bool] = {}  # unit: every message of it sent as it is
         for origin in run.origins:
@@ -202,7 +204,7 @@ def _checked(run: _Run, shares: bool, pins: bool, has_shares: bool) -> Selection
                 unit = next(iter(origin.covers))
                 present[unit] = present.get(unit, True) and origin.stand_in is None
         for unit in run.history.must_keep:
-            if unit not in present or not (pins or present[unit]):
+            if not present.get(unit, False):
                 raise _MustKeepLost
     selection = run.finish()
     if has_shares and not shares:
@@ -301,6 +303,9 @@ class _Origins:
         self.starts: list[int] = []  # each unit's first position
         #: The last visit's first stage, for the next to start from (checked there).
         self.after_first: _AfterFirst | None = None
+        #: What the made messages of recent visits cover, by their own ``covers``
+        #: (see :class:`_MadeCovers`): a summary of thousands of messages is read once.
+        self.made = _MadeCovers()
 
     def branch(self, conversation: Conversation, origin: Branch) -> _Origins:
         """A branch's: those of the units the two share, but the newest of them."""
@@ -376,6 +381,65 @@ class _Fates:
             for unit in [unit for unit in by_unit if units.start <= unit < units.stop]:
                 del by_unit[unit]
         self.runs.append((units.start, units.stop, fate))
+
+
+class _MadeCovers:
+    """What a stage's made message (a summary) covers, read once for each ``covers``
+    tuple it carries: a summary stands for the same thousands of messages turn after
+    turn (its strategy hands on the very tuple), and reading each reference, then
+    naming each message in the caller's terms, would cost every turn the history.
+
+    Only for an input that is the caller's messages in their places, and references
+    by position (``#3``), which mean the same message whatever the later messages:
+    ``read`` gives the units, ``callers`` the caller's references for a set of units.
+    Held per conversation, a few of each (a branch starts with none)."""
+
+    KEPT = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: id(refs): (refs, the input length read at, the caller's units they name)
+        self._units: dict[int, tuple[tuple[Any, ...], int, frozenset[int]]] = {}
+        #: id(refs): (refs, the units covered, the caller's references for them)
+        self._callers: dict[int, tuple[tuple[Any, ...], frozenset[int], tuple[str, ...]]] = {}
+
+    def units(self, refs: object, inputs: int) -> frozenset[int] | None:
+        """The units ``refs`` was read to name, with an input at least as long."""
+        with self._lock:
+            held = self._units.get(id(refs))
+        if held is None or held[0] is not refs or held[1] > inputs:
+            return None
+        return held[2]
+
+    def keep_units(self, refs: object, inputs: int, units: frozenset[int]) -> None:
+        if type(refs) is tuple and all(map(_by_position, refs)):
+            with self._lock:
+                _bounded(self._units, self.KEPT)[id(refs)] = (refs, inputs, units)
+
+    def callers(self, refs: object, covers: frozenset[int]) -> tuple[str, ...] | None:
+        """The caller's references for ``covers``, as made for the same ``refs``."""
+        with self._lock:
+            held = self._callers.get(id(refs))
+        if held is None or held[0] is not refs or held[1] != covers:
+            return None
+        return held[2]
+
+    def keep_callers(self, refs: object, covers: frozenset[int], named: tuple[str, ...]) -> None:
+        if type(refs) is tuple and all(map(_by_position, refs)):
+            with self._lock:
+                _bounded(self._callers, self.KEPT)[id(refs)] = (refs, covers, named)
+
+
+def _by_position(ref: object) -> bool:
+    """Whether a ``covers`` reference names a message by its position (``#3``)."""
+    return isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit()
+
+
+def _bounded(held: dict[int, T], most: int) -> dict[int, T]:
+    """``held``, its oldest entries dropped to leave room for one more."""
+    while len(held) >= most:
+        del held[next(iter(held))]
+    return held
 
 
 class _AfterFirst(NamedTuple):
@@ -535,7 +599,7 @@ class _Run:
         if not record.engaged:
             return
         label = stage.label
-        decisions = _decisions(record)
+        decisions: Sequence[Decision | DecisionRun] = record.decision_runs
         last = self.read.after_first if self.read and stage.index == 0 else None
         first = 0  # the decisions to go over: those before were the last visit's
         in_place = len(window.messages) == len(self.items) and _keeps_all(record)
@@ -548,6 +612,10 @@ class _Run:
             made: list[tuple[int, int]] = []
         else:
             items, origins, made = self._walk(windower, window, decisions)
+            if len(made) > 1 and _summarized_together(record.decision_runs):
+                # made messages are matched to what they cover unit by unit (a note per
+                # exchange): the decisions one per unit, not in runs
+                decisions = record.decisions
         summarized: list[tuple[int, frozenset[int]]] = []
         before, size = self.origins, len(self.origins)
         kept_reason, replaced_reason = self.kept_reason, self.replaced_reason
@@ -556,10 +624,16 @@ class _Run:
         for decision in itertools.islice(decisions, first, None):
             if not decision.positions:
                 continue
-            if self.aligned and decision.action == "dropped" and type(decision.positions) is range:
+            if (
+                self.aligned
+                and decision.action in ("dropped", "summarized")
+                and type(decision.positions) is range
+            ):
                 if cleared is None:
                     cleared = sorted(replaced_reason)
-                self._dropped(label, decision.reason, decision.positions, cleared)
+                units = self._gone(label, decision, cleared)
+                if decision.action == "summarized":
+                    summarized.append((decision.positions[0], frozenset(units)))
                 continue
             carried = [before[p] for p in decision.positions if p < size]
             if decision.action in KEEPING:
@@ -582,9 +656,8 @@ class _Run:
                     covers = frozenset().union(*(o.covers for o in carried))
                     summarized.append((decision.positions[0], covers))
         for index, grouped in _covers(made, summarized):
-            written_from = _written_from(items[index], self.items) or ()
             # and what the stage says its message stands for
-            covers = frozenset().union(grouped, *(before[p].covers for p in written_from))
+            covers = grouped | self._written_from(items[index], before)
             origins[index] = _Origin(None, covers, label)
         final: list[_Origin] = (
             [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
@@ -606,6 +679,22 @@ class _Run:
                 )
         self.items, self.origins = items, final
         self.aligned = self.aligned and in_place
+
+    def _written_from(self, item: Any, before: Sequence[_Origin]) -> frozenset[int]:
+        """The caller's units a made message's ``metadata.covers`` names (see
+        :func:`_written_from`), read once per ``covers`` tuple on an input that is the
+        caller's messages in their places (:class:`_MadeCovers`)."""
+        memo = self.read.made if self.read is not None and self.aligned else None
+        refs = _refs(item)
+        if memo is not None:
+            units = memo.units(refs, len(self.items))
+            if units is not None:
+                return units
+        written_from = _written_from(item, self.items) or ()
+        units = frozenset().union(*(before[p].covers for p in written_from))
+        if memo is not None and written_from:
+            memo.keep_units(refs, len(self.items), units)
+        return units
 
     def _first_reasons(self) -> _Reasons:
         """The first stage's kept reasons, for the next visit to share: the later
@@ -713,20 +802,25 @@ class _Run:
         self.replaced_reason = _before(last.replaced_reason, units)
         return count, position, differ
 
-    def _dropped(self, label: str, reason: str, positions: range, cleared: list[int]) -> None:
+    def _gone(self, label: str, decision: Decision | DecisionRun, cleared: list[int]) -> range:
         """:meth:`_removed` of a run of the caller's own messages, in their places (the
-        stage input is the caller's list, its messages stood in for at most): a fate for
-        its units at once, then one for each of them cleared first."""
-        history = self.history
-        first, last = history.unit_of(positions.start), history.unit_of(positions.stop - 1)
+        stage input is the caller's list, its messages stood in for at most), dropped or
+        summarized: a fate for its units at once, then one for each of them cleared
+        first; the units. A stage that summarizes or drops thousands of units costs a
+        turn a run, not an entry per unit."""
+        history, action, reason = self.history, decision.action, decision.reason
+        positions = decision.positions
+        first, last = history.unit_of(positions[0]), history.unit_of(positions[-1])
         assert first is not None and last is not None  # no defective message: aligned
-        self.fate.set_run(range(first, last + 1), ("dropped", f"{label}: {reason}"))
-        then = f"; then {label} dropped it: {reason}"
+        self.fate.set_run(range(first, last + 1), (action, f"{label}: {reason}"))
+        verb = f" dropped it: {reason}" if action == "dropped" else f": {reason}"
+        then = f"; then {label}{verb}"
         replaced_reason = self.replaced_reason
         units = cleared[bisect.bisect_left(cleared, first) : bisect.bisect_right(cleared, last)]
         # each "<why it was cleared>; then <label> dropped it: <reason>", at C speed
         reasons = map(operator.add, map(replaced_reason.__getitem__, units), itertools.repeat(then))
-        self.fate.give(units, list(zip(itertools.repeat("dropped"), reasons, strict=False)))
+        self.fate.give(units, list(zip(itertools.repeat(action), reasons, strict=False)))
+        return range(first, last + 1)
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
         said = f"{label}: {reason}"
@@ -752,13 +846,9 @@ class _Run:
         history = self.history
         selection = history.selection()
         present = {next(iter(o.covers)) for o in self.origins if o.position is not None}
-        summarized = {  # a unit a summary in the window was written from: its words are there
-            unit: origin.made_by
-            for origin in self.origins
-            if origin.position is None
-            for unit in origin.covers
-        }
-        _decide(selection, self.fate, summarized, present, self.kept_why)
+        # the units a summary in the window was written from (its words are there), by it
+        summaries = [(o.covers, o.made_by) for o in self.origins if o.position is None]
+        _decide(selection, self.fate, summaries, present, self.kept_why)
         for origin in self.origins:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
@@ -774,7 +864,8 @@ class _Run:
             )
             made = self.items[index]
             message = _as_message(made)
-            selection.add_synthetic(_in_callers_terms(message, origin, history), after)
+            memo = self.read.made if self.read is not None else None
+            selection.add_synthetic(_in_callers_terms(message, origin, history, memo), after)
         for label, record in zip(self.labels, self.records, strict=True):
             selection.notes.append(f"{label}: {_summary(record)}")
             selection.notes.extend(f"{label}: {note}" for note in record.notes)
@@ -791,16 +882,10 @@ def _in_summary(fate: tuple[str, str] | None, made_by: str | None) -> tuple[str,
     return "summarized", f"{fate[1]}; in the summary {made_by} wrote"
 
 
-def _decisions(record: WindowRecord) -> Sequence[Decision | DecisionRun]:
-    """A stage's decisions as ``apply`` reads them (positions, action, reason): in runs
-    of units, unless a run summarized several units, whose made messages are matched to
-    what they cover unit by unit (a note per exchange)."""
-    runs = record.decision_runs
-    if record.count("summarized") and any(
-        run.action == "summarized" and len(run.units) > 1 for run in runs
-    ):
-        return record.decisions
-    return runs
+def _summarized_together(runs: Sequence[DecisionRun]) -> bool:
+    """Whether a run of a stage's decisions summarized several units (whose made
+    messages, when there are several, are matched to what they cover unit by unit)."""
+    return any(run.action == "summarized" and len(run.units) > 1 for run in runs)
 
 
 def _keeps_all(record: WindowRecord) -> bool:
@@ -813,25 +898,23 @@ def _keeps_all(record: WindowRecord) -> bool:
 def _decide(
     selection: Selection,
     fates: _Fates,
-    summarized: Mapping[int, str | None],
+    summaries: Sequence[tuple[frozenset[int], str | None]],
     present: set[int],
     kept_why: Callable[[int], str],
 ) -> None:
     """Write the units' fates into a fresh selection: the stages' runs a call each (split
     around the must-keep units, left as the selection has them), then each unit's own
-    fate, overridden, in this order, by a summary's (a unit a summary in the window was
-    written from) and the window's. A turn costs the runs and the units with a reason
-    of their own, not a call per unit of the history: a selection's own decision about
-    a unit is newer than any run over it, as a fate's is."""
+    fate, overridden, in this order, by a summary's (a unit one of ``summaries`` was
+    written from: what it covers, and who made it) and the window's. A turn costs the
+    runs and the units with a reason of their own, not a call per unit of the history:
+    a selection's own decision about a unit is newer than any run over it, as a fate's
+    is."""
     apart = sorted(selection.history.must_keep)
     for start, stop, (action, reason) in fates.runs:
         for units in _around(range(start, stop), apart):
             _decided(selection, units, action, reason)
     own = dict(fates.by_unit)
-    for unit, made_by in summarized.items():
-        fate = _in_summary(fates.get(unit), made_by)
-        if fate is not None:
-            own[unit] = fate
+    own.update(_summary_fates(fates, summaries))
     for unit in present:
         own[unit] = ("kept", kept_why(unit))
     for unit in apart:
@@ -848,6 +931,35 @@ def _decide(
 
 
 _first, _second = operator.itemgetter(0), operator.itemgetter(1)
+
+
+def _summary_fates(
+    fates: _Fates, summaries: Sequence[tuple[frozenset[int], str | None]]
+) -> dict[int, Fate]:
+    """The fates that a summary in the window changes (:func:`_in_summary`) or that
+    are a unit's own, for the units the summaries were written from. A unit a run
+    summarized keeps that run's fate, which the selection has: a summary of thousands
+    of units costs a turn set operations, not a call per unit."""
+    made_by: dict[int, str | None] = {}
+    for covers, maker in summaries:  # the last summary's word on a unit, as the window's
+        made_by.update(dict.fromkeys(covers, maker))
+    out: dict[int, Fate] = {}
+    by_unit = fates.by_unit
+    for unit in made_by.keys() & by_unit.keys():
+        out[unit] = _in_summary(by_unit[unit], made_by[unit]) or by_unit[unit]
+    rest = made_by.keys() - by_unit.keys()
+    for start, stop, fate in reversed(fates.runs):  # the newest run over a unit decides
+        if not rest:
+            break
+        if stop - start <= 4 * len(rest):
+            inside = rest.intersection(range(start, stop))
+        else:
+            inside = {unit for unit in rest if start <= unit < stop}
+        rest -= inside
+        if fate[0] == "dropped":  # the others keep the run's fate, as in_summary does
+            for unit in inside:
+                out[unit] = _in_summary(fate, made_by[unit]) or fate
+    return out
 
 
 def _decided(selection: Selection, units: int | range, action: str, reason: str) -> None:
@@ -871,17 +983,32 @@ def _around(units: range, apart: list[int]) -> Iterator[range]:
         yield range(start, units.stop)
 
 
-def _in_callers_terms(message: Message, origin: _Origin, history: History) -> Message:
+def _in_callers_terms(
+    message: Message, origin: _Origin, history: History, memo: _MadeCovers | None = None
+) -> Message:
     """A stage's made message whose ``covers`` names what it stands for in the caller's
-    messages (a stage names its own input's, which a cleared or dropped message shifts)."""
-    if "covers" not in message.metadata:
+    messages (a stage names its own input's, which a cleared or dropped message shifts):
+    a tuple, made once for a summary that covers the same units with the same ``covers``
+    turn after turn (``memo``), so the runner's check of it is read once too."""
+    refs = message.metadata.get("covers")
+    if refs is None and "covers" not in message.metadata:
         return message
-    covers = [
-        history.covers_ref(position)
-        for unit in sorted(origin.covers)
-        for position in history.span(unit)
-    ]
+    covers = memo.callers(refs, origin.covers) if memo is not None else None
+    if covers is None:
+        covers = tuple(
+            history.covers_ref(position)
+            for unit in sorted(origin.covers)
+            for position in history.span(unit)
+        )
+        if memo is not None:
+            memo.keep_callers(refs, origin.covers, covers)
     return replace(message, metadata={**message.metadata, "covers": covers})
+
+
+def _refs(item: Any) -> object:
+    """A made message's ``metadata.covers`` (None: it has none)."""
+    metadata = item.metadata if isinstance(item, Message) else item.get("metadata")
+    return metadata.get("covers") if isinstance(metadata, Mapping) else None
 
 
 def _written_from(item: Any, inputs: Sequence[Any]) -> list[int] | None:
@@ -889,8 +1016,7 @@ def _written_from(item: Any, inputs: Sequence[Any]) -> list[int] | None:
     an id), None when it names none or one that cannot be found. A summary is written
     from more than the units the stage summarized: the newest of those it covers may
     stay verbatim, in the room it leaves, and a later stage may then drop them."""
-    metadata = item.metadata if isinstance(item, Message) else item.get("metadata")
-    refs = metadata.get("covers") if isinstance(metadata, Mapping) else None
+    refs = _refs(item)
     if not isinstance(refs, (list, tuple)) or not refs:
         return None
     ids: dict[str, int] | None = None
