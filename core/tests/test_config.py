@@ -508,3 +508,47 @@ def test_the_one_call_api_forgets_a_counter_whose_plugin_went() -> None:
         ctxwindow.unregister_plugin("words")
     with pytest.raises(ctxwindow.UnknownCounter, match="unknown token counter 'words'"):
         ctxwindow.select(MESSAGES, budget=1_000, strategy="capped", counter="words")
+
+
+class Staged(Newest):
+    """Counts its instances; takes a list of names or tables, as a pipeline's stages."""
+
+    name = "staged"
+    built = 0
+    option_specs = (Option("stages", (list, tuple), [], "Names or tables."),)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        type(self).built += 1
+
+    def choose(self, history: History) -> Selection:
+        return newest(history)
+
+
+def test_the_one_call_api_remembers_a_configuration_with_lists_and_tables(
+    ctxwindow_register: Any,
+) -> None:
+    """An option holding a list of names and tables (a pipeline's ``stages``, as every
+    sample writes it) made the configuration no key: each call built the strategy
+    again, its per-conversation state lost, a summarizer called on every turn. Lists
+    and tables of TOML values are keys now; what differs in them, types included, is
+    another key, and a list the caller changes afterwards is not the one remembered."""
+    ctxwindow_register(Staged, name="staged", distribution="ctxwindow-staged")
+    Staged.built = 0
+    stages: list[Any] = ["a", {"strategy": "b", "budget_share": 0.5}]
+    for _ in range(3):
+        ctxwindow.select(MESSAGES, 100, "staged", stages=stages)
+    assert Staged.built == 1
+    ctxwindow.select(MESSAGES, 100, "staged", stages=["a", {"budget_share": 0.5, "strategy": "b"}])
+    assert Staged.built == 1  # a table's keys in another order: the same table
+    stages[1]["budget_share"] = 1  # an int where a float was: another configuration
+    ctxwindow.select(MESSAGES, 100, "staged", stages=stages)
+    assert Staged.built == 2
+    windower = ctxwindow.cached_windower("staged", 100, stages=stages)
+    stages.append("c")  # changed after the call: the remembered one is not
+    assert windower.strategy.options["stages"] == ["a", {"strategy": "b", "budget_share": 1}]
+    ctxwindow.select(MESSAGES, 100, "staged", stages=("a", {"strategy": "b", "budget_share": 1}))
+    assert Staged.built == 3  # a tuple where a list was: another key, as 1 and 1.0 are
+    ctxwindow.select(MESSAGES, 100, "staged", stages=[object()])
+    ctxwindow.select(MESSAGES, 100, "staged", stages=[object()])
+    assert Staged.built == 5  # an object among them: built each call, as before

@@ -267,8 +267,9 @@ class _Windowers:
     """The Windowers the one-call API has built, by configuration, so that calls with
     the same strategy, options and counter share one (and its strategy's per-conversation
     state) rather than build it again. At most WINDOWERS_KEPT, least recently used
-    forgotten first; a configuration that cannot be a key (an unhashable option
-    value) builds its Windower each call, as before."""
+    forgotten first. Option values are keys as TOML writes them (scalars, and lists and
+    tables of them: a pipeline's ``stages``); a configuration with an object among them
+    (a counter or embedder instance) builds its Windower each call."""
 
     def __init__(self, kept: int) -> None:
         self._lock = threading.Lock()
@@ -285,7 +286,9 @@ class _Windowers:
             if windower is not None:
                 self._windowers.move_to_end(key)
                 return windower
-        windower = windower_from(config)  # outside the lock: it may load a model
+        # outside the lock (it may load a model); from a copy, so that a list or table the
+        # caller changes after the call cannot change the Windower its old value keys
+        windower = windower_from(copy.deepcopy(config))
         with self._lock:
             windower = self._windowers.setdefault(key, windower)
             while len(self._windowers) > self._kept:
@@ -304,19 +307,26 @@ class _Windowers:
             ((key, value) for key, value in config.items() if key not in ("strategy", "budget")),
             key=lambda item: str(item[0]),
         )
-        if not all(_plain(value) for _, value in rest):
+        typed = tuple((key, _frozen(value)) for key, value in rest)
+        if any(value is None for _, value in typed):
             return None
         counter = get_counter(config.get("counter"))
-        # typed: 1, 1.0 and True are equal keys, but an option may accept only one of them
-        typed = tuple((key, type(value).__name__, value) for key, value in rest)
         return (entry.target, entry.distribution, counter, typed)
 
 
-def _plain(value: object) -> bool:
-    """A config value that can be part of a key: a TOML-like scalar, or a tuple of them."""
-    if isinstance(value, tuple):
-        return all(_plain(item) for item in value)
-    return value is None or isinstance(value, (str, int, float, bool))
+def _frozen(value: object) -> Hashable | None:
+    """A config value as part of a key: a TOML-like scalar with its type (1, 1.0 and
+    True are equal keys, but an option may accept only one of them), a list, tuple or
+    table of such values, each item so; None for anything else (an object)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return (type(value).__name__, value)
+    if isinstance(value, (list, tuple)):
+        items = tuple(map(_frozen, value))
+        return None if None in items else (type(value).__name__, items)
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        pairs = tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+        return None if any(item is None for _, item in pairs) else ("dict", pairs)
+    return None
 
 
 WINDOWERS_KEPT = 16
