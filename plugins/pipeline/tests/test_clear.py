@@ -312,7 +312,11 @@ class _UnitByUnit(ClearToolOutputs):
             room -= cost
             units.append((unit, clearing))
         dropped = selection.default_reason == clear.DROPPED
-        _keep_units(selection, units, clear.FITS_AFTER if dropped else clear.KEPT)
+        if dropped and not any(clearing for _, clearing in units):
+            selection.default_reason = clear.DROPPED_UNCLEARED
+            _keep_units(selection, units, clear.FITS)
+        else:
+            _keep_units(selection, units, clear.FITS_AFTER if dropped else clear.KEPT)
         return selection
 
     def transform(self, history: History) -> ctxwindow.Selection:
@@ -418,3 +422,17 @@ def test_a_legacy_function_result_that_joins_its_call_makes_an_exchange() -> Non
     conversation.append(Message(role="user", content="and then?"))
     found, count = memo.exchanges(conversation.view(COUNTER, 1_000))
     assert found[:count] == [1]  # once an exchange, always one: the list only grows
+
+
+def test_a_window_that_cleared_nothing_says_no_clearing() -> None:
+    """With no tool output cleared (a chat, or outputs under min_tokens), the record
+    said the units fit, or went, "once tool outputs were cleared": a clearing that never
+    happened. It says what fixed says then; with one cleared, what it says still does."""
+    chat = [{"role": "system", "content": "s"}]
+    for n in range(40):
+        chat.append({"role": "user" if n % 2 == 0 else "assistant", "content": f"m{n} " * 20})
+    window = ctxwindow.select(chat, budget=400, strategy="clear_tool_outputs")
+    reasons = {(run.action, run.reason) for run in window.record.decision_runs}
+    assert ("dropped", clear.DROPPED_UNCLEARED) in reasons
+    assert ("kept", clear.FITS) in reasons
+    assert not any("cleared" in reason for _, reason in reasons)

@@ -21,6 +21,9 @@ STUB = "[tool output of {tool} ({call_id}) cleared by ctxwindow: {tokens:,} toke
 KEPT = "not an old, large tool output"
 FITS_AFTER = "among the most recent units that fit once tool outputs were cleared"
 DROPPED = "outside the most recent units that fit once tool outputs were cleared"
+#: The same, when no output in the window needed clearing (a chat, or small outputs).
+FITS = "among the most recent units that fit"
+DROPPED_UNCLEARED = "outside the most recent units that fit"
 TOO_BIG = (
     "cleared though among the newest keep_recent results: its exchange is bigger than "
     "what the budget leaves once the must-keep messages are in"
@@ -168,6 +171,8 @@ class ClearToolOutputs(BaseStrategy):
             else:
                 clearings.append(clearing)
         reason = FITS_AFTER if selection.default_reason == DROPPED else KEPT
+        if reason == FITS_AFTER and not clearings:  # say no clearing that never happened
+            reason, selection.default_reason = FITS, DROPPED_UNCLEARED
         for run in kept:
             selection.keep(run, reason)
         _note_cleared(selection, clearings)
