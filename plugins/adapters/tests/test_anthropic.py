@@ -655,3 +655,39 @@ def test_an_sdk_block_edited_in_place_is_read_again() -> None:
     adapter._READS.remembered.clear()
     fresh = adapter.select(messages, 100_000, "fixed")
     assert window.record.tokens_before == fresh.record.tokens_before > 500
+
+
+def test_a_cut_newest_user_message_after_dropped_tool_results_holds_only_its_cut_text() -> None:
+    """The newest user message answers a dropped exchange and holds two text blocks and
+    an image after its tool result: cut to fit, it comes back holding the cut text and
+    the image, its tool result gone with the exchange (the host's cut is applied once,
+    to the blocks kept, never as a stand-in that renumbers them first)."""
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    messages = [
+        {"role": "user", "content": "Summarize the report."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"p": "r"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "done"},
+                {"type": "text", "text": "<reminder>Be concise.</reminder>"},
+                image,
+                {"type": "text", "text": "Now translate this: " + "lorem ipsum " * 400},
+            ],
+        },
+    ]
+    before = copy.deepcopy(messages)
+    window = adapter.select(messages, 250, oversize="truncate", system="Be brief.")
+    assert messages == before
+    check_messages(window.messages)
+    (last,) = window.messages
+    text, kept_image = last["content"]
+    assert text["type"] == "text" and text["text"].startswith(
+        "<reminder>Be concise.</reminder>\nNow translate this: lorem ipsum"
+    )
+    assert text["text"].endswith("characters cut by ctxwindow to fit the token budget]")
+    assert kept_image is image
+    assert [d.action for d in window.record.decisions][-1] == "truncated"

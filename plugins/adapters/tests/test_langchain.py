@@ -255,8 +255,27 @@ def test_start_on_and_end_on_keep_tool_exchanges_whole() -> None:
     assert isinstance(ended, list) and isinstance(ended[-1], AIMessage)
     assert not ended[-1].tool_calls  # the answer before, not the call without its results
     check_valid(ended)
-    started = adapter.trim_messages(history(3), max_tokens=300, start_on="tool")
+    started = adapter.trim_messages(history(3), max_tokens=300, start_on=["human", "ai"])
     check_valid(started)
+
+
+@pytest.mark.parametrize("start_on", ["tool", ToolMessage, ["human", "tool"]])
+def test_start_on_a_tool_message_says_it_cannot_be_honoured(start_on: Any) -> None:
+    """LangChain's own trim opens the window on the first ToolMessage, sending a result
+    without its call; keeping the two together, no window can start there, so rather
+    than return the system message alone (every match sits inside an exchange) it says
+    so, for a list and for a Runnable alike."""
+    messages = history(3)
+    theirs = langchain_trim_messages(
+        messages, max_tokens=1000, token_counter="approximate", strategy="last",
+        include_system=True, start_on="tool",
+    )  # fmt: skip
+    assert isinstance(theirs[1], ToolMessage)  # LangChain's window: a result without its call
+    with pytest.raises(InvalidOption, match="start_on cannot name a tool message"):
+        adapter.trim_messages(messages, max_tokens=1000, start_on=start_on)
+    with pytest.raises(InvalidOption, match="start_on cannot name a tool message"):
+        adapter.trim_messages(max_tokens=1000, start_on=start_on)
+    assert adapter.trim_messages(messages, max_tokens=1000, end_on="tool")  # a unit's end
 
 
 def test_start_on_never_removes_a_system_message_in_the_middle() -> None:
@@ -624,3 +643,166 @@ def test_call_blocks_repeating_tool_calls_count_once() -> None:
         return counter.count_message(read.messages[1])
 
     assert count(blocks) == count(plain)
+
+
+def anthropic_style_history(turns: int = 6) -> list[BaseMessage]:
+    """ChatAnthropic's replies: each tool call both a ``tool_use`` block in the content
+    and an entry of ``tool_calls`` (which LangChain's approximate count then leaves
+    out, counting the blocks), and named senders and tools."""
+    out: list[BaseMessage] = [SystemMessage("Be brief.")]
+    for turn in range(turns):
+        call = {"name": "search", "args": {"query": f"flights to city {turn}"}, "id": f"tu{turn}"}
+        block = {"type": "tool_use", "id": f"tu{turn}", "name": "search", "input": call["args"]}
+        out += [
+            HumanMessage(f"Find flights to city {turn}.", name="alice"),
+            AIMessage([{"type": "text", "text": "Let me search."}, block], tool_calls=[call]),
+            ToolMessage("AZ123 09:05, LH456 11:10. " * 5, tool_call_id=f"tu{turn}", name="search"),
+            AIMessage("The first is AZ123."),
+        ]
+    out.append(HumanMessage("Book the first one.", name="alice"))
+    return out
+
+
+@pytest.mark.parametrize("max_tokens", [150, 300, 450])
+def test_the_window_fits_max_tokens_as_the_callers_counter_counts_it(max_tokens: int) -> None:
+    """The counter is asked about the caller's own messages, not ones rebuilt from
+    ctxwindow's reading (which dropped the tool_use blocks a ChatAnthropic reply holds:
+    at 300 tokens the window counted 394)."""
+    messages = anthropic_style_history()
+    kept = adapter.trim_messages(
+        messages, max_tokens=max_tokens, token_counter=count_tokens_approximately
+    )
+    assert isinstance(kept, list)
+    check_valid(kept)
+    assert count_tokens_approximately(kept) <= max_tokens
+    window = adapter.select(messages, max_tokens, counter=count_tokens_approximately)
+    assert window.messages == kept
+    assert window.record.tokens_after == count_tokens_approximately(window.messages)
+    assert window.record.tokens_before == count_tokens_approximately(messages)
+
+    def counted_afresh(messages: list[BaseMessage]) -> int:  # a new object: no counts kept
+        return count_tokens_approximately(messages)
+
+    waited = asyncio.run(adapter.aselect(messages, max_tokens, counter=counted_afresh))
+    assert waited.messages == kept
+    assert waited.record.tokens_after == window.record.tokens_after
+
+
+def test_a_cut_newest_message_is_counted_as_the_copy_sent() -> None:
+    """The newest user message cut to fit is counted as the copy the adapter sends: the
+    caller's message with the cut text, its name kept."""
+    messages = anthropic_style_history(2)
+    messages[-1] = HumanMessage("Book the first one. " * 200, name="alice")
+    cut = adapter.select(messages, 120, counter=count_tokens_approximately, oversize="truncate")
+    assert cut.messages[-1] is not messages[-1] and cut.messages[-1].name == "alice"
+    assert cut.record.tokens_after == count_tokens_approximately(cut.messages) <= 120
+
+
+def test_cleared_results_are_counted_as_the_copies_sent(stand_in_run: Any) -> None:
+    """A cleared tool result is counted as the ToolMessage sent in its place: the
+    caller's, its name kept, with the stand-in's text."""
+    messages = [
+        m.model_copy(update={"name": "lookup"}) if isinstance(m, ToolMessage) else m
+        for m in history(6, words=300)
+    ]
+    window = stand_in_run.select(adapter.select, messages, counter=count_tokens_approximately)
+    sent = [m for m in window.messages if isinstance(m, ToolMessage)]
+    assert any(stand_in_run.stub.search(m.text) for m in sent)
+    assert all(m.name == "lookup" for m in sent)
+    assert window.record.tokens_after == count_tokens_approximately(window.messages)
+
+
+class CountedCalls:
+    """A token counter of one message that counts how often it is asked."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, message: BaseMessage) -> int:
+        self.calls += 1
+        return count_tokens_approximately([message])
+
+
+class CountingWordsModel(WordCountingModel):
+    """A chat model counting how often it is asked to count."""
+
+    asked: ClassVar[list[int]] = []
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Any = None) -> int:
+        self.asked.append(len(messages))
+        return super().get_num_tokens_from_messages(messages, tools)
+
+
+def test_a_history_grown_by_one_message_costs_that_messages_count() -> None:
+    """The same token counter object is wrapped once: the core keeps counts per counter
+    object, so a wrapper made each call had every message counted again every turn."""
+    messages = history(40)
+    counter = CountedCalls()
+    adapter.select(messages, 2000, counter=counter)
+    assert counter.calls > 0
+    for turn in range(3):
+        messages.append(HumanMessage(f"and then {turn}?"))
+        counter.calls = 0
+        adapter.select(messages, 2000, counter=counter)
+        assert counter.calls == 1
+        messages.append(AIMessage(f"then {turn}."))
+        counter.calls = 0
+        adapter.trim_messages(messages, max_tokens=2000, token_counter=counter)
+        assert counter.calls == 1
+    model = CountingWordsModel(messages=iter([]))
+    # a chat model, and its bound method (a new object at each access)
+    for counted_by in (lambda: model, lambda: model.get_num_tokens_from_messages):
+        adapter.select(messages, 2000, counter=counted_by())
+        messages.append(HumanMessage(f"one more {len(messages)}"))
+        model.asked.clear()
+        adapter.select(messages, 2000, counter=counted_by())
+        assert model.asked == [1]
+
+
+def test_token_counters_are_not_kept_alive_by_their_wrappers() -> None:
+    """The wrappers kept per token counter hold a function or a chat model weakly, so
+    that one made per request (a closure over a request's tokenizer) is freed; one that
+    cannot be held weakly (a builtin) is held among a bounded few."""
+    import gc
+    import weakref
+
+    def make() -> Any:
+        def count(message: BaseMessage) -> int:
+            return len(str(message.content))
+
+        return count
+
+    counter = make()
+    gone = weakref.ref(counter)
+    adapter.select(history(2), 500, counter=counter)
+    model = CountingWordsModel(messages=iter([]))
+    model_gone = weakref.ref(model)
+    adapter.select(history(2), 500, counter=model.get_num_tokens_from_messages)
+    del counter, model
+    gc.collect()
+    assert gone() is None and model_gone() is None
+    wrappers = adapter._Wrappers(held=2)
+    unreferable = [SlottedCounter() for _ in range(4)]
+    assert wrappers.get(unreferable[0]) is wrappers.get(unreferable[0])
+    for counter_without_weakrefs in unreferable:
+        wrappers.get(counter_without_weakrefs)
+    assert len(wrappers) == 2
+
+
+class SlottedCounter:
+    """A token counter that cannot be referred to weakly (no ``__weakref__`` slot)."""
+
+    __slots__ = ()
+
+    def __call__(self, messages: list[BaseMessage]) -> int:
+        return len(messages)
+
+
+def test_one_wrapper_per_token_counter_across_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    counter = CountedCalls()
+    with ThreadPoolExecutor(8) as pool:
+        wrappers = list(pool.map(lambda _: adapter._counter(counter), range(64)))
+    assert all(wrapper is wrappers[0] for wrapper in wrappers)
+    assert adapter._counter("approximate") is adapter._counter(count_tokens_approximately)

@@ -189,6 +189,30 @@ def test_the_runs_of_decisions_are_in_the_callers_positions() -> None:
         assert list(run.positions) == sorted({p for u in run.units for p in units[u]}), run
 
 
+def test_a_summary_covers_the_callers_positions_as_the_record_does() -> None:
+    """A request is read into several Messages: the summary's ``covers`` named those
+    (``#2 ... #51`` of 41 requests and responses); it names the caller's items, each
+    once, the very ones the record says it summarized, as LangChain's summary does."""
+    messages: list[ModelMessage] = [
+        ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Plan a trip.")])
+    ]
+    for turn in range(20):
+        call = ToolCallPart("lookup", {"i": turn}, tool_call_id=f"c{turn}")
+        answer = ToolReturnPart("lookup", f"r{turn} " * 30, tool_call_id=f"c{turn}")
+        messages += [
+            ModelResponse(parts=[call]),
+            ModelRequest(parts=[answer, UserPromptPart(f"question {turn} " * 5)]),
+        ]
+    window = adapter.select(messages, 300, "summarize")
+    (summary,) = [m for m in window.messages if m.metadata and "ctxwindow" in m.metadata]
+    covers = summary.metadata["ctxwindow"]["covers"]
+    summarized = sorted(
+        {p for d in window.record.decisions if d.action == "summarized" for p in d.positions}
+    )
+    assert summarized and covers == tuple(f"#{p}" for p in summarized)
+    assert all(int(ref[1:]) < len(messages) for ref in covers)
+
+
 def test_bad_input_names_the_message() -> None:
     with pytest.raises(InvalidMessage, match="message 1: expected a ModelRequest"):
         adapter.select([ModelRequest(parts=[UserPromptPart("x")]), {"role": "user"}], 50)

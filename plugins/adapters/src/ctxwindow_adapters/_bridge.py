@@ -416,7 +416,7 @@ def finish(
             output: list[Any] = []
             for number, (item, message) in enumerate(zip(alone, messages, strict=True)):
                 if item is None:
-                    output.append(shape.made(message, output))
+                    output.append(shape.made(_made_in_items(message, converted), output))
                 elif number in stood:
                     output.append(shape.rebuild(items[item], None, (None, stood[number])))
                 else:
@@ -460,10 +460,14 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
         cut = stand_in = None
         # a stand-in: a strategy's (a cleared tool output) or the host's cut tool result
         stood = _stands_in_for(message, len(converted.messages)) if position is None else None
-        if stood is not None:
-            position, stand_in = stood, (parts_of[stood], message.text)
-        elif position is None and message.metadata.get("truncated") and newest_user is not None:
+        truncated = position is None and bool(message.metadata.get("truncated"))
+        if truncated and newest_user is not None and stood in (None, newest_user):
+            # the host's cut of the newest user message: a cut, not a stand-in, so that
+            # its item is rebuilt once, from its kept parts, with all its text in the cut
+            # (applied as a stand-in first, a split item's blocks would be renumbered)
             position, cut = newest_user, (parts_of[newest_user], message.text)
+        elif stood is not None:
+            position, stand_in = stood, (parts_of[stood], message.text)
         if position is None:
             slots.append(_Slot(None, made=message, messages=[message]))
             continue
@@ -508,7 +512,7 @@ def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> 
     output: list[Any] = []
     for slot in slots:
         if slot.made is not None:
-            output.append(shape.made(slot.made, output))
+            output.append(shape.made(_made_in_items(slot.made, converted), output))
             continue
         assert slot.item is not None
         item = converted.items[slot.item]
@@ -523,6 +527,45 @@ def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> 
         else:
             output.append(shape.rebuild(item, None if whole else sorted(slot.kept or ()), slot.cut))
     return output
+
+
+def _made_in_items(message: Message, converted: Converted[Any]) -> Message:
+    """A message a strategy made (a summary) with its ``metadata.covers`` naming the
+    caller's items, as the record does: a framework whose items are read into several
+    Messages (a pydantic-ai request) must not name the adapter's positions. ``#position``
+    of a converted Message becomes ``#item`` of each item it was read from (an int
+    position, the item as an int), each item once, in order (none for Anthropic's
+    ``system`` parameter, which is no item); an id stays as it is."""
+    covers = message.metadata.get("covers")
+    if not isinstance(covers, (list, tuple)):
+        return message
+    sources, size = converted.sources, len(converted.sources)
+    named: dict[object, None] = {}  # ordered, each once
+    for ref in covers:
+        position = _covered_position(ref, size)
+        if position is None:
+            named[ref] = None
+        elif type(ref) is int:
+            named.update((item, None) for item in sources[position])
+        else:
+            named.update((f"#{item}", None) for item in sources[position])
+    mapped = tuple(named)
+    if mapped == tuple(covers):
+        return message
+    metadata = {**message.metadata, "covers": mapped if isinstance(covers, tuple) else list(mapped)}
+    return dataclasses.replace(message, metadata=metadata)
+
+
+def _covered_position(ref: object, size: int) -> int | None:
+    """The converted position a ``covers`` reference names by position (``#3``, or 3),
+    or None for an id (or anything out of range)."""
+    if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
+        position = int(ref[1:])
+    elif type(ref) is int:
+        position = ref
+    else:
+        return None
+    return position if 0 <= position < size else None
 
 
 def _items_alone(

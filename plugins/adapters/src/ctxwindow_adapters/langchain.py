@@ -16,7 +16,12 @@ import inspect
 import json
 import numbers
 import operator
-from collections.abc import Callable, Sequence
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
@@ -68,7 +73,9 @@ def select(
     """
     read = partial(read_messages, messages)
     counted = _counter(counter)
-    return prepare(read, SHAPE, windower, strategy, budget, counted, options, query=query).select()
+    call = prepare(read, SHAPE, windower, strategy, budget, counted, options, query=query)
+    with _counting_originals(call.converted):
+        return call.select()
 
 
 async def aselect(
@@ -84,9 +91,9 @@ async def aselect(
     """Async :func:`select`."""
     read = partial(read_messages, messages)
     counted = _counter(counter)
-    return await prepare(
-        read, SHAPE, windower, strategy, budget, counted, options, query=query
-    ).aselect()
+    call = prepare(read, SHAPE, windower, strategy, budget, counted, options, query=query)
+    with _counting_originals(call.converted):
+        return await call.aselect()
 
 
 def trim_messages(
@@ -115,7 +122,8 @@ def trim_messages(
     Not accepted (InvalidOption): ``strategy="first"``, ``include_system=False`` (system
     messages are always kept), ``allow_partial=True`` and ``text_splitter`` (messages
     are kept or dropped whole; ``oversize="truncate"`` cuts only the newest user
-    message when the must-keep messages alone exceed the budget).
+    message when the must-keep messages alone exceed the budget), and a ``start_on``
+    naming tool messages (a tool result cannot open a window without its call).
     """
     if strategy == "first":
         raise InvalidOption(
@@ -134,8 +142,16 @@ def trim_messages(
             "when the system and newest messages alone exceed max_tokens)"
         )
     starts, ends = _types(start_on, "start_on"), _types(end_on, "end_on")
+    if any(_names_a_tool_result(entry) for entry in starts):
+        raise InvalidOption(
+            "trim_messages: start_on cannot name a tool message ('tool', ToolMessage): a "
+            "window that starts on a tool result sends it without the AIMessage that "
+            "called the tool, which providers reject; ctxwindow keeps a call and its "
+            "results together (use start_on='human' or 'ai')"
+        )
     name = "fixed" if strategy == "last" else strategy
-    windower = windower_for(None, name, max_tokens, _counter(token_counter), options)
+    counter = _counter(token_counter, lasting=messages is None)
+    windower = windower_for(None, name, max_tokens, counter, options)
     run = partial(_trim, windower=windower, start_on=starts, end_on=ends, query=query)
     if messages is None:
         return RunnableLambda(run, name="trim_messages")
@@ -158,7 +174,9 @@ def _trim(
     if start_on or end_on:
         remove = partial(_bounds, start_on=start_on, end_on=end_on)
         trim = Trim(remove, "outside start_on/end_on")
-    window = Call(windower, read_messages(messages), SHAPE, query, None, trim).select()
+    converted = read_messages(messages)
+    with _counting_originals(converted):
+        window = Call(windower, converted, SHAPE, query, None, trim).select()
     return list(window.messages)
 
 
@@ -174,6 +192,14 @@ def _types(value: Any, name: str) -> tuple[Any, ...]:
                 f"BaseMessage classes, got {entry!r}"
             )
     return tuple(values)
+
+
+def _names_a_tool_result(entry: str | type[BaseMessage]) -> bool:
+    """Whether a start_on entry names tool results only: none can open a window without
+    the call it answers (LangChain's own trim starts there and so orphans it)."""
+    if isinstance(entry, str):
+        return entry in ("tool", "ToolMessageChunk")
+    return issubclass(entry, ToolMessage)
 
 
 def _matches(message: BaseMessage, types: tuple[Any, ...]) -> bool:
@@ -444,34 +470,41 @@ SHAPE: Shape[BaseMessage] = Shape("langchain", _rebuild, _made, _item_id)
 class LangChainCounter:
     """A ctxwindow TokenCounter over a LangChain token counter: a chat model
     (``get_num_tokens_from_messages``), a function of a message list or of one message,
-    or ``"approximate"`` (``count_tokens_approximately``)."""
+    or ``"approximate"`` (``count_tokens_approximately``).
 
-    def __init__(self, token_counter: Any) -> None:
-        if token_counter == "approximate":
+    Inside an adapter call a Message read from the caller's list is counted as the
+    caller's own message (all its fields, as the counter would see them sent), and a
+    copy of one with new text (a stand-in, a cut) as the copy the window sends; only a
+    message a strategy made (a summary) is counted as rebuilt from its fields."""
+
+    def __init__(self, token_counter: Any, *, _reference: Callable[[], Any] | None = None) -> None:
+        if isinstance(token_counter, str) and token_counter == "approximate":
             token_counter = count_tokens_approximately
-        self.source = token_counter
         self.name = f"langchain:{getattr(token_counter, '__name__', type(token_counter).__name__)}"
-        self._count: Callable[[list[BaseMessage]], int]
-        if isinstance(token_counter, BaseLanguageModel) or hasattr(
-            token_counter, "get_num_tokens_from_messages"
-        ):
-            self._count = token_counter.get_num_tokens_from_messages
-        elif callable(token_counter):
-            if _takes_one_message(token_counter):
-                self._count = lambda messages: sum(token_counter(m) for m in messages)
-            else:
-                self._count = token_counter
-        else:
-            raise InvalidOption(
-                "token_counter must be a ctxwindow counter name or instance, a chat model, a "
-                f"function of LangChain messages, or 'approximate'; got {token_counter!r}"
-            )
+        self._kind = _kind_of(token_counter)
+        # held weakly (through ``_reference``) only by the per-counter memo (_Wrappers)
+        self._reference: Callable[[], Any] = _reference or partial(_itself, token_counter)
+
+    @property
+    def source(self) -> Any:
+        """The LangChain token counter counted with."""
+        return self._reference()
 
     def count_text(self, text: str) -> int:
         return self._checked(self._count([HumanMessage(text)]))
 
     def count_message(self, message: Message) -> int:
-        return self._checked(self._count([_to_langchain(message)]))
+        return self._checked(self._count([_as_sent(message)]))
+
+    def _count(self, messages: list[BaseMessage]) -> Any:
+        source = self._reference()
+        if source is None:  # pragma: no cover - the memo drops a wrapper with its counter
+            raise InvalidOption(f"token counter {self.name!r} no longer exists")
+        if self._kind == "model":
+            return source.get_num_tokens_from_messages(messages)
+        if self._kind == "one message":
+            return sum(source(m) for m in messages)
+        return source(messages)
 
     def _checked(self, count: Any) -> int:
         """The count as an int; a fraction or a string is the counter's mistake, named
@@ -486,6 +519,163 @@ class LangChainCounter:
             f"token counter {self.name!r} returned {count!r}; a LangChain token counter "
             "must return a whole number of tokens (an int, or a float such as 7.0)"
         )
+
+
+def _itself(value: Any) -> Any:
+    return value
+
+
+def _kind_of(token_counter: Any) -> str:
+    """How a token counter is asked: a chat model, a function of one message, or a
+    function of a list."""
+    if isinstance(token_counter, BaseLanguageModel) or hasattr(
+        token_counter, "get_num_tokens_from_messages"
+    ):
+        return "model"
+    if callable(token_counter):
+        return "one message" if _takes_one_message(token_counter) else "list"
+    raise InvalidOption(
+        "token_counter must be a ctxwindow counter name or instance, a chat model, a "
+        f"function of LangChain messages, or 'approximate'; got {token_counter!r}"
+    )
+
+
+#: The caller's messages read for the adapter call running in this context: what
+#: :meth:`LangChainCounter.count_message` counts in place of a Message read from them.
+_ORIGINALS: ContextVar[Converted[BaseMessage] | None] = ContextVar(
+    "ctxwindow_langchain_originals", default=None
+)
+
+
+@contextmanager
+def _counting_originals(converted: Converted[BaseMessage]) -> Iterator[None]:
+    """Within: a LangChain counter counts the caller's own messages, not rebuilt ones
+    (which lose what a counter may count: a ChatAnthropic reply's tool_use blocks)."""
+    token = _ORIGINALS.set(converted)
+    try:
+        yield
+    finally:
+        _ORIGINALS.reset(token)
+
+
+def _as_sent(message: Message) -> BaseMessage:
+    """The LangChain message the window sends for ``message``: the caller's own, for a
+    Message read from the caller's list; a copy of the caller's with the new text, for a
+    copy of one (a strategy's stand-in for a tool result, the host's cut of a tool
+    result or of the newest user message), as :func:`_rebuild` makes it; else (a
+    summary, or outside an adapter call) the message rebuilt from its fields."""
+    converted = _ORIGINALS.get()
+    if converted is None:
+        return _to_langchain(message)
+    position = converted.position_of(message)
+    if position is not None:
+        return converted.items[converted.sources[position][0]]
+    original = _copied_from(message, converted)
+    if original is None:
+        return _to_langchain(message)
+    return _rebuild(original, None, (None, message.text))
+
+
+def _copied_from(message: Message, converted: Converted[BaseMessage]) -> BaseMessage | None:
+    """The caller's message ``message`` is a copy of, with new text: the one it says it
+    stands in for, else for a tool result the newest answering its call, for the cut
+    of the newest user message that message; None for a message a strategy made."""
+    messages, size = converted.messages, len(converted.messages)
+    stood = message.metadata.get("stands_in_for")
+    if type(stood) is int and 0 <= stood < size:
+        return converted.items[converted.sources[stood][0]]
+    wanted: tuple[str, str | None]
+    if message.role == "tool" and message.tool_call_id is not None:
+        wanted = ("tool", message.tool_call_id)
+    elif message.role == "user" and message.metadata.get("truncated"):
+        wanted = ("user", None)
+    else:
+        return None
+    for position in range(size - 1, -1, -1):  # the newest: where a cut or stand-in is
+        read = messages[position]
+        if read.role == wanted[0] and (wanted[1] is None or read.tool_call_id == wanted[1]):
+            return converted.items[converted.sources[position][0]]
+    return None
+
+
+class _Wrappers:
+    """One LangChainCounter per token counter object: the core caches counts per
+    counter object, so a wrapper made afresh each call would have every message counted
+    again, where a list grown by one message should cost that message's count.
+
+    Weak where the token counter can be referred to weakly (a function, a chat model, a
+    bound method's object): its entry, and the wrapper, hold it weakly, so a counter
+    made per request is freed with it (an entry whose counter is gone is never found,
+    and is swept out as entries grow). A counter that cannot be (an object whose class
+    has no ``__weakref__`` slot) is held among the newest ``held`` such counters only.
+    Thread-safe."""
+
+    def __init__(self, held: int = 32) -> None:
+        self._lock = threading.Lock()
+        self._weak: dict[tuple[int, int], LangChainCounter] = {}
+        self._sweep_at = 64
+        self._strong: OrderedDict[tuple[int, int], LangChainCounter] = OrderedDict()
+        self._held = held
+
+    def get(self, token_counter: Any) -> LangChainCounter:
+        """The wrapper of ``token_counter``, made on first use."""
+        key = _identity(token_counter)
+        with self._lock:
+            known = self._weak.get(key) or self._strong.get(key)
+            if known is not None and _same(known.source, token_counter):
+                if key in self._strong:
+                    self._strong.move_to_end(key)
+                return known
+            reference = _weak_reference(token_counter)
+            if reference is None:
+                made = self._strong[key] = LangChainCounter(token_counter)
+                self._weak.pop(key, None)
+                while len(self._strong) > self._held:
+                    self._strong.popitem(last=False)
+                return made
+            made = self._weak[key] = LangChainCounter(token_counter, _reference=reference)
+            self._strong.pop(key, None)
+            if len(self._weak) > self._sweep_at:
+                self._weak = {k: w for k, w in self._weak.items() if w.source is not None}
+                self._sweep_at = max(64, 2 * len(self._weak))
+            return made
+
+    def __len__(self) -> int:
+        return len(self._weak) + len(self._strong)
+
+
+def _identity(token_counter: Any) -> tuple[int, int]:
+    """What names a token counter: the object, or a bound method's object and function
+    (``model.get_num_tokens_from_messages`` is a new object at each access)."""
+    if inspect.ismethod(token_counter):
+        return id(token_counter.__self__), id(token_counter.__func__)
+    return id(token_counter), 0
+
+
+def _same(held: Any, token_counter: Any) -> bool:
+    if held is None:
+        return False
+    if inspect.ismethod(token_counter):
+        return (
+            inspect.ismethod(held)
+            and held.__self__ is token_counter.__self__
+            and held.__func__ is token_counter.__func__
+        )
+    return held is token_counter
+
+
+def _weak_reference(token_counter: Any) -> Callable[[], Any] | None:
+    """A weak reference to a token counter (to a bound method's object), or None when
+    it cannot have one."""
+    try:
+        if inspect.ismethod(token_counter):
+            return weakref.WeakMethod(token_counter)
+        return weakref.ref(token_counter)
+    except TypeError:
+        return None
+
+
+_WRAPPERS = _Wrappers()
 
 
 def _takes_one_message(function: Callable[..., Any]) -> bool:
@@ -522,10 +712,14 @@ def _arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
-def _counter(counter: Any) -> Any:
-    """A ctxwindow counter spec as is; a LangChain token counter wrapped."""
+def _counter(counter: Any, *, lasting: bool = False) -> Any:
+    """A ctxwindow counter spec as is; a LangChain token counter wrapped, in the one
+    wrapper kept for it (see :class:`_Wrappers`), or, when ``lasting`` (a Runnable's,
+    built once and kept), in a wrapper of its own that holds it."""
     if counter is None or (isinstance(counter, str) and counter != "approximate"):
         return counter
     if callable(getattr(counter, "count_message", None)):
         return counter
-    return LangChainCounter(counter)
+    if isinstance(counter, str):  # "approximate"
+        counter = count_tokens_approximately
+    return LangChainCounter(counter) if lasting else _WRAPPERS.get(counter)
