@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwindow import _tokens
 from ctxwindow._contract import check_registration, declared_options
-from ctxwindow._protocols import Embedder
+from ctxwindow._protocols import Embedder, Summarizer
 from ctxwindow._tokens import CachedCounter, TokenCounter, cached
 from ctxwindow.errors import (
     CtxWindowError,
@@ -908,10 +908,70 @@ def get_embedder(spec: Embedder | str | None = None) -> Embedder:
 
 
 def get_summarizer(spec: str) -> Any:
-    """The shared summarizer for ``spec`` ("name" or "name:argument")."""
+    """The shared summarizer for ``spec`` ("name" or "name:argument"), checked against
+    the Summarizer protocol when it is made: a factory that returns something unusable
+    fails at configuration, as a PluginError naming its distribution and what the
+    object lacks, not with an AttributeError at the first summary."""
     if not isinstance(spec, str):
         raise InvalidOption(f"summarizer must be a name, got {type(spec).__name__}")
-    return plugins().member("summarizer", spec, UnknownSummarizer, "'extractive'")
+    return plugins().member(
+        "summarizer", spec, UnknownSummarizer, "'extractive'", wrap=_usable_summarizer
+    )
+
+
+def _usable_summarizer(made: Any) -> Any:
+    """``made``, if it has what a summarizing strategy uses; else InvalidOption saying
+    what is missing (:meth:`Plugins.member` names the factory's distribution)."""
+    problems = _summarizer_problems(made)
+    if problems:
+        raise InvalidOption(
+            f"what its factory made ({type(made).__name__}) is not a usable "
+            f"ctxwindow.Summarizer: " + "; ".join(problems)
+        )
+    return made
+
+
+def _summarizer_problems(summarizer: object) -> list[str]:
+    """What ``summarizer`` lacks of the :class:`ctxwindow.Summarizer` protocol, each
+    with what to set: a summarizing strategy reads these attributes on every visit."""
+    import inspect  # here: `import ctxwindow` does not import it
+
+    problems: list[str] = []
+    name = getattr(summarizer, "name", None)
+    if not isinstance(name, str) or not name:
+        problems.append(
+            f"its name must be a non-empty str (the id its summaries are cached under), "
+            f"got {name!r}"
+        )
+    requires_llm = getattr(summarizer, "requires_llm", None)
+    if not isinstance(requires_llm, bool):
+        problems.append(f"requires_llm must be True or False, got {requires_llm!r}")
+    limit = getattr(summarizer, "max_input_tokens", None)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        problems.append(
+            f"max_input_tokens must be a positive int (the most input, in tokens, it "
+            f"takes in one call), got {limit!r}"
+        )
+    summarize = getattr(summarizer, "summarize", None)
+    if not callable(summarize) or getattr(type(summarizer), "summarize", None) is (
+        Summarizer.summarize
+    ):
+        problems.append("it has no summarize(request) method returning a SummaryResult")
+    elif inspect.iscoroutinefunction(summarize):
+        problems.append(
+            "summarize() is async; it must return a SummaryResult (summarizing strategies "
+            "call it synchronously, in a worker thread under aselect); asummarize() is the "
+            "optional async one"
+        )
+    if requires_llm is True:
+        missing = [a for a in ("provider", "model") if not getattr(summarizer, a, None)]
+        if missing:
+            problems.append(
+                f"requires_llm is True, so it must name who is billed for its calls: set "
+                f"its {' and '.join(missing)} attribute(s) (provider='my-gateway', "
+                f"model='gpt-4o-mini', say)"
+            )
+    return problems
 
 
 def request_formats() -> list[Registered]:

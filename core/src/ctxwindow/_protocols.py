@@ -63,16 +63,29 @@ class SummaryResult:
 class Summarizer(Protocol):
     """Writes the summary of a conversation's older part: older messages in, a shorter
     text that keeps their facts out. One that fails raises SummarizerFailed, and the
-    strategy's fallback chain takes over."""
+    strategy's fallback chain takes over (the ``summarize`` strategy takes any other
+    exception, and a reply that is not a SummaryResult with a str text, for the same).
+
+    ``summarize`` is required, a plain method: summarizing strategies call it, under
+    ``aselect`` too (in a worker thread). ``asummarize`` is optional, for callers that
+    summarize in async code; the ``summarize`` strategy does not call it. One with
+    ``requires_llm`` True also has ``provider`` (who is paid, such as ``"openai"``) and
+    ``model`` attributes, non-empty strings: the strategy declares them as its billing.
+    :func:`ctxwindow.get_summarizer` checks these when it makes one.
+    """
 
     #: A stable id of the summarizer and its settings: summaries are cached under it.
     name: str
-    #: True when it calls an LLM (and so costs money and can fail).
+    #: True when it calls an LLM (and so costs money and can fail); then it also has
+    #: ``provider`` and ``model`` (who is billed), which this protocol does not list so
+    #: that a summarizer calling no LLM need not have them.
     requires_llm: bool
-    #: The most input, in tokens of the visit's counter, it takes in one call; more is
-    #: summarized in stages.
+    #: The most input, in tokens of the visit's counter, it takes in one call (a
+    #: positive int); more is summarized in stages.
     max_input_tokens: int
 
     def summarize(self, request: SummaryRequest) -> SummaryResult: ...
 
-    async def asummarize(self, request: SummaryRequest) -> SummaryResult: ...
+    async def asummarize(self, request: SummaryRequest) -> SummaryResult:
+        """Optional: the same, for async callers; summarizing strategies do not call it."""
+        ...

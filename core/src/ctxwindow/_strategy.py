@@ -118,9 +118,16 @@ def _default(strategy: BaseStrategy, name: str) -> Any:
 
 
 def _check_billing(strategy: BaseStrategy) -> None:
+    """An LLM strategy says who is paid for its calls; the error says what to set, as
+    the strategy's author or its user (whose summarizer the billing may come from)
+    can act on that, not on the dict that came back."""
     billing = strategy.billing
-    if not billing or not billing.get("provider") or not billing.get("model"):
+    missing = [key for key in ("provider", "model") if not (billing or {}).get(key)]
+    if missing:
         raise LLMNotConfigured(
             f"strategy {strategy.name!r} calls an LLM but declares no billing "
-            f"(provider and model): {billing!r}"
+            f"(no {' and no '.join(missing)} in {billing!r}): its billing property must "
+            f"return {{'provider': <who is paid, such as 'openai'>, 'model': <the model's "
+            f"name>}}; a summarizing strategy takes them from its summarizer's provider "
+            f"and model attributes, so set those on the summarizer"
         )

@@ -407,6 +407,12 @@ def test_options_are_checked_at_configuration() -> None:
         ("<!DOCTYPE html><html><body>502 Bad Gateway</body></html>", True),
         ("Alma moves to Porto on 14 March; the kitchen budget is 18500 euros.", False),
         ("They discussed an error in the invoice and agreed to fix it by Friday.", False),
+        ("503 Service Unavailable", True),
+        ("429 Too Many Requests", True),
+        ("Rate limit reached for gpt-4o-mini in organization org-1 on tokens.", True),
+        # every summarizer's reply is checked: one that only mentions an error is a summary
+        ("The user's API hit a rate limit, then an internal server error; retry planned.", False),
+        ("Summary of the earlier conversation: user: the service unavailable page again", False),
     ],
 )
 def test_replies_that_are_plainly_not_a_summary_are_failures(reply: str, is_error: bool) -> None:

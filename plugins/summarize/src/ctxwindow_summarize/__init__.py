@@ -21,4 +21,8 @@ def register_strategies(register: RegisterStrategy) -> None:
 
 @ctxwindow.hookimpl
 def register_summarizers(register: Any) -> None:
+    """``extractive``, and ``openai:<model>`` (api.openai.com, the key in
+    $OPENAI_API_KEY; the strategy builds ``openai`` from its ``llm_*`` options instead),
+    so that both are named wherever summarizers are listed."""
     register("extractive", lambda argument: ExtractiveSummarizer())
+    register("openai", lambda argument: OpenAISummarizer(model=argument or ""))

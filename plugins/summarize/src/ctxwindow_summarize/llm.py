@@ -33,16 +33,20 @@ SYSTEM_PROMPT = (
     "calls into one line each. Drop greetings, small talk and tool output nobody used. "
     "Write plain sentences with no preamble, at most {words} words."
 )
-#: Replies that are plainly not a summary: refusals and error pages.
+#: Replies that are plainly not a summary: refusals, error pages and status lines, by
+#: how they begin. Anchored: the strategy checks every summarizer's reply, and a summary
+#: of a chat about an API may well mention a rate limit or an internal server error.
 _ERROR_TEXT = re.compile(
     r"^\s*(error\b|i'?m sorry|i am sorry|i cannot|i can'?t|as an ai\b|<!doctype|<html|"
-    r"\{\s*\"error\")|rate limit|internal server error|service unavailable",
+    r"\{\s*\"error\"|(\d{3}\s+)?(rate limit|too many requests|internal server error|"
+    r"bad gateway|service unavailable|gateway time-?out)\b)",
     re.IGNORECASE,
 )
 
 
 def looks_like_error(text: str) -> bool:
-    return not text.strip() or bool(_ERROR_TEXT.search(text[:300]))
+    """Whether a summarizer's reply is empty or plainly error text, not a summary."""
+    return not text.strip() or bool(_ERROR_TEXT.match(text))
 
 
 class OpenAISummarizer:
@@ -61,7 +65,10 @@ class OpenAISummarizer:
         max_input_tokens: int = 6_000,
     ) -> None:
         if not model:
-            raise LLMNotConfigured("the openai summarizer needs a model: llm_model = '<name>'")
+            raise LLMNotConfigured(
+                "the openai summarizer needs a model: llm_model = '<name>' (or the "
+                "summarizer 'openai:<name>')"
+            )
         self.model = model
         self.base_url = (base_url or OPENAI_URL).rstrip("/")
         self.api_key_env = api_key_env

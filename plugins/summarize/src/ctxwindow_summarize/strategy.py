@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
+import threading
+import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice, takewhile
 from typing import Any, ClassVar
@@ -19,6 +23,7 @@ from ctxwindow import (
     Selection,
     Summarizer,
     SummaryRequest,
+    SummaryResult,
     get_summarizer,
 )
 from ctxwindow.kit import keep_run, stretches
@@ -26,7 +31,7 @@ from ctxwindow_stores import cache_options
 from ctxwindow_summarize.errors import SummarizerFailed
 from ctxwindow_summarize.extractive import ExtractiveSummarizer
 from ctxwindow_summarize.ledger import Candidates, Ledgers
-from ctxwindow_summarize.llm import OpenAISummarizer
+from ctxwindow_summarize.llm import OpenAISummarizer, looks_like_error
 from ctxwindow_summarize.rolling import Summary, SummaryCache, boundary, checkpoints
 
 DROP = "drop"
@@ -170,20 +175,37 @@ class SummarizeWindow(BaseStrategy):
         #: Summarizers that failed at a boundary are not called again for it: a failing
         #: LLM is tried once per checkpoint, not once per turn.
         self._failed: dict[tuple[str, int, str], str] = {}
+        #: The summarizer calls under way, by attempt, with when their visit began: one
+        #: still running a time limit after that belongs to a visit the host gave up on.
+        self._running: dict[tuple[str, int, str], float] = {}
+        self._running_lock = threading.Lock()
         self._ledgers = Ledgers()
 
     def check_ready(self) -> None:
-        """Build the summarizers now: a missing model or key fails at configuration."""
+        """Build the summarizers now: a missing model or key, or a registered summarizer
+        lacking what the protocol needs, fails at configuration. A summarizer named twice
+        (``extractive``, the default fallback, as the summarizer too) is tried once: it
+        would write the same summary again, or fail again."""
         names = [self.options["summarizer"], *self.options["fallback"]]
-        self._summarizers: list[Summarizer] = [self._build(n) for n in names if n != DROP]
+        self._summarizers: list[Summarizer] = []
+        for name in names:
+            if name == DROP:
+                continue
+            summarizer = self._build(name)
+            if all(summarizer.name != chosen.name for chosen in self._summarizers):
+                self._summarizers.append(summarizer)
         self.requires_llm = bool(self._summarizers) and self._summarizers[0].requires_llm
 
     def _build(self, name: str) -> Summarizer:
+        """The summarizer ``name`` names: ``extractive``; ``openai`` (or
+        ``openai:<model>``) with the strategy's ``llm_*`` options; else a registered one
+        (checked against the protocol by :func:`ctxwindow.get_summarizer`)."""
+        family, _, argument = name.partition(":")
         if name == "extractive":
             return ExtractiveSummarizer()
-        if name == "openai":
+        if family == "openai":
             return OpenAISummarizer(
-                model=self.options["llm_model"] or "",
+                model=argument or self.options["llm_model"] or "",
                 base_url=self.options["llm_base_url"],
                 api_key_env=self.options["llm_api_key_env"],
                 timeout=self.options["llm_timeout"],
@@ -206,14 +228,16 @@ class SummarizeWindow(BaseStrategy):
 
     # -- choosing ------------------------------------------------------------------
     def choose(self, history: History) -> Selection:
-        plan = self._plan(history)
+        plan = self._plan(history, started=time.monotonic())
         return self._finish(history, plan, self._summarize(history, plan))
 
     async def achoose(self, history: History) -> Selection:
-        """Summarizing (an LLM call) runs in a worker thread: the event loop keeps serving."""
+        """Summarizing (an LLM call) runs in a worker thread: the event loop keeps serving.
+        It calls the summarizers' ``summarize``, as ``choose`` does (``asummarize`` is
+        not used: the cache and the fallback chain are synchronous)."""
         return await asyncio.to_thread(self.choose, history)
 
-    def _plan(self, history: History) -> _Plan:
+    def _plan(self, history: History, started: float) -> _Plan:
         """Where the verbatim part starts. Checkpoints are spaced by the budget alone, not
         by the newest message's size, so they stay put as the chat grows."""
         candidates = self._ledgers.candidates(history)
@@ -225,7 +249,8 @@ class SummarizeWindow(BaseStrategy):
         recent = candidates.tokens(len(candidates)) - candidates.tokens(start)
         left = history.budget - history.must_keep_tokens - recent
         split = _turn_split(history, candidates)
-        return _Plan(candidates, start, step, min(reserve, left) - framing, framing, split)
+        summary_room = min(reserve, left) - framing
+        return _Plan(candidates, start, step, summary_room, framing, split, started)
 
     def _summarize(self, history: History, plan: _Plan) -> list[Outcome]:
         """One summary of the candidates before the boundary; or, when the boundary
@@ -268,18 +293,26 @@ class SummarizeWindow(BaseStrategy):
         usage = _Usage()
         for summarizer in self._summarizers:
             attempt = (summarizer.name, target, key)
+            abandoned = self._abandoned(attempt)
+            if abandoned is not None:
+                self._remember_failure(attempt, abandoned)
             if attempt in self._failed:
                 failures.append(f"{self._failed[attempt]} (not retried at this boundary)")
                 continue
             try:
-                text = _staged(
-                    summarizer,
-                    previous.text if previous else None,
-                    request_texts,
-                    target,
-                    history,
-                    usage,
-                )
+                with self._call_under_way(attempt, plan.started):
+                    text = _staged(
+                        summarizer,
+                        previous.text if previous else None,
+                        request_texts,
+                        target,
+                        history,
+                        usage,
+                    )
+            except _NoRoom as error:  # not the summarizer's failure: nothing fits the room
+                failures.append(str(error))
+                self._remember_failure(attempt, str(error))
+                continue
             except SummarizerFailed as error:
                 if self.options["on_error"] == "raise":
                     raise
@@ -318,6 +351,40 @@ class SummarizeWindow(BaseStrategy):
         if len(self._failed) >= 1_024:
             self._failed.clear()
         self._failed[attempt] = why
+
+    def _abandoned(self, attempt: tuple[str, int, str]) -> str | None:
+        """Why ``attempt`` counts as failed at this boundary, when an earlier visit's call
+        of it is still running past the strategy's time limit: the host gave up on that
+        visit (the limit bounds its whole choice), and calling again would add one more
+        hung call and stuck thread per turn. A call within the limit belongs to a visit
+        still waiting on it, and is left alone."""
+        limit = self.options["time_limit"]
+        with self._running_lock:
+            began = self._running.get(attempt)
+        if limit is None or began is None or time.monotonic() - began < limit:
+            return None
+        return str(
+            SummarizerFailed(
+                attempt[0],
+                f"still writing this boundary's summary for an earlier visit, which ran "
+                f"out of its time limit of {limit:g} s",
+            )
+        )
+
+    @contextmanager
+    def _call_under_way(self, attempt: tuple[str, int, str], began: float) -> Iterator[None]:
+        """Note ``attempt`` as under way, for a visit that began at ``began``, while it
+        runs (see :meth:`_abandoned`)."""
+        with self._running_lock:
+            if len(self._running) >= 1_024:
+                self._running.clear()
+            self._running[attempt] = began
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                if self._running.get(attempt) == began:
+                    del self._running[attempt]
 
     def _finish(self, history: History, plan: _Plan, outcomes: list[Outcome]) -> Selection:
         selection = history.selection()
@@ -451,6 +518,8 @@ class _Plan:
     framing: int
     #: The candidates before the newest user message (see :func:`_turn_split`).
     split: int
+    #: When the visit began choosing (``time.monotonic()``): see ``_abandoned``.
+    started: float
 
 
 class _Usage:
@@ -514,33 +583,150 @@ def _staged(
     usage: _Usage,
 ) -> str:
     """Summarize, in stages when the input exceeds the summarizer's limit: chunks first,
-    then the previous summary with the chunk summaries. The previous summary is never cut."""
+    then the previous summary with the chunk summaries. The previous summary is never
+    cut, nor is a single text split; a previous summary that leaves no room under the
+    limit for the new messages is a failure (the fallback chain runs)."""
     counter = history.counter
     limit = summarizer.max_input_tokens
     used = counter.count_text(previous or "")
-    if used + sum(counter.count_text(t) for t in texts) > limit and len(texts) > 1:
-        chunks: list[list[str]] = [[]]
-        size = 0
-        for text in texts:
-            cost = counter.count_text(text)
-            if chunks[-1] and size + cost > max(limit - used, limit // 2):
-                chunks.append([])
-                size = 0
-            chunks[-1].append(text)
-            size += cost
-        if len(chunks) > 1:
-            texts = [_staged(summarizer, None, chunk, target, history, usage) for chunk in chunks]
-            return _staged(summarizer, previous, texts, target, history, usage)
-    result = summarizer.summarize(SummaryRequest(previous, texts, target, counter))
-    if result.usage:
-        usage.add(result.usage)
+    sizes = [counter.count_text(text) for text in texts]
+    if len(texts) > 1 and used + sum(sizes) > limit:
+        room = limit - used
+        if room < MIN_SUMMARY_TOKENS:
+            raise SummarizerFailed(
+                summarizer.name,
+                f"the previous summary ({used:,} tokens) leaves no room for the new messages "
+                f"under its input limit of {limit:,} tokens; raise its max_input_tokens "
+                f"(llm_max_input for 'openai') or lower summary_share",
+            )
+        texts = _reduced(summarizer, texts, sizes, room, target, history, usage)
+    return _summarize_once(summarizer, SummaryRequest(previous, texts, target, counter), usage)
+
+
+def _reduced(
+    summarizer: Summarizer,
+    texts: list[str],
+    sizes: list[int],
+    room: int,
+    target: int,
+    history: History,
+    usage: _Usage,
+) -> list[str]:
+    """``texts`` summarized chunk by chunk, stage after stage, until they fit in ``room``
+    (or one is left). Chunk summaries are written to at most a third of the limit (a
+    summary cut down to its target may come out a token or two over it), so that the
+    next stage packs two or more into each call and at least halves their number: the
+    stages, and so the calls, are bounded by the input (about twice its texts at most).
+    They are also small enough that, when they can be, they all fit in ``room`` at once.
+    A stage that does not shrink the texts is a failure, not a loop."""
+    counter = history.counter
+    limit = summarizer.max_input_tokens
+    longest = max(1, min(target, limit // 3))
+    for _ in range(len(texts).bit_length() + 2):
+        chunks = _chunks(texts, sizes, limit)
+        piece = min(longest, max(room // len(chunks), min(room, longest // 4)))
+        shorter: list[str] = []
+        for chunk in chunks:
+            if len(chunk) == 1 and counter.count_text(chunk[0]) <= piece:
+                shorter.append(chunk[0])  # already as short as its summary would be
+                continue
+            request = SummaryRequest(None, chunk, max(1, piece), counter)
+            shorter.append(_summarize_once(summarizer, request, usage))
+        shorter_sizes = [counter.count_text(text) for text in shorter]
+        if len(shorter) == 1 or sum(shorter_sizes) <= room:
+            return shorter
+        if len(shorter) == len(texts) and sum(shorter_sizes) >= sum(sizes):
+            break
+        texts, sizes = shorter, shorter_sizes
+    raise SummarizerFailed(
+        summarizer.name,
+        f"its summaries of the chunks did not shrink to fit its input limit of {limit:,} "
+        f"tokens beside the previous summary",
+    )
+
+
+def _chunks(texts: list[str], sizes: list[int], limit: int) -> list[list[str]]:
+    """``texts`` in order, in runs of at most ``limit`` tokens (a longer text alone)."""
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for text, cost in zip(texts, sizes, strict=True):
+        if chunks[-1] and size + cost > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(text)
+        size += cost
+    return chunks
+
+
+class _NoRoom(Exception):
+    """The room left for a summary holds nothing the extractive summarizer would keep:
+    the record says there was no room, not that a summarizer failed."""
+
+
+def _summarize_once(summarizer: Summarizer, request: SummaryRequest, usage: _Usage) -> str:
+    """One call of ``summarizer``, its reply checked. Whatever goes wrong (an exception
+    it raises, a reply that is not a SummaryResult, error text, an empty summary) is a
+    SummarizerFailed naming it and what was wrong, so the fallback chain runs whichever
+    summarizer it is; an interrupt (KeyboardInterrupt, SystemExit) is not caught. The
+    call's usage is counted once: here when the reply is a summary, else by the caller
+    from the SummarizerFailed."""
+    name = summarizer.name
+    try:
+        result = summarizer.summarize(request)
+    except SummarizerFailed:
+        raise
+    except Exception as error:
+        raise SummarizerFailed(name, _raised(error)) from error
+    problem = _malformed(result)
+    if problem is not None:
+        raise SummarizerFailed(name, problem)
     text = result.text.strip()
-    if not text:
-        raise SummarizerFailed(summarizer.name, "returned an empty summary", result.usage)
+    target, counter = request.target_tokens, request.counter
+    if not text and isinstance(summarizer, ExtractiveSummarizer):
+        raise _NoRoom(
+            f"no room for a summary: the {target} tokens left for one hold nothing the "
+            f"extractive summarizer would keep"
+        )
+    if looks_like_error(text):
+        said = f"returned no summary: {text[:80]!r}" if text else "returned an empty summary"
+        raise SummarizerFailed(name, said, result.usage)
+    if result.usage is not None:
+        usage.add(result.usage)
     if counter.count_text(text) > target:  # an LLM that ignored max_tokens: cut it down
         text = ExtractiveSummarizer().summarize(SummaryRequest(text, [], target, counter)).text
         if not text.strip():
             raise SummarizerFailed(
-                summarizer.name, "wrote a summary too long to fit, with nothing worth keeping"
+                name, "wrote a summary too long to fit, with nothing worth keeping"
             )
     return text
+
+
+def _raised(error: Exception) -> str:
+    """A summarizer's own exception in a line: its type and message (cut short)."""
+    said = f"raised {type(error).__name__}"
+    message = " ".join(str(error).split())
+    if message:
+        said += f": {message[:200]}"
+    if isinstance(error, NotImplementedError):
+        said += (
+            " (the summarize strategy calls summarize(), under aselect too, in a worker "
+            "thread; asummarize() is optional and not called)"
+        )
+    return said
+
+
+def _malformed(result: object) -> str | None:
+    """What makes ``result`` not a well-formed SummaryResult, if anything."""
+    if not isinstance(result, SummaryResult):
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited: closed, so Python does not warn of it
+            return "returned a coroutine, not a SummaryResult: summarize() must not be async"
+        return f"returned {type(result).__name__}, not a ctxwindow.SummaryResult"
+    if not isinstance(result.text, str):
+        return f"returned a SummaryResult whose text is {type(result.text).__name__}, not str"
+    if result.usage is not None and not isinstance(result.usage, LLMUsage):
+        return (
+            f"returned a SummaryResult whose usage is {type(result.usage).__name__}, not "
+            f"ctxwindow.LLMUsage (or None)"
+        )
+    return None
