@@ -257,3 +257,48 @@ def test_a_refused_strategy_is_named_as_refused_not_as_a_failed_plugin(
         ctxwindow.select(CHAT, budget=100, strategy="own-name")
     assert [f for f in unknown.value.failed if f.startswith("ctxwindow-odd-test: ")]
     assert "failed to load or register" in str(unknown.value)
+
+
+class _Named(BaseStrategy):
+    name = "named-here"
+
+    def choose(self, history: History) -> Selection:
+        return history.selection()
+
+
+class _Unnamed(BaseStrategy):
+    def choose(self, history: History) -> Selection:
+        return history.selection()
+
+
+class _RegistersAsOtherHooks:
+    """register_strategies called as the other hooks' register(name, factory) is."""
+
+    @ctxwindow.hookimpl
+    def register_strategies(self, register: Any) -> None:
+        register("named-here", _Named)
+
+
+def test_a_strategy_registered_with_a_name_argument_is_told_register_takes_the_class(
+    ctxwindow_register: Any,
+) -> None:
+    """The other hooks' register takes (name, factory); register_strategies' takes the
+    class. Called like the others, the error said "strategy name None must be lowercase
+    letters", of a valid name, and never what register() takes."""
+    ctxwindow_register(_RegistersAsOtherHooks(), name="as-other-hooks")
+    with pytest.raises(ctxwindow.UnknownStrategy) as raised:
+        ctxwindow.get_strategy("named-here")
+    message = str(raised.value)
+    assert "register() takes one argument, the strategy class" in message
+    assert "got register('named-here', _Named)" in message
+    assert "name None" not in message
+
+
+def test_a_strategy_class_without_a_name_says_to_declare_one(ctxwindow_register: Any) -> None:
+    """Built directly, it raised a bare AttributeError; registered, "strategy name None
+    must be lowercase letters": both say now what to add."""
+    with pytest.raises(ctxwindow.PluginError, match="strategy class _Unnamed declares no name"):
+        _Unnamed()
+    ctxwindow_register(_Unnamed, name="unnamed-plugin")
+    problems = " ".join(plugin_problems())
+    assert "strategy class _Unnamed declares no name: give it a class attribute" in problems

@@ -126,6 +126,8 @@ def declared_options(factory: Any) -> tuple[Option, ...]:
 def check_registration(factory: Any) -> str | None:
     """Why ``factory`` cannot be registered as a strategy, or None if it can."""
     name = getattr(factory, "name", None)
+    if name is None:
+        return unnamed_problem(factory)
     if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
         return f"strategy name {name!r} must be lowercase letters, digits, '_', '-' or '.'"
     if not callable(factory):
@@ -137,6 +139,16 @@ def check_registration(factory: Any) -> str | None:
         )
     problem = declaration_problem(factory)
     return f"strategy {name!r}: {problem}" if problem else None
+
+
+def unnamed_problem(factory: Any) -> str:
+    """What to do about a strategy class that declares no ``name``."""
+    owner = getattr(factory, "__name__", None) or type(factory).__name__
+    return (
+        f"strategy class {owner} declares no name: give it a class attribute "
+        "`name = \"...\"` (lowercase letters, digits, '_', '-' or '.'), the name users "
+        "pick it by"
+    )
 
 
 def declaration_problem(factory: Any) -> str | None:

@@ -404,11 +404,12 @@ class Plugins:
 
         def register(*args: Any) -> None:
             entry = _entry(kind, args, plugin, distribution, core)
-            problem = (
-                check_registration(entry.target)
-                if kind == "strategy"
-                else _family_problem(kind, entry)
-            )
+            if kind == "strategy" and len(args) != 1:  # as the other hooks' (name, factory)
+                problem: str | None = _strategy_arguments_problem(args)
+            elif kind == "strategy":
+                problem = check_registration(entry.target)
+            else:
+                problem = _family_problem(kind, entry)
             if problem:
                 built.refuse(kind, distribution, problem)
                 _note(info, problem)
@@ -609,6 +610,16 @@ def _entry(
         return Registered(name, target, plugin, distribution, core)
     name, factory = (*args, None, None)[:2]
     return Registered(str(name), factory, plugin, distribution, core)
+
+
+def _strategy_arguments_problem(args: tuple[Any, ...]) -> str:
+    """What is wrong with a register_strategies call given other than one argument (the
+    other hooks' register takes a name and a factory; this one, the class alone)."""
+    given = ", ".join(getattr(arg, "__name__", None) or repr(arg) for arg in args)
+    return (
+        f"register_strategies: register() takes one argument, the strategy class (its "
+        f"name is the class's `name` attribute); got register({given})"
+    )
 
 
 def _family_problem(kind: str, entry: Registered) -> str | None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from ctxwindow._contract import COMMON_OPTIONS, declaration_problem
+from ctxwindow._contract import COMMON_OPTIONS, declaration_problem, unnamed_problem
 from ctxwindow._history import History
 from ctxwindow._options import Option, validate_options
 from ctxwindow._selection import Selection
@@ -38,6 +38,8 @@ class BaseStrategy(ABC):
     option_specs: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, **options: Any) -> None:
+        if getattr(self, "name", None) is None:  # used without registering, unnamed
+            raise PluginError(unnamed_problem(type(self)))
         owner = f"strategy {self.name!r}"
         problem = _declared_wrong(type(self))
         if problem:  # what registration refuses, for a class used without registering
