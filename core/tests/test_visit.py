@@ -13,13 +13,17 @@ import pytest
 
 import ctxwindow
 from ctxwindow import (
+    BaseStrategy,
     BudgetTooSmall,
     Conversation,
+    History,
     InvalidMessage,
     InvalidQuery,
     Message,
     OrphanToolResult,
+    Selection,
     Window,
+    Windower,
 )
 from ctxwindow.testing import assistant, calls, result, user
 from ctxwindow.testing.strategies import NEWEST as RECENT
@@ -597,3 +601,44 @@ def test_a_growing_conversation() -> None:
     assert window.messages[-1] is extra
     assert positions_of(window, [*messages, extra]) == [0, 3, 7, 8, 9, 10, 11]
     assert window.record.tokens_after == 73 + 13
+
+
+class _OneSummary(BaseStrategy):
+    """Keeps the system message and the newest units; the rest in one written summary."""
+
+    name = "one-summary"
+
+    def choose(self, history: History) -> Selection:
+        selection = history.selection()
+        newest = len(history.units) - 1
+        older = range(1, newest - 1)
+        selection.summarize(older, "in the summary")
+        covers = [history.covers_ref(p) for unit in older for p in history.span(unit)]
+        made = Message(
+            "system", "Summary: earlier talk.", metadata={"synthetic": True, "covers": covers}
+        )
+        selection.add_synthetic(made, older.stop)
+        selection.keep(range(newest - 1, newest + 1), "newest")
+        return selection
+
+
+def test_explain_shows_the_messages_the_strategy_wrote() -> None:
+    """The table had no row for a summary: its tokens were in the window's total but in
+    no row (tokens 1339 -> 492, rows summing to 376). A row says what the strategy wrote
+    and its tokens, after what it summarized; a visit that wrote nothing has none."""
+    messages = [{"role": "system", "content": "Be brief."}]
+    for n in range(10):
+        messages.append({"role": "user" if n % 2 == 0 else "assistant", "content": f"m{n} " * 9})
+    window = Windower(_OneSummary(**PLAIN), 60, "approx").select(messages)
+    assert window.record.engaged
+    table = window.record.explain().splitlines()
+    made = [line for line in table if line.startswith("-  ")]
+    assert len(made) == 1 and "made" in made[0] and "1 message the strategy wrote" in made[0]
+    assert table.index(made[0]) == 1 + next(
+        i for i, line in enumerate(table) if "summarized" in line
+    )
+    rows = [line.split() for line in table[3:] if not line.startswith("note")]
+    sent = [row for row in rows if row[3] in ("kept", "made")]
+    assert sum(int(row[2]) for row in sent) == window.record.tokens_after
+    plain = select(messages, 60, **PLAIN).record
+    assert plain.engaged and "made" not in plain.explain()

@@ -176,6 +176,12 @@ class WindowRecord:
             )
             tokens = str(sum(d.tokens for d in group))
             rows.append((span, units, tokens, first.action, first.reason + score))
+        made = self._made_row(in_order)
+        if made is not None:  # after the last summarized row: where a summary sits
+            after = max(
+                (i for i, row in enumerate(rows) if row[3] == "summarized"), default=len(rows) - 1
+            )
+            rows.insert(after + 1, made)
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
             cells = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
@@ -184,6 +190,25 @@ class WindowRecord:
         if self.llm is not None:
             lines.append(f"llm: {json.dumps(self.llm.to_dict())}")
         return "\n".join(lines)
+
+    def _made_row(self, decisions: Sequence[Decision]) -> tuple[str, str, str, str, str] | None:
+        """The explain table's row for the messages the strategy wrote (a summary, a
+        note), which no decision holds: what the window holds beyond the messages its
+        decisions keep. None when it wrote none."""
+        keeping = [d for d in decisions if d.action in ("kept", "truncated", "replaced")]
+        count = self.messages_after - sum(len(d.positions) for d in keeping)
+        if count <= 0:
+            return None
+        tokens = self.tokens_after - sum(d.tokens for d in keeping)
+        what = "message" if count == 1 else "messages"
+        return (
+            "-",
+            "-",
+            str(tokens),
+            "made",
+            f"{count} {what} the strategy wrote (a summary, a note), placed where what "
+            f"{'it stands' if count == 1 else 'they stand'} for was",
+        )
 
 
 @dataclass(frozen=True)
