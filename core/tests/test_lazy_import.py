@@ -171,3 +171,24 @@ def test_submodules_are_attributes_as_before() -> None:
         "missing": False,
         "main": False,
     }
+
+
+def test_the_ranking_kit_without_numpy_names_the_extra() -> None:
+    """numpy is the ``ranking`` extra's: without it ``import ctxwindow`` and the kit's
+    other modules work, and importing the ranking kit says what to install (not a bare
+    "No module named 'numpy'")."""
+    found = run(
+        "import sys\n"
+        "sys.modules['numpy'] = None  # importing numpy raises ModuleNotFoundError\n"
+        "import ctxwindow, ctxwindow.kit\n"
+        "try:\n"
+        "    import ctxwindow.kit.ranking\n"
+        "except ModuleNotFoundError as error:\n"
+        "    said, name = str(error), error.name\n"
+        "print(repr({'said': said, 'name': name, 'kit': 'ctxwindow.kit' in sys.modules}))\n"
+    )
+    assert found["kit"] is True
+    assert found["name"] == "numpy"
+    said = str(found["said"])
+    assert said.startswith("ctxwindow.kit.ranking needs numpy")
+    assert said.endswith("pip install 'ctxwindow[ranking]'")

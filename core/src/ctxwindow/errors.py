@@ -96,7 +96,8 @@ class UnknownStrategy(CtxWindowError, LookupError):
             text += f"; did you mean {self.suggestion!r}?"
             if self.suggestion not in self.installed:
                 text += " (not installed)"
-        package = install_hint.split()[-1] if install_hint else None
+        # the hint's last word: a distribution, perhaps quoted with its extras
+        package = install_hint.split()[-1].strip("'\"").split("[")[0] if install_hint else None
         kept_out = any(item.split(" (")[0] == package for item in self.skipped)
         if install_hint and not kept_out:
             text += f". {name!r} is a first-party strategy: install it with `{install_hint}`"

@@ -8,6 +8,7 @@ through a ``.pth`` file, so nothing is installed into the environment running th
 from __future__ import annotations
 
 import ast
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,13 @@ import pytest
 import ctxwindow
 from ctxwindow import BaseStrategy, History, Selection
 from ctxwindow import _cli as cli
-from ctxwindow_scaffold.scaffold import create_plugin, plugin_names, template
+from ctxwindow_scaffold import scaffold
+from ctxwindow_scaffold.scaffold import (
+    create_plugin,
+    first_party_distributions,
+    plugin_names,
+    template,
+)
 
 #: The fixture package_tests (tests/support, on pytest's pythonpath).
 pytest_plugins = ["package_tests"]
@@ -67,11 +74,64 @@ def test_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert [p.name for p in (tmp_path / "ctxwindow-mine").iterdir()] == ["keep.txt"]
 
 
+#: versions.toml at the repository root: every distribution this project ships (absent
+#: when the tests run from an sdist).
+VERSIONS = Path(__file__).resolve().parents[3] / "versions.toml"
+
+
+def _shipped() -> list[str]:
+    """The first-party plugin distributions, from versions.toml (else the scaffold's
+    own list), the core aside."""
+    if not VERSIONS.is_file():
+        return sorted(first_party_distributions())
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    versions = tomllib.loads(VERSIONS.read_text(encoding="utf-8"))["versions"]
+    return sorted(name for name in versions if name != "ctxwindow")
+
+
+@pytest.mark.skipif(not VERSIONS.is_file(), reason="needs the repository's versions.toml")
+def test_first_party_distributions_are_those_the_project_ships() -> None:
+    assert sorted(first_party_distributions()) == _shipped()
+
+
+@pytest.mark.parametrize("distribution", _shipped())
+@pytest.mark.parametrize("spelled", ["short", "long"])
+def test_refuses_a_first_party_name_even_when_not_installed(
+    distribution: str,
+    spelled: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Installed first or later, the first-party distribution and the new package would
+    replace each other, pip saying nothing (and ctxwindow-serve's ``ctxwindow-fixed``
+    requirement met by the user's package): refused though neither it nor a strategy
+    of that name is here, as in a fresh environment with only ctxwindow-scaffold."""
+    real_version = metadata.version
+
+    def version(name: str) -> str:
+        if name == distribution:
+            raise metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(metadata, "version", version)  # the module scaffold.py reads
+    monkeypatch.setattr(scaffold, "describe_strategies", list)
+    name = distribution if spelled == "long" else distribution.removeprefix("ctxwindow-")
+    assert cli.main(["new-plugin", name, "--dir", str(tmp_path)]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert f"{distribution} is a first-party ctxwindow distribution" in err
+    assert "pick another name" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("name", "said"),
     [
-        ("fixed", "ctxwindow-fixed {} is installed here"),  # would replace it
-        ("ctxwindow-sliding", "ctxwindow-sliding {} is installed here"),
+        ("recency-decay", "ctxwindow-recency-decay {} is installed here"),  # would replace it
+        ("ctxwindow-recency-decay", "ctxwindow-recency-decay {} is installed here"),
         ("clear-tool-outputs", None),  # a strategy name, spelled otherwise: free
     ],
 )
@@ -79,12 +139,17 @@ def test_refuses_the_name_of_an_installed_plugin(
     name: str, said: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """pip would replace the installed plugin with the new package, without a word."""
+    distribution = "ctxwindow-" + name.removeprefix("ctxwindow-")
+    if said is not None:
+        try:
+            version = metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            pytest.skip(f"{distribution} (examples/) is not installed here")
     code = cli.main(["new-plugin", name, "--dir", str(tmp_path)])
     if said is None:
         assert code == 0
         return
     assert code == cli.EXIT_ERROR
-    version = metadata.version("ctxwindow-" + name.removeprefix("ctxwindow-"))
     assert said.format(version) in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 

@@ -24,8 +24,14 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
-from numpy.typing import ArrayLike, DTypeLike
+try:
+    import numpy as np
+    from numpy.typing import ArrayLike, DTypeLike
+except ImportError as error:  # numpy is the ranking extra's: `import ctxwindow` does without
+    raise ModuleNotFoundError(
+        f"ctxwindow.kit.ranking needs numpy ({error}): pip install 'ctxwindow[ranking]'",
+        name=error.name,
+    ) from error
 
 from ctxwindow.kit._coverage import NOVELTY_TOKENS, Coverage, identifiers
 from ctxwindow.kit._excerpt import excerpt_unit, keep_best

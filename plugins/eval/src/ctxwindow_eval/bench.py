@@ -321,7 +321,8 @@ def tight_count(history: Sequence[dict[str, Any]], counter: ApproxCounter) -> in
 
 class _LangChain:
     """LangChain's side: the same histories as BaseMessages, ``trim_messages`` with the
-    same counting, and our adapter. None of it when langchain-core is missing."""
+    same counting, and our adapter. None of it when langchain-core or the adapter is
+    missing."""
 
     def __init__(self) -> None:
         from langchain_core.messages import convert_to_messages, trim_messages
@@ -335,10 +336,16 @@ class _LangChain:
 
     @classmethod
     def load(cls) -> _LangChain | None:
+        loaded = cls.load_or_why()
+        return loaded if isinstance(loaded, _LangChain) else None
+
+    @classmethod
+    def load_or_why(cls) -> _LangChain | str:
+        """The LangChain side, else what is missing (the note on the bench's row)."""
         try:
             return cls()
-        except ImportError:
-            return None
+        except ImportError as error:
+            return _missing(error)
 
     def messages(self, history: Sequence[dict[str, Any]]) -> list[Any]:
         plain = [{k: v for k, v in m.items() if k != "metadata"} for m in history]
@@ -373,6 +380,27 @@ class _LangChain:
                 start_on="human",
             )
         )
+
+
+#: What brings the LangChain side: langchain-core and the adapter under test. No square
+#: brackets: ``ctxwindow bench`` prints notes as rich markup, which takes ``[langchain]``
+#: for a style and drops it.
+LANGCHAIN_EXTRA = (
+    "ctxwindow-eval's langchain extra brings langchain-core 0.3.46 or later and ctxwindow-adapters"
+)
+
+
+def _missing(error: ImportError) -> str:
+    """What the ImportError says is missing, and the command that brings it."""
+    found = error if error.name else error.__cause__
+    name = (getattr(found, "name", None) or "").split(".")[0]
+    if name in ("langchain_core", "ctxwindow_adapters") and isinstance(found, ModuleNotFoundError):
+        what = f"{name.replace('_', '-')} is not installed"
+    else:  # installed, but does not import (a langchain-core too old for the adapter)
+        what = f"the LangChain side does not import: {error}" + (
+            f" ({error.__cause__})" if error.__cause__ is not None else ""
+        )
+    return f"{what}: no adapter or trim_messages figures ({LANGCHAIN_EXTRA})"
 
 
 # -- one row ---------------------------------------------------------------------
@@ -511,9 +539,9 @@ def _langchain_rows(
     repeats: int,
 ) -> None:
     """The adapter's cold and warm figures and the trim_messages anchors, on the row."""
-    langchain = _LangChain.load()
-    if langchain is None:
-        row.notes.append("langchain-core not installed: no adapter or trim_messages figures")
+    langchain = _LangChain.load_or_why()
+    if isinstance(langchain, str):
+        row.notes.append(langchain)
         return
     turns = _turns()
 

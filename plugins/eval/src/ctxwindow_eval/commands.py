@@ -352,7 +352,9 @@ def _bench(args: argparse.Namespace) -> int:
     console.print(table)
     for row in rows:
         for note in row.notes:
-            console.print(f"[dim]{row.strategy} at {row.messages:,}: {note}[/dim]")
+            # not markup: a note may quote an install command's extras, in brackets
+            line = f"{row.strategy} at {row.messages:,}: {note}"
+            console.print(line, style="dim", markup=False, highlight=False)
     if args.json:
         results = bench.to_json(rows, imports=bench.import_ms())
         Path(args.json).write_text(results + "\n", encoding="utf-8")

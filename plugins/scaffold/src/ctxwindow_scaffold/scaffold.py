@@ -46,6 +46,14 @@ TEMPLATE_NAMES = frozenset(
 )
 #: Added to a class name that would not work as it is: "none" makes ``NoneStrategy``.
 CLASS_SUFFIX = "Strategy"
+#: The core's table of first-party names and the commands that install them (package
+#: data of ctxwindow): each command names a distribution this project ships.
+HINTS_FILE = "install_hints.toml"
+#: First-party distributions the hints table does not name, as it lists only what
+#: registers something by name (ctxwindow-stores is a library the strategies import).
+UNHINTED_FIRST_PARTY = frozenset({"ctxwindow-stores"})
+#: A distribution name in an install command: ``'ctxwindow-summarize[openai]'``.
+HINTED = re.compile(r"(?<![\w.-])(ctxwindow-[a-z0-9][a-z0-9-]*)")
 
 
 @dataclass(frozen=True)
@@ -94,10 +102,35 @@ def _class_name(words: list[str]) -> str:
     return plain
 
 
+def first_party_distributions() -> frozenset[str]:
+    """The distributions the ctxwindow project ships besides the core, installed or not:
+    those the core's install hints name, and ctxwindow-stores."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 (tomli is a dependency of ctxwindow there)
+        import tomli as tomllib
+    found = set(UNHINTED_FIRST_PARTY)
+    hints = resources.files("ctxwindow").joinpath(HINTS_FILE)
+    if hints.is_file():  # else a core without the table: the names above only
+        tables = tomllib.loads(hints.read_text(encoding="utf-8"))
+        for table in tables.values():
+            for command in table.values():
+                found.update(HINTED.findall(str(command)))
+    return frozenset(found)
+
+
 def _check_untaken(names: PluginNames) -> None:
-    """ValueError when the names are another plugin's: a distribution of that name is
-    installed (installing the new one would replace it, with no warning from pip), or
-    an installed plugin registers a strategy of that name (neither could be selected)."""
+    """ValueError when the names are another plugin's: a first-party distribution's
+    (installed or not: pip would let either package replace the other, and a first-party
+    plugin's dependents would run the new one), a distribution of that name is installed
+    (installing the new one would replace it, with no warning from pip), or an installed
+    plugin registers a strategy of that name (neither could be selected)."""
+    if names.distribution in first_party_distributions():
+        raise ValueError(
+            f"{names.distribution} is a first-party ctxwindow distribution: a package of "
+            f"that name would replace it when installed (and be replaced by it); pick "
+            f"another name, such as 'my-{names.name}'"
+        )
     try:
         installed = metadata.version(names.distribution)
     except metadata.PackageNotFoundError:
