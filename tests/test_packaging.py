@@ -9,6 +9,7 @@ see the LICENSE and the version inside them.
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import re
 import subprocess
 import sys
@@ -189,6 +190,27 @@ def test_plugins_require_the_cores_minor_series(folder: Path) -> None:
     requirement = core_requirement(project(folder)["project"]["dependencies"])
     assert core_version() in requirement.specifier
     assert requirement.specifier == SpecifierSet(_minor_range(core_version()))
+
+
+@pytest.mark.parametrize("folder", [f for f in FIRST_PARTY if f in PLUGINS], ids=folder_id)
+def test_plugins_require_the_first_party_plugins_they_use_as_released_here(folder: Path) -> None:
+    """A first-party plugin needs the plugins it imports as this repository has them:
+    their minor series at least (the 0.1 ones lack what this release's use), so pip
+    does not keep an older one that would fail at import."""
+    meta = project(folder)["project"]
+    extras = meta.get("optional-dependencies", {})
+    runtime = (listed for extra, listed in extras.items() if extra != "test")
+    listed = [*meta["dependencies"], *itertools.chain(*runtime)]
+    table = versions()
+    for requirement in map(Requirement, listed):
+        if requirement.name in table and requirement.name != "ctxwindow":
+            ours = Version(table[requirement.name])
+            older = Version(f"{ours.release[0]}.{max(ours.release[1] - 1, 0)}.0")
+            assert requirement.specifier.contains(ours), (requirement, ours)
+            assert ours.release[1] == 0 or not requirement.specifier.contains(older), (
+                f"{meta['name']} admits {requirement.name} {older}: require >={ours.major}."
+                f"{ours.minor}"
+            )
 
 
 def test_template_requires_the_cores_minor_series() -> None:
