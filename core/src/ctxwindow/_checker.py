@@ -64,23 +64,29 @@ def kept_units_problems(
 def _placement_problems(
     history: History, runs: Sequence[tuple[int, int]], made: Sequence[tuple[int, Message]]
 ) -> list[str]:
-    """A made message that says what it covers (``metadata.covers``: message ids, or
-    ``#position``) sits where that was: after no kept message newer than what it covers,
-    before none older (held to the references found in this history: a rolling summary
-    may name messages the caller no longer sends). And none sits after the newest user
-    message unless it stands for the current turn's own older rounds: the request ends
-    with what the user asked and the exchanges that answer it."""
+    """A made message that says what it covers (``metadata.covers``: a list or tuple of
+    message ids, or ``#position``, naming at least one message of this history) sits
+    where that was: after no kept message newer than what it covers, before none older
+    (held to the references found in this history: a rolling summary may name messages
+    the caller no longer sends). And none sits after the newest user message unless it
+    stands for the current turn's own older rounds: the request ends with what the user
+    asked and the exchanges that answer it."""
     problems: list[str] = []
     if not made:
         return problems
     starts = [start for start, _ in runs]
     newest_user = history.newest_user
     for at, message in made:
-        covers = message.metadata.get("covers")
-        span = _SPANS.span(covers, history) if isinstance(covers, (list, tuple)) else None
+        metadata = message.metadata
+        span = None
+        if "covers" in metadata:  # it says what it stands for: it must, in this history
+            span, problem = _covers_span(metadata["covers"], history)
+            if problem:
+                problems.append(f"a made {message.role} message's metadata.covers {problem}")
+                continue
         if newest_user is not None and at > newest_user and (span is None or span[0] < newest_user):
             what = (
-                "names no message of this history it covers"
+                "says nothing it covers (metadata.covers)"
                 if span is None
                 else f"covers messages {span[0]}-{span[1]}"
             )
@@ -91,7 +97,7 @@ def _placement_problems(
             )
             continue
         if span is None:
-            continue  # refers to nothing here: nothing to hold it to
+            continue  # says nothing of what it stands for: nothing to hold it to
         low, high = span
         index = bisect.bisect_left(starts, at)  # the runs from here on start at or after it
         before = min(runs[index - 1][1], at) - 1 if index else None
@@ -108,6 +114,41 @@ def _placement_problems(
             f"goes where what it covers was"
         )
     return problems
+
+
+#: How a ``covers`` reference is written, for errors.
+_REF_HINT = "a message id or '#position', as history.covers_ref(position) gives"
+
+
+def _covers_span(covers: object, history: History) -> tuple[tuple[int, int] | None, str]:
+    """The first and last position ``covers`` names in ``history``, or why it cannot
+    place its message: not a list or tuple of references (a string, a set: no order,
+    or nothing to read), a reference of another type, or none found here. A summary
+    that names nothing here could sit anywhere, so the check would be no check."""
+    if not isinstance(covers, (list, tuple)):
+        return None, (
+            f"is a {type(covers).__name__}, not a list or tuple of the messages it "
+            f"stands for ({_REF_HINT})"
+        )
+    try:
+        span = _SPANS.span(covers, history)
+    except _BadRef as bad:
+        return None, f"holds {bad.ref!r}, not a reference ({_REF_HINT})"
+    if span is None:
+        shown = ", ".join(map(repr, covers[:3])) + (", ..." if len(covers) > 3 else "")
+        return None, (
+            f"names no message of this history ([{shown}]): a summary names the messages "
+            f"it stands for ({_REF_HINT}), so that it sits where they were"
+        )
+    return span, ""
+
+
+class _BadRef(Exception):
+    """A ``covers`` entry that is not a reference (neither a str nor an int)."""
+
+    def __init__(self, ref: object) -> None:
+        super().__init__(ref)
+        self.ref = ref
 
 
 class _CoverSpans:
@@ -186,10 +227,13 @@ def _resolve(covers: Sequence[object], history: History) -> tuple[int, int] | No
 
 def _covered(ref: object, history: History) -> int | None:
     """The position a ``covers`` reference names: ``#position`` (what
-    ``history.covers_ref`` gives), a message id, or a position as an int."""
+    ``history.covers_ref`` gives), a message id, or a position as an int; _BadRef for
+    anything else (a bool, a float, None: each read as an id would name nothing)."""
     if type(ref) is int:
         return ref if 0 <= ref < len(history) else None
-    if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
+    if not isinstance(ref, str):
+        raise _BadRef(ref)
+    if ref.startswith("#") and ref[1:].isdigit():
         position = int(ref[1:])
         return position if position < len(history) else None
     return history.position_of_id(str(ref))

@@ -43,6 +43,7 @@ from ctxwindow._workers import abandon, in_thread, saturated, within
 from ctxwindow.errors import (
     ContractViolation,
     CtxWindowError,
+    InvalidMessage,
     InvalidOption,
     InvalidSelection,
     PluginError,
@@ -243,8 +244,10 @@ class Windower:
             return bool(engages(history))
 
     def _strategy_code(self) -> _StrategyCode:
-        """Around a call of the strategy's code: a bad unit is its ContractViolation,
-        any other failure its PluginError; ctxwindow's own errors pass as they are."""
+        """Around a call of the strategy's code: a bad unit is its ContractViolation, a
+        message it built wrong or any other failure its PluginError; ctxwindow's own
+        errors about the caller's input (budget, options, messages), and those a
+        nested visit already blamed on its strategy, pass as they are."""
         return _StrategyCode(self)
 
     def violation(self, problems: Sequence[str]) -> ContractViolation:
@@ -279,18 +282,38 @@ class _StrategyCode:
     def __exit__(
         self, kind: object, error: BaseException | None, traceback: object
     ) -> Literal[False]:
-        if not isinstance(error, Exception) or (
-            isinstance(error, CtxWindowError) and not isinstance(error, InvalidSelection)
+        if not isinstance(error, Exception):
+            return False  # no error, or an interrupt: raised as it is
+        made = _built_by_strategy(error)
+        if (
+            isinstance(error, CtxWindowError)
+            and made is None
+            and not isinstance(error, InvalidSelection)
         ):
-            return False  # no error, an interrupt, or ctxwindow's own: raised as it is
+            return False  # about the caller's input, or already named: as it is
         windower = self.windower
         if isinstance(error, InvalidSelection):
             raise windower.violation([str(error)]) from error
         strategy = windower.strategy
         source = f" from distribution {windower.distribution!r}" if windower.distribution else ""
-        raise PluginError(
-            f"strategy {strategy.name!r}{source} failed: {type(error).__name__}: {error}"
-        ) from error
+        what = (
+            f"a message it built is invalid (InvalidMessage: {made})"
+            if made is not None
+            else f"{type(error).__name__}: {error}"
+        )
+        raise PluginError(f"strategy {strategy.name!r}{source} failed: {what}") from error
+
+
+def _built_by_strategy(error: Exception) -> str | None:
+    """The problem, when ``error`` is an InvalidMessage about a message the strategy
+    built (``Message(...)``, ``dataclasses.replace``, ``Message.from_dict``): the
+    caller's messages are always read with their index, so one without an index was
+    made in the strategy's code (or handed by it, not a list, to a nested visit). An
+    error naming an index is about the caller's messages, read by the strategy or by a
+    visit nested in it: the caller's to fix. None for any other error."""
+    if isinstance(error, InvalidMessage) and error.index is None:
+        return error.problem
+    return None
 
 
 def _awaitable(made: Any) -> Awaitable[Selection]:

@@ -215,6 +215,7 @@ def checked_outcome(
     assert cut_copies <= 1, "only the newest user message may be cut"
     kept = set(positions)
     newest_user = max((i for i, m in enumerate(parsed) if m.role == "user"), default=None)
+    _check_made_placement(parsed, window, sequence, newest_user)
     if cut_copies:
         assert newest_user is not None and newest_user not in kept
         kept_or_cut = kept | {newest_user}
@@ -256,6 +257,89 @@ def checked_outcome(
     assert record.elapsed_ms >= 0
     json.dumps(record.to_dict())  # the record is plain data, as `--record` writes it
     return window, "window"
+
+
+def _check_made_placement(
+    parsed: Sequence[Message],
+    window: Window[Any],
+    sequence: Sequence[int | None],
+    newest_user: int | None,
+) -> None:
+    """Each made message (not a stand-in) that says what it covers (``metadata.covers``)
+    sits where that was: no kept message before it newer than the newest message it
+    covers, none after it older than the oldest. ``covers`` is a list or tuple of
+    references (``#position``, a message id, or a position) naming at least one input
+    message. None sits after the newest user message unless all it covers is from there
+    on (the current turn's own older rounds). Units recorded as summarized need a made
+    message standing for them."""
+    ids: dict[str, int] = {}
+    for position, message in enumerate(parsed):
+        if message.id is not None:
+            ids.setdefault(message.id, position)
+    made: dict[int, Message] = {}  # by window index
+    for index, slot in enumerate(sequence):
+        if slot is None:
+            message = _as_message(window.messages[index])
+            if not (message.role == "user" and CUT_MARK in message.text):
+                made[index] = message
+    # what each window slot is in the input (a cut copy of the newest user message is it)
+    places = [
+        newest_user if p is None and index not in made else p for index, p in enumerate(sequence)
+    ]
+    if any(d.action == "summarized" for d in window.record.decisions):
+        assert made, "units are recorded as summarized but no made message stands for them"
+    for index, message in made.items():
+        before = [p for p in places[:index] if p is not None]
+        after = [p for p in places[index + 1 :] if p is not None]
+        span = _covered_span(message, parsed, ids)
+        if newest_user is not None and newest_user in before:
+            assert span is not None and span[0] >= newest_user, (
+                f"a made message sits after the newest user message (message {newest_user}) "
+                f"and covers {'nothing' if span is None else span}: only a summary of the "
+                f"current turn's own older rounds may go after it: {message!r}"
+            )
+        if span is None:
+            continue
+        low, high = span
+        assert not before or max(before) <= high, (
+            f"a made message covering messages {low}-{high} sits after message "
+            f"{max(before)}: a summary goes where what it covers was"
+        )
+        assert not after or min(after) >= low, (
+            f"a made message covering messages {low}-{high} sits before message "
+            f"{min(after)}: a summary goes where what it covers was"
+        )
+
+
+def _covered_span(
+    message: Message, parsed: Sequence[Message], ids: Mapping[str, int]
+) -> tuple[int, int] | None:
+    """The first and last input position a made message's ``metadata.covers`` names;
+    None when it has no ``covers``. A ``covers`` of another shape, or naming no input
+    message, fails: such a summary could sit anywhere."""
+    if "covers" not in message.metadata:
+        return None
+    covers = message.metadata["covers"]
+    assert isinstance(covers, (list, tuple)), (
+        f"metadata.covers must be a list or tuple of references, got "
+        f"{type(covers).__name__}: {message!r}"
+    )
+    found = []
+    for ref in covers:
+        position: int | None
+        if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
+            position = int(ref[1:]) if int(ref[1:]) < len(parsed) else None
+        elif isinstance(ref, str):
+            position = ids.get(ref)
+        else:
+            assert type(ref) is int, (
+                f"metadata.covers holds {ref!r}, not a message id, '#position' or position"
+            )
+            position = ref if 0 <= ref < len(parsed) else None
+        if position is not None:
+            found.append(position)
+    assert found, f"metadata.covers names no input message: {message!r}"
+    return min(found), max(found)
 
 
 def _stood_in_for(

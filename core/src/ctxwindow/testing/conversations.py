@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ctxwindow._messages import read_message
+from ctxwindow.testing._generated import require_hypothesis
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:
@@ -195,6 +196,7 @@ def histories(max_turns: int = 30, *, defects: bool = False) -> Any:
     parallel tool calls, empty and huge contents, content parts and unicode; as dicts
     or as Message objects. With ``defects``, also tool results that answer no call and
     calls missing results (pinned ones too), for strategies run with orphans='drop'."""
+    require_hypothesis()
     from hypothesis import strategies as st
 
     text = st.one_of(
@@ -285,6 +287,7 @@ def agent_histories(max_rounds: int = 30) -> Any:
     rounds of one to three parallel calls whose results arrive in any order (empty,
     short or tens of KB), a new instruction now and then, an answer now and then;
     ending on results the model waits on, on an answer, or on a new instruction."""
+    require_hypothesis()
     from hypothesis import strategies as st
 
     result_text = st.one_of(
@@ -337,6 +340,7 @@ def wild_histories(max_turns: int = 24, *, defects: bool = False) -> Any:
     no call, calls missing results, results cut off from their call by another message,
     and call ids reused by a later exchange.
     """
+    require_hypothesis()
     from hypothesis import strategies as st
 
     plain = st.text(max_size=60)

@@ -23,11 +23,33 @@ from ctxwindow import Message, Strategy, Window, Windower
 from ctxwindow._contract import NAME_PATTERN
 from ctxwindow._messages import read_message
 from ctxwindow.errors import BudgetTooSmall, InvalidBudget, InvalidMessage, OrphanToolResult
+from ctxwindow.testing._generated import holds_on, require_hypothesis
 from ctxwindow.testing.checks import _mutated, check_window, checked_outcome
 from ctxwindow.testing.conversations import BUDGETS, agent_histories, battery, histories
 from ctxwindow.testing.pytest_plugin import note_generated
 
 CASES = sorted(battery())
+
+#: The budget the twins are windowed at: room for the instructions, the question and a
+#: few of the twenty older units, so a strategy has to choose among them.
+TWIN_BUDGET = 60
+
+
+def twins() -> dict[str, list[dict[str, Any]]]:
+    """Two conversations of the same shape (so the same units at the same indexes) that
+    differ in one older note and in the newest question, which asks about that note: a
+    strategy that matches older units against the question keeps a different note in
+    each, and one that keeps state by unit index across conversations shows it."""
+    out = {}
+    for topic in ("invoices", "zebras"):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+        for turn in range(10):
+            about = topic if turn == 2 else "the weather"
+            messages.append({"role": "user", "content": f"note {turn} about {about}"})
+            messages.append({"role": "assistant", "content": f"noted {turn}"})
+        messages.append({"role": "user", "content": f"What did I note about {topic}?"})
+        out[topic] = messages
+    return out
 
 
 def example_instances(factory: Any, **options: Any) -> list[Strategy]:
@@ -85,57 +107,41 @@ class StrategyConformance:
         assert window is not None, "oversize='truncate' must cut, not raise"
 
     def test_generated_histories(self, strategy: Strategy, ctxwindow_examples: int) -> None:
+        _needs_hypothesis()
         self._holds_on(strategy, histories(), ctxwindow_examples)
 
     def test_generated_agent_histories(self, strategy: Strategy, ctxwindow_examples: int) -> None:
         """Agent loops: the current turn (the exchange the model waits on) stays whenever
         it fits, a tool result too big for the budget is cut, the task statement stays."""
+        _needs_hypothesis()
         self._holds_on(strategy, agent_histories(), ctxwindow_examples)
 
     def _holds_on(self, strategy: Strategy, generated: Any, examples: int) -> None:
         """The contract holds on ``examples`` histories from a hypothesis strategy."""
-        from hypothesis import HealthCheck, given, settings
-        from hypothesis import strategies as st
 
-        @settings(
-            max_examples=examples,
-            deadline=None,
-            derandomize=True,
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(messages=generated, budget=st.integers(1, 6000))
         def contract_holds(messages: list[Any], budget: int) -> None:
             _, outcome = checked_outcome(strategy, messages, budget, self.counter)
             note_generated(strategy.name, outcome)
 
-        contract_holds()
+        holds_on(contract_holds, generated, examples)
 
     def test_generated_histories_with_broken_tool_exchanges(
         self, strategy: Strategy, ctxwindow_examples: int
     ) -> None:
         """Orphan results and unanswered calls, dropped under orphans='drop'."""
-        from hypothesis import HealthCheck, given, settings
-        from hypothesis import strategies as st
-
+        _needs_hypothesis()
         options = getattr(strategy, "options", None)
         if options is None or "orphans" not in options:
             pytest.skip("strategy does not build on BaseStrategy")
         dropping = type(strategy)(**{**options, "orphans": "drop"})
 
-        @settings(
-            max_examples=ctxwindow_examples,
-            deadline=None,
-            derandomize=True,
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(messages=histories(defects=True), budget=st.integers(1, 6000))
         def contract_holds(messages: list[Any], budget: int) -> None:
             window, outcome = checked_outcome(dropping, messages, budget, self.counter)
             note_generated(dropping.name, outcome)
             if window is not None and window.record.engaged:
                 assert all(d.action == "dropped" for d in window.record.decisions if d.unit < 0)
 
-        contract_holds()
+        holds_on(contract_holds, histories(defects=True), ctxwindow_examples)
 
     @pytest.mark.parametrize("case", ["tool-chains", "plain-chat", "pinned"])
     def test_same_input_same_window(self, strategy: Strategy, case: str) -> None:
@@ -153,22 +159,30 @@ class StrategyConformance:
         """One instance windows conversation after conversation (``ctxwindow.select``
         shares one per configuration): state it keeps must be per conversation. Each
         window, after the instance has seen the others, is the one a fresh instance
-        gives (state kept on the class is shared with the fresh one: not caught here)."""
+        gives (state kept on the class is shared with the fresh one: not caught here).
+        Among them, twins: the same shape, so the same unit indexes, with other words
+        at the same places and a newest question that asks for them, so that a cache of
+        units by index (``self.cache[unit]``) gives the second twin the first's."""
         options = getattr(strategy, "options", None)
         if not self.deterministic or options is None:
             pytest.skip("strategy declared non-deterministic, or not built on BaseStrategy")
-        cases = ["tool-chains", "plain-chat", "pinned", "content-parts"]
+        cases: list[tuple[str, list[Any], int]] = [
+            (case, battery()[case], 150)
+            for case in ("tool-chains", "plain-chat", "pinned", "content-parts")
+        ]
+        cases += [(f"twin about {topic}", twin, TWIN_BUDGET) for topic, twin in twins().items()]
         shared = Windower(strategy, 150, self.counter)
         for _ in range(2):  # the second round: each case after all the others
-            for case in cases:
-                messages = battery()[case]
-                seen = shared.select(messages)
-                fresh = Windower(type(strategy)(**options), 150, self.counter).select(messages)
+            for case, messages, budget in cases:
+                seen = shared.select(messages, budget=budget)
+                fresh = Windower(type(strategy)(**options), budget, self.counter).select(messages)
                 same = [id(m) for m in seen.messages] == [id(m) for m in fresh.messages]
                 assert same or seen.messages == fresh.messages, (  # a summary: made anew
                     f"{case!r}: the window differs from a fresh instance's after the instance "
-                    "windowed other conversations: state kept across conversations (key it "
-                    "by history.conversation, in a weakref.WeakKeyDictionary)"
+                    "windowed other conversations: state kept across conversations (keep it "
+                    "per conversation, in a ctxwindow.kit.PerConversation read with "
+                    ".of(history.conversation); a cache of units by index on the instance "
+                    "gives one conversation another's units)"
                 )
 
     @pytest.mark.parametrize("case", ["tool-chains", "agent-long-turn", "pinned"])
@@ -203,6 +217,17 @@ class StrategyConformance:
     def test_bad_messages_are_a_clear_error(self, strategy: Strategy, messages: Any) -> None:
         with pytest.raises(InvalidMessage):
             Windower(strategy, 100, self.counter).select(messages)
+
+
+def _needs_hypothesis() -> None:
+    """Fail the test, saying what to install, when hypothesis is missing (a bare
+    ModuleNotFoundError would not say it comes with ctxwindow's ``testing`` extra)."""
+    try:
+        require_hypothesis()
+    except ModuleNotFoundError as error:
+        if error.name != "hypothesis":
+            raise
+        pytest.fail(str(error), pytrace=False)
 
 
 def _aselect(windower: Windower, messages: Any) -> Window[Any]:
