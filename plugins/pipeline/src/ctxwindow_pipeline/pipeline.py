@@ -391,7 +391,8 @@ class _MadeCovers:
 
     Only for an input that is the caller's messages in their places, and references
     by position (``#3``), which mean the same message whatever the later messages:
-    ``read`` gives the units, ``callers`` the caller's references for a set of units.
+    ``units`` gives the caller's units a tuple names, ``callers`` the caller's
+    references for a set of units.
     Held per conversation, a few of each (a branch starts with none)."""
 
     KEPT = 8
