@@ -196,3 +196,14 @@ def test_a_covers_tuple_handed_over_again_is_not_resolved_again(
     resolved.clear()
     Windower(strategy, 250, "approx").select(conversation)
     assert resolved == []
+
+
+def test_covers_position_reads_what_covers_ref_writes() -> None:
+    """One reading of the ``#position`` form, shared by the runner's check, the testing
+    kit and the plugins that map a summary's covers (pipeline, adapters)."""
+    from ctxwindow.kit import covers_position
+
+    assert covers_position("#1") == 1 and covers_position("#0") == 0
+    assert covers_position("#12") == 12  # whether or not a history holds it
+    for other in ("msg_1", "#", "#-1", "#1a", 1, None, 1.0):
+        assert covers_position(other) is None

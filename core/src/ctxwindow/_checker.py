@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from ctxwindow._history import History
 from ctxwindow._messages import Message
+from ctxwindow._refs import covers_position
 from ctxwindow._selection import _below_is, in_range
 from ctxwindow._tokens import TokenCounter
 
@@ -233,8 +234,8 @@ def _covered(ref: object, history: History) -> int | None:
         return ref if 0 <= ref < len(history) else None
     if not isinstance(ref, str):
         raise _BadRef(ref)
-    if ref.startswith("#") and ref[1:].isdigit():
-        position = int(ref[1:])
+    position = covers_position(ref)
+    if position is not None:
         return position if position < len(history) else None
     return history.position_of_id(str(ref))
 

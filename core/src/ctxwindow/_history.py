@@ -31,6 +31,7 @@ from ctxwindow._messages import (
     simple_entries,
     simple_message,
 )
+from ctxwindow._refs import covers_position
 from ctxwindow._selection import Selection, reaches
 from ctxwindow._tokens import TokenCounter, direct
 from ctxwindow._units import Defect, Unit, answered_twice, orphan_result, unanswered_calls
@@ -1109,7 +1110,7 @@ class History:
         if (
             message_id
             and self.position_of_id(message_id) == position
-            and not (message_id.startswith("#") and message_id[1:].isdigit())
+            and covers_position(message_id) is None
         ):
             return message_id
         return f"#{position}"

@@ -21,6 +21,8 @@
   valuing only the units that can make the window, from figures read once per unit
   and bounds computed in numpy (the ``ranking`` extra), as both strategies do;
 - :func:`redact`: a URL without its password, for messages, records and reprs;
+- :func:`covers_position`: the position a summary's ``covers`` reference names
+  (``#3``, as ``History.covers_ref`` writes it), for code that maps covers;
 - :func:`unit_anchors`, :func:`spans_in`, :func:`query_spans` and :func:`time_match`:
   time as a signal: when each unit was said (a timestamp, or the date line before it),
   the days its words point at ("yesterday", "last week", "May 3, 2023"), and whether
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from ctxwindow._history import History
     from ctxwindow._selection import Selection
 
+from ctxwindow._refs import covers_position
 from ctxwindow.kit._coverage import (
     NOVELTY_TOKENS,
     Coverage,
@@ -98,6 +101,7 @@ __all__ = [
     "Span",
     "as_now",
     "best_first",
+    "covers_position",
     "date_line",
     "excerpt_options",
     "excerpt_text",

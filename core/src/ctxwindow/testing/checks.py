@@ -15,6 +15,7 @@ from typing import Any
 from ctxwindow import Message, Strategy, Window, Windower, get_counter
 from ctxwindow._messages import read_message
 from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
+from ctxwindow.kit import covers_position
 
 CUT_MARK = "characters cut by ctxwindow"
 #: More than a cut tool result costs at its least (its marker): BudgetTooSmall under a
@@ -326,9 +327,9 @@ def _covered_span(
     )
     found = []
     for ref in covers:
-        position: int | None
-        if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
-            position = int(ref[1:]) if int(ref[1:]) < len(parsed) else None
+        position = covers_position(ref)
+        if position is not None:
+            position = position if position < len(parsed) else None
         elif isinstance(ref, str):
             position = ids.get(ref)
         else:

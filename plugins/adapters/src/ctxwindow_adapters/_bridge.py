@@ -37,6 +37,7 @@ from ctxwindow import (
     cached_windower,
 )
 from ctxwindow.errors import BudgetTooSmall, InvalidMessage, InvalidOption
+from ctxwindow.kit import covers_position
 
 T = TypeVar("T")
 
@@ -559,13 +560,8 @@ def _made_in_items(message: Message, converted: Converted[Any]) -> Message:
 def _covered_position(ref: object, size: int) -> int | None:
     """The converted position a ``covers`` reference names by position (``#3``, or 3),
     or None for an id (or anything out of range)."""
-    if isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit():
-        position = int(ref[1:])
-    elif type(ref) is int:
-        position = ref
-    else:
-        return None
-    return position if 0 <= position < size else None
+    position = ref if type(ref) is int else covers_position(ref)
+    return position if position is not None and 0 <= position < size else None
 
 
 def _items_alone(

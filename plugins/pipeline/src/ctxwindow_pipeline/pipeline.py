@@ -34,7 +34,7 @@ from ctxwindow import (
     WindowRecord,
 )
 from ctxwindow.errors import BudgetTooSmall
-from ctxwindow.kit import PerConversation
+from ctxwindow.kit import PerConversation, covers_position
 from ctxwindow_pipeline.stages import EXAMPLE, Stage, build_stages
 
 #: At most this many messages of the first stage's input may differ (as objects) from
@@ -433,7 +433,7 @@ class _MadeCovers:
 
 def _by_position(ref: object) -> bool:
     """Whether a ``covers`` reference names a message by its position (``#3``)."""
-    return isinstance(ref, str) and ref.startswith("#") and ref[1:].isdigit()
+    return covers_position(ref) is not None
 
 
 def _bounded(held: dict[int, T], most: int) -> dict[int, T]:
@@ -658,7 +658,7 @@ class _Run:
                     summarized.append((decision.positions[0], covers))
         for index, grouped in _covers(made, summarized):
             # and what the stage says its message stands for
-            covers = grouped | self._written_from(items[index], before)
+            covers = grouped | self._covered_units(items[index], before)
             origins[index] = _Origin(None, covers, label)
         final: list[_Origin] = (
             [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
@@ -681,7 +681,7 @@ class _Run:
         self.items, self.origins = items, final
         self.aligned = self.aligned and in_place
 
-    def _written_from(self, item: Any, before: Sequence[_Origin]) -> frozenset[int]:
+    def _covered_units(self, item: Any, before: Sequence[_Origin]) -> frozenset[int]:
         """The caller's units a made message's ``metadata.covers`` names (see
         :func:`_written_from`), read once per ``covers`` tuple on an input that is the
         caller's messages in their places (:class:`_MadeCovers`)."""
@@ -1025,8 +1025,9 @@ def _written_from(item: Any, inputs: Sequence[Any]) -> list[int] | None:
     for ref in refs:
         if not isinstance(ref, str):
             return None
-        if ref.startswith("#") and ref[1:].isdigit() and int(ref[1:]) < len(inputs):
-            found.append(int(ref[1:]))
+        position = covers_position(ref)
+        if position is not None and position < len(inputs):
+            found.append(position)
             continue
         if ids is None:
             ids = {}
