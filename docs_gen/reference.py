@@ -261,20 +261,47 @@ def site_path(target: Path) -> str | None:
     return None
 
 
-def rewrite_links(text: str, source: Path, page: str) -> str:
-    """Relative links of ``source`` (a repository file) made right for site page ``page``.
+#: The repository's address, as the package READMEs link to it (PyPI shows them, where
+#: a link relative to the monorepo is a 404).
+REPOSITORY = "https://github.com/ctxwindow/ctxwindow"
 
-    A link to a file the site does not hold becomes its plain text.
+
+def repository_file(target: str) -> tuple[str, str] | None:
+    """A link to a file of this repository on GitHub as (path from the root, anchor);
+    None for any other link. ``REPOSITORY#readme`` is the README."""
+    if target == REPOSITORY or target.startswith(f"{REPOSITORY}#"):
+        anchor = target.partition("#")[2]
+        return "README.md", "" if anchor == "readme" else anchor
+    prefix = f"{REPOSITORY}/blob/main/"
+    if not target.startswith(prefix):
+        return None
+    path, _, anchor = target.removeprefix(prefix).partition("#")
+    return path, anchor
+
+
+def rewrite_links(text: str, source: Path, page: str) -> str:
+    """Links of ``source`` (a repository file) made right for site page ``page``: relative
+    ones, and a package README's absolute links to this repository's files.
+
+    A relative link to a file the site does not hold becomes its plain text; an absolute
+    one stays as it is.
     """
 
     def replace(match: re.Match[str]) -> str:
         label, target = match.group(1), match.group(2)
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+        in_repository = repository_file(target)
+        if in_repository is not None:  # a package README's link, absolute for PyPI
+            path, anchor = in_repository
+            where = site_path(ROOT / path)
+            if where is None:
+                return match.group(0)  # a file the site does not hold: the repository's
+        elif re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
             return match.group(0)
-        path, _, anchor = target.partition("#")
-        where = site_path(source.parent / path)
-        if where is None:
-            return label
+        else:
+            path, _, anchor = target.partition("#")
+            where = site_path(source.parent / path)
+            if where is None:
+                return label
         relative = posixpath.relpath(where, posixpath.dirname(page) or ".")
         return f"[{label}]({relative}{'#' + anchor if anchor else ''})"
 

@@ -131,6 +131,9 @@ def test_strategy_pages_are_the_plugin_readmes_with_working_links(
             assert block in page  # the README's commands, verbatim
         assert "](../../" not in page, "a link that leaves the site"
         assert "](../index.md)" in page
+        # the README links to the repository for PyPI; the site page, to its own pages
+        assert f"]({reference.REPOSITORY}#" not in page
+        assert f"]({reference.REPOSITORY}/blob/main/docs/" not in page
 
 
 def test_api_reference_covers_the_public_modules(reference: ModuleType) -> None:

@@ -24,12 +24,10 @@ pytestmark = pytest.mark.skipif(
 )
 #: The package READMEs whose links are absolute (the strategies' READMEs are also the
 #: documentation site's strategy pages, whose links docs_gen rewrites for the site).
+#: Every package whose README is its PyPI page.
 ABSOLUTE_LINKS = [
     "core",
-    "plugins/eval",
-    "plugins/scaffold",
-    "plugins/serve",
-    "plugins/stores",
+    *sorted(f"plugins/{p.parent.name}" for p in (ROOT / "plugins").glob("*/pyproject.toml")),
 ]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
