@@ -349,6 +349,35 @@ def test_chat_loop_of_200_turns_calls_rarely_and_loses_nothing(counted: Any) -> 
     assert sum(per_turn) >= 5  # and it does summarize
 
 
+def test_an_agents_turn_growing_round_by_round_calls_once_per_step(counted: Any) -> None:
+    """The current turn's tool exchanges must stay and grow every round: checkpoints
+    spaced by what they leave would move every round, and the summarizer (an LLM call)
+    be called on each (25 calls in these 30 rounds before)."""
+    strategy = SummarizeWindow()
+    calls = counted(strategy)
+    conversation = Conversation(history(60))
+    conversation.append({"role": "user", "content": "Which of last month's orders are late?"})
+    window = strategy.select(conversation, 1500)
+    per_round = []
+    for index in range(30):
+        call = {
+            "id": f"c{index}",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": f'{{"order": "ORD-{index}"}}'},
+        }
+        conversation.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        result = f"order ORD-{index}: shipped to Lyon on day {index}"
+        conversation.append({"role": "tool", "tool_call_id": f"c{index}", "content": result})
+        before = calls[0]
+        window = strategy.select(conversation, 1500)
+        per_round.append(calls[0] - before)
+    assert sum(per_round) <= 3, per_round
+    # and the turn, which outgrew the room the summary left at first, is all there
+    sent = {m.get("tool_call_id") for m in window.messages}
+    assert {f"c{index}" for index in range(30)} <= sent
+    assert window.tokens <= 1500
+
+
 class Failing:
     name = "always-fails"
     requires_llm = True
@@ -786,7 +815,9 @@ def test_an_overflowing_turn_gets_its_own_summary_after_the_newest_user_message(
         for m in window.messages
     ]
     history_part = tuple(f"#{p}" for p in range(2, 14))
-    turn_part = tuple(f"#{p}" for p in range(15, 27))
+    # the turn's summary is written at its checkpoint, from a round more than must go:
+    # that round stays verbatim too, in the room the summary leaves
+    turn_part = tuple(f"#{p}" for p in range(15, 31))
     assert layout[:5] == [0, 1, history_part, 14, turn_part], layout
     assert layout[5:] == list(range(27, 39))
     _summaries_sit_where_they_were(messages, window)
@@ -796,6 +827,7 @@ def test_an_overflowing_turn_gets_its_own_summary_after_the_newest_user_message(
     assert all("older than the recent part" in decided[p].reason for p in range(2, 14))
     assert all(decided[p].action == "summarized" for p in range(15, 27))
     assert all("current turn" in decided[p].reason for p in range(15, 27))
+    assert all("written from it too" in decided[p].reason for p in range(27, 31))
     assert window.record.tokens_after <= 2000
 
 

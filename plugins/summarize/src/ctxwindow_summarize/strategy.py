@@ -541,15 +541,28 @@ class _Usage:
 
 
 def _stable_room(history: History, reserve: int) -> int:
-    """The verbatim part's room, but for the newest user message: it changes every turn,
-    and checkpoints spaced by it would move every turn. System and pinned messages stay,
-    so big ones shrink the spacing (and the summarizer is still called once per step)."""
-    always = sum(
-        history.unit_tokens(unit)
-        for unit, why in history.must_keep.items()
-        if why != "newest user message"
-    )
+    """The verbatim part's room, but for what must stay only for now: the newest user
+    message changes every turn, and in an agent's turn the current turn's tool exchanges
+    grow every round (and the task statement stays only while they leave it room), so
+    checkpoints spaced by those would move every round and the summarizer would be
+    called on each. Instructions and pinned messages stay, so big ones shrink the
+    spacing (and the summarizer is still called once per step)."""
+    always = sum(history.unit_tokens(unit) for unit in history.must_keep if _stays(history, unit))
     return max(1, history.budget - reserve - always)
+
+
+def _stays(history: History, unit: int) -> bool:
+    """Whether a must-keep unit stays so whatever the turn: it holds an instruction (a
+    system or developer message the caller wrote) or a pinned message."""
+    for position in history.span(unit):
+        message = history.messages[position]
+        if message.pinned or (message.role in INSTRUCTIONS and not message.synthetic):
+            return True
+    return False
+
+
+#: The roles whose messages are the caller's standing instructions.
+INSTRUCTIONS = ("system", "developer")
 
 
 def _decide_all(
