@@ -379,3 +379,38 @@ def test_turn_after_turn_the_stages_conversations_do_not_pile_up() -> None:
         conversation.extend(step)
         pipeline.select(conversation, 1_500)
     assert conversations() <= after_five
+
+
+_FATES = st.sampled_from(
+    [("dropped", "cap: over"), ("summarized", "sum: older"), ("kept", "fixed: recent")]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12), _FATES), max_size=5),
+    own=st.dictionaries(st.integers(0, 50), _FATES, max_size=8),
+    spans=st.lists(
+        st.tuples(st.integers(0, 40), st.integers(1, 15), st.sampled_from(["sum", None])),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_the_fates_of_summaries_of_runs_are_those_read_unit_by_unit(
+    runs: list[tuple[int, int, Any]], own: dict[int, Any], spans: list[tuple[int, int, Any]]
+) -> None:
+    """A summary known to cover a run of units (a _Stretch) gets its fates from the
+    run's ends: the very fates the general path reads from each of its units."""
+    import ctxwindow_pipeline.pipeline as module
+
+    fates = module._Fates()
+    for start, length, fate in runs:
+        fates.set_run(range(start, start + length), fate)
+    fates.give(sorted(own), [own[unit] for unit in sorted(own)])
+    stretches = [
+        (module._as_stretch(frozenset(range(start, start + length))), maker)
+        for start, length, maker in spans
+    ]
+    assert all(isinstance(covers, module._Stretch) for covers, _ in stretches)
+    plain = [(frozenset(covers), maker) for covers, maker in stretches]
+    assert module._summary_fates(fates, stretches) == module._summary_fates(fates, plain)

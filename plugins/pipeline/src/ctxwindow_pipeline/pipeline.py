@@ -14,7 +14,7 @@ import itertools
 import operator
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -45,6 +45,7 @@ MOST_READ_AGAIN = 64
 MOST_ON_TOP = 64
 NOT_AS_RECORDED = "its window does not hold the very messages its record says it kept"
 T = TypeVar("T")
+K = TypeVar("K")
 KEPT_ALL_FIT = "every stage found its input within the budget"
 #: The actions of a unit that stays in a stage's window.
 KEEPING = ("kept", "truncated", "replaced")
@@ -383,6 +384,39 @@ class _Fates:
         self.runs.append((units.start, units.stop, fate))
 
 
+class _Stretch(frozenset[int]):
+    """A set of units that are one run, ``span``: what a summary of the oldest part of
+    a history covers. Known to be a run, it answers what a turn asks of it (does it hold
+    a run the stage summarized? which units given a fate does it cover?) from its ends,
+    not from each of its thousands of units."""
+
+    __slots__ = ("span",)
+    span: range
+
+
+def _as_stretch(units: frozenset[int]) -> frozenset[int]:
+    """``units`` as a :class:`_Stretch` when they are one run (read once, where the set
+    is made), else as they are."""
+    if not units or isinstance(units, _Stretch):
+        return units
+    low, high = min(units), max(units)
+    if high - low + 1 != len(units):
+        return units
+    stretch = _Stretch(units)
+    stretch.span = range(low, high + 1)
+    return stretch
+
+
+def _holds_run(units: frozenset[int], run: range) -> bool:
+    """Whether ``units`` holds every unit of ``run`` (step 1), from the ends alone when
+    ``units`` is a :class:`_Stretch`."""
+    if not run:
+        return True
+    if isinstance(units, _Stretch):
+        return units.span.start <= run.start and run.stop <= units.span.stop
+    return False
+
+
 class _MadeCovers:
     """What a stage's made message (a summary) covers, read once for each ``covers``
     tuple it carries: a summary stands for the same thousands of messages turn after
@@ -403,6 +437,33 @@ class _MadeCovers:
         self._units: dict[int, tuple[tuple[Any, ...], int, frozenset[int]]] = {}
         #: id(refs): (refs, the units covered, the caller's references for them)
         self._callers: dict[int, tuple[tuple[Any, ...], frozenset[int], tuple[str, ...]]] = {}
+        #: (id(a), id(b)): (a, b, a | b)
+        self._unions: dict[
+            tuple[int, int], tuple[frozenset[int], frozenset[int], frozenset[int]]
+        ] = {}
+
+    def union(self, these: Iterable[int], those: frozenset[int]) -> frozenset[int]:
+        """``these | those`` (``these``: the units a stage summarized, often a run), the
+        very set ``those`` when it holds them all, and else the same set while both are:
+        a summary's covers, made again on every turn from the run it summarized (which
+        grows by a unit or two a turn) and the units it was written from, would cost a
+        turn the history (and each comparison of it after)."""
+        if isinstance(these, range) and _holds_run(those, these):
+            return those
+        if not isinstance(these, frozenset):
+            these = frozenset(these)
+        if not these or these is those:
+            return those
+        if not those:
+            return these
+        key = (id(these), id(those))
+        with self._lock:
+            held = self._unions.get(key)
+            if held is not None and held[0] is these and held[1] is those:
+                return held[2]
+            joined = these | those
+            _bounded(self._unions, self.KEPT)[key] = (these, those, joined)
+        return joined
 
     def units(self, refs: object, inputs: int) -> frozenset[int] | None:
         """The units ``refs`` was read to name, with an input at least as long."""
@@ -421,7 +482,7 @@ class _MadeCovers:
         """The caller's references for ``covers``, as made for the same ``refs``."""
         with self._lock:
             held = self._callers.get(id(refs))
-        if held is None or held[0] is not refs or held[1] != covers:
+        if held is None or held[0] is not refs or (held[1] is not covers and held[1] != covers):
             return None
         return held[2]
 
@@ -436,7 +497,7 @@ def _by_position(ref: object) -> bool:
     return covers_position(ref) is not None
 
 
-def _bounded(held: dict[int, T], most: int) -> dict[int, T]:
+def _bounded(held: dict[K, T], most: int) -> dict[K, T]:
     """``held``, its oldest entries dropped to leave room for one more."""
     while len(held) >= most:
         del held[next(iter(held))]
@@ -617,7 +678,8 @@ class _Run:
                 # made messages are matched to what they cover unit by unit (a note per
                 # exchange): the decisions one per unit, not in runs
                 decisions = record.decisions
-        summarized: list[tuple[int, frozenset[int]]] = []
+        #: (first position, units): each run a stage summarized (a range where aligned)
+        summarized: list[tuple[int, range | frozenset[int]]] = []
         before, size = self.origins, len(self.origins)
         kept_reason, replaced_reason = self.kept_reason, self.replaced_reason
         labelled: dict[str, str] = {}  # each reason with the stage's label, made once
@@ -634,7 +696,7 @@ class _Run:
                     cleared = sorted(replaced_reason)
                 units = self._gone(label, decision, cleared)
                 if decision.action == "summarized":
-                    summarized.append((decision.positions[0], frozenset(units)))
+                    summarized.append((decision.positions[0], units))
                 continue
             carried = [before[p] for p in decision.positions if p < size]
             if decision.action in KEEPING:
@@ -658,7 +720,12 @@ class _Run:
                     summarized.append((decision.positions[0], covers))
         for index, grouped in _covers(made, summarized):
             # and what the stage says its message stands for
-            covers = grouped | self._covered_units(items[index], before)
+            covered = self._covered_units(items[index], before)
+            covers = (
+                self.read.made.union(grouped, covered)
+                if self.read is not None
+                else frozenset(grouped) | covered
+            )
             origins[index] = _Origin(None, covers, label)
         final: list[_Origin] = (
             [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
@@ -692,7 +759,7 @@ class _Run:
             if units is not None:
                 return units
         written_from = _written_from(item, self.items) or ()
-        units = frozenset().union(*(before[p].covers for p in written_from))
+        units = _as_stretch(frozenset().union(*(before[p].covers for p in written_from)))
         if memo is not None and written_from:
             memo.keep_units(refs, len(self.items), units)
         return units
@@ -940,7 +1007,12 @@ def _summary_fates(
     """The fates that a summary in the window changes (:func:`_in_summary`) or that
     are a unit's own, for the units the summaries were written from. A unit a run
     summarized keeps that run's fate, which the selection has: a summary of thousands
-    of units costs a turn set operations, not a call per unit."""
+    of units costs a turn set operations, not a call per unit; one that is known to
+    cover a run of units (:class:`_Stretch`, as a summary of the oldest part does),
+    the units with a fate of their own and those dropped."""
+    spans = [(covers.span, maker) for covers, maker in summaries if isinstance(covers, _Stretch)]
+    if summaries and len(spans) == len(summaries):
+        return _stretch_fates(fates, spans)
     made_by: dict[int, str | None] = {}
     for covers, maker in summaries:  # the last summary's word on a unit, as the window's
         made_by.update(dict.fromkeys(covers, maker))
@@ -960,6 +1032,37 @@ def _summary_fates(
         if fate[0] == "dropped":  # the others keep the run's fate, as in_summary does
             for unit in inside:
                 out[unit] = _in_summary(fate, made_by[unit]) or fate
+    return out
+
+
+def _stretch_fates(fates: _Fates, spans: Sequence[tuple[range, str | None]]) -> dict[int, Fate]:
+    """:func:`_summary_fates` of summaries that each cover a run of units (``spans``):
+    the same fates, from each run's ends and the units given a fate (their own, or in a
+    dropped run), not from every unit covered."""
+
+    def made_by(unit: int) -> tuple[bool, str | None]:
+        """Whether a summary covers ``unit``, and the last one's maker (the window's)."""
+        for span, maker in reversed(spans):
+            if unit in span:
+                return True, maker
+        return False, None
+
+    out: dict[int, Fate] = {}
+    by_unit = fates.by_unit
+    for unit, fate in by_unit.items():
+        covered, maker = made_by(unit)
+        if covered:
+            out[unit] = _in_summary(fate, maker) or fate
+    newer: list[range] = []  # the runs over a unit after this one: theirs is the fate
+    for start, stop, fate in reversed(fates.runs):
+        if fate[0] == "dropped":
+            for span, _ in spans:
+                for unit in range(max(start, span.start), min(stop, span.stop)):
+                    if unit in out or unit in by_unit or any(unit in run for run in newer):
+                        continue
+                    maker = made_by(unit)[1]
+                    out[unit] = _in_summary(fate, maker) or fate
+        newer.append(range(start, stop))
     return out
 
 
@@ -1044,25 +1147,25 @@ def _id_of(item: Any) -> Any:
 
 
 def _covers(
-    made: list[tuple[int, int]], summarized: list[tuple[int, frozenset[int]]]
-) -> list[tuple[int, frozenset[int]]]:
+    made: list[tuple[int, int]], summarized: list[tuple[int, range | frozenset[int]]]
+) -> list[tuple[int, range | frozenset[int]]]:
     """Which summarized units each made message stands for: those just before where it
     sits (a note where its exchange was, a summary where the verbatim part begins)."""
     if not made:
         return []
     anchors = sorted({anchor for _, anchor in made})
-    groups: dict[int, list[frozenset[int]]] = {anchor: [] for anchor in anchors}
+    groups: dict[int, list[range | frozenset[int]]] = {anchor: [] for anchor in anchors}
     for first, covers in summarized:
         anchor = next((a for a in anchors if a > first), anchors[-1])
         groups[anchor].append(covers)
-    out: list[tuple[int, frozenset[int]]] = []
+    out: list[tuple[int, range | frozenset[int]]] = []
     for anchor in anchors:
         here = [index for index, a in made if a == anchor]
         found = groups[anchor]
         if len(found) == len(here):  # one message for each (a note per exchange, say)
             out.extend(zip(here, found, strict=True))
         else:
-            every = frozenset().union(*found) if found else frozenset()
+            every: frozenset[int] = frozenset().union(*found) if found else frozenset()
             out.extend((index, every) for index in here)
     return out
 
