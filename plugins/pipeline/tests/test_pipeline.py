@@ -567,3 +567,55 @@ def test_a_summary_covers_what_it_was_written_from_when_a_later_stage_drops_it()
     assert {f"#{p}" for p in dropped_later} <= covers
     action = {p: d.action for d in window.record.decisions for p in d.positions}
     assert {action[p] for p in dropped_later} == {"summarized"}
+
+
+def test_the_pipelines_task_statement_option_is_its_stages() -> None:
+    """``task_statement = false`` on the pipeline reaches every stage given by name or
+    table: each stage runs a visit of its own, which read its own option (true) and
+    kept the small talk that opened the chat as the task statement."""
+    messages = [{"role": "user", "content": "hello there, how are you today?"}]
+    for n in range(30):
+        messages.append({"role": "assistant", "content": f"reply {n} " + "word " * 30})
+        messages.append({"role": "user", "content": f"question {n} " + "word " * 30})
+    alone = ctxwindow.select(messages, 600, "fixed", task_statement=False)
+    assert messages[0] not in alone.messages
+    for stages in (["fixed"], [CLEAR, "fixed"], [{"strategy": "fixed", "max_messages": 40}]):
+        window = PipelineStrategy(stages=stages, task_statement=False).select(messages, 600)
+        assert window.messages == alone.messages, stages
+        assert not any("task statement" in d.reason for d in window.record.decisions)
+    # a stage that sets its own keeps it
+    own = [{"strategy": "fixed", "task_statement": True}]
+    window = PipelineStrategy(stages=own, task_statement=False).select(messages, 600)
+    assert messages[0] in window.messages
+
+
+def test_a_share_above_one_does_not_rewrite_the_summary_every_agent_round() -> None:
+    """With a share of 1.5 the stages ran pinned first: the current turn's exchanges,
+    pinned copies, changed summarize's input and checkpoints every round, and the
+    summary was written again on most rounds (14 calls in 40 rounds where summarize
+    alone made 4). A stage with at least the pipeline's budget keeps what the pipeline
+    must unpinned, so the pipeline tries that first."""
+    calls = [0]
+    pipeline = PipelineStrategy(
+        stages=[CLEAR, {"strategy": "summarize", "budget_share": 1.5}, "sliding"]
+    )
+    summarize = pipeline.stages[1].strategy
+    for summarizer in summarize._summarizers:  # type: ignore[attr-defined]
+        original = summarizer.summarize
+
+        def counted(request: Any, _original: Any = original) -> Any:
+            calls[0] += 1
+            return _original(request)
+
+        summarizer.summarize = counted
+    conversation = ctxwindow.Conversation(agent(60, words=60))
+    pipeline.select(conversation, 1_500)
+    before = calls[0]
+    for n in range(40):
+        call = {"id": f"x{n}", "type": "function",
+                "function": {"name": "find", "arguments": f'{{"q": "ORD{n:03d}"}}'}}  # fmt: skip
+        conversation.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        conversation.append({"role": "tool", "tool_call_id": f"x{n}", "content": f"ORD{n:03d} ok"})
+        window = pipeline.select(conversation, 1_500)
+        assert window.tokens <= 1_500
+    assert calls[0] - before <= 4, calls[0] - before

@@ -91,8 +91,10 @@ class PipelineStrategy(BaseStrategy):
 
     def check_ready(self) -> None:
         """Build every stage now: a bad stage fails at configuration, named."""
+        # the pipeline's task statement is its stages' (each stage's visit reads its own)
+        inherited = {} if self.options["task_statement"] else {"task_statement": False}
         self.stages: tuple[Stage, ...] = build_stages(
-            f"strategy {self.name!r}", self.options["stages"]
+            f"strategy {self.name!r}", self.options["stages"], inherited
         )
         paying = [s for s in self.stages if getattr(s.strategy, "requires_llm", False)]
         self.requires_llm = bool(paying)
@@ -134,16 +136,25 @@ class PipelineStrategy(BaseStrategy):
 
     def _attempts(self) -> list[tuple[bool, bool]]:
         """The ways to run the stages, (budget shares, pins), in the order tried: the
-        next when a stage could not keep what the pipeline must. With budget shares,
-        pinned (a smaller budget keeps less), then on the pipeline's budget. Without,
-        first unpinned: every stage has the pipeline's budget, so what it must keep is
-        the pipeline's wherever the stages before it left the sizes alone, and its input
-        grows as the caller's history grows (a unit pinned while it was the current
-        turn's and not after would change the input before its newest messages, and
-        each stage would read a branch of it on every turn); then pinned."""
-        if self._has_shares:
+        next when a stage could not keep what the pipeline must. With a share below 1,
+        pinned (a smaller budget keeps less), then on the pipeline's budget. Else first
+        unpinned: every stage has at least the pipeline's budget, so what it must keep
+        holds the pipeline's wherever the stages before it left the sizes alone, and its
+        input grows as the caller's history grows (a unit pinned while it was the
+        current turn's and not after would change the input before its newest messages,
+        each stage would read a branch of it on every turn, and a summarize stage, whose
+        checkpoints are spaced by the pinned messages, would write its summary again on
+        most of an agent's rounds); then pinned (with the shares first, if any)."""
+        if self._has_shares and self._shares_shrink:
             return [(True, True), (False, True)]
+        if self._has_shares:
+            return [(True, False), (True, True), (False, True)]
         return [(False, False), (False, True)]
+
+    @property
+    def _shares_shrink(self) -> bool:
+        """Whether a stage's share leaves it less than the pipeline's budget."""
+        return any((stage.budget_share or 1.0) < 1 for stage in self.stages)
 
     @property
     def _has_shares(self) -> bool:

@@ -43,13 +43,19 @@ class Stage:
         return callable(getattr(self.strategy, "transform", None))
 
 
-def build_stages(owner: str, specs: Sequence[Any]) -> tuple[Stage, ...]:
-    """Every stage built, or the first problem raised naming the stage."""
+def build_stages(
+    owner: str, specs: Sequence[Any], inherited: Mapping[str, Any] | None = None
+) -> tuple[Stage, ...]:
+    """Every stage built, or the first problem raised naming the stage. A stage given
+    by name or table takes the ``inherited`` options (the pipeline's own, such as
+    ``task_statement = false``) unless it sets them itself: each stage runs a visit of
+    its own, which reads them from its strategy."""
     if not specs:
         raise InvalidOption(
             f"{owner}: option 'stages' is empty; list at least one, for example {EXAMPLE}"
         )
-    stages = tuple(_build(owner, index, spec) for index, spec in enumerate(specs))
+    given = dict(inherited or {})
+    stages = tuple(_build(owner, index, spec, given) for index, spec in enumerate(specs))
     last = stages[-1]
     if last.budget_share is not None:
         raise InvalidOption(
@@ -59,7 +65,7 @@ def build_stages(owner: str, specs: Sequence[Any]) -> tuple[Stage, ...]:
     return stages
 
 
-def _build(owner: str, index: int, spec: Any) -> Stage:
+def _build(owner: str, index: int, spec: Any, inherited: Mapping[str, Any]) -> Stage:
     where = f"{owner}: stages[{index}]"
     if isinstance(spec, Mapping):
         if "strategy" not in spec:
@@ -97,7 +103,7 @@ def _build(owner: str, index: int, spec: Any) -> Stage:
         raise InvalidOption(
             f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; valid options: {valid}"
         )
-    strategy = _named(where, ctxwindow.get_strategy, name, **options)
+    strategy = _named(where, ctxwindow.get_strategy, name, **{**inherited, **options})
     if _is_pipeline(type(strategy)):
         raise InvalidOption(f"{where}: a pipeline cannot be a stage of a pipeline")
     share = _share(where, spec.get("budget_share") if isinstance(spec, Mapping) else None)
