@@ -86,3 +86,44 @@ def test_bad_settings_are_config_errors(config, message):
 def test_the_proxy_remembers_a_thousand_conversations_unless_told():
     assert load_settings({"serve": {"upstream": "http://up"}}).histories == 1024
     assert load_settings({"serve": {"upstream": "http://up", "histories": 5}}).histories == 5
+
+
+@pytest.mark.parametrize(
+    ("serve", "message"),
+    [
+        ({"ui": "false"}, r"\[serve\] ui must be true or false"),
+        ({"ui": 0}, r"\[serve\] ui must be true or false"),
+        ({"require_key_env": 5}, r"\[serve\] require_key_env must be a non-empty string"),
+        ({"log": True}, r"\[serve\] log must be a non-empty string"),
+    ],
+)
+def test_a_serve_key_of_the_wrong_type_is_a_config_error(serve, message):
+    """``ui = "false"`` is a string, which ``bool`` read as true: /ui, showing the
+    conversations' text, was served."""
+    with pytest.raises(ctxwindow.ConfigError, match=message):
+        load_settings({"serve": {"upstream": "http://up", **serve}})
+
+
+def test_a_model_key_of_the_wrong_type_is_a_config_error():
+    table = {"context": 1000, "output": 10}
+    with pytest.raises(ctxwindow.ConfigError, match="reserve must be a share"):
+        load_settings(
+            {"serve": {"upstream": "http://up"}, "models": {"m": {**table, "reserve": False}}}
+        )
+    with pytest.raises(ctxwindow.ConfigError, match="counter must be a non-empty string"):
+        load_settings(
+            {"serve": {"upstream": "http://up"}, "models": {"m": {**table, "counter": 1}}}
+        )
+
+
+def test_a_log_the_proxy_cannot_write_is_a_config_error(tmp_path):
+    """Found at start as a config error, not as a traceback when the server starts."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(
+        ctxwindow.ConfigError, match=r"\[serve\] log: cannot write .*a-file/visits.jsonl"
+    ):
+        load_settings({"serve": {"upstream": "http://up", "log": str(blocker / "visits.jsonl")}})
+    made = tmp_path / "new" / "visits.jsonl"
+    assert load_settings({"serve": {"upstream": "http://up", "log": str(made)}}).log == made
+    assert made.exists()

@@ -150,3 +150,32 @@ def test_listening_beyond_loopback_without_a_key_warns(tmp_path, upstream):
     finally:
         process.terminate()
         process.wait(20)
+
+
+def test_a_query_string_is_not_in_the_trace_log(tmp_path, upstream):
+    """At ``trace`` uvicorn prints each request's scope, ``query_string`` and all."""
+    (tmp_path / "ctxwindow.toml").write_text(f'[serve]\nupstream = "{upstream.url}"\n')
+    process, url = _started(["--log-level", "trace"], tmp_path)
+    try:
+        httpx.get(f"{url}/v1/models?key=AIza-secret-in-query")
+        assert upstream.last.target == "/v1/models?key=AIza-secret-in-query"  # forwarded
+    finally:
+        written = _stopped(process)
+    assert "'query_string': b'...'" in written  # the scope is there, redacted
+    assert "AIza-secret-in-query" not in written
+
+
+def test_a_log_file_the_proxy_cannot_write_is_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "ctxwindow.toml").write_text(
+        '[serve]\nupstream = "http://127.0.0.1:9"\nlog = "a-file/visits.jsonl"\n'
+    )
+    done = subprocess.run(
+        ctxwindow("serve", cwd=tmp_path), cwd=tmp_path, capture_output=True, text=True, check=False,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "ctxwindow: error: [serve] log: cannot write 'a-file/visits.jsonl'"
+    )
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -108,3 +108,33 @@ def test_each_visit_is_a_span(proxy, upstream, make_history):
     assert "gen_ai.request.max_tokens" not in unasked
     assert unasked["gen_ai.request.model"] == "small"
     assert f"dropped={attributes['ctxwindow.dropped']}" in answer.headers["x-ctxwindow"]
+
+
+def test_the_visit_latency_holds_the_adapters_conversion(
+    start_proxy, make_history, tmp_path, monkeypatch
+):
+    """On /v1/messages the adapter's conversion (not in the record's ``elapsed_ms``) is
+    most of a new conversation's cost: the metric and the log's ``visit_ms`` hold it."""
+    import time
+
+    from ctxwindow_serve import shapes
+
+    convert = shapes.anthropic_adapter.aselect
+
+    async def slow_conversion(*args, **kwargs):
+        time.sleep(0.2)  # CPU-bound, as a conversion is: the event loop waits
+        return await convert(*args, **kwargs)
+
+    monkeypatch.setattr(shapes.anthropic_adapter, "aselect", slow_conversion)
+    log = tmp_path / "visits.jsonl"
+    proxy = start_proxy(log=log)
+    messages = make_history(20)[1:]
+    body = {"model": "claude-x", "max_tokens": 50, "messages": messages}
+    answer = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
+    assert answer.status_code == 200
+    data = httpx.get(f"{proxy.url}/metrics?format=json").json()
+    assert data["visit_ms"]["p50"] >= 200
+    proxy.stop()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["visit_ms"] >= 200 > entry["record"]["elapsed_ms"]
+    assert entry["proxy_ms"] >= entry["visit_ms"]

@@ -3,6 +3,7 @@ limit; upstream errors as they came; a failing strategy never costs the request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -142,15 +143,86 @@ def test_a_history_that_cannot_fit_goes_untouched_and_says_why(
     assert upstream.last.json()["messages"] == messages
 
 
+def test_a_history_that_cannot_fit_is_no_failure(
+    start_proxy, upstream, make_history, caplog, tmp_path
+):
+    """Not a strategy's failure: no fallback tried, no warning, none in the log line."""
+    log = tmp_path / "visits.jsonl"
+    proxy = start_proxy(log=log)
+    messages = [*make_history(2)[:-1], {"role": "user", "content": "long " * 600}]
+    with caplog.at_level(logging.INFO, logger="ctxwindow"):
+        answer = post(proxy, {"model": "small", "messages": messages, "max_tokens": 50})
+    assert answer.headers["x-ctxwindow"] == "outcome=untouched; reason=BudgetTooSmall"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    proxy.stop()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["fallback"] is None
+    assert "budget" in entry["note"]
+
+
 def test_an_unreachable_upstream_is_a_502_in_the_apis_shape(run_app, make_history):
     from ctxwindow_serve import build_app
 
     proxy = run_app(build_app(ServeSettings(upstream="http://127.0.0.1:9")))
     answer = post(proxy, {"model": "small", "messages": make_history(2)})
     assert answer.status_code == 502
-    assert "upstream unreachable" in answer.json()["error"]["message"]
+    assert "upstream 127.0.0.1:9 unreachable" in answer.json()["error"]["message"]
     anthropic_shape = httpx.post(f"{proxy.url}/v1/messages", json={"model": "m"})
     assert anthropic_shape.json()["type"] == "error"
+
+
+def test_an_unreachable_upstream_is_logged_and_counted_as_such(
+    run_app, make_history, tmp_path, caplog
+):
+    """The client and the log name the host and the cause (never the query); the
+    metrics and the visit log count it apart from the upstream's own errors (it gave no
+    answer: no status)."""
+    from ctxwindow_serve import ModelEntry, build_app
+
+    log = tmp_path / "visits.jsonl"
+    models = (ModelEntry("small", context=400, output=50, reserve=0.0),)
+    settings = ServeSettings(upstream="http://127.0.0.1:9", models=models, log=log)
+    proxy = run_app(build_app(settings))
+    with caplog.at_level(logging.WARNING, logger="ctxwindow"):
+        answer = httpx.post(
+            f"{proxy.url}/v1/chat/completions?key=secret-in-query",
+            json={"model": "small", "messages": make_history(2)},
+            timeout=30,
+        )
+        httpx.get(f"{proxy.url}/v1/models", timeout=30)
+    message = answer.json()["error"]["message"]
+    assert "127.0.0.1:9" in message and "ClientConnectorError" in message
+    warned = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+    assert len(warned) == 2 and "upstream 127.0.0.1:9 unreachable: Client" in warned[0]
+    data = httpx.get(f"{proxy.url}/metrics?format=json").json()
+    assert data["upstream_errors"] == {}
+    assert data["upstream_unreachable"] == {"/v1/chat/completions": 1, "other": 1}
+    text = httpx.get(f"{proxy.url}/metrics").text
+    assert 'ctxwindow_upstream_unreachable_total{route="other"} 1' in text
+    proxy.stop()
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert entry["upstream_status"] is None
+    assert entry["upstream_unreachable"].startswith("127.0.0.1:9: ClientConnectorError")
+    assert "secret-in-query" not in log.read_text() + caplog.text + message
+
+
+def test_a_key_that_is_not_ascii_is_matched(start_proxy, make_history):
+    """The header's bytes, UTF-8 as the key in the environment is (Starlette reads
+    them as latin-1): the right key was refused every time."""
+    key = "clé-ключ"
+    proxy = start_proxy(client_key=key)
+    body = {"model": "small", "messages": make_history(2), "max_tokens": 50}
+    assert post(proxy, body, **{"x-ctxwindow-key": key.encode()}).status_code == 200
+    assert post(proxy, body, **{"x-ctxwindow-key": "clé".encode()}).status_code == 401
+    assert (
+        post(proxy, body, **{"x-ctxwindow-key": key.encode("latin-1", "replace")}).status_code
+        == 401
+    )
+    assert (
+        httpx.get(f"{proxy.url}/metrics", headers={"x-ctxwindow-key": key.encode()}).status_code
+        == 200
+    )
+    assert httpx.get(f"{proxy.url}/metrics", auth=("u", key)).status_code == 200
 
 
 class Crashing(ctxwindow.BaseStrategy):
@@ -199,3 +271,38 @@ class _CrashingPlugin:
     @ctxwindow.hookimpl
     def register_strategies(self, register):
         register(Crashing)
+
+
+class Slow(ctxwindow.BaseStrategy):
+    """A strategy that takes longer than any time limit the tests give."""
+
+    name = "slow-test"
+
+    def choose(self, history):
+        raise AssertionError("not called: achoose is")
+
+    async def achoose(self, history):
+        await asyncio.sleep(5)
+        raise AssertionError("not reached: the time limit is shorter")
+
+
+class _SlowPlugin:
+    @ctxwindow.hookimpl
+    def register_strategies(self, register):
+        register(Slow)
+
+
+def test_a_visit_that_times_out_says_so(start_proxy, upstream, make_history):
+    """With ``on_timeout = "recent"`` the core chooses the newest messages: the header
+    says why, and the metrics count it apart from a strategy's own window."""
+    ctxwindow.register_plugin(_SlowPlugin(), name="slow-test-plugin")
+    try:
+        strategy = {"strategy": "slow-test", "time_limit": 0.05, "on_timeout": "recent"}
+        proxy = start_proxy(strategy=strategy)
+        answer = post(proxy, {"model": "small", "messages": make_history(20), "max_tokens": 50})
+    finally:
+        ctxwindow.unregister_plugin("slow-test-plugin")
+    assert answer.status_code == 200
+    assert answer.headers["x-ctxwindow"].endswith("; reason=VisitTimeout")
+    data = httpx.get(f"{proxy.url}/metrics?format=json").json()
+    assert [(r["outcome"], r["count"]) for r in data["requests"]] == [("timed_out", 1)]

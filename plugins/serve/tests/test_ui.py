@@ -4,6 +4,7 @@ set, served with a policy that forbids scripts, and never showing a credential."
 
 from __future__ import annotations
 
+import logging
 from html.parser import HTMLParser
 
 import httpx
@@ -88,3 +89,21 @@ def test_without_ui_the_path_is_the_upstreams(proxy, upstream, make_history):
     answer = httpx.get(f"{proxy.url}/ui", timeout=30)
     assert answer.status_code == 200 and answer.json()["object"] == "list"  # the upstream's
     assert upstream.last.path == "/ui"
+
+
+def test_a_visit_the_inspector_cannot_draw_gets_a_line_and_one_warning(
+    start_proxy, make_history, monkeypatch, caplog
+):
+    from ctxwindow_serve import ui
+
+    def cannot(*args, **kwargs):
+        raise ValueError("odd body")
+
+    proxy = start_proxy(ui=True)
+    visit = chat(proxy, make_history(2)).headers["x-ctxwindow-visit"]
+    monkeypatch.setattr(ui, "render_section", cannot)
+    with caplog.at_level(logging.WARNING, logger="ctxwindow"):
+        pages = [httpx.get(f"{proxy.url}/ui", timeout=30).text for _ in range(2)]
+    assert all(visit in page and "cannot draw this visit (ValueError)" in page for page in pages)
+    warned = [r for r in caplog.records if "cannot draw" in r.getMessage()]
+    assert len(warned) == 1 and visit in warned[0].getMessage()

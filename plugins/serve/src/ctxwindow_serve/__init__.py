@@ -1,9 +1,9 @@
 """ctxwindow-serve: ctxwindow as a proxy any app points its base URL at.
 
 ``ctxwindow serve --upstream URL`` windows every OpenAI chat completions, Responses and
-Anthropic Messages request to its model's context before forwarding it, streams the
-answers back chunk by chunk, and passes everything else through. ``build_app`` gives
-the ASGI app for a server of your own.
+Anthropic Messages request for a model with a ``[models]`` entry to its context before
+forwarding it, streams the answers back chunk by chunk, and passes everything else
+through. ``build_app`` gives the ASGI app for a server of your own.
 """
 
 from __future__ import annotations

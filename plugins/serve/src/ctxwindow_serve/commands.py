@@ -19,13 +19,16 @@ ITEMS_PER_HISTORY = 1000
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 #: A query string in an access-log line: it may hold a credential (``?key=...``).
 _QUERY = re.compile(r"\?[^ ]*")
+#: uvicorn's loggers that name a request's query: the access log, and at ``trace`` the
+#: ASGI messages' log, which prints each request's scope (``query_string`` and all).
+_REQUEST_LOGGERS = ("uvicorn.access", "uvicorn.asgi")
 
 
 def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve`` to the ``ctxwindow`` command."""
     serve = cli.add_parser(
         "serve",
-        help="a proxy that windows every chat request before it reaches the model",
+        help="a proxy that windows chat requests before they reach the model",
         description="Point an app's base URL at this proxy: POST /v1/chat/completions, "
         "/v1/responses and /v1/messages (Anthropic) are windowed to the model's context "
         '([models."NAME"] context = N in the config) with the configured strategy, then '
@@ -75,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
     ctxwindow.remember_histories(settings.histories, ITEMS_PER_HISTORY * settings.histories)
     server = uvicorn.Config(
         build_app(settings), host=args.host, port=args.port, log_level=args.log_level
-    )  # configures uvicorn's loggers: the filter below goes on after
-    logging.getLogger("uvicorn.access").addFilter(redact_query)
+    )  # configures uvicorn's loggers: the filters below go on after
+    for name in _REQUEST_LOGGERS:
+        logging.getLogger(name).addFilter(redact_query)
     log_to_stderr(uvicorn.config.LOG_LEVELS[args.log_level])
     uvicorn.Server(server).run()
     return 0
@@ -93,10 +97,18 @@ def log_to_stderr(level: int) -> None:
 
 
 def redact_query(record: logging.LogRecord) -> bool:
-    """Drop the query string from an access-log line: credentials sent as ``?key=``
-    must appear nowhere in the log, as headers do not."""
+    """Drop the query string from an access-log line, and from a scope the ``trace``
+    level prints: credentials sent as ``?key=`` must appear nowhere in the log, as
+    headers do not (uvicorn prints those as ``<...>``)."""
     if isinstance(record.args, tuple):
-        record.args = tuple(
-            _QUERY.sub("?...", arg) if isinstance(arg, str) else arg for arg in record.args
-        )
+        record.args = tuple(_redacted(arg) for arg in record.args)
     return True
+
+
+def _redacted(arg: object) -> object:
+    """A log argument without a query: a path's cut at ``?``, a scope's emptied."""
+    if isinstance(arg, str):
+        return _QUERY.sub("?...", arg)
+    if isinstance(arg, dict) and arg.get("query_string"):
+        return {**arg, "query_string": b"..."}
+    return arg

@@ -31,6 +31,7 @@ class Metrics:
     def __init__(self, entry_of: Callable[[object], ModelEntry | None] = lambda _: None) -> None:
         self.requests: Counter[tuple[str, str, str]] = Counter()
         self.upstream_errors: Counter[str] = Counter()
+        self.upstream_unreachable: Counter[str] = Counter()
         self.tokens_before = 0
         self.tokens_after = 0
         self.visit_ms: deque[float] = deque(maxlen=LATENCIES_KEPT)
@@ -43,12 +44,17 @@ class Metrics:
         if record is not None:
             self.tokens_before += record.tokens_before
             self.tokens_after += record.tokens_after
-            self.visit_ms.append(record.elapsed_ms)
+        if outcome.visit_ms is not None:  # the proxy's whole step, conversions included
+            self.visit_ms.append(outcome.visit_ms)
 
     def upstream_error(self, route: str) -> None:
         """Count an upstream answer of 400 or more, on any route (apart from requests:
         a windowed request that gets one is still one request)."""
         self.upstream_errors[_route(route)] += 1
+
+    def unreachable(self, route: str) -> None:
+        """Count a request the upstream gave no answer to (the proxy's own 502)."""
+        self.upstream_unreachable[_route(route)] += 1
 
     def _model(self, name: str | None) -> str:
         """The model's label: its entry's name, ``other`` for a model with none or a
@@ -73,6 +79,7 @@ class Metrics:
                 for (route, model, outcome), count in sorted(self.requests.items())
             ],
             "upstream_errors": dict(sorted(self.upstream_errors.items())),
+            "upstream_unreachable": dict(sorted(self.upstream_unreachable.items())),
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
             "tokens_saved": self.tokens_before - self.tokens_after,
@@ -93,6 +100,13 @@ class Metrics:
         ]
         for route, count in sorted(self.upstream_errors.items()):
             lines.append(f'ctxwindow_upstream_errors_total{{route="{_label(route)}"}} {count}')
+        lines += [
+            "# HELP ctxwindow_upstream_unreachable_total Requests the upstream could not be "
+            "reached for (answered 502 by the proxy) by route.",
+            "# TYPE ctxwindow_upstream_unreachable_total counter",
+        ]
+        for route, count in sorted(self.upstream_unreachable.items()):
+            lines.append(f'ctxwindow_upstream_unreachable_total{{route="{_label(route)}"}} {count}')
         for name, value, text in (
             ("tokens_before", self.tokens_before, "History tokens before windowing."),
             ("tokens_after", self.tokens_after, "History tokens after windowing."),
@@ -104,7 +118,8 @@ class Metrics:
                 f"ctxwindow_{name}_total {value}",
             ]
         lines += [
-            "# HELP ctxwindow_visit_ms Visit latency percentiles (milliseconds).",
+            "# HELP ctxwindow_visit_ms Percentiles of the time the proxy spent windowing a "
+            "request, body parsing and conversions included (milliseconds).",
             "# TYPE ctxwindow_visit_ms gauge",
         ]
         for quantile, milliseconds in self.percentiles().items():

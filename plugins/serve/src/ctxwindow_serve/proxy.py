@@ -36,6 +36,7 @@ from ctxwindow_serve.security import (
     ASK_BROWSER,
     CLIENT_KEY_HEADER,
     BodyTooLarge,
+    header_key,
     key_matches,
     page_key,
     read_body,
@@ -69,8 +70,8 @@ class Proxy:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.upstream.open()
         self.log = VisitLog(self.settings.log) if self.settings.log else None
+        self.upstream.open()  # after the log, which may fail: no session left open
         try:
             yield
         finally:
@@ -105,7 +106,7 @@ class Proxy:
         client key: in the proxy's header, or as an HTTP Basic password (what a browser
         or a Prometheus scraper sends)."""
         expected, headers = self.settings.client_key, request.headers
-        return key_matches(expected, headers.get(CLIENT_KEY_HEADER)) or key_matches(
+        return key_matches(expected, header_key(headers)) or key_matches(
             expected, page_key(headers.get("authorization"))
         )
 
@@ -114,7 +115,7 @@ class Proxy:
         started = time.perf_counter()
         path: str = request.scope["path"]
         shape = ROUTES.get(path.rstrip("/")) if request.method == "POST" else None
-        if not key_matches(self.settings.client_key, request.headers.get(CLIENT_KEY_HEADER)):
+        if not key_matches(self.settings.client_key, header_key(request.headers)):
             return _unauthorised(shape or CHAT)
         try:
             raw = await read_body(request.stream(), request.headers, self.settings.max_body_bytes)
@@ -131,14 +132,20 @@ class Proxy:
                 self._finish(path, outcome, None, started, extra)
                 return JSONResponse(outcome.refusal, status_code=400, headers=extra)
             raw = outcome.content
-        response = await self._send(request, raw, shape)
+        unreachable: UpstreamUnreachable | None = None
+        try:
+            response = await self._send(request, raw, shape)
+        except UpstreamUnreachable as error:
+            unreachable = error
+            response = self._unreachable(path, error, shape or CHAT)
         if response is None:  # the client left before the answer began: no one to answer
             if outcome is not None:
                 self._finish(path, outcome, None, started, extra)
             return Response(status_code=CLIENT_GONE)
         if outcome is not None:
-            self._finish(path, outcome, response.status_code, started, extra)
-        elif response.status_code >= 400:
+            status = None if unreachable else response.status_code
+            self._finish(path, outcome, status, started, extra, unreachable)
+        elif unreachable is None and response.status_code >= 400:
             self.metrics.upstream_error(path)
         if extra:
             response.headers.update(extra)
@@ -147,32 +154,39 @@ class Proxy:
     # -- the steps -----------------------------------------------------------------
     async def _visit(self, shape: Shape, raw: bytes) -> Outcome:
         """The visit; a bug anywhere in it forwards the body as it came (and says so in
-        the log), never a 500."""
+        the log), never a 500. Timed whole: the body's parsing and, for Anthropic and
+        Responses, the adapters' conversions cost more than the core's visit."""
+        started = time.perf_counter()
         try:
-            return await self.windowing.visit(shape, raw)
+            outcome = await self.windowing.visit(shape, raw)
         except Exception as error:  # a bug of ours or a plugin's: the request still goes
             logger.warning(
                 "windowing failed, forwarding untouched: %s: %s", type(error).__name__, error
             )
             kind = type(error).__name__
-            return Outcome(raw, "untouched", note=f"windowing failed: {kind}", reason=kind)
+            outcome = Outcome(raw, "untouched", note=f"windowing failed: {kind}", reason=kind)
+        outcome.visit_ms = (time.perf_counter() - started) * 1000
+        return outcome
+
+    def _unreachable(self, route: str, error: UpstreamUnreachable, shape: Shape) -> Response:
+        """The 502 for a request the upstream could not be reached for: logged and
+        counted apart from the upstream's own errors (it gave no answer)."""
+        logger.warning("upstream %s unreachable: %s", error.host, error.cause)
+        self.metrics.unreachable(route)
+        message = f"ctxwindow proxy: upstream {error.host} unreachable: {error.cause}"
+        return JSONResponse(shape.error_body("upstream_unreachable", message), status_code=502)
 
     async def _send(self, request: Request, content: bytes, shape: Shape | None) -> Response | None:
-        """The upstream's answer as a response; None when the client left first."""
+        """The upstream's answer as a response; None when the client left first.
+        Raises :class:`UpstreamUnreachable`."""
         scope = request.scope
         path = scope.get("raw_path") or scope["path"].encode()  # as the client encoded it
         query = scope.get("query_string")
         target = (path + b"?" + query if query else path).decode("latin-1")
         headers = request_headers(request.headers.items())
-        try:
-            answer = await _unless_gone(
-                self.upstream.send(request.method, target, headers, content), request
-            )
-        except UpstreamUnreachable as error:
-            message = f"ctxwindow proxy: upstream unreachable: {error}"
-            return JSONResponse(
-                (shape or CHAT).error_body("upstream_unreachable", message), status_code=502
-            )
+        answer = await _unless_gone(
+            self.upstream.send(request.method, target, headers, content), request
+        )
         return None if answer is None else Relay(answer, shape or CHAT)
 
     def _finish(
@@ -182,6 +196,7 @@ class Proxy:
         status: int | None,
         started: float,
         extra: dict[str, str] | None = None,
+        unreachable: UpstreamUnreachable | None = None,
     ) -> None:
         self.metrics.observe(route, outcome)
         if status is not None and status >= 400:
@@ -193,8 +208,9 @@ class Proxy:
                 Visit(time.time(), visit, route, outcome.model, outcome.history, outcome.window)
             )
         if self.log is not None:
+            cause = None if unreachable is None else str(unreachable)
             self.log.write(
-                partial(visit_entry, time.time(), visit, route, outcome, status, proxy_ms)
+                partial(visit_entry, time.time(), visit, route, outcome, status, proxy_ms, cause)
             )
         if telemetry.enabled():
             shape = ROUTES.get(route.rstrip("/"), CHAT)

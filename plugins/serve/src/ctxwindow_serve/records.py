@@ -23,8 +23,10 @@ def visit_entry(
     outcome: Outcome,
     upstream_status: int | None,
     proxy_ms: float,
+    unreachable: str | None = None,
 ) -> dict[str, Any]:
-    """The log line of one visit (at ``when``, seconds since the epoch), as a dict."""
+    """The log line of one visit (at ``when``, seconds since the epoch), as a dict;
+    ``unreachable``: why the upstream gave no answer (its status is then None)."""
     return {
         "time": round(when, 3),
         "visit": visit,
@@ -36,6 +38,8 @@ def visit_entry(
         "budget": outcome.budget.to_dict() if outcome.budget else None,
         "record": outcome.record.to_dict() if outcome.record else None,
         "upstream_status": upstream_status,
+        "upstream_unreachable": unreachable,
+        "visit_ms": None if outcome.visit_ms is None else round(outcome.visit_ms, 3),
         "proxy_ms": round(proxy_ms, 3),
     }
 

@@ -45,6 +45,19 @@ def key_matches(expected: str | None, given: str | None) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
 
+def header_key(headers: Mapping[str, str]) -> str | None:
+    """The key a client sent in the proxy's header, read as UTF-8 as the key in the
+    environment is (Starlette gives a header's bytes decoded as latin-1); None when
+    absent or not UTF-8."""
+    value = headers.get(CLIENT_KEY_HEADER)
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return None
+
+
 def page_key(authorization: str | None) -> str | None:
     """The key a browser sent for a page through HTTP Basic authentication (the
     password; the user name is not read): a browser cannot send the proxy's own header

@@ -123,7 +123,9 @@ def load_settings(
     rest.setdefault("strategy", "fixed")
     rest.setdefault("on_timeout", "recent")
     key = None
-    key_env = str(serve.get("require_key_env", "CTXWINDOW_PROXY_KEY"))
+    key_env = _string(
+        serve.get("require_key_env", "CTXWINDOW_PROXY_KEY"), "[serve] require_key_env"
+    )
     if require_key:
         key = environ.get(key_env)
         if not key:
@@ -138,8 +140,8 @@ def load_settings(
         ),
         max_body_bytes=_positive(serve.get("max_body_bytes", MAX_BODY_BYTES), "max_body_bytes"),
         client_key=key,
-        log=Path(log) if log else None,
-        ui=bool(serve.get("ui", False)),
+        log=None if log in (None, "") else _log_file(log),
+        ui=_boolean(serve.get("ui", False), "ui"),
         ui_visits=_positive(serve.get("ui_visits", 50), "ui_visits"),
         histories=_positive(serve.get("histories", HISTORIES), "histories"),
         max_connections=None if connections is None else _positive(connections, "max_connections"),
@@ -151,9 +153,11 @@ def _model(name: str, table: Mapping[str, Any]) -> ModelEntry:
     if "context" not in table:
         raise ConfigError(f'[models."{name}"] needs context = <tokens>')
     reserve = table.get("reserve", 0.02)
-    if not isinstance(reserve, (int, float)) or not 0 <= reserve < 1:
+    if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or not 0 <= reserve < 1:
         raise ConfigError(f'[models."{name}"] reserve must be a share in [0, 1), got {reserve!r}')
     counter = table.get("counter")
+    if counter is not None:
+        _string(counter, f'[models."{name}"] counter')
     entry = ModelEntry(
         name=name,
         context=_positive(table["context"], f'models."{name}".context'),
@@ -189,3 +193,31 @@ def _positive(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+def _boolean(value: object, name: str) -> bool:
+    """A TOML true or false: a string such as ``"false"`` would be truthy."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"[serve] {name} must be true or false (no quotes), got {value!r}")
+    return value
+
+
+def _string(value: object, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _log_file(value: object) -> Path:
+    """The visit log's path, its folder made and the file opened for appending once
+    now: a path the proxy cannot write is a config error, not a traceback at start."""
+    path = Path(_string(value, "[serve] log"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.open("ab").close()
+    except OSError as error:
+        raise ConfigError(
+            f"[serve] log: cannot write {str(path)!r} ({error.strerror or error}); "
+            "give a file in a folder the proxy can write to"
+        ) from None
+    return path

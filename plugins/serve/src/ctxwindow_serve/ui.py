@@ -11,6 +11,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from html import escape
 from typing import Any
 
 from ctxwindow import Window
@@ -37,6 +38,8 @@ class RecentVisits:
 
     def __init__(self, kept: int) -> None:
         self._visits: deque[Visit] = deque(maxlen=kept)
+        #: Visits whose failure to draw was logged: once each, not on every page.
+        self._undrawable: set[str] = set()
 
     def add(self, visit: Visit) -> None:
         self._visits.append(visit)  # one append: safe from any thread
@@ -57,5 +60,18 @@ class RecentVisits:
                     render_section(visit.history, [(label, visit.window)], heading=heading)
                 )
             except Exception as error:  # one odd body must not hide the others
-                logger.warning("/ui cannot draw visit %s: %s", visit.visit, error)
+                sections.append(self._undrawn(visit, heading, error))
         return render_document(sections, "ctxwindow serve: recent visits")
+
+    def _undrawn(self, visit: Visit, heading: str, error: Exception) -> str:
+        """The line a visit the inspector cannot draw gets, its failure logged once."""
+        kind = type(error).__name__
+        if visit.visit not in self._undrawable:
+            kept = {kept.visit for kept in self._visits}
+            self._undrawable = {*(self._undrawable & kept), visit.visit}  # only those kept
+            logger.warning("/ui cannot draw visit %s: %s: %s", visit.visit, kind, error)
+        return (
+            f'<section class="visit"><h2>{escape(heading)}</h2>'
+            f'<p class="facts">cannot draw this visit ({escape(kind)}); the proxy\'s log '
+            "says why</p></section>"
+        )

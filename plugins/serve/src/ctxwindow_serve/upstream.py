@@ -13,8 +13,10 @@ followed, no decompression (the body goes back as it came, ``content-encoding`` 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
 from yarl import URL
@@ -30,10 +32,19 @@ TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=10.0, soc
 KEEPALIVE = 4.0
 #: Headers aiohttp would add when the client sent none: the upstream gets the client's.
 _NOT_ADDED = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
+#: A URL's query in an error's text (aiohttp's timeout names the whole URL): it may
+#: hold a credential (``?key=...``).
+_QUERY = re.compile(r"\?[^\s\]\)'\"]*")
 
 
 class UpstreamUnreachable(Exception):
-    """No answer could be had from the upstream (answered with a 502)."""
+    """No answer could be had from the upstream (answered with a 502): ``host`` is
+    the upstream's host and port, ``cause`` what went wrong, with no request query."""
+
+    def __init__(self, host: str, cause: str) -> None:
+        self.host = host
+        self.cause = cause
+        super().__init__(f"{host}: {cause}")
 
 
 class UpstreamBroken(Exception):
@@ -83,6 +94,9 @@ class Upstream:
     def __init__(self, base: str, max_connections: int | None = None) -> None:
         root, _, query = base.partition("?")
         self.base = root.rstrip("/")
+        parts = urlsplit(self.base)
+        #: The upstream's host and port, for errors and logs.
+        self.host = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         #: The upstream URL's own query (Azure's ``api-version=``), sent with every request.
         self.query = query.partition("#")[0]
         #: Connections open to the upstream at once (None: no limit); requests beyond
@@ -129,5 +143,12 @@ class Upstream:
                 allow_redirects=False,
             )
         except (aiohttp.ClientError, asyncio.TimeoutError) as error:
-            raise UpstreamUnreachable(type(error).__name__) from error
+            raise UpstreamUnreachable(self.host, _cause(error)) from error
         return Answer(response.status, response.raw_headers, response)
+
+
+def _cause(error: BaseException) -> str:
+    """What went wrong, in one line: the error's class and its text, any URL query in
+    it left out."""
+    text = _QUERY.sub("?...", str(error))
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

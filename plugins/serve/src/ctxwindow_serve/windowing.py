@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ctxwindow import Window, Windower, WindowRecord, from_config
-from ctxwindow.errors import CtxWindowError, InvalidMessage
+from ctxwindow.errors import BudgetTooSmall, CtxWindowError, InvalidMessage
 from ctxwindow_serve.bodies import BYTES_PER_HISTORY, RecentBodies
 from ctxwindow_serve.budget import Budget, PartCounts, request_budget
 from ctxwindow_serve.settings import ModelEntry, ServeSettings
@@ -39,6 +39,9 @@ _EXPONENT = b"e+"
 #: Every digit as ``0`` (the other bytes as they are), to find a run of 19 digits.
 _DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 _LONG_NUMBER = b"0" * 19
+#: What the note of a window the core built itself, the strategy out of time
+#: (``on_timeout = "recent"``), says; the record has no other mark of it.
+_TIMED_OUT_NOTE = "ran out of its time limit"
 
 
 @dataclass
@@ -66,6 +69,9 @@ class Outcome:
     #: the proxy's ``/ui``.
     history: list[Any] | None = None
     window: Window[Any] | None = None
+    #: The proxy's whole visit in milliseconds (body parsing and the adapters'
+    #: conversions included, which the record's ``elapsed_ms`` leaves out).
+    visit_ms: float | None = None
 
 
 class Windowing:
@@ -153,6 +159,8 @@ class Windowing:
         except InvalidMessage as error:  # the upstream's answer to it is the one to give
             note = f"not windowed: {error}"
             return Outcome(raw, "untouched", name, budget, note=note, reason=type(error).__name__)
+        except BudgetTooSmall as error:  # what must stay is over the budget: no strategy helps
+            return Outcome(raw, "untouched", name, budget, note=str(error), reason="BudgetTooSmall")
         except CtxWindowError as error:
             fallback = type(error).__name__
             logger.warning("strategy failed, falling back to %s: %s", FALLBACK_STRATEGY, error)
@@ -189,8 +197,8 @@ def _outcome(
     name: str | None,
     fallback: str | None,
 ) -> Outcome:
-    outcome = "fallback" if fallback else "windowed"
     record = window.record
+    outcome = "fallback" if fallback else "timed_out" if _timed_out(record) else "windowed"
     if same_items(window.messages, history):  # nothing dropped: the bytes as they came
         return Outcome(raw, outcome, name, budget, record, fallback, history=history, window=window)
     content = _rebuilt(body, raw, shape, window.messages, history)
@@ -201,6 +209,11 @@ def _outcome(
         done.dropped = _messages_with(record, "dropped")
         done.summarized = _messages_with(record, "summarized")
     return done
+
+
+def _timed_out(record: WindowRecord) -> bool:
+    """Whether the strategy ran out of time and the core chose the newest messages."""
+    return any(_TIMED_OUT_NOTE in note for note in record.notes)
 
 
 def _messages_with(record: WindowRecord, action: str) -> int:
@@ -295,4 +308,6 @@ def header_value(outcome: Outcome) -> str:
     ]
     if outcome.fallback:
         parts.append(f"fallback={outcome.fallback}")
+    elif outcome.outcome == "timed_out":  # the newest messages that fit, not the strategy's
+        parts.append("reason=VisitTimeout")
     return "; ".join(parts)
