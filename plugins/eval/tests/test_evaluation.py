@@ -17,7 +17,13 @@ from ctxwindow import ApproxCounter, BaseStrategy, Conversation, History, Messag
 from ctxwindow.kit import unit_text
 from ctxwindow.testing.strategies import Raises, newest
 from ctxwindow_eval import StrategySpec, evaluate, load_jsonl, load_locomo
-from ctxwindow_eval.bench import agent_history, bench_strategy, synthetic_history, to_json
+from ctxwindow_eval.bench import (
+    agent_history,
+    bench_strategy,
+    significant,
+    synthetic_history,
+    to_json,
+)
 from ctxwindow_eval.dataset import Question
 from ctxwindow_eval.metrics import key_terms, score, window_contents
 
@@ -241,7 +247,7 @@ def test_bench_measures_every_figure_without_asserting_speed() -> None:
     data = json.loads(to_json([row]))
     assert data["counter"] == "approx" and data["budget"] == 4000
     (got,) = data["rows"]
-    assert got["trim_cached_over_warm"] == round(row.trim_cached_ms / row.warm_ms, 2)
+    assert got["trim_cached_over_warm"] == significant(row.trim_cached_ms / row.warm_ms)
     assert data["summary"]["fixed"]["warm_growth"] == 1.0  # one length: no growth
     assert data["import_ms"] is None  # not measured unless asked
     from ctxwindow_eval.bench import import_ms

@@ -12,7 +12,9 @@ calls tools (the action at position t), on the window of messages 0..t-1:
 - **pending exchange kept**: when the history ends in tool results (the model is
   waiting on them), whether that call and all its results are in the window (a result
   cut to fit counts: it stands in the window for the original, marked);
-- **task statement kept**: whether the first user message is in the window.
+- **task statement kept**: whether the first user message is in the window, whole (a
+  copy cut to fit is not kept, as evidence recall counts only turns sent whole; only
+  the pending exchange counts a cut result, and says so in its own count).
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def score_step(
     return StepScore(
         recall,
         None if pending is None else all(position in present for position in pending),
-        None if task is None else task in present,
+        None if task is None else task in present and task not in cut,
         pending is not None and any(position in cut for position in pending),
     )
 

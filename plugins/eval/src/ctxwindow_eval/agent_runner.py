@@ -23,7 +23,14 @@ from typing import Any
 from ctxwindow import Conversation, Message, Windower, from_config, get_counter
 from ctxwindow.errors import BudgetTooSmall, ConfigError, InvalidMessage, OrphanToolResult
 from ctxwindow_eval.agent_metrics import StepScore, needed_values, score_step
-from ctxwindow_eval.runner import STRATEGY_FAILURES, Raised, StrategySpec, warn_raised
+from ctxwindow_eval.runner import (
+    STRATEGY_FAILURES,
+    Raised,
+    StrategySpec,
+    check_budgets,
+    parse_specs,
+    warn_raised,
+)
 from ctxwindow_eval.spread import cluster_interval
 from ctxwindow_eval.trajectories import Fault, Trajectory, find_faults
 
@@ -163,7 +170,7 @@ class AgentResult:
 
 
 def screen_trajectories(
-    strategies: Iterable[StrategySpec | str],
+    strategies: Iterable[StrategySpec | str] | StrategySpec | str,
     trajectories: Sequence[Trajectory],
     *,
     counter: str = "approx",
@@ -175,13 +182,9 @@ def screen_trajectories(
     unless every strategy has ``orphans='drop'``). Any fault raises
     MalformedTrajectories, naming them and how to go on (``cli``: with the command's
     options), unless ``skip_malformed``; none left raises it too."""
-    specs = _specs(strategies)
+    specs = parse_specs(strategies)
     windowers = _windowers(specs, max(AGENT_BUDGETS), counter)
     return _screen(specs, windowers, trajectories, skip_malformed, cli)
-
-
-def _specs(strategies: Iterable[StrategySpec | str]) -> list[StrategySpec]:
-    return [s if isinstance(s, StrategySpec) else StrategySpec.parse(s) for s in strategies]
 
 
 def _windowers(specs: Sequence[StrategySpec], budget: int, counter: str) -> list[Windower]:
@@ -206,7 +209,7 @@ def _screen(
 
 
 def evaluate_agent(
-    strategies: Iterable[StrategySpec | str],
+    strategies: Iterable[StrategySpec | str] | StrategySpec | str,
     trajectories: Sequence[Trajectory],
     *,
     budgets: Sequence[int] = AGENT_BUDGETS,
@@ -220,7 +223,8 @@ def evaluate_agent(
     Trajectories are checked first (:func:`screen_trajectories`): a malformed one raises
     MalformedTrajectories before any strategy runs, or with ``skip_malformed`` is left
     out, and named in the result's ``left_out``."""
-    specs = _specs(strategies)
+    specs = parse_specs(strategies)
+    budgets = check_budgets(budgets)
     windowers = _windowers(specs, max(budgets), counter)
     kept, faults = _screen(specs, windowers, trajectories, skip_malformed, cli=False)
     steps = _steps(kept, get_counter(counter))

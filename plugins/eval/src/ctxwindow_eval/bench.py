@@ -65,6 +65,8 @@ from ctxwindow.kit import unit_text
 from ctxwindow_eval.runner import StrategySpec
 
 SIZES = (1_000, 10_000, 100_000)
+#: The shortest history the bench times (a system prompt alone).
+MIN_SIZE = 1
 BUDGET = 4_000
 #: The anchors' windows must hold this close to our window's tokens to compare.
 LIKE_FOR_LIKE = 0.05
@@ -163,7 +165,7 @@ class BenchRow:
         """The comparisons the bars are stated in (None when a side is missing)."""
 
         def over(a: float | None, b: float | None) -> float | None:
-            return None if a is None or b is None or b == 0 else round(a / b, 2)
+            return None if a is None or b is None or b == 0 else significant(a / b)
 
         return {
             "cold_over_count": over(self.cold_ms, self.count_ms),
@@ -187,6 +189,14 @@ class BenchRow:
                 out[key] = round(value, 4)
         out.update(self.ratios())
         return out
+
+
+def significant(value: float, figures: int = 3) -> float:
+    """``value`` to two decimals, and more below 1 to keep ``figures`` significant
+    ones: a ratio of 0.0038 is 0.0038, not 0.0."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, max(2, figures - 1 - math.floor(math.log10(abs(value)))))
 
 
 def median_ms(work: Callable[[], Any], repeats: int) -> float:
@@ -650,9 +660,25 @@ def no_shared_cache(name: str) -> dict[str, Any]:
     return {"cache": "memory"} if takes_cache(name) else {}
 
 
-def default_strategies() -> list[str]:
+def no_llm_strategies() -> list[str]:
     """Every installed strategy that needs no LLM."""
     return [s["name"] for s in describe_strategies() if not s["requires_llm"]]
+
+
+def default_strategies(skipped: Callable[[str], None] | None = None) -> list[str]:
+    """Every installed strategy that needs no LLM and can be built with its defaults;
+    ``skipped`` is told of each other one and why (a ``pipeline`` needs its stages),
+    before anything runs rather than minutes into a run."""
+    names = []
+    for name in no_llm_strategies():
+        try:
+            from_config({"strategy": name, "budget": BUDGET})
+        except CtxWindowError as error:
+            if skipped:
+                skipped(f"skipped {name}: {error} (name it with -s and its options to run it)")
+            continue
+        names.append(name)
+    return names
 
 
 def run(

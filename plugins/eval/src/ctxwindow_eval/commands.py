@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxwindow import describe_strategies, from_config
 from ctxwindow.errors import ConfigError, CtxWindowError, did_you_mean
 from ctxwindow_eval import (
     agent_runner,
@@ -130,13 +132,16 @@ def _eval(args: argparse.Namespace) -> int:
     progress_module = report.require("rich.progress")
     to_stdout = args.json == "-"  # JSON alone on stdout, for a pipe
     console = _console(report, stderr=to_stdout)
+    _writable(("--json", None if to_stdout else args.json))  # before minutes of running
+    _writable(("--markdown", args.markdown), ("--plot", args.plot))
     _public_benchmark(args, console)
-    _require_file(args.data)
+    _require_file(args.data, args.questions)
     agent = _is_agent(args)
     default = agent_runner.AGENT_BUDGETS if agent else runner.DEFAULT_BUDGETS
     budgets = _ints(args.budgets, "--budgets") if args.budgets else list(default)
+    budgets = runner.check_budgets(budgets, "--budgets")
     categories = _ints(args.categories, "--categories")  # before the data: typos fail first
-    specs = args.strategy or _default_specs(console)
+    specs = runner.parse_specs(args.strategy or _default_specs(console))
     result: Any
     with progress_module.Progress(console=console, transient=True) as bar:
         if agent:
@@ -176,7 +181,7 @@ def _eval(args: argparse.Namespace) -> int:
                 load_report=loaded,
                 progress=advance,
             )
-    console.print(report.table(result))
+    _show(console, report.table(result))
     for line in report.failures(result):
         console.print(line, style="yellow", markup=False, highlight=False)
     for line in _left_out(result):
@@ -202,9 +207,14 @@ def _left_out(result: Any) -> list[str]:
     return [head, *(f"  {fault}" for fault in left_out)]
 
 
-def _require_file(data: str) -> None:
+def _require_file(data: str, questions: str | None = None) -> None:
     """DATA that is neither a file nor a benchmark's name: said plainly ('-', stdin, is
     your messages with --questions)."""
+    if data == "-" and not questions:
+        raise ConfigError(
+            "DATA '-' (stdin) is read as your messages JSONL only, with --questions FILE; "
+            "give the path of a file of trajectories or of LoCoMo's JSON instead"
+        )
     if data == "-" or Path(data).exists():
         return
     raise ConfigError(
@@ -250,17 +260,31 @@ def _scored_questions(conversations: Any, categories: list[int], loaded: Any, gi
 def _default_specs(console: Any) -> list[str]:
     """Every installed strategy that needs no LLM and works with its defaults (a
     ``pipeline`` needs its stages: it is named, and skipped, saying why)."""
-    names = []
-    for described in describe_strategies():
-        if described["requires_llm"]:
+    return bench.default_strategies(lambda note: _note(console, note))
+
+
+def _note(console: Any, line: str) -> None:
+    """A dim line, as written (not markup: a note may quote options in brackets)."""
+    console.print(line, style="dim", markup=False, highlight=False)
+
+
+def _writable(*outputs: tuple[str, str | None]) -> None:
+    """Each output file's folder exists and can be written, checked before the run: a
+    typo found after it would throw the results away. ``outputs``: (flag, path)."""
+    for flag, path in outputs:
+        if path is None:
             continue
-        try:
-            from_config({"strategy": described["name"], "budget": 1000})
-        except CtxWindowError as error:
-            console.print(f"[dim]skipped {described['name']}: {error}[/dim]")
-            continue
-        names.append(described["name"])
-    return names
+        target = Path(path)
+        folder = target.parent
+        if target.is_dir():
+            raise ConfigError(f"{flag} {path!r} is a directory; give a file's path")
+        if not folder.is_dir():
+            raise ConfigError(
+                f"{flag} {path!r}: the folder {str(folder)!r} does not exist; create it "
+                "or give another path"
+            )
+        if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+            raise ConfigError(f"{flag} {path!r} cannot be written here; give another path")
 
 
 def _is_agent(args: argparse.Namespace) -> bool:
@@ -288,8 +312,8 @@ def _load_conversations(args: argparse.Namespace) -> tuple[Any, Any]:
     try:
         return _load_benchmark(dataset, args.data, args.questions, args.render)
     except ConfigError as error:
-        if args.kind != "auto" or args.questions:
-            raise
+        if args.kind != "auto" or args.questions or isinstance(error, dataset.BadSample):
+            raise  # a LoCoMo sample at fault: the file is LoCoMo's, not trajectories
         raise ConfigError(
             f"{error}; nor does it hold agent trajectories: {KINDS_EXPECTED}"
         ) from None
@@ -331,25 +355,29 @@ def _load_benchmark(
 def _bench(args: argparse.Namespace) -> int:
     if args.agent_steps:
         return _bench_steps(args)
+    _writable(("--json", args.json))
+    sizes = _sizes(args.sizes, bench.SIZES, bench.MIN_SIZE, "")
+    repeats = _repeats(args.repeats)
     console = _console(report)
     rich_table = report.require("rich.table")
+    strategies = args.strategy or _default_specs(console)
     with console.status("benchmarking") as status:
         rows = bench.run(
-            args.strategy or None,
-            _ints(args.sizes, "--sizes") if args.sizes else bench.SIZES,
+            strategies,
+            sizes,
             progress=lambda label: status.update(f"benchmarking {label}"),
-            repeats=args.repeats,
+            repeats=repeats,
         )
     table = rich_table.Table(
         title=f"Medians in ms, budget {bench.BUDGET} tokens, approx counting",
         title_justify="left",
     )
     for column, _ in BENCH_COLUMNS:
-        table.add_column(column, justify="left" if column == "strategy" else "right")
+        _add_column(table, column)
     for row in rows:
         data = row.to_dict()
         table.add_row(*(_cell(data[key]) for _, key in BENCH_COLUMNS))
-    console.print(table)
+    _show(console, table)
     for row in rows:
         for note in row.notes:
             # not markup: a note may quote an install command's extras, in brackets
@@ -363,26 +391,29 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _bench_steps(args: argparse.Namespace) -> int:
     """``bench --agent-steps``: the median step of an agent loop per strategy and length."""
+    _writable(("--json", args.json))
+    sizes = _sizes(args.sizes, steps.SIZES, steps.MIN_SIZE, " (one tool result to ask about)")
+    repeats = _repeats(args.repeats)
     console = _console(report)
     rich_table = report.require("rich.table")
-    sizes = _ints(args.sizes, "--sizes") if args.sizes else steps.SIZES
+    strategies = args.strategy or _default_specs(console)
     with console.status("benchmarking") as status:
         rows = steps.run(
-            args.strategy or bench.default_strategies(),
+            strategies,
             sizes,
             progress=lambda label: status.update(f"benchmarking {label}"),
-            steps=args.repeats or steps.STEPS,
+            steps=repeats or steps.STEPS,
         )
     table = rich_table.Table(
         title=f"One agent step, median ms, budget {bench.BUDGET} tokens, approx counting",
         title_justify="left",
     )
     for column in ("strategy", "messages", "step", "window tokens"):
-        table.add_column(column, justify="left" if column == "strategy" else "right")
+        _add_column(table, column)
     for row in rows:
         cells = (f"{row.messages:,}", _cell(row.step_ms), f"{row.window_tokens:,}")
         table.add_row(row.strategy, *cells)
-    console.print(table)
+    _show(console, table)
     if args.json:
         Path(args.json).write_text(steps.to_json(rows) + "\n", encoding="utf-8")
     return 0
@@ -412,8 +443,22 @@ def _cell(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.3f}" if value < 1 else f"{value:,.2f}"
+        return f"{value:,.2f}" if abs(value) >= 1 else f"{value:.{_decimals(value)}f}"
     return str(value)
+
+
+def _decimals(value: float, figures: int = 3) -> int:
+    """Decimals that show ``figures`` significant ones of a value below 1 (at least 3):
+    0.0038 as 0.00380, not 0.000."""
+    if value == 0 or not math.isfinite(value):
+        return 3
+    return max(3, figures - 1 - math.floor(math.log10(abs(value))))
+
+
+def _add_column(table: Any, heading: str) -> None:
+    """A bench table's column: labels and figures fold, never cut short with an ellipsis."""
+    justify = "left" if heading == "strategy" else "right"
+    table.add_column(heading, justify=justify, overflow="fold")
 
 
 def _console(report: Any, stderr: bool = False) -> Any:
@@ -421,6 +466,49 @@ def _console(report: Any, stderr: bool = False) -> Any:
     console_module = report.require("rich.console")
     stream = sys.stderr if stderr else sys.stdout
     return console_module.Console(width=None if stream.isatty() else 120, stderr=stderr)
+
+
+#: Room enough for any table: the width a table is measured in off a terminal.
+UNBOUNDED = 10_000
+
+
+def _show(console: Any, table: Any) -> None:
+    """Print a table; off a terminal, as wide as it needs (a file has no edge to fit),
+    so no label or figure is folded or cut."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    measure = report.require("rich.measure")
+    unbounded = console.options.update_width(UNBOUNDED)
+    needed = measure.Measurement.get(console, unbounded, table).maximum
+    width = console.width
+    console.width = max(width, needed)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+
+
+def _sizes(text: str | None, default: Sequence[int], smallest: int, why: str) -> list[int]:
+    """--sizes as history lengths, each at least ``smallest`` messages."""
+    sizes = _ints(text, "--sizes") if text else list(default)
+    short = [size for size in sizes if size < smallest]
+    if short:
+        raise ConfigError(
+            f"--sizes wants history lengths of at least {smallest} message"
+            f"{'' if smallest == 1 else 's'}{why}, got {', '.join(map(str, short))}"
+        )
+    return sizes
+
+
+def _repeats(repeats: int | None) -> int | None:
+    """--repeats, a whole number of 1 or more (None: by size)."""
+    if repeats is not None and repeats < 1:
+        raise ConfigError(
+            f"--repeats wants a whole number of runs of 1 or more, got {repeats}; leave it "
+            "out for the default (by size)"
+        )
+    return repeats
 
 
 def _ints(text: str, flag: str) -> list[int]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwindow import read_messages_file
-from ctxwindow.errors import ConfigError
+from ctxwindow.errors import ConfigError, InvalidMessage
 
 #: How a LoCoMo conversation is written out as messages (:func:`load_locomo`).
 RENDERINGS = ("headers", "timestamps", "inline")
@@ -41,7 +41,42 @@ class EvalConversation:
 
     def texts(self) -> dict[str, str]:
         """Message id to text, for scoring summaries."""
-        return {str(m["id"]): str(m.get("content") or "") for m in self.messages if "id" in m}
+        ids = ((message_id(m), m) for m in self.messages)
+        return {str(i): str(m.get("content") or "") for i, m in ids if i is not None}
+
+
+def message_id(message: Any) -> Any:
+    """A message's id, from ``id`` or ``metadata.id`` (as ctxwindow reads it); None
+    without one."""
+    if not isinstance(message, dict):
+        return None
+    if message.get("id") is not None:
+        return message["id"]
+    metadata = message.get("metadata")
+    return metadata.get("id") if isinstance(metadata, dict) else None
+
+
+class _SampleFault(ValueError):
+    """What is wrong in a sample, said in words (the loader adds the file and sample)."""
+
+
+class BadSample(ConfigError):
+    """A LoCoMo sample at fault, named with its file: the file is LoCoMo's JSON."""
+
+
+def category_of(value: Any, where: str) -> int | None:
+    """A question's category as a whole number (``4`` or ``"4"``); None without one.
+    Anything else is a ConfigError naming ``where``."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ConfigError(
+        f"{where}: category must be a whole number (LoCoMo's 1 to 5), got {value!r}; "
+        "give one, or leave it out"
+    )
 
 
 @dataclass
@@ -89,18 +124,22 @@ def load_locomo(
     report = LoadReport()
     conversations = []
     for index, sample in enumerate(samples):
+        where = f"benchmark file {str(path)!r}: sample {index}"
         try:
-            conversations.append(_locomo_conversation(sample, report, render))
+            conversations.append(_locomo_conversation(sample, report, render, where))
+        except _SampleFault as error:
+            raise BadSample(f"{where}: {error}; fix it, or leave the sample out") from None
+        except ConfigError as error:
+            raise BadSample(str(error)) from None
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise ConfigError(
-                f"benchmark file {str(path)!r}: sample {index} is not a LoCoMo sample "
-                f"({type(error).__name__}: {error})"
+                f"{where} is not a LoCoMo sample ({type(error).__name__}: {error})"
             ) from None
     return conversations, report
 
 
 def _locomo_conversation(
-    sample: dict[str, Any], report: LoadReport, render: str = "headers"
+    sample: dict[str, Any], report: LoadReport, render: str = "headers", where: str = "sample"
 ) -> EvalConversation:
     """One sample as a conversation with its questions; evidence repaired as in ``report``."""
     messages = _locomo_messages(sample, render)
@@ -108,7 +147,10 @@ def _locomo_conversation(
     questions = []
     for number, qa in enumerate(sample.get("qa", [])):
         question_id = f"{sample['sample_id']}#q{number}"
-        evidence = _repair_evidence(qa.get("evidence") or [], known, question_id, report)
+        raw = qa.get("evidence") or []
+        if isinstance(raw, str):  # one id (or ids joined in one string), not its letters
+            raw = [raw]
+        evidence = _repair_evidence(raw, known, question_id, report)
         if not evidence:
             report.skipped_questions.append(question_id)
             continue
@@ -118,7 +160,7 @@ def _locomo_conversation(
                 id=question_id,
                 text=str(qa["question"]),
                 evidence=evidence,
-                category=qa.get("category"),
+                category=category_of(qa.get("category"), f"{where}, question {number}"),
                 answer=None if answer is None else str(answer),
             )
         )
@@ -155,7 +197,12 @@ def _locomo_messages(sample: dict[str, Any], render: str = "headers") -> list[di
                 {"role": "user", "content": f"[Session {number}: {date}]", "id": f"S{number}"}
             )
         for turn in conversation[key]:
-            text = turn.get("text", "")
+            text = turn.get("text") or ""
+            if not isinstance(text, str):
+                raise _SampleFault(
+                    f"turn {turn.get('dia_id')!r} of {key} has a 'text' that is not a "
+                    f"string ({type(text).__name__})"
+                )
             if turn.get("blip_caption"):
                 text = f"{text} [shares an image: {turn['blip_caption']}]"
             message = {
@@ -221,28 +268,25 @@ def _repair_evidence(
 def load_jsonl(
     messages_path: str | Path, questions_path: str | Path, name: str | None = None
 ) -> tuple[list[EvalConversation], LoadReport]:
-    """Your own conversation: JSONL of OpenAI-format messages, each with an ``id``, and
-    JSONL of questions ``{"question", "evidence": [message ids], "category"?, "answer"?}``.
+    """Your own conversation: JSONL of OpenAI-format messages, each with an ``id`` (or a
+    ``metadata.id``), and JSONL of questions ``{"question", "evidence": [message ids],
+    "category"?, "answer"?}``.
     """
     messages = read_messages_file(str(messages_path))
     report = LoadReport()
-    for position, message in enumerate(messages):
-        if not isinstance(message, dict) or "id" not in message:
-            raise ConfigError(
-                f"{messages_path}: message {position} has no 'id'; evidence refers to message ids"
-            )
-    known = {str(m["id"]) for m in messages}
+    known = _message_ids(messages, str(messages_path))
     questions = []
-    for number, row in enumerate(read_messages_file(str(questions_path))):
+    for number, row in enumerate(_read_questions(str(questions_path))):
         if not isinstance(row, dict) or "question" not in row:
             raise ConfigError(f"{questions_path}: entry {number} needs a 'question'")
         question_id = str(row.get("id", f"q{number}"))
-        evidence = []
-        for item in row.get("evidence") or []:
-            if str(item) in known:
-                evidence.append(str(item))
-            else:
+        where = f"{questions_path}: entry {number}"
+        evidence: list[str] = []
+        for item in _evidence_ids(row.get("evidence"), where):
+            if item not in known:
                 report.dropped_evidence.append(f"{question_id}: {item!r}")
+            elif item not in evidence:  # a turn named twice weighs once, as in LoCoMo's
+                evidence.append(item)
         if not evidence:
             report.skipped_questions.append(question_id)
             continue
@@ -252,9 +296,65 @@ def load_jsonl(
                 question_id,
                 str(row["question"]),
                 tuple(evidence),
-                row.get("category"),
+                category_of(row.get("category"), where),
                 None if answer is None else str(answer),
             )
         )
     label = name or Path(messages_path).stem
     return [EvalConversation(label, messages, questions)], report
+
+
+def _message_ids(messages: list[Any], source: str) -> set[str]:
+    """Each message's id; a message without one, or an id two messages share (evidence
+    names one message), is a ConfigError."""
+    seen: dict[str, int] = {}
+    for position, message in enumerate(messages):
+        found = message_id(message)
+        if found is None:
+            raise ConfigError(
+                f"{source}: message {position} has no 'id' (nor 'metadata.id'); evidence "
+                "refers to message ids"
+            )
+        if str(found) in seen:
+            raise ConfigError(
+                f"{source}: messages {seen[str(found)]} and {position} share the id "
+                f"{str(found)!r}; evidence names one message: give each its own id"
+            )
+        seen[str(found)] = position
+    return set(seen)
+
+
+#: What a questions file holds, for its errors.
+QUESTIONS_FORMAT = (
+    'JSONL with one {"question": ..., "evidence": [message ids]} a line (or a JSON array of them)'
+)
+
+
+def _read_questions(path: str) -> list[Any]:
+    """The entries of the questions file; its errors name it as the questions file."""
+    source = Path(path)
+    if not source.exists():
+        raise ConfigError(f"questions file {path!r} does not exist; give {QUESTIONS_FORMAT}")
+    try:
+        if source.is_file() and not source.read_bytes().strip():
+            raise ConfigError(f"questions file {path!r} is empty; give {QUESTIONS_FORMAT}")
+        return read_messages_file(path)
+    except InvalidMessage as error:
+        raise ConfigError(f"questions file {path!r}: {error.problem}") from None
+    except OSError as error:
+        raise ConfigError(f"questions file {path!r} cannot be read: {error}") from None
+
+
+def _evidence_ids(raw: Any, where: str) -> list[str]:
+    """A question's evidence as ids: a list of them, or one id alone (not its letters)."""
+    if raw is None:
+        return []
+    if isinstance(raw, (str, int)) and not isinstance(raw, bool):
+        return [str(raw)]
+    if isinstance(raw, list) and all(
+        isinstance(i, (str, int)) and not isinstance(i, bool) for i in raw
+    ):
+        return [str(i) for i in raw]
+    raise ConfigError(
+        f'{where}: evidence must be a list of message ids, got {raw!r}; give them as ["m1", "m2"]'
+    )

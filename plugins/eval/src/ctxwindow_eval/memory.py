@@ -28,12 +28,11 @@ from typing import Any
 from ctxwindow import (
     ApproxCounter,
     CachedCounter,
-    describe_strategies,
     get_strategy,
     strategy_class,
 )
 from ctxwindow.errors import CtxWindowError
-from ctxwindow_eval.bench import synthetic_history, takes_cache
+from ctxwindow_eval.bench import no_llm_strategies, synthetic_history, takes_cache
 from ctxwindow_eval.runner import StrategySpec
 
 SIZE = 100_000
@@ -104,7 +103,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     """Every named strategy (default: every installed one that needs no LLM), each in a
     fresh interpreter."""
-    names = strategies or [s["name"] for s in describe_strategies() if not s["requires_llm"]]
+    names = strategies or no_llm_strategies()  # a pipeline with its example stages
     rows = []
     for name in names:
         if progress:

@@ -1,6 +1,8 @@
 """Evidence recall: the share of a question's evidence turns that its window keeps.
 
-Verbatim recall counts a turn only if the window holds that very message. A summary
+Verbatim recall counts a turn only if the window holds that very message, whole: a
+copy the window sent cut or replaced (``metadata.stands_in_for``, or ``truncated``) is
+not the turn verbatim, whatever of it is left. A summary
 is scored separately, by a rule that asks whether it still carries the turn's facts:
 an evidence turn named in a summary's ``covers`` counts as recalled by the summary when
 the summary's text contains the question's answer, or one sentence of the summary holds
@@ -38,6 +40,8 @@ class Score:
     verbatim: float
     with_summaries: float
     all_kept: bool
+    #: Whether the window held a summary (one that covers anything), carrying or not.
+    summarized: bool = False
 
 
 def _normalize(text: str) -> str:
@@ -53,17 +57,21 @@ def key_terms(text: str) -> set[str]:
 
 
 def window_contents(messages: Sequence[Any]) -> tuple[set[str], list[tuple[set[str], str]]]:
-    """Ids kept verbatim, and each summary's covered ids with its normalized text."""
+    """Ids kept verbatim (sent whole: a cut or made stand-in is not), and each
+    summary's covered ids with its text."""
     kept: set[str] = set()
     summaries: list[tuple[set[str], str]] = []
     for message in messages:
         get = message.get if isinstance(message, Mapping) else None
         metadata = (get("metadata") if get else getattr(message, "metadata", None)) or {}
         if metadata.get("synthetic"):
-            text = get("content") if get else getattr(message, "text", "")
-            covers = {str(i) for i in metadata.get("covers", ())}
-            summaries.append((covers, str(text or "")))
+            if "covers" in metadata:  # a summary: it says what it stands for
+                text = get("content") if get else getattr(message, "text", "")
+                covers = {str(i) for i in metadata.get("covers") or ()}
+                summaries.append((covers, str(text or "")))
             continue
+        if metadata.get("truncated") or "stands_in_for" in metadata:
+            continue  # sent cut: not the turn verbatim
         message_id = get("id") if get else getattr(message, "id", None)
         if message_id is None:
             message_id = metadata.get("id")
@@ -91,7 +99,7 @@ def score(
                     carried[index] = True
                     break
     count = len(evidence)
-    return Score(sum(verbatim) / count, sum(carried) / count, all(verbatim))
+    return Score(sum(verbatim) / count, sum(carried) / count, all(verbatim), bool(summaries))
 
 
 def _summary_carries(summary: str, answer: str, turn_text: str) -> bool:

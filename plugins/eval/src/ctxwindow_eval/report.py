@@ -41,8 +41,10 @@ def columns(result: Result) -> tuple[list[str], list[list[str]]]:
     summaries = any(row.recall_with_summaries is not None for row in result.rows)
     head = ["strategy", "budget", "recall", *(CATEGORY_NAMES.get(c, str(c)) for c in shown)]
     raised = _any_raised(result)
+    too_small = any(row.too_small for row in result.rows)  # else the column is all 0
     head += ["all kept", *(["with summaries"] if summaries else [])]
-    head += [*(["raised"] if raised else []), "ms/window"]
+    head += [*(["too small"] if too_small else []), *(["raised"] if raised else [])]
+    head.append("ms/window")
     cells = []
     for row in result.rows:
         line = [row.strategy, str(row.budget), f"{row.recall:.3f}"]
@@ -51,6 +53,7 @@ def columns(result: Result) -> tuple[list[str], list[list[str]]]:
         if summaries:
             value = row.recall_with_summaries
             line.append("-" if value is None else f"{value:.3f}")
+        line += [*([str(row.too_small)] if too_small else [])]
         line += [*([str(row.raised)] if raised else []), f"{row.median_ms:.2f}"]
         cells.append(line)
     return head, cells
@@ -135,9 +138,9 @@ def table(result: Result) -> Any:
         head, cells = _under_recall(head, cells)
     out = rich_table.Table(title=_title(result), title_justify="left")
     out.add_column(head[0], overflow="fold", min_width=8, max_width=36)
-    for name in head[1:]:
+    for name in head[1:]:  # folded, never cut short with an ellipsis
         bold = name.startswith(("recall", "next-action recall"))
-        out.add_column(name, justify="right", style="bold" if bold else None)
+        out.add_column(name, justify="right", style="bold" if bold else None, overflow="fold")
     for line in cells:
         out.add_row(*line)
     return out
@@ -176,10 +179,14 @@ def plot(result: Result, path: str | Path) -> None:
 
 
 def series(result: Result) -> dict[str, list[tuple[int, float | None]]]:
-    """Each strategy's (budget, recall) points, as plotted; None where nothing was
-    measured (no step over that budget): a gap in the line, never a recall of 0."""
+    """Each strategy's (budget, recall) points by budget, as plotted (in the order
+    given, the line would zig-zag); None where nothing was measured (no step over that
+    budget): a gap in the line, never a recall of 0."""
     return {
-        strategy: [(row.budget, row.recall) for row in result.rows if row.strategy == strategy]
+        strategy: sorted(
+            ((row.budget, row.recall) for row in result.rows if row.strategy == strategy),
+            key=lambda point: point[0],
+        )
         for strategy in dict.fromkeys(row.strategy for row in result.rows)
     }
 

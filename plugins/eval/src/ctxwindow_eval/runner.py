@@ -7,11 +7,11 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxwindow import Conversation, from_config, parse_strategy_spec
-from ctxwindow.errors import BudgetTooSmall, ContractViolation, PluginError
+from ctxwindow.errors import BudgetTooSmall, ConfigError, ContractViolation, PluginError
 from ctxwindow_eval.dataset import EvalConversation, LoadReport
 from ctxwindow_eval.metrics import Score, score, window_contents
 
@@ -39,6 +39,48 @@ class StrategySpec:
     @property
     def title(self) -> str:
         return self.label or self.name
+
+
+def parse_specs(
+    strategies: Iterable[StrategySpec | str] | StrategySpec | str,
+) -> list[StrategySpec]:
+    """The strategies to run, each once: one name (or spec) alone is one strategy, not
+    its letters; a spec given twice runs once, and two specs that share a label are
+    told apart (``label (2)``), so that no two lines of a table or plot merge."""
+    if isinstance(strategies, (str, StrategySpec)):
+        strategies = [strategies]
+    specs: list[StrategySpec] = []
+    for given in strategies:
+        spec = given if isinstance(given, StrategySpec) else StrategySpec.parse(given)
+        if spec in specs:
+            continue
+        titles = {s.title for s in specs}
+        title, number = spec.title, 2
+        while title in titles:
+            title, number = f"{spec.title} ({number})", number + 1
+        specs.append(spec if title == spec.title else replace(spec, label=title))
+    if not specs:
+        raise ConfigError("no strategy to evaluate: name at least one, as 'fixed'")
+    return specs
+
+
+def check_budgets(budgets: Any, what: str = "budgets") -> list[int]:
+    """``budgets`` as a list of token budgets, each a whole number of 1 or more; else a
+    ConfigError naming ``what`` (the argument, or the command's flag)."""
+    if isinstance(budgets, (str, bytes)) or not isinstance(budgets, Iterable):
+        raise ConfigError(
+            f"{what} is a list of token budgets, got {budgets!r}: give one in a list, "
+            f"as [{budgets!r}]"
+        )
+    found = list(budgets)
+    if not found:
+        raise ConfigError(f"{what} is empty: give at least one token budget, as [2000]")
+    for budget in found:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ConfigError(
+                f"{what} holds {budget!r}: each token budget is a whole number of 1 or more"
+            )
+    return found
 
 
 @dataclass
@@ -146,7 +188,7 @@ class EvalResult:
 
 
 def evaluate(
-    strategies: Iterable[StrategySpec | str],
+    strategies: Iterable[StrategySpec | str] | StrategySpec | str,
     conversations: Sequence[EvalConversation],
     *,
     budgets: Sequence[int] = DEFAULT_BUDGETS,
@@ -163,7 +205,8 @@ def evaluate(
     Each conversation is read and counted once and shared by every strategy and
     question, so only the windows themselves cost per question.
     """
-    specs = [s if isinstance(s, StrategySpec) else StrategySpec.parse(s) for s in strategies]
+    specs = parse_specs(strategies)
+    budgets = check_budgets(budgets)
     prepared = [(c, Conversation(c.messages), c.texts()) for c in conversations]
     wanted = set(categories)
     rows = []
@@ -256,7 +299,7 @@ def _row(
             by_category[category].append(result.verbatim)
     count = len(scores) or 1
     with_summaries = [result.with_summaries for _, result in scores]
-    summarized = any(r.with_summaries != r.verbatim for _, r in scores)
+    summarized = any(r.summarized for _, r in scores)  # a window held a summary
     return Row(
         strategy=label,
         budget=budget,

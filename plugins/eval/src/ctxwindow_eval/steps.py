@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxwindow import Conversation, from_config
+from ctxwindow.errors import ConfigError
 from ctxwindow_eval.bench import (
     BUDGET,
     agent_history,
@@ -36,6 +37,8 @@ from ctxwindow_eval.bench import (
 from ctxwindow_eval.runner import StrategySpec
 
 SIZES = (1_000, 10_000)
+#: The shortest history that holds a tool result, for a step to name its record.
+MIN_SIZE = 8
 #: Steps timed per row (after one untimed step): medians of this many.
 STEPS = 15
 
@@ -44,6 +47,11 @@ def identified_history(size: int, seed: int = 7) -> tuple[list[dict[str, Any]], 
     """The main bench's history (:func:`~ctxwindow_eval.bench.agent_history`) with each
     tool result a record holding identifiers, as search and lookup tools return; and the
     reservation ids it holds, for the steps to ask about."""
+    if size < MIN_SIZE:
+        raise ConfigError(
+            f"an agent step needs a history of at least {MIN_SIZE} messages (one tool "
+            f"result to ask about), got {size}"
+        )
     rng = random.Random(seed + 1)
     history = agent_history(size, seed)
     ids: list[str] = []

@@ -19,8 +19,10 @@ them all before it runs anything.
 from __future__ import annotations
 
 import json
+import warnings
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +129,10 @@ def load_trajectories(path: str | Path) -> list[Trajectory]:
         entries, single = [{"id": source.stem, "messages": list(entries)}], True
         message_lines, lines = tuple(lines or ()), None
     out = []
+    places = []  # each trajectory's place in the file, bare: to tell shared ids apart
     for number, entry in enumerate(entries):
         line = f"line {lines[number]}" if lines else None
+        places.append(line or f"trajectory {number}")
         messages = messages_of(entry)
         if messages is None:
             raise ConfigError(
@@ -156,7 +160,30 @@ def load_trajectories(path: str | Path) -> list[Trajectory]:
         out.append(trajectory)
     if not out:
         raise ConfigError(f"{source} holds no trajectories")
-    return out
+    return _distinct_ids(out, places, source)
+
+
+def _distinct_ids(runs: list[Trajectory], places: list[str], source: Path) -> list[Trajectory]:
+    """The trajectories with an id of their own each: an id several share is followed
+    by each one's place (``run (line 3)``), with a warning. Pooled under one id, runs
+    without a ``task_id`` would be drawn as one sample, and the interval be wrong."""
+    counts = Counter(run.id for run in runs)
+    shared = [name for name, count in counts.items() if count > 1]
+    if not shared:
+        return runs
+    named = ", ".join(repr(name) for name in shared[:3])
+    more = f" and {len(shared) - 3} more" if len(shared) > 3 else ""
+    warnings.warn(
+        f"{source}: trajectories share the id {named}{more}; each is kept as a run of its "
+        "own, its id followed by its place in the file: give each run its own id (and "
+        "the runs of one task a task_id)",
+        UserWarning,
+        stacklevel=3,
+    )
+    return [
+        replace(run, id=f"{run.id} ({place})") if counts[run.id] > 1 else run
+        for run, place in zip(runs, places, strict=True)
+    ]
 
 
 def looks_like_trajectories(path: str | Path) -> bool:
