@@ -63,38 +63,14 @@ def test_a_client_that_goes_away_closes_the_upstream_stream(proxy, upstream, mak
 
 
 @pytest.fixture
-def breaking_upstream() -> Iterator[str]:
+def breaking_upstream(cutting_upstream: Callable[[bytes], str]) -> str:
     """An upstream that streams one SSE event, then drops the connection mid-body (no
     last chunk): an upstream that crashes while it generates."""
-    listener = socket.create_server(("127.0.0.1", 0))
     first = b'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n'
-
-    def answer() -> None:
-        while True:
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            with connection:
-                received = b""
-                while b"\r\n\r\n" not in received:
-                    received += connection.recv(65536)
-                head, _, body = received.partition(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                while len(body) < length:
-                    body += connection.recv(65536)
-                connection.sendall(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                    b"transfer-encoding: chunked\r\n\r\n"
-                    + f"{len(first):x}\r\n".encode()
-                    + first
-                    + b"\r\n"
-                )
-                time.sleep(0.2)  # the event goes through first, most often
-
-    threading.Thread(target=answer, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    listener.close()
+    return cutting_upstream(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\n\r\n" + f"{len(first):x}\r\n".encode() + first + b"\r\n"
+    )
 
 
 def test_an_upstream_that_breaks_off_mid_stream_ends_it_with_an_error_event(
