@@ -192,7 +192,8 @@ def test_the_runs_of_decisions_are_in_the_callers_positions() -> None:
 def test_a_summary_covers_the_callers_positions_as_the_record_does() -> None:
     """A request is read into several Messages: the summary's ``covers`` named those
     (``#2 ... #51`` of 41 requests and responses); it names the caller's items, each
-    once, the very ones the record says it summarized, as LangChain's summary does."""
+    once, the very ones the record says it summarized or kept as written from, as
+    LangChain's summary does."""
     messages: list[ModelMessage] = [
         ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Plan a trip.")])
     ]
@@ -209,7 +210,11 @@ def test_a_summary_covers_the_callers_positions_as_the_record_does() -> None:
     summarized = sorted(
         {p for d in window.record.decisions if d.action == "summarized" for p in d.positions}
     )
-    assert summarized and covers == tuple(f"#{p}" for p in summarized)
+    # and the newest it was written from, kept verbatim too in the room it leaves
+    written_from = {
+        p for d in window.record.decisions if "written from it too" in d.reason for p in d.positions
+    }
+    assert summarized and covers == tuple(f"#{p}" for p in sorted({*summarized, *written_from}))
     assert all(int(ref[1:]) < len(messages) for ref in covers)
 
 
