@@ -234,6 +234,13 @@ def test_unknown_option_and_counter_suggest_the_name_meant(
         ctxwindow.from_config({"strategy": "capped", "budget": 100, "max_mesages": 3})
     assert "unknown key(s) 'max_mesages' for strategy 'capped'; valid keys: " in str(raised.value)
     assert str(raised.value).endswith("did you mean 'max_messages'?")
+    with pytest.raises(ctxwindow.InvalidOption) as raised:
+        ctxwindow.select([{"role": "user", "content": "hi"}], 100, "capped", max_mesages=3)
+    assert str(raised.value) == (  # the call's keyword argument: it wrote no config
+        "select(): unknown option(s) 'max_mesages' for strategy 'capped'; its options: "
+        "max_messages, on_timeout, orphans, oversize, task_statement, time_limit; did you "
+        "mean 'max_messages'?"
+    )
     with pytest.raises(ctxwindow.UnknownCounter) as counter:
         ctxwindow.get_counter("aprox")
     assert "unknown token counter 'aprox'; available: approx" in str(counter.value)

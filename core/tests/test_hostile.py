@@ -294,6 +294,26 @@ def test_api_messages_of_the_wrong_type(messages: Any) -> None:
     _raises_cleanly(lambda: ctxwindow.Conversation(messages), InvalidMessage, "messages")
 
 
+def test_the_errors_module_says_which_standard_exception_a_wrong_type_is() -> None:
+    """Its docstring is what code written against ``except TypeError`` reads: a wrong
+    type is a ValueError like a wrong value; only the query's is a TypeError."""
+    errors = [
+        error
+        for error in vars(ctxwindow.errors).values()
+        if isinstance(error, type) and issubclass(error, ctxwindow.CtxWindowError)
+    ]
+    assert [error.__name__ for error in errors if issubclass(error, TypeError)] == ["InvalidQuery"]
+    with pytest.raises(InvalidMessage) as wrong_type:
+        select("hello", 100)
+    assert isinstance(wrong_type.value, ValueError)
+    assert not isinstance(wrong_type.value, TypeError)
+    doc = " ".join((ctxwindow.errors.__doc__ or "").split())
+    assert "a wrong type as much as a wrong value" in doc
+    assert (
+        "only :class:`InvalidQuery`, a query that is not a string, is a :class:`TypeError`" in doc
+    )
+
+
 @pytest.mark.parametrize("budget", BAD_BUDGETS, ids=repr)
 def test_api_bad_budgets(budget: Any) -> None:
     messages = copy.deepcopy(GOOD)
@@ -332,6 +352,18 @@ def test_api_bad_strategy_names(strategy: Any, kind: type[CtxWindowError], phras
     _raises_cleanly(
         lambda: ctxwindow.from_config({"strategy": strategy, "budget": 100}), kind, phrase
     )
+
+
+def test_api_a_strategy_object_where_a_name_is_asked_says_what_to_do() -> None:
+    strategy = ctxwindow.get_strategy("newest")
+    advice = (
+        "strategy must be a name (str), got Newest; to use a strategy object, call "
+        "ctxwindow.Windower(strategy, budget).select(messages) or strategy.select(messages, "
+        "budget)"
+    )
+    _raises_cleanly(lambda: select(GOOD, 100, strategy), InvalidOption, advice)
+    config = {"strategy": strategy, "budget": 100}
+    _raises_cleanly(lambda: ctxwindow.from_config(config), InvalidOption, advice)
 
 
 @pytest.mark.parametrize(
@@ -387,7 +419,7 @@ def test_api_bad_queries(query: Any) -> None:
         ({"time_limit": math.nan}, "seconds, got nan"),
         ({"oversize": None}, "option 'oversize' expects str"),
         ({"orphans": "keep"}, "must be one of 'raise', 'drop'"),
-        ({"colour": "red"}, "unknown key(s) 'colour'"),
+        ({"colour": "red"}, "'colour' for strategy"),
     ],
     ids=repr,
 )

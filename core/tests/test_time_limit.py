@@ -442,3 +442,72 @@ def test_the_windower_says_what_each_common_option_is_on_its_visits() -> None:
     assert bare.common_option("time_limit") is None
     with pytest.raises(InvalidOption, match=r"'budget'.*one of oversize, orphans"):
         own.common_option("budget")
+
+
+# -- naming the distribution ------------------------------------------------------------------
+def test_running_out_does_not_wait_on_naming_the_distribution(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Naming the distribution of a class no plugin registered reads every installed
+    distribution's metadata (a second or more): the error looks it up when read, not
+    when raised after the limit, and still names it."""
+    scans: list[str] = []
+
+    def installed() -> dict[str, list[str]]:
+        scans.append("scan")
+        return {Hangs.__module__.split(".")[0]: ["my-app"]}
+
+    monkeypatch.setattr(ctxwindow._plugins, "_installed_by_module", installed)
+    with pytest.raises(VisitTimeout) as caught:
+        bounded(lambda: Hangs(time_limit=LIMIT).select(chat(), 100))
+    assert scans == [], "raised without the scan"
+    assert "'hangs' from distribution 'my-app' did not choose" in str(caught.value)
+    assert caught.value.distribution == "my-app"
+    assert scans == ["scan"], "looked up once"
+
+    class Script(Newest):
+        name = "script"
+
+    Script.__module__ = "__main__"
+    assert Windower(Script(), 100, "approx").distribution is None
+    assert scans == ["scan"], "a class of the running script is no distribution's"
+
+
+def test_a_contract_violation_names_the_distribution_when_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scans: list[str] = []
+
+    def installed() -> dict[str, list[str]]:
+        scans.append("scan")
+        return {Hangs.__module__.split(".")[0]: ["my-app"]}
+
+    class BadUnit(Newest):
+        name = "bad-unit"
+
+        def choose(self, history: History) -> Selection:
+            return "not a selection"  # type: ignore[return-value]
+
+    monkeypatch.setattr(ctxwindow._plugins, "_installed_by_module", installed)
+    with pytest.raises(ContractViolation) as caught:
+        BadUnit().select(chat(), 100)
+    assert scans == []
+    assert "'bad-unit' (from distribution 'my-app') broke the contract" in str(caught.value)
+    assert caught.value.distribution == "my-app"
+
+
+def test_an_on_timeout_given_alone_goes_with_the_strategys_own_limit() -> None:
+    """Given to the Windower, on_timeout wins over the strategy's even when the limit
+    is the strategy's own: it is not dropped for want of a Windower time_limit."""
+    windower = Windower(Hangs(time_limit=LIMIT), 100, "approx", on_timeout="recent")  # type: ignore[arg-type]
+    assert windower.common_option("on_timeout") == "recent"
+    assert windower.common_option("time_limit") == LIMIT
+    messages = chat()
+    window = bounded(lambda: windower.select(messages))
+    assert any("ran out of its time limit of 0.2 s" in note for note in window.record.notes)
+    assert "on_timeout='recent'" in repr(windower)
+    given_limit = Windower(Hangs(on_timeout="recent"), 100, "approx", time_limit=LIMIT)  # type: ignore[arg-type]
+    assert given_limit.common_option("on_timeout") == "recent", "the strategy's own"
+    unlimited = Windower(Newest(), 100, "approx", on_timeout="recent")
+    assert unlimited.common_option("on_timeout") == "recent"
+    assert unlimited.common_option("time_limit") is None

@@ -267,7 +267,7 @@ class _BadCounter:
 @pytest.mark.parametrize("value", [-1, 1.5, "3", None, True])
 def test_cached_counter_rejects_bad_counts(value: Any) -> None:
     cached = CachedCounter(_BadCounter(value))
-    with pytest.raises(InvalidOption, match="token counter 'bad' returned"):
+    with pytest.raises(ctxwindow.CounterFailed, match="counter 'bad' failed: its count_message"):
         cached.count_message(Message("user", "x"))
     assert len(cached) == 0
 
@@ -318,6 +318,20 @@ class _Exploding:
         raise RuntimeError("tokenizer exploded")
 
 
+def test_a_counter_that_returns_a_bad_count_is_its_failure_not_the_callers() -> None:
+    """A bad count is the counter's fault, as its crash is: not an InvalidOption (an
+    option the caller passed wrong), and not the strategy's PluginError."""
+    with pytest.raises(ctxwindow.CounterFailed) as raised:
+        ctxwindow.select([{"role": "user", "content": "x"}], 100, "newest", counter=_BadCounter(-5))
+    assert not isinstance(raised.value, (InvalidOption, ctxwindow.PluginError))
+    assert raised.value.counter == "bad"
+    assert raised.value.error is None
+    assert str(raised.value) == (
+        "token counter 'bad' failed: its count_message() returned -5, not a count (an int "
+        ">= 0): fix the counter, or pass another as counter"
+    )
+
+
 def test_a_counter_that_raises_is_named_not_blamed_on_the_strategy() -> None:
     with pytest.raises(ctxwindow.CounterFailed) as raised:
         ctxwindow.select([{"role": "user", "content": "x"}], 100, "newest", counter=_Exploding())
@@ -334,7 +348,7 @@ def test_truncation_drafts_are_counted_through_the_checks(counting: Any) -> None
     message = msg({"role": "user", "content": "hello there"})
     assert cached.count_uncached(message) == 6
     assert len(cached) == 0 and cached.misses == 0
-    with pytest.raises(InvalidOption, match="returned -1"):
+    with pytest.raises(ctxwindow.CounterFailed, match="returned -1"):
         CachedCounter(_BadCounter(-1)).count_uncached(message)
 
 
@@ -408,7 +422,9 @@ def test_a_used_counter_can_still_be_copied_and_pickled() -> None:
 def test_a_windower_built_by_hand_wraps_and_checks_its_counter() -> None:
     windower = ctxwindow.Windower(Newest(), 100, _BadCounter(-5))  # type: ignore[arg-type]
     assert isinstance(windower.counter, CachedCounter)
-    with pytest.raises(InvalidOption, match="token counter 'bad' returned -5"):
+    with pytest.raises(
+        ctxwindow.CounterFailed, match=r"'bad' failed: its count_message\(\) returned -5"
+    ):
         windower.select([{"role": "user", "content": "x"}])
     by_name = ctxwindow.Windower(Newest(), 100, "approx")
     assert by_name.counter is ctxwindow.get_counter("approx")

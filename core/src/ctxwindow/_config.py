@@ -196,7 +196,9 @@ def from_config(
     return windower_from(config)
 
 
-def windower_from(config: Mapping[str, Any]) -> Windower:
+def windower_from(config: Mapping[str, Any], call: str | None = None) -> Windower:
+    """A Windower from ``config``; ``call`` names the function whose keyword arguments
+    the config was made of (``select``), for errors in the terms of that call."""
     if "strategy" not in config:
         check_keys(config)  # `stratgy = ...` is a typo to name, not a missing key
         raise ConfigError("config has no 'strategy'; name one, for example strategy = \"fixed\"")
@@ -210,7 +212,7 @@ def windower_from(config: Mapping[str, Any]) -> Windower:
     known = {option.name for option in declared_options(entry.target)}
     options = _strategy_keys(config, known)
     visit = {key: options.pop(key) for key in VISIT_KEYS if key in options and key not in known}
-    _check_unknown(options, known, entry)
+    _check_unknown(options, known, entry, call)
     strategy = build_strategy(entry, options)
     counter = get_counter(config.get("counter"))
     return Windower(strategy, budget, counter, entry.distribution, **visit)
@@ -253,8 +255,16 @@ def _strategy_keys(config: Mapping[str, Any], known: set[str]) -> dict[str, Any]
     }
 
 
-def _check_unknown(options: Mapping[Any, Any], known: set[str], entry: Registered) -> None:
+def _check_unknown(
+    options: Mapping[Any, Any], known: set[str], entry: Registered, call: str | None = None
+) -> None:
     unknown = sorted(set(options) - known, key=str)
+    if unknown and call is not None:  # keyword arguments: the caller wrote no config
+        valid = sorted(set(VISIT_KEYS) | known)
+        raise InvalidOption(
+            f"{call}(): unknown option(s) {', '.join(map(repr, unknown))} for strategy "
+            f"{entry.name!r}; its options: {', '.join(valid)}" + suggestions(unknown, valid)
+        )
     if unknown:
         names = sorted(set(HOST_KEYS) | set(VISIT_KEYS) | known)
         raise InvalidOption(
@@ -276,11 +286,12 @@ class _Windowers:
         self._kept = kept
         self._windowers: OrderedDict[Hashable, Windower] = OrderedDict()
 
-    def get(self, config: dict[str, Any]) -> Windower:
+    def get(self, config: dict[str, Any], call: str) -> Windower:
+        """The Windower for ``config``, the keyword arguments of ``call``."""
         check_budget(config["budget"])  # first: a bad budget is named before anything else
         key = self._key(config)
         if key is None:
-            return windower_from(config)
+            return windower_from(config, call)
         with self._lock:
             windower = self._windowers.get(key)
             if windower is not None:
@@ -288,7 +299,7 @@ class _Windowers:
                 return windower
         # outside the lock (it may load a model); from a copy, so that a list or table the
         # caller changes after the call cannot change the Windower its old value keys
-        windower = windower_from(copy.deepcopy(config))
+        windower = windower_from(copy.deepcopy(config), call)
         with self._lock:
             windower = self._windowers.setdefault(key, windower)
             while len(self._windowers) > self._kept:
@@ -341,7 +352,8 @@ def cached_windower(
     and counter: built on first use, then reused (with an object among them, a new one
     each call). The Windower itself is yours (its budget is ``budget``); for code that
     wraps ``select``, an adapter say."""
-    shared = _WINDOWERS.get({"strategy": strategy, "budget": budget, "counter": counter, **options})
+    config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
+    shared = _WINDOWERS.get(config, "cached_windower")
     windower = copy.copy(shared)
     windower.budget = check_budget(budget)
     return windower
@@ -363,7 +375,7 @@ def select(
     costs its new messages (docs/concepts.md, "The one-call API remembers").
     """
     config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
-    return _WINDOWERS.get(config).select(messages, query=query, budget=budget)
+    return _WINDOWERS.get(config, "select").select(messages, query=query, budget=budget)
 
 
 async def aselect(
@@ -377,4 +389,4 @@ async def aselect(
 ) -> Window[Any]:
     """Async :func:`select`: does not block the event loop on strategies that wait."""
     config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
-    return await _WINDOWERS.get(config).aselect(messages, query=query, budget=budget)
+    return await _WINDOWERS.get(config, "aselect").aselect(messages, query=query, budget=budget)

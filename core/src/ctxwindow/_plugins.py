@@ -764,6 +764,8 @@ def distribution_of(obj: object) -> str | None:
             return entry.distribution
     module = cls.__module__
     top = module.split(".")[0]
+    if top == "__main__":  # the running script's: no distribution ships it
+        return None
     for plugin in current.infos.values():
         if plugin.module and plugin.module.split(".")[0] == top:
             return plugin.distribution
@@ -782,10 +784,24 @@ def _installed_by_module() -> Mapping[str, list[str]]:
 
 
 # -- strategies ------------------------------------------------------------------------
+def _object_hint(strategy: object) -> str:
+    """How to use a strategy object where a name was asked for (``select``'s and
+    config's ``strategy``): a natural thing to try."""
+    if not (isinstance(getattr(strategy, "name", None), str) and hasattr(strategy, "choose")):
+        return ""
+    own = " or strategy.select(messages, budget)" if hasattr(strategy, "select") else ""
+    return (
+        "; to use a strategy object, call ctxwindow.Windower(strategy, budget)"
+        f".select(messages){own}"
+    )
+
+
 def strategy_entry(name: str) -> Registered:
     """The registration of strategy ``name``, or UnknownStrategy / DuplicateName."""
     if not isinstance(name, str):
-        raise InvalidOption(f"strategy must be a name (str), got {type(name).__name__}")
+        raise InvalidOption(
+            f"strategy must be a name (str), got {type(name).__name__}" + _object_hint(name)
+        )
     current = plugins()
     entry = current.registry().lookup("strategy", name)
     if entry is None:

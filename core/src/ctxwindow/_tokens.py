@@ -292,8 +292,8 @@ class CachedCounter:
     Bounded by ``max_entries`` messages and ``max_chars`` characters of key text: past
     either, the oldest entries are forgotten, down to three quarters of the bound (so
     eviction is rare rather than on every call). Safe to share between threads. Checks
-    what the wrapped counter returns, and reports a counter that raises as
-    :class:`~ctxwindow.errors.CounterFailed`, naming it.
+    what the wrapped counter returns, and reports a counter that raises or returns
+    what is not a count as :class:`~ctxwindow.errors.CounterFailed`, naming it.
     """
 
     def __init__(
@@ -324,7 +324,7 @@ class CachedCounter:
             raise
         except Exception as error:
             raise CounterFailed(self.name, error) from error
-        return self._checked(count)
+        return self._checked(count, "count_text")
 
     def count_message(self, message: Message) -> int:
         key = (
@@ -396,12 +396,15 @@ class CachedCounter:
             raise
         except Exception as error:
             raise CounterFailed(self.name, error) from error
-        return self._checked(count)
+        return self._checked(count, "count_message")
 
-    def _checked(self, count: object) -> int:
+    def _checked(self, count: object, method: str) -> int:
+        """``count`` if it is one; else the counter's fault (not the caller's options)."""
         if type(count) is not int or count < 0:
-            raise InvalidOption(
-                f"token counter {self.name!r} returned {count!r}; counts are ints >= 0"
+            raise CounterFailed(
+                self.name,
+                f"its {method}() returned {count!r}, not a count (an int >= 0): fix the "
+                f"counter, or pass another as counter",
             )
         return count
 

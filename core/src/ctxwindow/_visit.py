@@ -661,7 +661,7 @@ class Visit:
         the runner's own window of the must-keep units and the newest units that fit."""
         name = self.strategy.name
         if limit.on_timeout != "recent":
-            raise VisitTimeout(name, self.windower.distribution, limit.seconds)
+            raise VisitTimeout(name, self.windower.distribution_for_error(), limit.seconds)
         history = self.history
         selection = history.selection()
         selection.default_reason = OLDER_REASON

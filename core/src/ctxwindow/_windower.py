@@ -75,12 +75,29 @@ def _checked_strategy(strategy: object) -> Strategy:
     )
 
 
+def _visit_limit(
+    strategy: Strategy, seconds: float | None, on_timeout: str | None
+) -> TimeLimit | None:
+    """The limit a Windower's visits run under: its own ``time_limit`` and
+    ``on_timeout`` where given, the strategy's options for the other (an
+    ``on_timeout`` given alone goes with the strategy's own limit: it is not dropped).
+    None when the Windower sets neither, or no limit at all: the strategy's options
+    then decide each visit."""
+    if seconds is None:
+        own = common_option(strategy, "time_limit")
+        if on_timeout is None or own is None:
+            return None
+        seconds = float(own)
+    return TimeLimit(seconds, on_timeout or str(common_option(strategy, "on_timeout")))
+
+
 class Windower:
     """Chooses windows with one strategy, budget and counter. Build it with from_config,
     or directly with a strategy object.
 
     ``time_limit`` (seconds) and ``on_timeout`` ('raise' or 'recent') bound every visit;
-    given here, they win over the strategy's own options of those names.
+    given here, they win over the strategy's own options of those names (one given
+    alone goes with the strategy's own other).
     ``distribution`` names the strategy's distribution in errors (found from the
     installed plugins when not given).
     """
@@ -93,15 +110,17 @@ class Windower:
         distribution: str | None = None,
         *,
         time_limit: float | None = None,
-        on_timeout: str = "raise",
+        on_timeout: str | None = None,
     ) -> None:
         self.strategy = _checked_strategy(strategy)
         self.budget = check_budget(budget)
         self.counter = get_counter(counter)
         self._distribution = distribution
         seconds = TIME_LIMIT.validate("Windower", time_limit)
-        on_timeout = ON_TIMEOUT.validate("Windower", on_timeout)
-        self.time_limit = None if seconds is None else TimeLimit(seconds, on_timeout)
+        self._on_timeout = (
+            None if on_timeout is None else ON_TIMEOUT.validate("Windower", on_timeout)
+        )
+        self.time_limit = _visit_limit(self.strategy, seconds, self._on_timeout)
 
     @property
     def distribution(self) -> str | None:
@@ -109,6 +128,11 @@ class Windower:
         if self._distribution is None:
             self._distribution = distribution_of(self.strategy)
         return self._distribution
+
+    def distribution_for_error(self) -> str | Callable[[], str | None]:
+        """The distribution as an error takes it: the name when known, else how to look
+        it up when the error is read, so that raising never waits on the lookup."""
+        return self._distribution or (lambda: self.distribution)
 
     def common_option(self, name: str) -> Any:
         """What one of the options every strategy takes (``orphans``, ``oversize``,
@@ -121,6 +145,8 @@ class Windower:
                 f"Windower.common_option({name!r}): not an option every strategy takes; "
                 f"use one of {', '.join(_COMMON_NAMES)}"
             )
+        if name == "on_timeout" and self._on_timeout is not None:
+            return self._on_timeout
         if self.time_limit is not None and name in ("time_limit", "on_timeout"):
             limit = self.time_limit
             return limit.seconds if name == "time_limit" else limit.on_timeout
@@ -252,7 +278,7 @@ class Windower:
 
     def violation(self, problems: Sequence[str]) -> ContractViolation:
         """The strategy's ContractViolation for ``problems``, naming its distribution."""
-        return ContractViolation(self.strategy.name, self.distribution, problems)
+        return ContractViolation(self.strategy.name, self.distribution_for_error(), problems)
 
     def __repr__(self) -> str:
         limit = self.time_limit

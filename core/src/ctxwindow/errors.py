@@ -1,12 +1,21 @@
 """Every error ctxwindow raises on purpose, so callers can catch exactly what they mean.
 
-Errors about bad arguments subclass :class:`ValueError` (or :class:`TypeError` for a
-wrong type) so that code written against the standard exceptions still catches them.
+Each also subclasses the standard exception code written without ctxwindow in mind
+catches: errors about bad arguments, config or input subclass :class:`ValueError`, a
+wrong type as much as a wrong value (only :class:`InvalidQuery`, a query that is not a
+string, is a :class:`TypeError`); an unknown name subclasses :class:`LookupError`; a
+strategy, plugin, counter, embedder or summarizer that fails subclasses
+:class:`RuntimeError` (:class:`VisitTimeout` is also a :class:`TimeoutError`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+#: A distribution's name (None: not known), or how to look it up: a lookup may read
+#: every installed distribution's metadata, a second or more, so an error raised
+#: where the caller waits (a visit past its time limit) looks it up only when read.
+Distribution = str | Callable[[], str | None] | None
 
 
 def _folded(name: str) -> str:
@@ -120,12 +129,14 @@ class UnknownEmbedder(CtxWindowError, LookupError):
 
 
 class CounterFailed(CtxWindowError, RuntimeError):
-    """A token counter raised while counting; names the counter and its error."""
+    """A token counter raised while counting, or returned what is not a count; names
+    the counter and its error (None for a bad count: the text says what it returned)."""
 
-    def __init__(self, counter: str, error: BaseException) -> None:
+    def __init__(self, counter: str, error: BaseException | str) -> None:
         self.counter = counter
-        self.error = error
-        super().__init__(f"token counter {counter!r} failed: {type(error).__name__}: {error}")
+        self.error = error if isinstance(error, BaseException) else None
+        what = f"{type(error).__name__}: {error}" if self.error is not None else error
+        super().__init__(f"token counter {counter!r} failed: {what}")
 
 
 class EmbedderUnavailable(CtxWindowError, RuntimeError):
@@ -215,16 +226,46 @@ class UnknownScorer(CtxWindowError, LookupError):
     """No registered importance scorer matches the given spec."""
 
 
-class ContractViolation(CtxWindowError, RuntimeError):
+class _NamesDistribution(Exception):
+    """An error that names a strategy's distribution, looked up (see
+    :data:`Distribution`) when its text or ``distribution`` is first read."""
+
+    _distribution: Distribution
+
+    @property
+    def distribution(self) -> str | None:
+        found = self._distribution
+        if callable(found):
+            found = self._distribution = found()
+        return found
+
+    def _origin(self, template: str) -> str:
+        """``template`` filled with the distribution's name, or "" when not known."""
+        return template.format(repr(self.distribution)) if self.distribution else ""
+
+    def _text(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self._text()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._text()!r})"
+
+
+class ContractViolation(_NamesDistribution, CtxWindowError, RuntimeError):
     """A strategy returned a window that breaks the contract; names its distribution."""
 
-    def __init__(self, strategy: str, distribution: str | None, problems: Sequence[str]) -> None:
+    def __init__(self, strategy: str, distribution: Distribution, problems: Sequence[str]) -> None:
         self.strategy = strategy
-        self.distribution = distribution
+        self._distribution = distribution
         self.problems = tuple(problems)
-        origin = f" (from distribution {distribution!r})" if distribution else ""
+        super().__init__(strategy, *self.problems)
+
+    def _text(self) -> str:
+        origin = self._origin(" (from distribution {})")
         listed = "; ".join(self.problems)
-        super().__init__(f"strategy {strategy!r}{origin} broke the contract: {listed}")
+        return f"strategy {self.strategy!r}{origin} broke the contract: {listed}"
 
 
 class InvalidSelection(CtxWindowError, ValueError):
@@ -243,7 +284,7 @@ class PluginError(CtxWindowError, RuntimeError):
     """A plugin failed while registering or running; names its distribution."""
 
 
-class VisitTimeout(PluginError, TimeoutError):
+class VisitTimeout(_NamesDistribution, PluginError, TimeoutError):
     """A strategy ran past its ``time_limit`` while choosing; names its distribution.
 
     Raised with ``on_timeout="raise"``; with ``on_timeout="recent"`` the host builds a
@@ -251,13 +292,16 @@ class VisitTimeout(PluginError, TimeoutError):
     catches it. The strategy's abandoned work cannot change the visit's outcome.
     """
 
-    def __init__(self, strategy: str, distribution: str | None, seconds: float) -> None:
+    def __init__(self, strategy: str, distribution: Distribution, seconds: float) -> None:
         self.strategy = strategy
-        self.distribution = distribution
+        self._distribution = distribution
         self.seconds = seconds
-        origin = f" from distribution {distribution!r}" if distribution else ""
-        super().__init__(
-            f"strategy {strategy!r}{origin} did not choose within its time limit of "
-            f"{seconds:g} s; raise time_limit, or pass on_timeout='recent' to fall back "
-            f"to the newest messages that fit"
+        super().__init__()  # no args: two would be an OSError's errno and strerror
+
+    def _text(self) -> str:
+        origin = self._origin(" from distribution {}")
+        return (
+            f"strategy {self.strategy!r}{origin} did not choose within its time limit of "
+            f"{self.seconds:g} s; raise time_limit, or pass on_timeout='recent' to fall "
+            f"back to the newest messages that fit"
         )

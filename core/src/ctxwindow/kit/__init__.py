@@ -20,7 +20,7 @@
   :func:`excerpt_options`); :mod:`ctxwindow.kit.ranking` makes the same choice
   valuing only the units that can make the window, from figures read once per unit
   and bounds computed in numpy (the ``ranking`` extra), as both strategies do;
-- :func:`redact`: a URL without its password, for messages, records and reprs;
+- :func:`redact`: a URL without its secrets, for messages, records and reprs;
 - :func:`covers_position`: the position a summary's ``covers`` reference names
   (``#3``, as ``History.covers_ref`` writes it), for code that maps covers;
 - :func:`unit_anchors`, :func:`spans_in`, :func:`query_spans` and :func:`time_match`:
@@ -234,21 +234,28 @@ def keep_run(selection: Selection, units: range, reason: str) -> None:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password (in the user part or a ``password=`` query
-    parameter), for messages and reprs."""
+    """``url`` with what may be a secret masked (``***``), for messages, records and
+    reprs: the password in its user info (the whole user info when it has no
+    password: a token is often passed as the user), every value of its query string
+    (an API key as ``?key=...``) and its fragment."""
     from urllib.parse import urlsplit, urlunsplit  # here: `import ctxwindow` does without
 
     parts = urlsplit(url)
+    user, at, host = parts.netloc.rpartition("@")
     netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}:***@{host}"
-    query = "&".join(
-        f"{key}=***" if key.lower() == "password" else f"{key}{sep}{value}"
-        for key, sep, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
-    )
-    out = urlunsplit(parts._replace(netloc=netloc, query=query))
+    if at:
+        name, colon, _ = user.partition(":")
+        netloc = f"{name}:***@{host}" if colon else f"***@{host}"
+    query = "&".join(map(_masked_parameter, filter(None, parts.query.split("&"))))
+    fragment = "***" if parts.fragment else ""
+    out = urlunsplit(parts._replace(netloc=netloc, query=query, fragment=fragment))
     slashes = f"{parts.scheme}://"
     if url.startswith(slashes) and not out.startswith(slashes):  # unix:///path keeps them
         out = slashes + out[len(parts.scheme) + 1 :]
     return out
+
+
+def _masked_parameter(pair: str) -> str:
+    """A query parameter with its value masked: its name says what was passed."""
+    name, equals, _ = pair.partition("=")
+    return f"{name}=***" if equals else "***"

@@ -1,0 +1,43 @@
+"""kit.redact: a URL named in a repr, a record or a page keeps no secret of its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxwindow import Option
+from ctxwindow.kit import redact
+from ctxwindow.testing.strategies import Newest
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://example.com/v1", "https://example.com/v1"),
+        ("https://user:pw@example.com/v1", "https://user:***@example.com/v1"),
+        ("redis://:pw@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("https://TOKEN@example.com/v1", "https://***@example.com/v1"),
+        ("https://example.com/v1?key=SECRET", "https://example.com/v1?key=***"),
+        (
+            "https://example.com/v1?api-version=1&SECRET",
+            "https://example.com/v1?api-version=***&***",
+        ),
+        (
+            "https://u:p@example.com/v1?password=pw#token=SECRET",
+            "https://u:***@example.com/v1?password=***#***",
+        ),
+        ("unix:///run/redis.sock?db=0", "unix:///run/redis.sock?db=***"),
+    ],
+)
+def test_redact_masks_user_info_query_and_fragment(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+def test_a_strategys_repr_keeps_no_key_from_a_url_query() -> None:
+    """A key in a base URL's query string (``?key=...``, as some gateways take it)."""
+
+    class Remote(Newest):
+        name = "remote"
+        option_specs = (Option("endpoint", str, "", "Where the model is served."),)
+
+    shown = repr(Remote(endpoint="https://u:pw@example.com/v1?key=SECRET"))
+    assert shown == "Remote(endpoint='https://u:***@example.com/v1?key=***')"
