@@ -71,10 +71,13 @@ class HashingEmbedder:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in text.lower().split():
-                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
-                vectors[row, int.from_bytes(digest, "little") % self.dimension] += 1.0
+                # surrogatepass: a str may hold a lone surrogate (JSON's "\ud800")
+                digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8)
+                vectors[row, int.from_bytes(digest.digest(), "little") % self.dimension] += 1.0
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1.0, norms)  # rows of length 1 (or 0)
+        # rows of length 1; a text without words (an image-only message) stays all zeros:
+        # similar to nothing
+        return vectors / np.where(norms == 0, 1.0, norms)
 
 
 def hashing_embedder(argument: str | None) -> HashingEmbedder:

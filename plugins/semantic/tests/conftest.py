@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,3 +53,12 @@ def hashing(ctxwindow_register: Any) -> str:
     module.register_embedders = register_embedders  # type: ignore[attr-defined]
     ctxwindow_register(module, name="hash-embedder", distribution="hash-embedder")
     return "test-hash"
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_failed_loads() -> Iterator[None]:
+    """A model that failed to load is remembered for the process: not from test to test."""
+    from ctxwindow_semantic.embedder import forget_failed_loads
+
+    yield
+    forget_failed_loads()

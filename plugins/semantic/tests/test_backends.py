@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -123,3 +124,60 @@ def test_a_backend_is_chosen_in_the_spec() -> None:
         }
     )
     assert windower.strategy.embedder.name.endswith("+int8")
+
+
+class _Recording:
+    """A tokenizer that notes the longest text it is given, for the rest its own."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.longest = 0
+
+    def encode_batch(self, texts: list[str]) -> Any:
+        self.longest = max([self.longest, *map(len, texts)])
+        return self.tokenizer.encode_batch(texts)
+
+
+LOG = "2026-12-06 12:00:01 INFO worker 17 processed batch 9921 ok\n" * 5_000  # 300 KB
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8-solo", "torch"])
+def test_a_long_text_is_cut_before_tokenizing_to_the_same_vector(backend: str) -> None:
+    embedder = SentenceTransformerEmbedder(backend=backend)
+    encoder: Any = embedder._loaded()
+    limit = encoder.max_length * onnx_backend.CHARS_PER_TOKEN
+    if backend == "torch":
+        seen: list[int] = []
+        model_encode = encoder.model.encode
+
+        def recording(texts: list[str], **options: Any) -> Any:
+            seen.extend(map(len, texts))
+            return model_encode(texts, **options)
+
+        encoder.model.encode = recording
+    else:
+        encoder.tokenizer = _Recording(encoder.tokenizer)
+    whole, cut = embedder.embed([LOG, LOG[:5_000]])
+    assert float(whole @ cut) == pytest.approx(1.0, abs=1e-6)  # the model read 256 tokens
+    longest = max(seen) if backend == "torch" else encoder.tokenizer.longest
+    assert longest <= limit  # not 300 KB
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "word " * 40 + " " * 5_000 + "late words the model reads " * 20,  # mostly spaces
+        "x" * 20_000,  # one word: a cut would split it
+    ],
+)
+def test_a_long_text_whose_cut_would_change_its_tokens_stays_whole(text: str) -> None:
+    encoder: Any = SentenceTransformerEmbedder(backend="onnx")._loaded()
+    assert onnx_backend.shortened(encoder.tokenizer, encoder.max_length, [text]) == [text]
+
+
+def test_the_default_cache_name_needs_no_model_once_exported() -> None:
+    """A replica whose cache holds every vector never loads the model (caches.md)."""
+    SentenceTransformerEmbedder().preload()  # the export is on disk
+    fresh = SentenceTransformerEmbedder()
+    assert fresh.name == "sentence-transformers:all-MiniLM-L6-v2+int8-solo"
+    assert fresh._encoder is None

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import re
 import struct
 import threading
+import tracemalloc
+import types
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import ctxwindow
 from ctxwindow import Conversation
 from ctxwindow.testing import run_threads
 from ctxwindow_semantic import SemanticWindow, onnx_backend
@@ -23,6 +27,8 @@ from ctxwindow_stores import SQLiteStore
 
 if TYPE_CHECKING:
     from redis_server import RedisServer
+
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 
 #: The fixture redis_server (tests/support, on pytest's pythonpath).
 pytest_plugins = ["redis_server"]
@@ -85,6 +91,17 @@ def test_a_vector_reads_back_only_for_its_model_size_and_norm() -> None:
     assert decode("m", value[:16] + nan.astype("<f4").tobytes()) is None
     assert decode("m", b"\x80\x04\x95" + b"\x00" * 80) is None  # a pickle is not a vector
     assert decode("m", b"") is None
+
+
+def test_a_zero_vector_is_stored_under_its_own_tag_and_read_back() -> None:
+    value = encode("m", np.zeros(16, np.float32))
+    assert value[:4] == b"cwv0" and len(value) == 16  # the header alone
+    zero = decode("m", value)
+    assert zero is not None and zero.shape == (16,) and not zero.any()
+    assert decode("other-model", value) is None
+    assert decode("m", value + b"\x00" * 4) is None
+    zeroed = encode("m", TinyEmbedder().vector("x"))[:16] + bytes(64)  # a damaged value
+    assert decode("m", zeroed) is None
 
 
 def test_damaged_and_foreign_entries_are_embedded_again_never_served(tmp_path: Path) -> None:
@@ -244,6 +261,74 @@ def test_index_pool_is_bounded_by_conversations_and_units_windows_unchanged() ->
             assert got == reference.select(conversation, 120).messages
             assert len(strategy.indexes) <= 3
             assert strategy.indexes.units <= 60
+
+
+def test_strategies_with_other_embedders_share_a_pool_without_mixing_vectors(
+    ctxwindow_register: Any,
+) -> None:
+    plugin = types.ModuleType("tiny_embedders")
+
+    @ctxwindow.hookimpl
+    def register_embedders(register: Any) -> None:
+        register("tiny", lambda argument: TinyEmbedder(f"tiny-{argument}", int(argument or 16)))
+
+    plugin.register_embedders = register_embedders  # type: ignore[attr-defined]
+    ctxwindow_register(plugin, name="tiny-embedders")
+    pool = IndexPool(max_conversations=10, max_units=10_000)
+    conversation = Conversation(chat(30))
+    for spec in ("tiny:16", "tiny:24", "tiny:16"):
+        shared = SemanticWindow(embedder=spec, cache="memory")
+        shared.indexes = pool
+        alone = SemanticWindow(embedder=spec, cache="memory")
+        got = shared.select(conversation, 150)
+        want = alone.select(Conversation(chat(30)), 150)
+        assert got.messages == want.messages
+        assert [d.score for d in got.record.decisions] == [d.score for d in want.record.decisions]
+    assert len(pool) == 2  # one index per embedder: the third strategy reused the first's
+    assert pool.units == 2 * len(shared.indexes.get(conversation, "tiny-16"))
+
+
+def _pool_bytes_per_unit(conversations: int, turns: int, grown: int) -> float:
+    """Bytes an IndexPool holds a unit (384-dimension vectors), each conversation's
+    buffers having just doubled: the worst case of the bound."""
+    strategy = SemanticWindow(embedder=TinyEmbedder("tiny-384", 384), cache="memory")
+    chats = [Conversation(chat(turns, tag=f"c{k} ")) for k in range(conversations)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        held = tracemalloc.get_traced_memory()[0]
+        for conversation in chats:
+            strategy.select(conversation, 150)
+        for conversation in chats:
+            for turn in range(grown):
+                conversation.extend(
+                    [
+                        {"role": "assistant", "content": f"Noted {turn}."},
+                        {"role": "user", "content": f"And the museum, {turn}?"},
+                    ]
+                )
+            strategy.select(conversation, 150)
+        units = strategy.indexes.units
+        gc.collect()
+        with_pool = tracemalloc.get_traced_memory()[0]
+        strategy.indexes = IndexPool()
+        gc.collect()
+        without = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held <= without
+    return (with_pool - without) / units
+
+
+def test_the_index_bound_in_caches_md_is_what_the_pool_holds() -> None:
+    """caches.md's figure for 100,000 units covers the pool at its worst (every
+    conversation's vector buffer just doubled), and is not far above it."""
+    doc = " ".join((DOCS / "caches.md").read_text(encoding="utf-8").split())
+    stated = re.search(r"about (\d+) MiB at the bound of 100,000 units", doc)
+    assert stated is not None, "caches.md should state the pool's memory at its bound"
+    per_unit = int(stated.group(1)) * 2**20 / 100_000
+    measured = _pool_bytes_per_unit(conversations=40, turns=30, grown=6)
+    assert 0.7 * per_unit <= measured <= per_unit, (measured, per_unit)
 
 
 def test_a_conversation_larger_than_the_unit_bound_keeps_its_own_index() -> None:

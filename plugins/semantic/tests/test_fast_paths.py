@@ -160,8 +160,14 @@ def test_cache_checks_vectors_with_numpys_own_norm_bit_for_bit() -> None:
         raw = rng.standard_normal((rows, dimension)).astype(np.float32) * 3
         want = raw / np.linalg.norm(raw, axis=1, keepdims=True)
         assert bits(_checked(raw, rows, "m")) == bits(want)
-    for bad in (np.zeros((1, 4), np.float32), np.full((1, 4), np.nan, np.float32)):
-        with pytest.raises(ValueError, match="zero or non-finite"):
+    zero = np.zeros((2, 4), np.float32)
+    zero[1, 0] = 2.0
+    assert _checked(zero, 2, "m").tolist() == [
+        [0.0] * 4,
+        [1.0, 0.0, 0.0, 0.0],
+    ]  # similar to nothing
+    for bad in (np.full((1, 4), np.nan, np.float32), np.full((1, 4), np.inf, np.float32)):
+        with pytest.raises(ValueError, match="'m' returned a non-finite vector"):
             _checked(bad, 1, "m")
 
 

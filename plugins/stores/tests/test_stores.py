@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,6 +31,7 @@ from ctxwindow_stores import (
     open_store,
     put_first,
 )
+from ctxwindow_stores._sqlite import _SCHEMA, TABLE
 
 if TYPE_CHECKING:
     from redis_server import RedisServer
@@ -293,6 +295,27 @@ def test_sqlite_file_that_is_not_a_database_is_left_alone_with_one_warning(
     assert path.read_bytes() == garbage  # never touched
 
 
+def test_another_applications_database_is_left_untouched_with_one_warning(
+    tmp_path: Path, caught: list[warnings.WarningMessage]
+) -> None:
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("INSERT INTO users (name) VALUES ('alma')")
+        db.commit()
+    before = path.read_bytes()
+    store = LayeredStore(MemoryStore(), SQLiteStore(path))
+    for _ in range(3):
+        store.put_many({"a": b"1"})
+        assert store.get_many(["a"]) == {"a": b"1"}  # memory keeps serving
+    messages = runtime_warnings(caught)
+    assert len(messages) == 1
+    assert str(path) in messages[0] and "'users'" in messages[0]
+    assert "a file of its own" in messages[0]
+    assert path.read_bytes() == before  # no table added, journal mode not switched to WAL
+    assert not Path(f"{path}-wal").exists()
+
+
 def _database(path: Path, count: int = 400) -> dict[str, bytes]:
     items = {f"k{i}": os.urandom(1500) for i in range(count)}
     store = SQLiteStore(path)
@@ -330,10 +353,10 @@ def test_sqlite_locked_by_an_exclusive_transaction_skips_then_recovers(
     tmp_path: Path, caught: list[warnings.WarningMessage]
 ) -> None:
     path = tmp_path / "cache.sqlite3"
-    other = sqlite3.connect(path, isolation_level=None)  # another program, rollback journal
-    other.execute("CREATE TABLE notes (text TEXT)")
+    other = sqlite3.connect(path, isolation_level=None)  # another connection, rollback journal
+    other.execute(_SCHEMA[0])  # the cache's own table (a file with others' is refused)
     other.execute("BEGIN EXCLUSIVE")
-    other.execute("INSERT INTO notes VALUES ('busy')")
+    other.execute(f"INSERT INTO {TABLE} (key, value) VALUES ('theirs', x'01')")
     store = SQLiteStore(path, timeout=0.05, retry_after=0.2)
     for _ in range(5):
         assert store.get_many(["a"]) == {}  # locked: a miss, not an error
@@ -344,7 +367,7 @@ def test_sqlite_locked_by_an_exclusive_transaction_skips_then_recovers(
     time.sleep(0.3)  # past retry_after: the store tries the file again
     store.put_many({"c": b"3"})
     assert store.get_many(["c"]) == {"c": b"3"}
-    assert other.execute("SELECT text FROM notes").fetchall() == [("busy",)]  # theirs, intact
+    assert store.get_many(["theirs"]) == {"theirs": b"\x01"}  # theirs, intact
     other.close()
 
 
@@ -618,6 +641,19 @@ def test_redis_outage_falls_back_to_memory_warns_once_and_reconnects(
     store.put_many({"after": b"3"})
     assert back.available and back.get_many(["after"]) == {"after": b"3"}
     assert len(runtime_warnings(caught)) == 1
+
+
+def test_an_error_redis_answers_with_is_quoted_not_taken_for_an_outage(
+    redis_server: RedisServer, caught: list[warnings.WarningMessage]
+) -> None:
+    from ctxwindow_stores import RedisStore
+
+    store = RedisStore(f"redis://127.0.0.1:{redis_server.port}/99", retry_after=0.2)
+    assert store.get_many(["a"]) == {}
+    messages = runtime_warnings(caught)
+    assert len(messages) == 1 and "DB index is out of range" in messages[0]
+    assert "answered with an error" in messages[0] and "database number" in messages[0]
+    assert "unreachable" not in messages[0] and "is running" not in messages[0]
 
 
 def test_redis_wrong_port_and_a_hung_server_cost_a_timeout_not_an_error(

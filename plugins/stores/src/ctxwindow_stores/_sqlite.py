@@ -8,8 +8,9 @@ with the file is met without raising, each kind reported once:
 
 - a damaged database (cut short, pages overwritten): moved aside to ``<path>.corrupt``
   and a new cache started (once per store; a second time, the cache runs without it);
-- not a SQLite file at all (the option names some other file): left untouched, and the
-  cache runs without it;
+- not a SQLite file at all (the option names some other file), or a database holding
+  tables of its own (another application's): left untouched (no table added, its journal
+  mode kept), and the cache runs without it;
 - locked by another connection past the busy timeout: that operation is skipped, and
   the file is left alone for ``retry_after`` seconds (reads still run when only writes
   are blocked);
@@ -48,6 +49,10 @@ _FULL, _CANTOPEN, _NOTADB = 13, 14, 26
 #: read-only (CANTOPEN: the -wal, -shm or journal file cannot be made, say on a read-only
 #: mount); a file that can still be read is then read.
 _CANNOT_WRITE = (_PERM, _READONLY, _CANTOPEN)
+
+
+class ForeignDatabase(Exception):
+    """The file is a database holding other tables than the cache's: someone's data."""
 
 
 class SQLiteStore:
@@ -183,6 +188,13 @@ class SQLiteStore:
             return None
         try:
             db = self._connect()
+        except ForeignDatabase as error:
+            self._disable(
+                "tables",
+                f"is another application's database (it holds the tables {error}); leaving "
+                "it untouched and running without it (give the cache a file of its own)",
+            )
+            return None
         except sqlite3.Error as error:
             if _code(error) in (_CORRUPT, _NOTADB):  # garbage, or a file cut short
                 return self._rebuild(str(error))
@@ -213,6 +225,7 @@ class SQLiteStore:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
+                _refuse_foreign(db)
                 db.execute("PRAGMA journal_mode=WAL").fetchone()
                 db.execute("PRAGMA synchronous=NORMAL")  # per connection; see the docstring
                 for statement in _SCHEMA:
@@ -351,6 +364,23 @@ class SQLiteStore:
                 self._db.close()
             self._db = None
             self._identity = None
+
+
+def _refuse_foreign(db: sqlite3.Connection) -> None:
+    """Raise ForeignDatabase (closing ``db``) if it holds tables or views of another's:
+    the cache must not add its table to them, nor switch their file to WAL."""
+    names = [
+        name
+        for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite_%'"
+        )
+        if name != TABLE
+    ]
+    if names:
+        db.close()
+        shown = ", ".join(repr(name) for name in names[:5])
+        raise ForeignDatabase(shown + (f" and {len(names) - 5} more" if len(names) > 5 else ""))
 
 
 def _select(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
