@@ -8,7 +8,7 @@ import hashlib
 import inspect
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice, takewhile
@@ -243,7 +243,7 @@ class SummarizeWindow(BaseStrategy):
         candidates = self._ledgers.candidates(history)
         reserve = int(history.budget * self.options["summary_share"])
         room = max(0, history.budget - history.must_keep_tokens - reserve)
-        step = max(1, int(_stable_room(history, reserve) * (1 - self.options["low_water"])))
+        step = _step(history, reserve, self.options["low_water"])
         start = boundary(candidates, room, step)
         framing = history.counter.count_message(_FRAMING)
         recent = candidates.tokens(len(candidates)) - candidates.tokens(start)
@@ -540,20 +540,41 @@ class _Usage:
         return LLMUsage(self.provider, self.model, self.calls, self.prompt, self.completion)
 
 
-def _stable_room(history: History, reserve: int) -> int:
-    """The verbatim part's room, but for what must stay only for now: the newest user
-    message changes every turn, and in an agent's turn the current turn's tool exchanges
-    grow every round (and the task statement stays only while they leave it room), so
-    checkpoints spaced by those would move every round and the summarizer would be
-    called on each. Instructions and pinned messages stay, so big ones shrink the
-    spacing (and the summarizer is still called once per step)."""
-    always = sum(history.unit_tokens(unit) for unit in history.must_keep if _stays(history, unit))
+def _step(history: History, reserve: int, low_water: float) -> int:
+    """The tokens between checkpoints: ``1 - low_water`` of the verbatim part's room,
+    halved as often as the room the must-keep messages leave now needs. The newest user
+    message changes every turn, and an agent's current turn (must-keep) grows round by
+    round: checkpoints spaced by the room they leave would move on every round, and no
+    summary written at one would be found again (the summarizer, an LLM call, called
+    on each). The room the messages that stay (:func:`_stays`) leave sets the largest
+    step; it is halved only when the room left now is smaller than a step (a bigger step
+    summarizes more than must go, and the summary, no bigger, holds less of each fact),
+    so the checkpoints stay put from round to round."""
+    share = 1 - low_water
+    largest = max(1, int(_room_left(history, reserve, _stays) * share))
+    now = _room_left(history, reserve, lambda h, unit: h.must_keep[unit] != NEWEST_USER)
+    step = largest
+    while step > 1 and step > now:
+        step //= 2
+    return step
+
+
+def _room_left(history: History, reserve: int, counts: Callable[[History, int], bool]) -> int:
+    """The budget less the summary's reserve and the must-keep units ``counts``."""
+    always = sum(history.unit_tokens(unit) for unit in history.must_keep if counts(history, unit))
     return max(1, history.budget - reserve - always)
 
 
+#: The reason the core gives the newest user message: it changes every turn.
+NEWEST_USER = "newest user message"
+
+
 def _stays(history: History, unit: int) -> bool:
-    """Whether a must-keep unit stays so whatever the turn: it holds an instruction (a
-    system or developer message the caller wrote) or a pinned message."""
+    """Whether a must-keep unit stays so from round to round: the task statement, or a
+    unit holding an instruction (a system or developer message the caller wrote) or a
+    pinned message."""
+    if unit == history.task_unit:
+        return True
     for position in history.span(unit):
         message = history.messages[position]
         if message.pinned or (message.role in INSTRUCTIONS and not message.synthetic):
