@@ -552,3 +552,51 @@ def test_the_one_call_api_remembers_a_configuration_with_lists_and_tables(
     ctxwindow.select(MESSAGES, 100, "staged", stages=[object()])
     ctxwindow.select(MESSAGES, 100, "staged", stages=[object()])
     assert Staged.built == 5  # an object among them: built each call, as before
+
+
+@pytest.mark.parametrize("key", ["strategy", "budget", "counter"])
+def test_a_strategy_spec_cannot_set_a_host_key(key: str) -> None:
+    """They are no strategy's options, and from a spec they would quietly win over the
+    command's own --strategy, --budget and --counter (inspect's page heading, say)."""
+    with pytest.raises(InvalidOption, match=rf"{key!r} is not a strategy option"):
+        ctxwindow.parse_strategy_spec(f"fixed:max_messages=3,{key}=x")
+
+
+# -- relative paths in a config file -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("hf:tokenizer.json", "hf:{folder}/tokenizer.json"),
+        ("hf:models/tok", "hf:{folder}/models/tok"),
+        ("hf:.", "hf:{folder}"),
+        ("hf:/abs/tokenizer.json", "hf:/abs/tokenizer.json"),
+        ("hf:~/tokenizer.json", "hf:~/tokenizer.json"),
+        ("hf:", "hf:"),
+        ("approx", "approx"),
+        ("tiktoken:cl100k_base", "tiktoken:cl100k_base"),
+    ],
+)
+def test_an_hf_counter_path_in_a_config_file_is_from_the_files_folder(
+    tmp_path: Path, written: str, read: str
+) -> None:
+    """A config means the same wherever the command runs; other counters are no paths."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    for name, text in (
+        ("ctxwindow.toml", f'budget = 300\ncounter = "{written}"\n'),
+        ("pyproject.toml", f'[tool.ctxwindow]\nbudget = 300\ncounter = "{written}"\n'),
+    ):
+        (folder / name).write_text(text, encoding="utf-8")
+        config = ctxwindow.load_config(folder / name)
+        expected = read.format(folder=folder)
+        if written.startswith("hf:~"):
+            expected = written  # the counter expands ~ itself: read as written
+        assert config["counter"] == expected
+
+
+def test_a_config_in_the_current_folder_keeps_its_relative_hf_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "ctxwindow.toml").write_text('budget = 3\ncounter = "hf:tok.json"\n')
+    monkeypatch.chdir(tmp_path)
+    assert find_config() == {"budget": 3, "counter": "hf:tok.json"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
+import json
 import math
 import pickle
 import weakref
@@ -711,6 +712,59 @@ def test_hf_missing_file(tmp_path: Path) -> None:
         ctxwindow.get_counter(f"hf:{tmp_path}")  # a folder without tokenizer.json
     with pytest.raises(InvalidOption, match="needs a path"):
         ctxwindow.get_counter("hf")
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ('{"name_or_path": "x", "model_max_length": 512}', "valid JSON, but with no tokenizer"),
+        ("not json at all", "not valid JSON"),
+    ],
+)
+def test_hf_on_a_file_that_is_no_tokenizer_json_says_so(
+    tmp_path: Path, content: str, said: str
+) -> None:
+    """tokenizers' own message is a JSON syntax error even for valid JSON of another
+    shape (a model folder's tokenizer_config.json beside its tokenizer.json)."""
+    pytest.importorskip("tokenizers")
+    wrong = tmp_path / "tokenizer_config.json"
+    wrong.write_text(content, encoding="utf-8")
+    with pytest.raises(InvalidOption) as raised:
+        ctxwindow.get_counter(f"hf:{wrong}")
+    assert f"{str(wrong)!r} is not a tokenizers tokenizer.json ({said}" in str(raised.value)
+    assert "give the tokenizer.json saved with the model" in str(raised.value)
+
+
+def test_hf_names_where_a_relative_path_led(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("tokenizers")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidOption) as raised:
+        ctxwindow.get_counter("hf:elsewhere.json")
+    assert f"no tokenizer file at 'elsewhere.json' ({tmp_path / 'elsewhere.json'})" in str(
+        raised.value
+    )
+
+
+def test_hf_path_in_a_config_given_with_config_is_from_the_configs_folder(
+    hf_tokenizer: tuple[Any, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``counter = "hf:tokenizer.json"`` beside the config, run from another folder."""
+    from ctxwindow._cli import main
+
+    _, path = hf_tokenizer
+    (path.parent / "ctxwindow.toml").write_text(
+        'strategy = "newest"\nbudget = 300\ncounter = "hf:tokenizer.json"\n'
+    )
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    chat = other / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "the cat sat"}]))
+    code = main(["select", str(chat), "--config", "../ctxwindow.toml", "--record", "r.json"])
+    assert code == 0
+    assert json.loads((other / "r.json").read_text())["counter"] == "hf:../tokenizer.json"
 
 
 # -- the token-count cache -------------------------------------------------------------

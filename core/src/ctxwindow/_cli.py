@@ -9,15 +9,17 @@ one), and JSON with ``--json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from ctxwindow._config import (
     HOST_KEYS,
@@ -26,6 +28,7 @@ from ctxwindow._config import (
     find_config_file,
     from_config,
     load_config_file,
+    parse_strategy_spec,
 )
 from ctxwindow._contract import declared_options
 from ctxwindow._options import suggestions
@@ -53,16 +56,58 @@ logger = logging.getLogger("ctxwindow.cli")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
     given = sys.argv[1:] if argv is None else list(argv)
-    missing = _missing_command(parser, given)
-    if missing:
-        print(f"ctxwindow: error: {missing}", file=sys.stderr)
-        return EXIT_USAGE
-    args = parser.parse_args(given)
-    if args.version or args.command is None:
-        return _no_command(parser, args)
-    return _run(args)
+    with _one_line_warnings(debug="--debug" in given):
+        parser = _parser()
+        missing = _missing_command(parser, given)
+        if missing:
+            print(f"ctxwindow: error: {missing}", file=sys.stderr)
+            return EXIT_USAGE
+        args = parser.parse_args(given)
+        if args.version or args.command is None:
+            return _no_command(parser, args)
+        return _run(args)
+
+
+@contextlib.contextmanager
+def _one_line_warnings(debug: bool) -> Iterator[None]:
+    """While the command runs, ctxwindow's warnings (its core's and its plugins') are
+    one line each, as its errors are: not Python's file:line and source line, which
+    tell a user nothing. Other warnings, and every warning under --debug, show as
+    Python shows them."""
+    if debug:
+        yield
+        return
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not _ours(str(message), filename):
+            shown(message, category, filename, lineno, file, line)
+            return
+        said = " ".join(str(message).removeprefix("ctxwindow").lstrip(": ").splitlines())
+        print(f"ctxwindow: warning: {said}", file=file or sys.stderr)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+def _ours(message: str, filename: str) -> bool:
+    """Whether a warning is ctxwindow's: said in its name, or from one of its packages
+    (``ctxwindow``, and a plugin's ``ctxwindow_NAME``)."""
+    packages = Path(filename).parts[:-1]
+    return message.startswith("ctxwindow") or any(
+        part.startswith("ctxwindow") and part.isidentifier() for part in packages
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -170,8 +215,9 @@ def _parser() -> argparse.ArgumentParser:
     select.add_argument(
         "--strategy",
         "-s",
-        help="strategy name (default: from config, else 'fixed'); naming another than the "
-        "config's sets aside the config's options for that one",
+        metavar="SPEC",
+        help="NAME or NAME:key=value,... (default: from config, else 'fixed'); naming "
+        "another than the config's sets aside the config's options for that one",
     )
     select.add_argument("--budget", "-b", type=int, help="token budget (default: from config)")
     select.add_argument(
@@ -193,10 +239,15 @@ def _parser() -> argparse.ArgumentParser:
         "--explain", action="store_true", help="print the record as a table to stderr"
     )
     select.add_argument(
-        "--output", "-O", metavar="FILE", help="write the window to FILE instead of stdout"
+        "--output",
+        "-O",
+        metavar="FILE",
+        help="write the window to FILE instead of stdout ('-': stdout)",
     )
     select.add_argument(
-        "--record", metavar="FILE", help="also write the full record as JSON to FILE"
+        "--record",
+        metavar="FILE",
+        help="also write the full record as JSON to FILE ('-': stdout, with --output FILE)",
     )
     select.set_defaults(run=_select)
     plugins().call_each("register_commands", commands)
@@ -432,18 +483,19 @@ def _select(args: argparse.Namespace) -> int:
         config, used = ({}, None) if found is None else (found[1], found[0])
     if used is not None:
         logger.info("config from %s", used)
-    set_aside = _other_strategys_options(config, args.strategy)
+    strategy, from_spec, given = _strategy_and_options(args.strategy, args.option)
+    set_aside = _other_strategys_options(config, strategy)
     for key, value in (
-        ("strategy", args.strategy),
+        ("strategy", strategy),
         ("budget", args.budget),
         ("counter", args.counter),
     ):
         if value is not None:
             config[key] = value
     config.setdefault("strategy", "fixed")
-    given = _options(args.option)
+    _check_given_options(from_spec, config["strategy"], f"--strategy {args.strategy!r}, option")
     _check_given_options(given, config["strategy"])
-    config.update(given)
+    config.update({**from_spec, **given})
     if "budget" not in config:
         check_keys(config)  # a typo'd `buget` is named, not reported as no budget
         raise ConfigError(
@@ -453,13 +505,10 @@ def _select(args: argparse.Namespace) -> int:
     _check_outputs(args)
     request = read_request(args.file)
     result, window = request.select(from_config(config), args.query)
-    text = json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
+    text = _json_text(result, "the window", ensure_ascii=False, default=str)
     if not _encodable(text):  # lone surrogates, read from "\ud800" escapes: keep them escaped
-        text = json.dumps(result, indent=2, default=str) + "\n"
-    if args.output:
-        _write(args.output, text, "--output")
-    else:
-        sys.stdout.write(text)
+        text = _json_text(result, "the window", default=str)
+    _write(args.output, text, "--output")
     if args.explain:
         source = (
             f"config {str(used)!r}" + (" (--config)" if args.config else "")
@@ -471,13 +520,45 @@ def _select(args: argparse.Namespace) -> int:
             source += f"; {set_aside}"
         print(source, file=sys.stderr)  # last: the record's table opens the output
     if args.record:
-        _write(args.record, json.dumps(window.record.to_dict(), indent=2), "--record")
+        _write(args.record, _json_text(window.record.to_dict(), "the record"), "--record")
     return 0
 
 
-def _check_given_options(given: Mapping[str, Any], strategy: object) -> None:
-    """An --option the strategy does not take is named as an --option, with the options
-    it takes (not the config file's keys, of which --option may set none of the host's)."""
+def _json_text(value: Any, what: str, **how: Any) -> str:
+    """``value`` as indented JSON text; a NaN or an infinity, which Python would write
+    as ``NaN`` (no JSON reader takes it), is an error instead."""
+    try:
+        return json.dumps(value, indent=2, allow_nan=False, **how) + "\n"
+    except ValueError as error:
+        raise ValueError(
+            f"{what} holds a NaN or an infinity, which JSON cannot hold ({error}); no "
+            f"output written: report it to the strategy's plugin"
+        ) from None
+
+
+def _strategy_and_options(
+    spec: str | None, pairs: Sequence[str]
+) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """The strategy --strategy names, the options given with it (``NAME:key=value``,
+    as inspect, eval and bench take them) and those given with --option; a key set in
+    both is refused, not silently won by one."""
+    name, options = parse_strategy_spec(spec) if spec is not None else (None, {})
+    given = _options(pairs)
+    clash = sorted(set(options) & set(given))
+    if clash:
+        raise ValueError(
+            f"--strategy {spec!r} and --option both set {', '.join(map(repr, clash))}; "
+            f"set each option in one place"
+        )
+    return name, options, given
+
+
+def _check_given_options(
+    given: Mapping[str, Any], strategy: object, label: str = "--option"
+) -> None:
+    """An option given on the command line (``label`` says where) that the strategy
+    does not take is named as such, with the options it takes (not the config file's
+    keys, of which the command line may set none of the host's)."""
     if not given or not isinstance(strategy, str):
         return
     try:
@@ -488,7 +569,7 @@ def _check_given_options(given: Mapping[str, Any], strategy: object) -> None:
     unknown = [key for key in given if key not in takes]
     if unknown:
         raise ValueError(
-            f"--option {', '.join(map(repr, unknown))}: not an option of strategy "
+            f"{label} {', '.join(map(repr, unknown))}: not an option of strategy "
             f"{strategy!r}; it takes {', '.join(takes)}" + suggestions(unknown, takes)
         )
 
@@ -512,7 +593,13 @@ def _other_strategys_options(config: dict[str, Any], strategy: str | None) -> st
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Refuse to write the window or the record over an input (or over each other)."""
+    """Refuse to write the window or the record over an input (or over each other,
+    stdout included: '-', or no --output for the window)."""
+    if args.record == "-" and args.output in (None, "-"):
+        raise ValueError(
+            "--record - and the window would both go to stdout; give --output FILE for "
+            "the window, or --record FILE"
+        )
     inputs = {"the messages file": args.file, "the config file": args.config}
     outputs = {"--output": args.output, "--record": args.record}
     seen: dict[Path, str] = {}
@@ -520,7 +607,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         if name and name != "-":
             seen[Path(name).resolve()] = label
     for flag, name in outputs.items():
-        if not name:
+        if not name or name == "-":
             continue
         target = Path(name).resolve()
         if target in seen:
@@ -531,7 +618,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
         seen[target] = flag
 
 
-def _write(name: str, text: str, flag: str) -> None:
+def _write(name: str | None, text: str, flag: str) -> None:
+    """Write ``text`` to the file ``name``; to stdout for none, or '-' (as '-' reads
+    stdin for the messages file, rather than make a file named '-')."""
+    if name in (None, "-"):
+        sys.stdout.write(text)
+        return
     try:
         Path(name).write_text(text, encoding="utf-8")
     except OSError as error:

@@ -50,8 +50,14 @@ def load_config_file(path: str | PathLike[str]) -> dict[str, Any]:
 
 
 def _read_config_file(file: Path) -> dict[str, Any] | None:
-    """The file's ctxwindow table; None for a pyproject.toml without one."""
+    """The file's ctxwindow table, its paths made relative to the file's folder; None
+    for a pyproject.toml without one."""
     where = f"config file {str(file)!r}"
+    if str(file) == "-":  # read_bytes would look for a file named "-"
+        raise ConfigError(
+            "a config cannot be read from stdin ('-'); give the path of a ctxwindow.toml "
+            "or pyproject.toml"
+        )
     try:
         raw = file.read_bytes()
     except FileNotFoundError:
@@ -60,7 +66,25 @@ def _read_config_file(file: Path) -> dict[str, Any] | None:
         raise ConfigError(f"{where} is a directory; give the path of the TOML file") from None
     except OSError as error:
         raise ConfigError(f"{where} cannot be read: {error.strerror or error}") from None
-    return parse_config(raw, file)
+    config = parse_config(raw, file)
+    return None if config is None else _paths_from(config, file.parent)
+
+
+def _paths_from(config: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``config`` with the relative path of an ``hf:`` counter joined to ``folder``,
+    the config file's: a config means the same wherever the command runs. Only the
+    paths the core knows to be paths move; a strategy's options are its own, and are
+    passed as written (relative to the current folder)."""
+    counter = config.get("counter")
+    if not isinstance(counter, str) or not counter.startswith("hf:"):
+        return config
+    from pathlib import Path  # here: only a config file needs it
+
+    written = counter.removeprefix("hf:")
+    given = Path(written).expanduser()
+    if not written or given.is_absolute():
+        return config
+    return {**config, "counter": f"hf:{folder / given}"}
 
 
 def parse_config(raw: bytes, file: Path | None = None) -> dict[str, Any] | None:
@@ -72,8 +96,8 @@ def parse_config(raw: bytes, file: Path | None = None) -> dict[str, Any] | None:
 
         file = Path(CONFIG_FILE)
     where = f"config file {str(file)!r}"
-    try:
-        text = raw.decode("utf-8")
+    try:  # utf-8-sig: a BOM (saved by a Windows editor) is no TOML statement
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"{where} is not UTF-8 text (byte {error.start}; is it a binary file?); "
@@ -105,7 +129,8 @@ def parse_strategy_spec(text: str) -> tuple[str, dict[str, Any]]:
     each value read as JSON when it is JSON (``4``, ``true``, ``[1, 2]``) and as a string
     otherwise. Commas inside brackets, braces or quotes belong to the value, so a
     pipeline's ``stages=[...]`` can list several stages. A pair without ``=`` raises
-    InvalidOption."""
+    InvalidOption, and so does a host key (strategy, budget, counter): those are no
+    strategy's options, and would quietly override the command's own."""
     import json  # here: only command lines need it, not `import ctxwindow`
 
     name, _, rest = text.partition(":")
@@ -116,11 +141,23 @@ def parse_strategy_spec(text: str) -> tuple[str, dict[str, Any]]:
             raise InvalidOption(
                 f"strategy spec {text!r}: {pair!r} is not key=value; write NAME:key=value,key=value"
             )
+        if key.strip() in HOST_KEYS:
+            raise InvalidOption(_host_key_in_spec(text, key.strip()))
         try:
             options[key.strip()] = json.loads(raw)
         except json.JSONDecodeError:
             options[key.strip()] = raw
     return name.strip(), options
+
+
+def _host_key_in_spec(text: str, key: str) -> str:
+    """Why a spec cannot set ``key``, and what sets it."""
+    where = (
+        "name the strategy before the ':'"
+        if key == "strategy"
+        else f"give the {key} with the command's --{key} flag"
+    )
+    return f"strategy spec {text!r}: {key!r} is not a strategy option; {where}"
 
 
 def _top_level_pairs(text: str) -> list[str]:

@@ -3,6 +3,7 @@ or JSONL with one message per line; anything else is one clear InvalidMessage.""
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -84,12 +85,68 @@ def _decoded(raw: bytes, source: str) -> str:
         ) from None
 
 
+class NonFiniteNumber(ValueError):
+    """A NaN or an infinity in JSON text: Python's reader takes ``NaN``, ``Infinity``
+    and ``1e999``, but JSON has no such number, so no JSON output could hold it."""
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads``, but a NaN or an infinity raises NonFiniteNumber naming where the
+    first one is (``[3].metadata.score``)."""
+    import json  # here: only reading a file needs it, not `import ctxwindow`
+
+    found: list[str] = []
+
+    def constant(name: str) -> float:  # NaN, Infinity, -Infinity
+        found.append(name)
+        return float(name)
+
+    def number(literal: str) -> float:  # 1e999 reads as an infinity
+        value = float(literal)
+        if not math.isfinite(value):
+            found.append(literal)
+        return value
+
+    data = json.loads(text, parse_constant=constant, parse_float=number)
+    if found:
+        raise NonFiniteNumber(f"{found[0]} at {_path_of_non_finite(data)}")
+    return data
+
+
+def _path_of_non_finite(data: Any) -> str:
+    """Where the first non-finite number in ``data`` is, as ``[0].metadata.score``
+    (walked without recursion: the value may be nested as deep as JSON allows)."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path or "the top level"
+        if isinstance(value, dict):
+            stack.extend((item, f"{path}.{key}") for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(
+                (item, f"{path}[{index}]") for index, item in reversed(list(enumerate(value)))
+            )
+    return "the top level"  # pragma: no cover - load_json found one
+
+
+def non_finite_error(source: str, where: str, error: NonFiniteNumber) -> InvalidMessage:
+    """The InvalidMessage for a NaN or infinity in ``source``."""
+    return InvalidMessage(
+        None,
+        f"{source}{where} holds {error}, which is not a JSON number (JSON has no NaN or "
+        f"Infinity); write null or a finite number there",
+    )
+
+
 def _parsed(text: str, source: str, where: str) -> Any:
     """One JSON value, or InvalidMessage naming the file, the line and what to do."""
     import json  # here: only reading a file needs it, not `import ctxwindow`
 
     try:
-        return json.loads(text)
+        return load_json(text)
+    except NonFiniteNumber as error:
+        raise non_finite_error(source, where, error) from None
     except json.JSONDecodeError as error:
         problem = f"{error.msg} at line {error.lineno} column {error.colno}"
         if where:  # a JSONL line: its own line and column are the line's
@@ -102,9 +159,7 @@ def _parsed(text: str, source: str, where: str) -> Any:
 
 
 def _is_one_object(text: str) -> bool:
-    import json  # here: only reading a file needs it
-
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(load_json(text), dict)
     except (ValueError, RecursionError):
         return False

@@ -4,14 +4,20 @@ and for every tool a plugin adds (``ctxwindow inspect``)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow._files import FORMAT_HINT, parse_messages, read_messages_file
+from ctxwindow._files import (
+    FORMAT_HINT,
+    NonFiniteNumber,
+    load_json,
+    non_finite_error,
+    parse_messages,
+    read_messages_file,
+)
 from ctxwindow._messages import to_openai
 from ctxwindow._plugins import install_hint, request_formats
 from ctxwindow.errors import InvalidMessage
@@ -101,14 +107,22 @@ def _request_body(raw: bytes, source: str) -> dict[str, Any] | None:
     if not text.startswith("{"):
         return None
     try:
-        body = json.loads(text)
+        body = load_json(text)
+    except NonFiniteNumber as error:
+        raise non_finite_error(source, "", error) from None
     except (ValueError, RecursionError):
         return None
     if not isinstance(body, dict) or "role" in body:
         return None
     messages = body.get("messages")
     if not isinstance(messages, list):
-        found = "no 'messages'" if messages is None else f"a {type(messages).__name__} 'messages'"
+        found = (
+            "no 'messages'"
+            if "messages" not in body
+            else "a 'messages' that is null"
+            if messages is None
+            else f"a {type(messages).__name__} 'messages'"
+        )
         raise InvalidMessage(
             None,
             f"{source} holds a JSON object with no 'role' (not a message) and {found} "

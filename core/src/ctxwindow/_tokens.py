@@ -11,11 +11,14 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ctxwindow._messages import Lazy, Message, simple_message
 from ctxwindow.errors import CounterFailed, CtxWindowError, InvalidOption
 from ctxwindow.hookspecs import RegisterTokenCounter, hookimpl
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: What a non-text content part (an image, audio, a file) counts for approximate
 #: counting: OpenAI's price of a low-detail image.
@@ -239,8 +242,15 @@ def hf_counter(path: str | None) -> EncodingCounter:
     if file.is_dir():
         file = file / "tokenizer.json"
     if not file.is_file():
-        raise InvalidOption(f"hf counter: no tokenizer file at {str(file)!r}")
-    tokenizer = Tokenizer.from_file(str(file))
+        raise InvalidOption(f"hf counter: no tokenizer file at {_where(file)}")
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as error:  # tokenizers raises a bare Exception for any file it cannot read
+        raise InvalidOption(
+            f"hf counter: {_where(file)} is not a tokenizers tokenizer.json "
+            f"({_not_a_tokenizer(file, error)}); give the tokenizer.json saved with the "
+            f"model, or its folder"
+        ) from None
     # a tokenizer.json saved for a model holds its input settings: truncation at the
     # model's length would undercount a long message, padding overcount a short one
     tokenizer.no_truncation()
@@ -250,6 +260,26 @@ def hf_counter(path: str | None) -> EncodingCounter:
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
     return EncodingCounter(f"hf:{file}", length)
+
+
+def _where(file: Path) -> str:
+    """``file`` as given, and where that is when it is relative (from the current folder)."""
+    shown = repr(str(file))
+    return shown if file.is_absolute() else f"{shown} ({file.resolve()})"
+
+
+def _not_a_tokenizer(file: Path, error: Exception) -> str:
+    """Why tokenizers refused ``file``: its own message reads as a JSON syntax error
+    even for valid JSON of another shape (a tokenizer_config.json, say)."""
+    import json  # here: only this error needs it
+
+    try:
+        data = json.loads(file.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return "not valid JSON"
+    if not isinstance(data, dict) or "model" not in data:
+        return "valid JSON, but with no tokenizer 'model' in it"
+    return f"tokenizers: {' '.join(str(error).split())}"
 
 
 def counter_problem(counter: object) -> str | None:

@@ -244,3 +244,17 @@ def test_new_plugin_without_a_name_is_a_one_line_usage_error(
     assert usage.value.code == cli.EXIT_USAGE
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("ctxwindow: error: ") and "--help" in line
+
+
+def test_the_next_command_is_quoted_for_a_folder_with_a_space(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The "next:" line is a command to paste: a folder with a space must stay one word."""
+    import shlex
+
+    folder = tmp_path / "my plugins"
+    folder.mkdir()
+    assert cli.main(["new-plugin", "spaced", "--dir", str(folder)]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next: ")]
+    words = shlex.split(line.removeprefix("next: "))
+    assert words[:3] == ["cd", str(folder / "ctxwindow-spaced"), "&&"]

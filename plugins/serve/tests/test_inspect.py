@@ -334,6 +334,25 @@ def test_errors_are_one_line_and_the_input_is_never_overwritten(tmp_path: Path) 
     assert not (tmp_path / "chat.inspect.html").exists()
 
 
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("fixed:strategy=sliding", "'strategy' is not a strategy option; name the strategy"),
+        ("fixed:budget=100", "'budget' is not a strategy option; give the budget with the"),
+        ("fixed:counter=approx", "'counter' is not a strategy option; give the counter with"),
+    ],
+)
+def test_a_spec_cannot_set_the_columns_strategy_or_the_pages_budget_or_counter(
+    tmp_path: Path, spec: str, said: str
+) -> None:
+    """Each would quietly win over the column's name or the page's -b/-c, so that the
+    heading's budget and counter would not be the column's."""
+    done = inspect(str(EXAMPLE), "-s", spec, "-s", "fixed", "-b", "300", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and said in done.stderr
+    assert not (tmp_path / "conversation.inspect.html").exists()
+
+
 def test_inspect_loads_nothing_of_the_proxy(tmp_path: Path) -> None:
     """Looking needs no server: no starlette, uvicorn or httpx is imported."""
     done = subprocess.run(

@@ -3,6 +3,7 @@ tests, the conformance suite included, pass as generated."""
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import ctxwindow
@@ -29,5 +30,7 @@ def register_commands(cli: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _new_plugin(args: argparse.Namespace) -> int:
     target = create_plugin(args.name, args.dir)
-    print(f"created {target}\nnext: cd {target} && pip install -e '.[test]' && pytest")
+    # quoted: the next line is a command to paste, and the folder may hold a space
+    where = shlex.quote(str(target))
+    print(f"created {target}\nnext: cd {where} && pip install -e '.[test]' && pytest")
     return 0

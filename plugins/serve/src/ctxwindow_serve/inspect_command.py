@@ -91,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _column(spec: str, request: SavedRequest, args: argparse.Namespace) -> tuple[str, Window[Any]]:
     """The window one strategy ``spec`` gives; an error building or running it is told
-    without the password of any URL in it (a store's, given in the spec)."""
+    without the password of any URL in it (a store's, given in the spec). A spec that
+    sets ``strategy``, ``budget`` or ``counter`` is refused (parse_strategy_spec): every
+    column is windowed at the page's budget with its counter, as its heading says."""
     try:
         name, options = parse_strategy_spec(spec)
         windower = from_config(
-            {"strategy": name, "budget": args.budget, "counter": args.counter, **options}
+            {**options, "strategy": name, "budget": args.budget, "counter": args.counter}
         )
         return spec, request.select(windower, args.query)[1]
     except Exception as error:
