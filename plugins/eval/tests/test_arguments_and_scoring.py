@@ -395,3 +395,16 @@ def test_trajectories_sharing_an_id_are_told_apart_with_a_warning(tmp_path: Path
         runs = load_trajectories(path)
     assert [run.id for run in runs] == ["run (line 1)", "run (line 2)", "run (line 3)"]
     assert len({run.sample for run in runs}) == 3  # three samples for the interval
+
+
+def test_a_run_uses_a_memory_cache_unless_the_spec_names_one() -> None:
+    """Results must not depend on what earlier runs left in a strategy's cache (a
+    summary rolls on from the newest checkpoint's it finds), nor add the benchmark's
+    texts to a user's: a strategy with a cache option runs on memory by default."""
+    from ctxwindow_eval.agent_runner import _windowers
+
+    assert StrategySpec.parse("semantic").run_options == {"cache": "memory"}
+    assert StrategySpec.parse("semantic:cache=mine.db").run_options == {"cache": "mine.db"}
+    assert StrategySpec.parse("fixed").run_options == {}
+    (windower,) = _windowers([StrategySpec.parse("semantic")], 2_000, "approx")
+    assert windower.strategy.cache.where == "memory"

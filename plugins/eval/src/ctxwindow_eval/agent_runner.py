@@ -190,7 +190,7 @@ def screen_trajectories(
 def _windowers(specs: Sequence[StrategySpec], budget: int, counter: str) -> list[Windower]:
     """Each strategy's windower, all built before anything runs: a bad option fails first."""
     config = {"budget": budget, "counter": counter}
-    return [from_config({**config, "strategy": spec.name, **spec.options}) for spec in specs]
+    return [from_config({**config, "strategy": spec.name, **spec.run_options}) for spec in specs]
 
 
 def _screen(

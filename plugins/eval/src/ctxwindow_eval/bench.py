@@ -427,7 +427,7 @@ def bench_strategy(
 ) -> BenchRow:
     """One row; ``name`` is a strategy spec (``NAME`` or ``NAME:key=value,...``)."""
     spec = StrategySpec.parse(name)
-    options = {**no_shared_cache(spec.name), **spec.options}
+    options = spec.run_options
     repeats = repeats or _repeats(size)
     counter = ApproxCounter()
     config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
@@ -643,21 +643,6 @@ def _torch_twin(embedder: Any) -> Any | None:
         return get_embedder(f"{model}@torch")
     except CtxWindowError:
         return None
-
-
-def takes_cache(name: str) -> bool:
-    """Whether the installed strategy ``name`` has a ``cache`` option (a store that
-    outlives a visit, on disk by default)."""
-    described = next((s for s in describe_strategies() if s["name"] == name), None)
-    if described is None:
-        return False
-    return any(option["name"] == "cache" for option in described["options"])
-
-
-def no_shared_cache(name: str) -> dict[str, Any]:
-    """``cache="memory"`` for a strategy with a ``cache`` option: the bench's made-up
-    texts stay out of the caches a user's strategies share on disk."""
-    return {"cache": "memory"} if takes_cache(name) else {}
 
 
 def no_llm_strategies() -> list[str]:

@@ -32,8 +32,8 @@ from ctxwindow import (
     strategy_class,
 )
 from ctxwindow.errors import CtxWindowError
-from ctxwindow_eval.bench import no_llm_strategies, synthetic_history, takes_cache
-from ctxwindow_eval.runner import StrategySpec
+from ctxwindow_eval.bench import no_llm_strategies, synthetic_history
+from ctxwindow_eval.runner import StrategySpec, takes_cache
 
 SIZE = 100_000
 BUDGET = 4_000

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ctxwindow import Conversation, from_config, parse_strategy_spec
+from ctxwindow import Conversation, describe_strategies, from_config, parse_strategy_spec
 from ctxwindow.errors import BudgetTooSmall, ConfigError, ContractViolation, PluginError
 from ctxwindow_eval.dataset import EvalConversation, LoadReport
 from ctxwindow_eval.metrics import Score, score, window_contents
@@ -39,6 +39,30 @@ class StrategySpec:
     @property
     def title(self) -> str:
         return self.label or self.name
+
+    @property
+    def run_options(self) -> dict[str, Any]:
+        """The options a run uses: the spec's, over a memory cache for a strategy that
+        keeps one (:func:`no_shared_cache`)."""
+        return {**no_shared_cache(self.name), **self.options}
+
+
+def takes_cache(name: str) -> bool:
+    """Whether the installed strategy ``name`` has a ``cache`` option (a store that
+    outlives a visit, on disk by default)."""
+    described = next((s for s in describe_strategies() if s["name"] == name), None)
+    if described is None:
+        return False
+    return any(option["name"] == "cache" for option in described["options"])
+
+
+def no_shared_cache(name: str) -> dict[str, Any]:
+    """``cache="memory"`` for a strategy with a ``cache`` option, unless the spec sets
+    one: a run's results must not depend on what earlier runs left on disk (a summary
+    rolls on from the newest checkpoint's it finds there, and another version's or
+    configuration's would change it), and the made-up texts stay out of the caches a
+    user's strategies share."""
+    return {"cache": "memory"} if takes_cache(name) else {}
 
 
 def parse_specs(
@@ -212,7 +236,7 @@ def evaluate(
     rows = []
     for spec in specs:
         config = {"strategy": spec.name, "budget": max(budgets), "counter": counter}
-        windower = from_config({**config, **spec.options})
+        windower = from_config({**config, **spec.run_options})
         failures: list[Raised] = []
         for budget in budgets:
             started = time.perf_counter()

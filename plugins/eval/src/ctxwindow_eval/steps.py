@@ -31,7 +31,6 @@ from ctxwindow_eval.bench import (
     agent_history,
     collector_paused,
     extremes,
-    no_shared_cache,
     to_json_machine,
 )
 from ctxwindow_eval.runner import StrategySpec
@@ -114,7 +113,7 @@ class _Loop:
 
     def __init__(self, name: str, size: int, budget: int) -> None:
         spec = StrategySpec.parse(name)
-        options = {**no_shared_cache(spec.name), **spec.options}
+        options = spec.run_options
         config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
         self.name = name
         self.size = size
