@@ -86,7 +86,9 @@ class RecentHistories:
                 history = conversation.view(
                     counter, budget, query, task_statement=task_statement, originals=given
                 )
-            self.remembered.remember(entry)
+                # under the lock: no other visit's comparison grows it for the moment,
+                # so its keys are read at its length (see RecentLists.remember)
+                self.remembered.remember(entry)
             return history
         branched = self._branch(given) if remember else None
         conversation = Conversation(given) if branched is None else branched

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice, repeat
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 #: Items whose content is compared with what was read: the newest this many.
 CHECKED = 256
@@ -23,6 +24,13 @@ LISTS_KEPT = 32
 ITEMS_KEPT = 250_000
 #: Shorter lists are read whole each time: recognising them would save nothing.
 REMEMBER_FROM = 32
+#: Lists this long or longer are looked up by their items' keys (see RecentLists);
+#: shorter ones, which neither the core nor the adapters remember, are looked through.
+INDEXED_FROM = REMEMBER_FROM
+#: At most this many remembered lists of one key (and of one anchor, for a list that
+#: parts from them) are compared with a list: more than that open alike by chance (a
+#: long prompt every chat shares), and each would cost a comparison.
+TRIED = 8
 
 
 class Remembered(Protocol):
@@ -79,6 +87,76 @@ def _fields(value: dict[Any, Any], depth: int) -> tuple[Any, ...]:
     if atoms.issuperset(map(type, value.values())):  # a part of strings: in C
         return tuple(value.items())
     return tuple([(k, v if type(v) in atoms else snapshot(v, depth)) for k, v in value.items()])
+
+
+def item_key(item: Any) -> Hashable:
+    """What :class:`RecentLists` looks an item up by: its ``content`` when a string,
+    else a hash of the whole item (:func:`_hashable`; None when it has none). Equal
+    items have equal keys, so the keys of a few of a list's items find the lists it may
+    start with, and only those are compared. A dict's key is what :func:`item_keys`
+    gives of it."""
+    try:
+        if isinstance(item, dict):
+            content = dict.get(item, "content")
+        else:
+            content = getattr(item, "content", None)
+        return content if type(content) is str else hash(_hashable(item))
+    except Exception:  # an odd object, or one that holds an unhashable value
+        return None
+
+
+def _hashable(value: Any, depth: int = 8) -> Any:
+    """``value`` as one hashable whole, equal for equal values: a dict as the set of
+    its items (a dict rebuilt with its keys in another order is equal), a list as a
+    tuple, an SDK object as its :func:`snapshot`."""
+    kind = type(value)
+    if kind in _ATOMS or depth <= 0:
+        return value
+    if kind is dict:
+        return frozenset([(key, _hashable(v, depth - 1)) for key, v in value.items()])
+    if kind is list or kind is tuple:
+        return tuple([_hashable(v, depth - 1) for v in value])
+    return snapshot(value, depth)
+
+
+def item_keys(items: Sequence[Any]) -> list[Hashable]:
+    """:func:`item_key` of each item; for a chat's dicts of strings, at C speed."""
+    try:
+        contents = list(map(dict.get, items, repeat("content")))
+    except TypeError:  # not all dicts: Messages, SDK objects, other mappings
+        return list(map(item_key, items))
+    if _STRINGS.issuperset(map(type, contents)):
+        return contents
+    return [c if type(c) is str else item_key(i) for c, i in zip(contents, items, strict=True)]
+
+
+_STRINGS = frozenset({str})
+
+
+def _signature(items: Sequence[Any]) -> int:
+    """The keys of a list's first INDEXED_FROM items, hashed: a list and one that it
+    starts with, or that it parts from where :func:`shared_prefix` finds it, share them.
+    Histories that share a system prompt alone do not."""
+    return hash(tuple(item_keys(items[:INDEXED_FROM])))
+
+
+def _anchor(length: int) -> int:
+    """A position a list that parts from a remembered one of ``length`` items where
+    :meth:`RecentLists.near` finds it agrees with it up to: INDEXED_FROM, or the
+    greatest power of two no later than the remembered list's newest CHECKED items."""
+    older = length - CHECKED
+    return max(INDEXED_FROM, 1 << (older.bit_length() - 1)) if older > 0 else INDEXED_FROM
+
+
+def _anchors(size: int) -> list[int]:
+    """The anchors (:func:`_anchor`) of the lists a list of ``size`` items may part from
+    where :meth:`RecentLists.near` finds it: INDEXED_FROM and each power of two past it
+    below ``size``. A few: one a doubling."""
+    anchors, power = [INDEXED_FROM], 1 << INDEXED_FROM.bit_length()
+    while power < size:
+        anchors.append(power)
+        power *= 2
+    return anchors
 
 
 def same(a: object, b: object) -> bool:
@@ -239,73 +317,235 @@ def _as_list(items: Sequence[Any]) -> list[Any]:
     return items if isinstance(items, list) else list(items)
 
 
+class _Keys(NamedTuple):
+    """What a remembered list is indexed by, as it was when last remembered (a list
+    shorter than INDEXED_FROM: its length alone)."""
+
+    entry: Any
+    length: int
+    signature: int | None
+    first: Any  # its first and last items, found by identity: held, so that their
+    last: Any  # ids stay their own
+    end: tuple[int, int, Hashable] | None  # (length, signature, the last item's key)
+    anchored: tuple[int, int, Hashable] | None  # (anchor, signature, the key there)
+
+
+def _keys_of(entry: Remembered, known: _Keys | None) -> _Keys:
+    """What ``entry`` is indexed by now: its opening's signature as ``known`` has it
+    (a list grows at its end: its opening is read once), its last item, its anchor's."""
+    originals = entry.originals
+    length = len(originals)
+    if length < INDEXED_FROM:
+        return _Keys(entry, length, None, None, None, None, None)
+    signature = known.signature if known is not None else None
+    if signature is None:
+        signature = _signature(originals)
+    first, last, anchor = originals[0], originals[length - 1], _anchor(length)
+    last_key, anchor_key = item_keys([last, originals[anchor - 1]])
+    end = (length, signature, last_key)
+    anchored = (anchor, signature, anchor_key)
+    return _Keys(entry, length, signature, first, last, end, anchored)
+
+
+def _fresh(entries: Iterable[S], taken: set[int]) -> Iterator[S]:
+    """``entries`` not yet in ``taken`` (by id), each then taken."""
+    for entry in entries:
+        if id(entry) not in taken:
+            taken.add(id(entry))
+            yield entry
+
+
+def _batches(given: Sequence[Any]) -> Iterator[tuple[int, Sequence[Any]]]:
+    """``given``'s items from its end back to the last of its first INDEXED_FROM, as
+    (position of the first, items): two, then twice as many each time, so that a list
+    that grew by a few items is looked up at a few, and any other at each once."""
+    stop, batch = len(given), 2
+    while stop >= INDEXED_FROM:
+        start = max(INDEXED_FROM - 1, stop - batch)
+        yield start, given[start:stop]
+        stop, batch = start, batch * 2
+
+
+def _newest(bucket: dict[int, None] | None) -> Iterator[int]:
+    """The ids in ``bucket``, the most recently remembered first."""
+    return reversed(bucket) if bucket else iter(())
+
+
 class RecentLists(Generic[S]):
     """Remembered lists, least recently used first out, bounded by count and by items.
 
-    :meth:`candidates` is a cheap first look (length, first and last item): confirm
-    each with :func:`starts_with` under the lock that guards it. Thread-safe.
+    :meth:`candidates` and :meth:`near` are a cheap first look: confirm each list they
+    give with :func:`starts_with` (or :func:`shared_prefix`) under the lock that guards
+    it. They look lists up by the keys (:func:`item_key`) of a few of their items: the
+    first INDEXED_FROM, the last, one at an anchor (:func:`_anchor`). Many histories open
+    alike (one app's system prompt, many users' chats), and looking through them all on
+    each visit cost milliseconds at a thousand: a look costs the new items of a list
+    that grew (all of them for a new one) and at most TRIED comparisons a length,
+    however many lists are remembered. Thread-safe.
     """
 
     def __init__(self, lists: int = LISTS_KEPT, items: int = ITEMS_KEPT) -> None:
         self._lock = threading.Lock()
         self._entries: OrderedDict[int, S] = OrderedDict()  # by id(entry), LRU last
+        self._keys: dict[int, _Keys] = {}  # by id(entry)
+        # the ids of the lists of each key (below), the most recently remembered last
+        self._ends: dict[Hashable, dict[int, None]] = {}  # by _Keys.end
+        self._lasts: dict[int, dict[int, None]] = {}  # by id(_Keys.last)
+        self._firsts: dict[int, int] = {}  # id(_Keys.first): how many lists start with it
+        self._anchored: dict[Hashable, dict[int, None]] = {}  # by _Keys.anchored
+        self._short: dict[int, None] = {}  # shorter than INDEXED_FROM: looked through
+        self._total = 0  # items in all, as each list was when remembered
         self._lists = lists
         self._items = items
 
     def candidates(self, given: Sequence[Any]) -> Iterator[S]:
-        """Remembered lists ``given`` may start with (by their first and last items):
-        first those whose ends are ``given``'s very objects (an app's list that grew),
-        longest first; then those whose ends are only equal (a list rebuilt from equal
-        items), longest first, compared only when no earlier one is taken. Comparing
-        by value costs an SDK's message models microseconds each, and a list that grew
-        would otherwise pay it for every other list remembered. A generator: the
-        remembered lists are read when the first is asked for, and it is true even
+        """Remembered lists ``given`` may start with: first those whose first and last
+        items are ``given``'s very objects (an app's list that grew), longest first;
+        then those whose ends are only equal (a list rebuilt from equal items), longest
+        first, compared only when no earlier one is taken. Comparing by value costs an
+        SDK's message models microseconds each, and a list that grew would otherwise pay
+        it for every other list remembered.
+
+        The long lists are looked up from ``given``'s end back (:func:`_batches`), so
+        that a list that grew is found after its new items: by identity (only when some
+        list starts with ``given``'s very first item), then by their keys. A generator:
+        the remembered lists are read when the first is asked for, and it is true even
         when it yields none (``list()`` it to test)."""
+        taken: set[int] = set()
+        indexed = len(given) >= INDEXED_FROM
+        if indexed and self._starts_with_object(given[0]):
+            yield from _fresh(self._identical(given), taken)
+        identical, unlike = self._short_ends(given)
+        yield from identical
+        if indexed:
+            yield from _fresh(self._equal(given, _signature(given)), taken)
+        for entry, length, head, tail in unlike:
+            if same(given[0], head) and same(given[length - 1], tail):
+                yield entry
+
+    def _identical(self, given: Sequence[Any]) -> Iterator[S]:
+        """The indexed lists whose first and last items are ``given``'s very objects,
+        longest first: looked up by identity alone."""
+        first = given[0]
+        for start, items in _batches(given):
+            with self._lock:
+                found = [
+                    held.entry
+                    for at in range(len(items) - 1, -1, -1)
+                    for held in self._ending_with(start + at + 1, items[at])
+                    if held.first is first
+                ]
+            yield from found
+
+    def _equal(self, given: Sequence[Any], signature: int) -> Iterator[S]:
+        """The indexed lists that may end where an item of ``given`` stands, longest
+        first: those whose keys match (``signature``: of ``given``'s opening), and those
+        that end with that very item (whose key it had when it was remembered: an app
+        may edit the newest in place, which :func:`starts_with` sees)."""
+        for start, items in _batches(given):
+            keys = item_keys(items)
+            with self._lock:
+                found = [
+                    held.entry
+                    for at in range(len(items) - 1, -1, -1)
+                    for held in self._ending(start + at + 1, items[at], keys[at], signature)
+                ]
+            yield from found
+
+    def _starts_with_object(self, first: Any) -> bool:
+        """Whether an indexed list starts with ``first``, that very object."""
+        with self._lock:
+            return id(first) in self._firsts
+
+    def _ending(self, length: int, last: Any, key: Hashable, signature: int) -> list[_Keys]:
+        """The indexed lists of ``length`` items that end with ``last``, that very
+        object, then those whose keys are ``key`` and ``signature``: at most TRIED of
+        each, the most recent (more that match by key are alike only by chance)."""
+        matched = self._ends.get((length, signature, key))
+        found = self._ending_with(length, last)
+        if matched is not None:
+            found += map(self._keys.__getitem__, islice(reversed(matched), TRIED))
+        return found
+
+    def _ending_with(self, length: int, last: Any) -> list[_Keys]:
+        """The indexed lists of ``length`` items that end with ``last``, that very
+        object: at most TRIED, the most recent."""
+        bucket = self._lasts.get(id(last))
+        if bucket is None:  # most positions: at C speed
+            return []
+        held = map(self._keys.__getitem__, reversed(bucket))
+        return [k for k in held if k.length == length and k.last is last][:TRIED]
+
+    def _short_ends(self, given: Sequence[Any]) -> tuple[list[S], list[tuple[S, int, Any, Any]]]:
+        """Of the lists shorter than INDEXED_FROM that ``given`` is no shorter than, those
+        whose first and last items are ``given``'s very objects, and the ends (entry,
+        length, first and last items) of the others; each longest first."""
         size = len(given)
         with self._lock:
             ends = [
                 (entry, len(entry.originals), entry.originals[0], entry.originals[-1])
-                for entry in self._entries.values()
+                for entry in map(self._entries.__getitem__, self._short)
                 if 0 < len(entry.originals) <= size
             ]
         ends.sort(key=lambda end: end[1], reverse=True)
         first = given[0] if size else None
+        identical: list[S] = []
         unlike: list[tuple[S, int, Any, Any]] = []
         for end in ends:
-            entry, length, head, tail = end
-            if head is first and given[length - 1] is tail:
-                yield entry
+            if end[2] is first and given[end[1] - 1] is end[3]:
+                identical.append(end[0])
             else:
                 unlike.append(end)
-        for entry, length, head, tail in unlike:
-            if same(first, head) and same(given[length - 1], tail):
-                yield entry
+        return identical, unlike
 
     def near(self, given: Sequence[Any]) -> list[S]:
-        """Remembered lists ``given`` may share all but their newest CHECKED items with
-        (see :func:`shared_prefix`), longest first."""
+        """Remembered lists ``given`` may share its first INDEXED_FROM items and all but
+        their newest CHECKED items with (see :func:`shared_prefix`), longest first: at
+        most TRIED whose keys are ``given``'s at their anchor (:func:`_anchor`), the most
+        recent of each key; and the short lists whose first item is equal."""
         size = len(given)
+        found = self._anchored_in(given) if size >= INDEXED_FROM else []
         with self._lock:
-            found = [
+            short = [self._entries[key] for key in self._short]
+            found += [
                 entry
-                for entry in self._entries.values()
-                if len(entry.originals) - CHECKED < size
-                and len(entry.originals) > 0
-                and same(given[0], entry.originals[0])
+                for entry in short
+                if len(entry.originals) > 0 and same(given[0], entry.originals[0])
             ]
+        found = [entry for entry in found if len(entry.originals) - CHECKED < size]
         return sorted(found, key=lambda entry: len(entry.originals), reverse=True)
+
+    def _anchored_in(self, given: Sequence[Any]) -> list[S]:
+        """The indexed lists whose keys are ``given``'s at their anchor (one look per
+        power of two below its length), at most TRIED, the longest."""
+        signature, anchors = _signature(given), _anchors(len(given))
+        keys = item_keys([given[anchor - 1] for anchor in anchors])
+        with self._lock:
+            ids = [
+                key
+                for anchor, at in zip(anchors, keys, strict=True)
+                for key in islice(_newest(self._anchored.get((anchor, signature, at))), TRIED)
+            ]
+            found = [self._keys[key].entry for key in dict.fromkeys(ids)]
+        found.sort(key=lambda entry: len(entry.originals), reverse=True)
+        return found[:TRIED]
 
     def replace(self, old: S, new: S) -> None:
         """Remember ``new`` in place of ``old`` (a branch of it): the most recent."""
         with self._lock:
-            self._entries.pop(id(old), None)
+            self._forget(id(old))
         self.remember(new)
 
     def remember(self, entry: S) -> None:
-        """Remember ``entry``, or note that it grew: it becomes the most recent."""
+        """Remember ``entry``, or note that it grew: it becomes the most recent. Its
+        keys are read as it is now: call this as its owner grows it, under its lock."""
+        known = self._keys.get(id(entry))
+        keys = _keys_of(entry, known if known is not None and known.entry is entry else None)
         with self._lock:
+            self._unindex(id(entry))
             self._entries[id(entry)] = entry
             self._entries.move_to_end(id(entry))
+            self._index(id(entry), keys)
             self._forget_beyond_bounds(keep=entry)
 
     def bound(self, lists: int, items: int) -> None:
@@ -321,21 +561,61 @@ class RecentLists(Generic[S]):
         return self._lists, self._items
 
     def _forget_beyond_bounds(self, keep: S | None) -> None:
-        total = sum(len(entry.originals) for entry in self._entries.values())
-        for key in list(self._entries):
-            if len(self._entries) <= self._lists and total <= self._items:
+        entries = self._entries
+        while entries and (len(entries) > self._lists or self._total > self._items):
+            oldest = next(iter(entries))
+            if entries[oldest] is keep:  # the most recent: no other is left
                 break
-            entry = self._entries[key]
-            if entry is not keep:
-                total -= len(entry.originals)
-                del self._entries[key]
-        if keep is not None and total > self._items:  # one list alone past the bound
-            self._entries.pop(id(keep), None)
+            self._forget(oldest)
+        if keep is not None and self._total > self._items:  # one list alone past the bound
+            self._forget(id(keep))
+
+    def _forget(self, key: int) -> None:
+        self._entries.pop(key, None)
+        self._unindex(key)
+
+    def _index(self, key: int, keys: _Keys) -> None:
+        self._keys[key] = keys
+        self._total += keys.length
+        if keys.signature is None:
+            self._short[key] = None
+            return
+        self._ends.setdefault(keys.end, {})[key] = None
+        self._lasts.setdefault(id(keys.last), {})[key] = None
+        self._anchored.setdefault(keys.anchored, {})[key] = None
+        self._firsts[id(keys.first)] = self._firsts.get(id(keys.first), 0) + 1
+
+    def _unindex(self, key: int) -> None:
+        keys = self._keys.pop(key, None)
+        if keys is None:
+            return
+        self._total -= keys.length
+        if keys.signature is None:
+            del self._short[key]
+            return
+        indexes: tuple[tuple[dict[Any, dict[int, None]], Hashable], ...] = (
+            (self._ends, keys.end),
+            (self._lasts, id(keys.last)),
+            (self._anchored, keys.anchored),
+        )
+        for index, at in indexes:
+            bucket = index[at]
+            del bucket[key]
+            if not bucket:
+                del index[at]
+        if self._firsts[id(keys.first)] == 1:
+            del self._firsts[id(keys.first)]
+        else:
+            self._firsts[id(keys.first)] -= 1
 
     def clear(self) -> None:
         """Forget every remembered list."""
         with self._lock:
-            self._entries.clear()
+            for index in (self._entries, self._keys, self._ends, self._lasts, self._anchored):
+                index.clear()
+            self._short.clear()
+            self._firsts.clear()
+            self._total = 0
 
     def __len__(self) -> int:
         return len(self._entries)

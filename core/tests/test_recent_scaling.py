@@ -1,0 +1,237 @@
+"""Recognising a remembered history costs what the visit's list adds, not the number of
+histories remembered: a server remembers a thousand chats that open with one system
+prompt, and each visit compared with every one of them cost milliseconds.
+
+Every test counts comparisons (calls of ``starts_with`` and ``shared_prefix``, items
+keyed), never time, and checks that what is recognised reads as a fresh read would.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import ctxwindow
+import ctxwindow._recent as recent_module
+from ctxwindow import Conversation
+from ctxwindow._recent import RecentHistories
+from ctxwindow.kit import _prefixes
+from ctxwindow.kit._prefixes import CHECKED, INDEXED_FROM, TRIED, RecentLists
+
+SYSTEM = {"role": "system", "content": "You are the support bot of ACME. " + "Be kind. " * 50}
+COUNTER = ctxwindow.ApproxCounter()
+MANY = 1_000
+
+
+def chat(user: int, turns: int = 20, opening: list[dict[str, Any]] | None = None) -> list[Any]:
+    """One user's chat: the shared system prompt (rebuilt, as from JSON), then turns."""
+    out: list[Any] = [dict(SYSTEM), *copy.deepcopy(opening or [])]
+    for turn in range(turns):
+        out.append({"role": "user", "content": f"user {user} asks {turn} " + "word " * 5})
+        out.append({"role": "assistant", "content": f"to {user}: answer {turn} " + "so " * 5})
+    return out
+
+
+class Calls:
+    """Calls of the recognition's comparisons, counted where _recent calls them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.starts_with = self.shared_prefix = 0
+        for name in ("starts_with", "shared_prefix"):
+            monkeypatch.setattr(recent_module, name, self._counted(name))
+
+    def _counted(self, name: str) -> Callable[..., Any]:
+        real = getattr(recent_module, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            setattr(self, name, getattr(self, name) + 1)
+            return real(*args, **kwargs)
+
+        return counted
+
+
+def remembering(histories: list[list[Any]], counter: Any = COUNTER) -> RecentHistories:
+    """A process's remembered histories, sized as ``ctxwindow serve`` sizes them, having
+    read each of ``histories``."""
+    recent = RecentHistories()
+    recent.remembered = RecentLists(lists=1_024, items=1_024_000)
+    for history in histories:
+        seen(recent, history, counter)
+    return recent
+
+
+def seen(recent: RecentHistories, history: list[Any], counter: Any = COUNTER) -> Conversation:
+    return recent.view(history, counter, 2_000, None, task_statement=True).conversation
+
+
+def fresh_portrait(conversation: Conversation, history: list[Any]) -> bool:
+    """Whether ``conversation`` reads ``history`` as a fresh Conversation does."""
+    mine, want = conversation.view(COUNTER, 2_000), Conversation(history).view(COUNTER, 2_000)
+    return (
+        list(mine.messages) == list(want.messages)
+        and [(u.start, u.stop) for u in mine.units] == [(u.start, u.stop) for u in want.units]
+        and mine.total_tokens == want.total_tokens
+    )
+
+
+@pytest.fixture(scope="module")
+def many() -> list[list[Any]]:
+    return [chat(user) for user in range(MANY)]
+
+
+def test_a_new_chat_among_a_thousand_sharing_its_system_prompt_is_compared_with_none(
+    many: list[list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recent = remembering(many)
+    calls = Calls(monkeypatch)
+    for user in range(MANY, MANY + 5):
+        new = chat(user)
+        conversation = seen(recent, new)
+        assert conversation.branched_from is None  # read whole, as it must be
+        assert fresh_portrait(conversation, new)
+    # each compared with no remembered chat: they share the system prompt alone
+    assert (calls.starts_with, calls.shared_prefix) == (0, 0)
+    assert len(recent) == MANY + 5
+
+
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["same objects", "rebuilt"])
+def test_a_chat_that_grew_among_a_thousand_is_found_first_and_reads_its_new_messages(
+    many: list[list[Any]], monkeypatch: pytest.MonkeyPatch, counting: Any, rebuilt: bool
+) -> None:
+    recent = remembering(many, counting)
+    calls = Calls(monkeypatch)
+    for user in (0, 500, MANY - 1):
+        grown = [*many[user], {"role": "user", "content": f"user {user} again"}]
+        grown = copy.deepcopy(grown) if rebuilt else grown
+        read = counting.calls
+        conversation = seen(recent, grown, counting)
+        assert counting.calls - read == 1  # the new message alone
+        assert fresh_portrait(conversation, grown)
+    assert (calls.starts_with, calls.shared_prefix) == (3, 0)  # its own history, once
+    assert len(recent) == MANY
+
+
+def test_a_chat_that_parts_near_its_end_among_a_thousand_is_a_branch_of_its_own(
+    many: list[list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recent = remembering(many)
+    remembered = {id(seen(recent, history)) for history in many[:3]}
+    calls = Calls(monkeypatch)
+    for user in range(3):
+        history = many[user]
+        again = [*history[:-1], {"role": "assistant", "content": f"to {user}: better"}]
+        branch = seen(recent, copy.deepcopy(again))
+        origin = branch.branched_from
+        assert origin is not None and id(origin.parent) in remembered
+        assert origin.messages == len(history) - 1
+        assert origin.parent.originals[:5] == history[:5]  # this user's, not another's
+        assert fresh_portrait(branch, again)
+    assert calls.shared_prefix == 3  # one each: the history it parts from
+    assert calls.starts_with <= 3
+
+
+def test_chats_sharing_a_long_opening_are_compared_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forty messages every chat opens with (examples in the prompt): a new chat shares
+    them with each remembered one and is read as a branch of one (what it shares is not
+    read again), after at most TRIED comparisons however many are remembered."""
+    opening = chat(-1, turns=INDEXED_FROM // 2 + 4)[1:]
+    recent = remembering([chat(user, turns=5, opening=opening) for user in range(300)])
+    calls = Calls(monkeypatch)
+    new = chat(300, turns=5, opening=opening)
+    branch = seen(recent, new)
+    assert branch.branched_from is not None
+    assert branch.branched_from.messages >= INDEXED_FROM
+    assert fresh_portrait(branch, new)
+    assert calls.shared_prefix <= TRIED
+    assert calls.starts_with <= TRIED
+
+
+def test_a_long_chat_that_parts_near_its_end_is_found_among_chats_that_open_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past CHECKED messages, a list is looked up at an anchor deeper in (a power of
+    two before its newest CHECKED): chats that share a long opening but part before
+    that anchor are not compared with it."""
+    opening = chat(-1, turns=20)[1:]  # forty messages every chat opens with
+    histories = [chat(user, turns=CHECKED // 2 + 40, opening=opening) for user in range(60)]
+    recent = remembering(histories)
+    calls = Calls(monkeypatch)
+    mine = histories[42]
+    again = [*copy.deepcopy(mine[:-3]), {"role": "user", "content": "asked otherwise"}]
+    branch = seen(recent, again)
+    assert branch.branched_from is not None
+    assert branch.branched_from.messages == len(mine) - 3
+    assert fresh_portrait(branch, again)
+    assert calls.shared_prefix == 1
+
+
+def test_a_list_that_grew_is_looked_up_at_its_new_items_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The keys read to find a list that grew: none when it holds the remembered list's
+    very objects; its opening and its newest items when it was rebuilt."""
+
+    class Held:
+        def __init__(self, originals: list[Any]) -> None:
+            self.originals, self.contents = originals, None
+
+    lists: RecentLists[Held] = RecentLists(lists=2_000, items=10**7)
+    held = [Held(chat(user)) for user in range(MANY)]
+    for entry in held:
+        lists.remember(entry)
+    keyed: list[int] = []
+    keys = _prefixes.item_keys
+
+    def counted(items: Any) -> Any:
+        keyed.append(len(items))
+        return keys(items)
+
+    monkeypatch.setattr(_prefixes, "item_keys", counted)
+    mine = held[123].originals
+    grown = [*mine, *chat(123, turns=2)[1:]]
+    assert next(lists.candidates(grown)) is held[123]
+    assert keyed == []
+    assert next(lists.candidates(copy.deepcopy(grown))) is held[123]
+    assert sum(keyed) <= INDEXED_FROM + 2 * 5
+    keyed.clear()
+    assert list(lists.candidates(chat(MANY))) == []  # a new one: each of its items once
+    assert sum(keyed) <= INDEXED_FROM + len(chat(MANY))
+
+
+def test_the_index_follows_what_is_remembered_and_forgotten() -> None:
+    class Held:
+        def __init__(self, originals: list[Any]) -> None:
+            self.originals, self.contents = originals, None
+
+    lists: RecentLists[Held] = RecentLists(lists=50, items=10**6)
+    held = [Held(chat(user, turns=user % 20)) for user in range(120)]  # some short
+    for entry in held:
+        lists.remember(entry)
+    for entry in held[-10:]:
+        entry.originals.append({"role": "user", "content": "more"})
+        lists.remember(entry)
+    lists.replace(held[-1], Held(chat(-1)))
+    lists.bound(20, 10**6)
+
+    def consistent() -> None:
+        assert set(lists._keys) == set(lists._entries)
+        assert lists._total == sum(len(e.originals) for e in lists._entries.values())
+        indexed = [k for k in lists._keys.values() if k.signature is not None]
+        assert sum(map(len, lists._ends.values())) == len(indexed)
+        assert sum(map(len, lists._lasts.values())) == len(indexed)
+        assert sum(map(len, lists._anchored.values())) == len(indexed)
+        assert sum(lists._firsts.values()) == len(indexed)
+        assert set(lists._short) == {key for key, k in lists._keys.items() if k.signature is None}
+
+    consistent()
+    assert len(lists) == 20
+    for entry in held[-9:-1]:
+        assert next(lists.candidates([*entry.originals, SYSTEM])) is entry
+    lists.clear()
+    consistent()
+    assert len(lists) == 0 and not lists._ends and not lists._firsts
