@@ -26,6 +26,13 @@ COUNTER = ctxwindow.ApproxCounter()
 MANY = 1_000
 
 
+class Held:
+    """A remembered list, as the core's entries hold one."""
+
+    def __init__(self, originals: list[Any]) -> None:
+        self.originals, self.contents = originals, None
+
+
 def chat(user: int, turns: int = 20, opening: list[dict[str, Any]] | None = None) -> list[Any]:
     """One user's chat: the shared system prompt (rebuilt, as from JSON), then turns."""
     out: list[Any] = [dict(SYSTEM), *copy.deepcopy(opening or [])]
@@ -176,10 +183,6 @@ def test_a_list_that_grew_is_looked_up_at_its_new_items_alone(
     """The keys read to find a list that grew: none when it holds the remembered list's
     very objects; its opening and its newest items when it was rebuilt."""
 
-    class Held:
-        def __init__(self, originals: list[Any]) -> None:
-            self.originals, self.contents = originals, None
-
     lists: RecentLists[Held] = RecentLists(lists=2_000, items=10**7)
     held = [Held(chat(user)) for user in range(MANY)]
     for entry in held:
@@ -204,10 +207,6 @@ def test_a_list_that_grew_is_looked_up_at_its_new_items_alone(
 
 
 def test_the_index_follows_what_is_remembered_and_forgotten() -> None:
-    class Held:
-        def __init__(self, originals: list[Any]) -> None:
-            self.originals, self.contents = originals, None
-
     lists: RecentLists[Held] = RecentLists(lists=50, items=10**6)
     held = [Held(chat(user, turns=user % 20)) for user in range(120)]  # some short
     for entry in held:
@@ -226,6 +225,7 @@ def test_the_index_follows_what_is_remembered_and_forgotten() -> None:
         assert sum(map(len, lists._lasts.values())) == len(indexed)
         assert sum(map(len, lists._anchored.values())) == len(indexed)
         assert sum(lists._firsts.values()) == len(indexed)
+        assert sum(lists._signatures.values()) == len(indexed)
         assert set(lists._short) == {key for key, k in lists._keys.items() if k.signature is None}
 
     consistent()
@@ -234,4 +234,24 @@ def test_the_index_follows_what_is_remembered_and_forgotten() -> None:
         assert next(lists.candidates([*entry.originals, SYSTEM])) is entry
     lists.clear()
     consistent()
-    assert len(lists) == 0 and not lists._ends and not lists._firsts
+    assert len(lists) == 0 and not lists._ends and not lists._firsts and not lists._signatures
+
+
+def test_a_new_history_is_looked_up_at_none_of_its_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold call's history opens unlike any remembered one: it is looked up by its
+    opening's signature alone, not item by item from its end (a pass over 10,000 items
+    in Python doubled a cold visit)."""
+    lists: RecentLists[Held] = RecentLists(64, 10**7)
+    for number in range(20):
+        lists.remember(Held(chat(number)))
+    looked: list[int] = []
+    ending = RecentLists._ending
+
+    def counting(self: Any, length: int, *args: Any) -> Any:
+        looked.append(length)
+        return ending(self, length, *args)
+
+    monkeypatch.setattr(RecentLists, "_ending", counting)
+    new = [{"role": "user", "content": f"a history like no other, {n}"} for n in range(5_000)]
+    assert list(lists.candidates(new)) == []
+    assert looked == []

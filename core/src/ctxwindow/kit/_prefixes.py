@@ -392,6 +392,7 @@ class RecentLists(Generic[S]):
         self._ends: dict[Hashable, dict[int, None]] = {}  # by _Keys.end
         self._lasts: dict[int, dict[int, None]] = {}  # by id(_Keys.last)
         self._firsts: dict[int, int] = {}  # id(_Keys.first): how many lists start with it
+        self._signatures: dict[int, int] = {}  # _Keys.signature: how many lists have it
         self._anchored: dict[Hashable, dict[int, None]] = {}  # by _Keys.anchored
         self._short: dict[int, None] = {}  # shorter than INDEXED_FROM: looked through
         self._total = 0  # items in all, as each list was when remembered
@@ -418,7 +419,9 @@ class RecentLists(Generic[S]):
         identical, unlike = self._short_ends(given)
         yield from identical
         if indexed:
-            yield from _fresh(self._equal(given, _signature(given)), taken)
+            signature = _signature(given)
+            if self._opens_like(signature):  # else none can be its start: no look back
+                yield from _fresh(self._equal(given, signature), taken)
         for entry, length, head, tail in unlike:
             if same(given[0], head) and same(given[length - 1], tail):
                 yield entry
@@ -451,6 +454,12 @@ class RecentLists(Generic[S]):
                     for held in self._ending(start + at + 1, items[at], keys[at], signature)
                 ]
             yield from found
+
+    def _opens_like(self, signature: int) -> bool:
+        """Whether an indexed list opens with items of these keys (:func:`_signature`):
+        a new history (a cold call) is then looked up at no item of its own."""
+        with self._lock:
+            return signature in self._signatures
 
     def _starts_with_object(self, first: Any) -> bool:
         """Whether an indexed list starts with ``first``, that very object."""
@@ -584,6 +593,7 @@ class RecentLists(Generic[S]):
         self._lasts.setdefault(id(keys.last), {})[key] = None
         self._anchored.setdefault(keys.anchored, {})[key] = None
         self._firsts[id(keys.first)] = self._firsts.get(id(keys.first), 0) + 1
+        self._signatures[keys.signature] = self._signatures.get(keys.signature, 0) + 1
 
     def _unindex(self, key: int) -> None:
         keys = self._keys.pop(key, None)
@@ -593,6 +603,10 @@ class RecentLists(Generic[S]):
         if keys.signature is None:
             del self._short[key]
             return
+        if self._signatures[keys.signature] == 1:
+            del self._signatures[keys.signature]
+        else:
+            self._signatures[keys.signature] -= 1
         indexes: tuple[tuple[dict[Any, dict[int, None]], Hashable], ...] = (
             (self._ends, keys.end),
             (self._lasts, id(keys.last)),
@@ -615,6 +629,7 @@ class RecentLists(Generic[S]):
                 index.clear()
             self._short.clear()
             self._firsts.clear()
+            self._signatures.clear()
             self._total = 0
 
     def __len__(self) -> int:

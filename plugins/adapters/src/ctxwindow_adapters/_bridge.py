@@ -101,6 +101,11 @@ class Converted(Generic[T]):
     #: before (see :meth:`items_at`), ascending; kept as Messages are added (found
     #: once from ``sources`` when not given), and only ever grown, as those lists.
     breaks: list[int] | None = None
+    #: How many of the first Messages are read for good (a remembered conversion's: the
+    #: newest are read again on each call), and what the summaries' ``covers`` named in
+    #: the caller's items, by ``id`` of the covers (see :func:`_made_in_items`).
+    settled: int = 0
+    made_covers: dict[int, tuple[Any, tuple[Any, ...] | None, int]] | None = None
 
     def __post_init__(self) -> None:
         if self.breaks is None:
@@ -540,21 +545,45 @@ def _made_in_items(message: Message, converted: Converted[Any]) -> Message:
     covers = message.metadata.get("covers")
     if not isinstance(covers, (list, tuple)):
         return message
-    sources, size = converted.sources, len(converted.sources)
+    memo = converted.made_covers
+    held = memo.get(id(covers)) if memo is not None else None
+    if held is not None and held[0] is covers and held[2] <= converted.settled:
+        mapped = held[1]  # a summary names the same messages turn after turn
+    else:
+        mapped, top = _covers_in_items(covers, converted.sources)
+        if memo is not None and top <= converted.settled:  # read for good: they stay
+            if len(memo) >= MADE_COVERS_KEPT:
+                memo.clear()
+            memo[id(covers)] = (covers, mapped, top)
+    if mapped is None:
+        return message
+    metadata = {**message.metadata, "covers": mapped if isinstance(covers, tuple) else list(mapped)}
+    return dataclasses.replace(message, metadata=metadata)
+
+
+#: Summaries' covers remembered per conversion (see :func:`_made_in_items`).
+MADE_COVERS_KEPT = 8
+
+
+def _covers_in_items(
+    covers: Sequence[Any], sources: Sequence[tuple[int, ...]]
+) -> tuple[tuple[Any, ...] | None, int]:
+    """``covers`` naming the caller's items (None: as it is), and one past the last
+    converted position it names (the Messages it depends on)."""
+    size, top = len(sources), 0
     named: dict[object, None] = {}  # ordered, each once
     for ref in covers:
         position = _covered_position(ref, size)
         if position is None:
             named[ref] = None
-        elif type(ref) is int:
+            continue
+        top = max(top, position + 1)
+        if type(ref) is int:
             named.update((item, None) for item in sources[position])
         else:
             named.update((f"#{item}", None) for item in sources[position])
     mapped = tuple(named)
-    if mapped == tuple(covers):
-        return message
-    metadata = {**message.metadata, "covers": mapped if isinstance(covers, tuple) else list(mapped)}
-    return dataclasses.replace(message, metadata=metadata)
+    return (None if mapped == tuple(covers) else mapped), top
 
 
 def _covered_position(ref: object, size: int) -> int | None:

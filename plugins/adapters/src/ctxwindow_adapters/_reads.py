@@ -59,8 +59,8 @@ class _Read:
     read from them, and how many items (and their Messages) read the same for good."""
 
     __slots__ = (
-        "checked", "contents", "conversation", "first_user", "lock", "originals", "read",
-        "settled", "settled_messages",
+        "checked", "contents", "conversation", "first_user", "lock", "made_covers",
+        "originals", "read", "settled", "settled_messages",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -77,6 +77,8 @@ class _Read:
         #: the newest are (positions of the items the pieces' sources name).
         self.checked: set[int] = set()
         self.first_user: int | None = None
+        #: What summaries' covers named in the caller's items (see Converted.made_covers).
+        self.made_covers: dict[int, tuple[Any, tuple[Any, ...] | None, int]] = {}
         self.lock = threading.Lock()
 
     def extend(
@@ -141,6 +143,8 @@ class _Read:
             where=read.where,
             conversation=self.conversation,
             breaks=read.breaks,
+            settled=self.settled_messages,
+            made_covers=self.made_covers,
         )
 
 
