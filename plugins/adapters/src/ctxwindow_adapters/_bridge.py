@@ -80,6 +80,11 @@ class Prefix(Sequence[T]):
         return self.held[picked]
 
 
+#: By ``id`` of a summary's covers: (the covers, what they name in the caller's items,
+#: None when that is the covers as they are, one past the last Message they depend on).
+MadeCovers = dict[int, tuple[Any, tuple[Any, ...] | None, int]]
+
+
 @dataclass
 class Converted(Generic[T]):
     """A framework's items read as Messages, each with the items and parts it stands for."""
@@ -105,7 +110,7 @@ class Converted(Generic[T]):
     #: newest are read again on each call), and what the summaries' ``covers`` named in
     #: the caller's items, by ``id`` of the covers (see :func:`_made_in_items`).
     settled: int = 0
-    made_covers: dict[int, tuple[Any, tuple[Any, ...] | None, int]] | None = None
+    made_covers: MadeCovers | None = None
 
     def __post_init__(self) -> None:
         if self.breaks is None:

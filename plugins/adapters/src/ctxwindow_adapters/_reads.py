@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 from ctxwindow import Conversation, Message, remembered_histories
 from ctxwindow.kit import REMEMBER_FROM, RecentLists, starts_with
-from ctxwindow_adapters._bridge import Converted, Prefix
+from ctxwindow_adapters._bridge import Converted, MadeCovers, Prefix
 
 T = TypeVar("T")
 
@@ -78,7 +78,7 @@ class _Read:
         self.checked: set[int] = set()
         self.first_user: int | None = None
         #: What summaries' covers named in the caller's items (see Converted.made_covers).
-        self.made_covers: dict[int, tuple[Any, tuple[Any, ...] | None, int]] = {}
+        self.made_covers: MadeCovers = {}
         self.lock = threading.Lock()
 
     def extend(

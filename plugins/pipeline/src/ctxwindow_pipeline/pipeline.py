@@ -45,7 +45,6 @@ MOST_READ_AGAIN = 64
 MOST_ON_TOP = 64
 NOT_AS_RECORDED = "its window does not hold the very messages its record says it kept"
 T = TypeVar("T")
-K = TypeVar("K")
 KEPT_ALL_FIT = "every stage found its input within the budget"
 #: The actions of a unit that stays in a stage's window.
 KEEPING = ("kept", "truncated", "replaced")
@@ -418,6 +417,17 @@ def _as_stretch(units: frozenset[int]) -> frozenset[int]:
     return stretch
 
 
+def _joined(summarized: Iterable[int], covered: frozenset[int]) -> frozenset[int]:
+    """What a made message stands for: the units its stage summarized (a run, on the
+    caller's messages in their places) and those it was written from. The very set
+    ``covered`` when it holds the run: a summary's covers, made again on every turn
+    from a run that grows by a unit or two a turn, would cost a turn the history (and
+    each comparison of it after, which the very set makes one of identity)."""
+    if isinstance(summarized, range) and _holds_run(covered, summarized):
+        return covered
+    return covered.union(summarized)
+
+
 def _holds_run(units: frozenset[int], run: range) -> bool:
     """Whether ``units`` holds every unit of ``run`` (step 1), from the ends alone when
     ``units`` is a :class:`_Stretch`."""
@@ -448,33 +458,6 @@ class _MadeCovers:
         self._units: dict[int, tuple[tuple[Any, ...], int, frozenset[int]]] = {}
         #: id(refs): (refs, the units covered, the caller's references for them)
         self._callers: dict[int, tuple[tuple[Any, ...], frozenset[int], tuple[str, ...]]] = {}
-        #: (id(a), id(b)): (a, b, a | b)
-        self._unions: dict[
-            tuple[int, int], tuple[frozenset[int], frozenset[int], frozenset[int]]
-        ] = {}
-
-    def union(self, these: Iterable[int], those: frozenset[int]) -> frozenset[int]:
-        """``these | those`` (``these``: the units a stage summarized, often a run), the
-        very set ``those`` when it holds them all, and else the same set while both are:
-        a summary's covers, made again on every turn from the run it summarized (which
-        grows by a unit or two a turn) and the units it was written from, would cost a
-        turn the history (and each comparison of it after)."""
-        if isinstance(these, range) and _holds_run(those, these):
-            return those
-        if not isinstance(these, frozenset):
-            these = frozenset(these)
-        if not these or these is those:
-            return those
-        if not those:
-            return these
-        key = (id(these), id(those))
-        with self._lock:
-            held = self._unions.get(key)
-            if held is not None and held[0] is these and held[1] is those:
-                return held[2]
-            joined = these | those
-            _bounded(self._unions, self.KEPT)[key] = (these, those, joined)
-        return joined
 
     def units(self, refs: object, inputs: int) -> frozenset[int] | None:
         """The units ``refs`` was read to name, with an input at least as long."""
@@ -508,7 +491,7 @@ def _by_position(ref: object) -> bool:
     return covers_position(ref) is not None
 
 
-def _bounded(held: dict[K, T], most: int) -> dict[K, T]:
+def _bounded(held: dict[int, T], most: int) -> dict[int, T]:
     """``held``, its oldest entries dropped to leave room for one more."""
     while len(held) >= most:
         del held[next(iter(held))]
@@ -732,11 +715,7 @@ class _Run:
         for index, grouped in _covers(made, summarized):
             # and what the stage says its message stands for
             covered = self._covered_units(items[index], before)
-            covers = (
-                self.read.made.union(grouped, covered)
-                if self.read is not None
-                else frozenset(grouped) | covered
-            )
+            covers = _joined(grouped, covered)
             origins[index] = _Origin(None, covers, label)
         final: list[_Origin] = (
             [o if o is not None else _Origin(None, frozenset(), label) for o in origins]
