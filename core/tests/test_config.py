@@ -594,6 +594,29 @@ def test_an_hf_counter_path_in_a_config_file_is_from_the_files_folder(
         assert config["counter"] == expected
 
 
+def test_an_hf_counter_path_in_a_plugins_table_is_from_the_files_folder(tmp_path: Path) -> None:
+    """A counter spec is the core's wherever it is written: the proxy's per-model
+    counters (``[models."name"] counter``) move as the config's own does; nothing else
+    in the table does."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "ctxwindow.toml").write_text(
+        'counter = "approx"\n'
+        '[models."local-llama"]\ncontext = 8192\ncounter = "hf:llama/tokenizer.json"\n'
+        '[models."gpt-4o"]\ncontext = 128000\ncounter = "tiktoken:o200k_base"\n'
+        '[serve]\nupstream = "http://localhost:8000"\nlog = "logs/serve.jsonl"\n',
+        encoding="utf-8",
+    )
+    config = ctxwindow.load_config(folder / "ctxwindow.toml")
+    assert config["counter"] == "approx"
+    assert config["models"]["local-llama"] == {
+        "context": 8192,
+        "counter": f"hf:{folder / 'llama' / 'tokenizer.json'}",
+    }
+    assert config["models"]["gpt-4o"]["counter"] == "tiktoken:o200k_base"
+    assert config["serve"] == {"upstream": "http://localhost:8000", "log": "logs/serve.jsonl"}
+
+
 def test_a_config_in_the_current_folder_keeps_its_relative_hf_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -71,20 +71,33 @@ def _read_config_file(file: Path) -> dict[str, Any] | None:
 
 
 def _paths_from(config: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """``config`` with the relative path of an ``hf:`` counter joined to ``folder``,
-    the config file's: a config means the same wherever the command runs. Only the
-    paths the core knows to be paths move; a strategy's options are its own, and are
-    passed as written (relative to the current folder)."""
-    counter = config.get("counter")
-    if not isinstance(counter, str) or not counter.startswith("hf:"):
-        return config
+    """``config`` with the relative path of each ``hf:`` counter joined to ``folder``,
+    the config file's: a config means the same wherever the command runs. A counter is
+    the ``counter`` key of the config or of a table in it (a plugin's own, such as the
+    proxy's ``[models."name"]``): a counter spec is the core's wherever it is written.
+    Only the paths the core knows to be paths move; a strategy's options are its own,
+    and are passed as written (relative to the current folder)."""
+    moved = dict(config)
+    counter = moved.get("counter")
+    if isinstance(counter, str):
+        moved["counter"] = _counter_from(counter, folder)
+    for key, value in config.items():
+        if isinstance(value, dict):
+            moved[key] = _paths_from(value, folder)
+    return moved
+
+
+def _counter_from(counter: str, folder: Path) -> str:
+    """``counter``, an ``hf:`` spec's relative path joined to ``folder``."""
+    if not counter.startswith("hf:"):
+        return counter
     from pathlib import Path  # here: only a config file needs it
 
     written = counter.removeprefix("hf:")
     given = Path(written).expanduser()
     if not written or given.is_absolute():
-        return config
-    return {**config, "counter": f"hf:{folder / given}"}
+        return counter
+    return f"hf:{folder / given}"
 
 
 def parse_config(raw: bytes, file: Path | None = None) -> dict[str, Any] | None:
