@@ -206,6 +206,36 @@ def test_a_list_that_grew_is_looked_up_at_its_new_items_alone(
     assert sum(keyed) <= INDEXED_FROM + len(chat(MANY))
 
 
+def test_a_list_whose_item_near_its_end_was_stood_in_for_is_keyed_at_none_of_its_items(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A list of the remembered one's very objects but one near its end (a tool result a
+    pipeline's clearing stage stood a stub in for, turn after turn), grown by a message:
+    the list that ends with its very objects is offered, and once refused no other is
+    looked for by value (each item keyed, the whole history a turn); it reads as a
+    branch of that list, as a fresh read would."""
+    history = chat(MANY + 7, turns=CHECKED)
+    recent = remembering([chat(user) for user in range(50)] + [history])
+    keyed: list[int] = []
+    keys = _prefixes.item_keys
+
+    def counted(items: Any) -> Any:
+        keyed.append(len(items))
+        return keys(items)
+
+    monkeypatch.setattr(_prefixes, "item_keys", counted)
+    calls = Calls(monkeypatch)
+    stood_in = [*history, {"role": "user", "content": "and now?"}]
+    stood_in[-4] = {**history[-3], "content": "[answer cleared]"}
+    branch = seen(recent, stood_in)
+    assert branch.branched_from is not None
+    assert branch.branched_from.messages == len(history) - 3
+    assert fresh_portrait(branch, stood_in)
+    assert calls.starts_with == 1  # the list that ends with its very objects, refused
+    # its opening's and anchors' keys (and the branch's, remembered), not every item's
+    assert sum(keyed) <= 2 * INDEXED_FROM + 2 * len(stood_in).bit_length()
+
+
 def test_the_index_follows_what_is_remembered_and_forgotten() -> None:
     lists: RecentLists[Held] = RecentLists(lists=50, items=10**6)
     held = [Held(chat(user, turns=user % 20)) for user in range(120)]  # some short

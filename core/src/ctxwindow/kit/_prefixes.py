@@ -415,7 +415,15 @@ class RecentLists(Generic[S]):
         taken: set[int] = set()
         indexed = len(given) >= INDEXED_FROM
         if indexed and self._starts_with_object(given[0]):
-            yield from _fresh(self._identical(given), taken)
+            for entry in _fresh(self._identical(given), taken):
+                yield entry
+                # asked for more: the longest list whose ends are ``given``'s very
+                # objects is not its start, so an item inside was edited or stood in
+                # for (a tool result cleared near the end): ``near`` finds it to branch
+                # from. A list whose items are the very ones was not rebuilt from equal
+                # items, and a look by value through each of them would cost the turn
+                # the history (a pipeline stage's input, cleared anew every turn).
+                return
         identical, unlike = self._short_ends(given)
         yield from identical
         if indexed:
