@@ -16,6 +16,7 @@ number: a server under load runs many visits at once, each well within its limit
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -115,6 +116,22 @@ def wait_for_running(seconds: float = EXIT_WAIT) -> list[threading.Thread]:
 
 
 atexit.register(wait_for_running)
+
+
+def _forget_parents_workers() -> None:
+    """In a forked process: none of the parent's workers is there (fork copies the
+    forking thread alone), so none runs, none was abandoned here, and the lock one of
+    them may have held at the fork is a new one. Else a child of a process whose
+    backend hung would time its visits out at once, or wait on that lock for good."""
+    global _lock
+    _lock = threading.Lock()
+    _running.clear()
+    _abandoned.clear()
+    _threads.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forget_parents_workers)
 
 
 async def within(call: Awaitable[T], seconds: float) -> tuple[bool, T | None]:

@@ -5,6 +5,8 @@ is embedded with, and close to torch's."""
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 import numpy as np
@@ -194,3 +196,27 @@ def test_batched_int8_depends_on_its_neighbours() -> None:
     alone = batched.embed(SOLO_TEXTS[:2])
     together = batched.embed([*SOLO_TEXTS[:2], OTHERS[5]])[:2]
     assert np.abs(together - alone).max() > 1e-4
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_process_forked_after_texts_ran_side_by_side_embeds_them_too() -> None:
+    """The pool that runs texts side by side was the parent's: a child forked after it
+    was made (gunicorn's --preload after a warm-up, a fork pool) has none of its
+    threads, and its first batch waited for them for good."""
+    embedder = SentenceTransformerEmbedder(backend="onnx-int8-solo")
+    solo = embedder.embed(SHORT)  # the pool made, in this process
+    encoder = embedder._encoder
+    assert isinstance(encoder, onnx_backend.OnnxEncoder)
+    if encoder.workers == 1:
+        pytest.skip("one worker: no pool to fork")
+    child = os.fork()
+    if child == 0:  # the child: nothing but its batch, then out (no pytest teardown)
+        signal.alarm(60)  # a hang is killed, and seen below as a signal
+        try:
+            again = embedder.embed(SHORT)
+            os._exit(0 if np.array_equal(again, solo) else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(child, 0)
+    assert not os.WIFSIGNALED(status), "the forked process's batch never ran"
+    assert os.WEXITSTATUS(status) == 0, f"the child's vectors differ ({status})"

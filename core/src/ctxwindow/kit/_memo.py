@@ -44,12 +44,20 @@ class PerConversation(Generic[S]):
         self._lock = threading.Lock()
 
     def of(self, conversation: Conversation) -> S:
-        """The state of ``conversation``: made (or branched) on first use."""
+        """The state of ``conversation``: made (or branched) on first use. Made outside
+        this object's lock, which every conversation's first use takes: a branch's state
+        is read from its parent's under the parent state's own lock, which a long visit
+        of the parent (a cold one) holds, and every other conversation would wait for
+        it. Two threads making one conversation's state at once keep the first made."""
+        held = conversation._states
+        state: S | None = held.get(self)  # one dict read: atomic
+        if state is not None:
+            return state
+        made = self._first(conversation)
         with self._lock:
-            held = conversation._states
-            state: S | None = held.get(self)
+            state = held.get(self)
             if state is None:
-                state = held[self] = self._first(conversation)
+                state = held[self] = made
                 self._holders.add(conversation)
             return state
 

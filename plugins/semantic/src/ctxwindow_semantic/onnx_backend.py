@@ -136,6 +136,7 @@ class OnnxEncoder:
         #: more than the second core gives), as many at once as there are ``threads``.
         self.workers = (threads or _cores()) if solo else 1
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0  # the process whose threads the pool's are
         if solo:
             options.intra_op_num_threads = 1
         elif threads is not None:
@@ -204,13 +205,21 @@ class OnnxEncoder:
                 if progress is not None:
                     progress(1)
             return out
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="ctxwindow-onnx")
-        for row, vector in enumerate(self._pool.map(self._alone, encodings)):
+        for row, vector in enumerate(self._workers().map(self._alone, encodings)):
             out[row] = vector
             if progress is not None:
                 progress(1)
         return out
+
+    def _workers(self) -> ThreadPoolExecutor:
+        """The pool that runs texts side by side, made on first need in this process: a
+        process forked after the pool was made (gunicorn's --preload, a fork pool) has
+        none of its threads, and work handed to it would wait for good."""
+        pid = os.getpid()
+        if self._pool is None or self._pool_pid != pid:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="ctxwindow-onnx")
+            self._pool_pid = pid
+        return self._pool
 
     def _alone(self, encoding: Encoding) -> np.ndarray:
         vector: np.ndarray = self._run([encoding], max(len(encoding.ids), 1))[0]
