@@ -414,3 +414,67 @@ def test_the_fates_of_summaries_of_runs_are_those_read_unit_by_unit(
     assert all(isinstance(covers, module._Stretch) for covers, _ in stretches)
     plain = [(frozenset(covers), maker) for covers, maker in stretches]
     assert module._summary_fates(fates, stretches) == module._summary_fates(fates, plain)
+
+
+def _long_turn(rounds: int) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """An agent's history, then one user message and ``rounds`` rounds of a call and
+    its result: a long autonomous turn, whose older rounds summarize writes a summary
+    of their own (beside the history's) once the turn outgrows its room."""
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Task: process the orders of user U-1."},
+    ]
+
+    def step(number: int) -> list[dict[str, Any]]:
+        call = {"id": f"c{number}", "type": "function"}
+        call["function"] = {"name": "find", "arguments": f'{{"q": "ORD{number:03d}"}}'}
+        words = " ".join(["plan", "trip", "hotel", "flight", "price"][number % 5 :] * 12)
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{number}", "content": f"{words} ORD{number:03d}"},
+        ]
+
+    for number in range(60):
+        if number % 3 == 0:
+            history.append({"role": "user", "content": f"next step {number}: go on"})
+        history += step(number)
+    history.append({"role": "user", "content": "Now process every remaining order."})
+    return history, [step(number) for number in range(60, 60 + rounds)]
+
+
+def test_a_long_turns_two_summaries_are_traced_by_runs_as_unit_by_unit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two summaries apart (the history's, and the long turn's older rounds') each follow
+    runs of their own: every round of the turn read the stage's decisions one per unit
+    (the history's worth of Python calls a round). The windows and records are those of
+    reading them unit by unit, which made messages side by side still need."""
+    import ctxwindow_pipeline.pipeline as module
+
+    history, rounds = _long_turn(40)
+    stages = ["summarize", "sliding"]
+    fast, slow = PipelineStrategy(stages=stages), PipelineStrategy(stages=stages)
+    removed = 0
+    real_removed, apart = module._Run._removed, module._several_at_one_place
+
+    def counted(self: Any, *args: Any) -> None:
+        nonlocal removed
+        removed += 1
+        real_removed(self, *args)
+
+    two_summaries = 0
+    for step in rounds:
+        history += step
+        monkeypatch.setattr(module._Run, "_removed", counted)
+        monkeypatch.setattr(module, "_several_at_one_place", apart)
+        window = fast.select(list(history), 1_200)
+        monkeypatch.setattr(module, "_several_at_one_place", lambda made: len(made) > 1)
+        monkeypatch.setattr(module._Run, "_removed", real_removed)
+        general = slow.select(list(history), 1_200)
+        assert window.messages == general.messages
+        assert window.record.decisions == general.record.decisions
+        assert window.record.notes == general.record.notes
+        made = [m for m in window.messages if (m.get("metadata") or {}).get("synthetic")]
+        two_summaries += len(made) == 2
+    assert two_summaries >= 5, "the turn never had two summaries: the test tests nothing"
+    assert removed <= len(rounds)  # not a call per unit of the history each round

@@ -668,9 +668,12 @@ class _Run:
             made: list[tuple[int, int]] = []
         else:
             items, origins, made = self._walk(windower, window, decisions)
-            if len(made) > 1 and _summarized_together(record.decision_runs):
-                # made messages are matched to what they cover unit by unit (a note per
-                # exchange): the decisions one per unit, not in runs
+            if _several_at_one_place(made) and _summarized_together(record.decision_runs):
+                # made messages side by side are matched to what they cover unit by unit
+                # (a note per exchange): the decisions one per unit, not in runs. Made
+                # ones apart (a summary of the history, one of a long turn's older
+                # rounds) each follow runs of their own: a unit each would cost every
+                # round of the turn the history
                 decisions = record.decisions
         #: (first position, units): each run a stage summarized (a range where aligned)
         summarized: list[tuple[int, range | frozenset[int]]] = []
@@ -938,6 +941,13 @@ def _in_summary(fate: tuple[str, str] | None, made_by: str | None) -> tuple[str,
     if fate is None or made_by is None or fate[0] != "dropped":
         return fate
     return "summarized", f"{fate[1]}; in the summary {made_by} wrote"
+
+
+def _several_at_one_place(made: Sequence[tuple[int, int]]) -> bool:
+    """Whether two made messages sit side by side: before one input position (see
+    :meth:`_Run._walk`), which :func:`_covers` matches to what they cover one by one."""
+    anchors = [anchor for _, anchor in made]
+    return len(set(anchors)) < len(anchors)
 
 
 def _summarized_together(runs: Sequence[DecisionRun]) -> bool:
