@@ -48,6 +48,15 @@ T = TypeVar("T")
 Rebuild = Callable[[Any, "Sequence[int] | None", "tuple[frozenset[int] | None, str] | None"], Any]
 
 
+class HostCut(str):
+    """A ``cut`` text (see :data:`Rebuild`) that is the host's cut of the item's own
+    words (the newest user message, a current-turn tool result cut to fit), not a
+    strategy's stand-in for all of it: the cut Message the record counts keeps the
+    item's images and files, so a rebuild may keep them beside it. A ``str`` still."""
+
+    __slots__ = ()
+
+
 class Prefix(Sequence[T]):
     """The first ``size`` items of a list that only grows: a remembered conversion's
     Messages handed out without copying them (see :meth:`Converted.truncate`)."""
@@ -229,6 +238,9 @@ class Shape(Generic[T]):
     #: A message a strategy made (a summary) as an item; gets the items before it.
     made: Callable[[Message, Sequence[Any]], T]
     item_id: Callable[[Any], str | None] = lambda item: None
+    #: Whether ``rebuild`` is given a host's cut as a :class:`HostCut` (to keep the
+    #: item's images beside it); else as a plain ``str``, never a subclass in the output.
+    host_cuts: bool = False
 
 
 def windower_for(
@@ -351,7 +363,10 @@ def _budget_in_items(error: BudgetTooSmall, converted: Converted[Any]) -> Budget
         return error
     items = converted.sources[position]
     biggest = error.biggest
-    named = _note_in_items(biggest, converted) if biggest else biggest
+    if biggest and not items:  # "message 0, a system message, ...": no item of the list
+        named: str | None = _NO_ITEM.sub(_SYSTEM_PARAMETER, biggest, count=1)
+    else:
+        named = _note_in_items(biggest, converted) if biggest else biggest
     mapped = BudgetTooSmall(
         error.needed,
         error.budget,
@@ -362,6 +377,13 @@ def _budget_in_items(error: BudgetTooSmall, converted: Converted[Any]) -> Budget
     text = str(error)
     mapped.args = (text.replace(biggest, named, 1) if biggest and named else text,)
     return mapped
+
+
+#: How a message standing for no item of the caller's list is named (Anthropic's
+#: ``system`` parameter, read as if it opened the list), and its words in the host's
+#: BudgetTooSmall ("message 0, a system message"), which name a position of the list.
+_SYSTEM_PARAMETER = "the system parameter"
+_NO_ITEM = re.compile(r"^message \d+, [^,]+")
 
 
 def _in_items(error: InvalidMessage, converted: Converted[Any]) -> InvalidMessage:
@@ -476,9 +498,10 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
             # the host's cut of the newest user message: a cut, not a stand-in, so that
             # its item is rebuilt once, from its kept parts, with all its text in the cut
             # (applied as a stand-in first, a split item's blocks would be renumbered)
-            position, cut = newest_user, (parts_of[newest_user], message.text)
+            position, cut = newest_user, (parts_of[newest_user], HostCut(message.text))
         elif stood is not None:
-            position, stand_in = stood, (parts_of[stood], message.text)
+            text = HostCut(message.text) if truncated else message.text
+            position, stand_in = stood, (parts_of[stood], text)
         if position is None:
             slots.append(_Slot(None, made=message, messages=[message]))
             continue
@@ -532,12 +555,23 @@ def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> 
             continue
         whole = slot.kept is None or len(slot.kept) == converted.split.get(slot.item, -1)
         for stand_in in slot.stand_ins:  # results keep their places: parts do not move
-            item = shape.rebuild(item, None, stand_in)
+            item = shape.rebuild(item, None, _as_taken(stand_in, shape))
         if whole and slot.cut is None:
             output.append(item)
         else:
-            output.append(shape.rebuild(item, None if whole else sorted(slot.kept or ()), slot.cut))
+            kept = None if whole else sorted(slot.kept or ())
+            output.append(shape.rebuild(item, kept, _as_taken(slot.cut, shape)))
     return output
+
+
+def _as_taken(
+    cut: tuple[frozenset[int] | None, str] | None, shape: Shape[Any]
+) -> tuple[frozenset[int] | None, str] | None:
+    """``cut`` as ``shape.rebuild`` takes it: a :class:`HostCut` as a plain ``str``
+    unless the shape asks for it (:attr:`Shape.host_cuts`)."""
+    if cut is None or shape.host_cuts or type(cut[1]) is str:
+        return cut
+    return cut[0], str(cut[1])
 
 
 def _made_in_items(message: Message, converted: Converted[Any]) -> Message:
@@ -834,8 +868,8 @@ def _note_in_items(note: str, converted: Converted[Any]) -> str:
         if any(not 0 <= span[0] <= span[-1] < size for span in spans):
             return match.group(0)  # not positions of these Messages (a count, say)
         runs = _item_runs(converted.items_at(range(s[0], s[-1] + 1)) for s in spans)
-        if not runs:  # a message that is no item (Anthropic's system parameter)
-            return match.group(0)
+        if not runs:  # a message that is no item: Anthropic's system parameter
+            return _SYSTEM_PARAMETER
         words = ", ".join(f"{first}-{last}" if last > first else f"{first}" for first, last in runs)
         one = len(runs) == 1 and runs[0][0] == runs[0][1]
         return f"message {words}" if one else f"messages {words}"

@@ -16,7 +16,7 @@ on the next call, with the new ones.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ctxwindow import Conversation, Message, remembered_histories
@@ -197,3 +197,25 @@ class RecentReads(Generic[T]):
         if len(given) >= REMEMBER_FROM:
             self.remembered.remember(entry)
         return entry.converted(out)
+
+
+# -- cuts -------------------------------------------------------------------------------
+def beside_media(parts: Iterable[T], text: T, kept: Callable[[T], bool]) -> list[T] | None:
+    """``parts`` with ``text`` (a cut of all their text) in place of the first text
+    part, the parts ``kept`` says stay (media) where they were and the other text parts
+    gone (their words are in the cut); None when no part stays (send the text alone).
+    The order is the caller's: a model reads an image and the words about it in turn."""
+    out: list[T] = []
+    placed = held = False
+    for part in parts:
+        if kept(part):
+            out.append(part)
+            held = True
+        elif not placed:
+            out.append(text)
+            placed = True
+    if not held:
+        return None
+    if not placed:
+        out.append(text)
+    return out

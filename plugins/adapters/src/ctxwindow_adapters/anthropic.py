@@ -26,6 +26,7 @@ from ctxwindow.errors import InvalidMessage
 from ctxwindow.kit import snapshot
 from ctxwindow_adapters._bridge import (
     Converted,
+    HostCut,
     Shape,
     Trim,
     budget_in_items,
@@ -184,6 +185,7 @@ def _type(block: Any, index: int | None, number: int) -> str:
 def _assistant(blocks: Sequence[Any], index: int) -> Message:
     texts: list[str] = []
     calls: list[ToolCall] = []
+    redacted = 0
     for number, block in enumerate(blocks):
         kind = _type(block, index, number)
         if kind == "tool_use":
@@ -195,11 +197,17 @@ def _assistant(blocks: Sequence[Any], index: int) -> Message:
             texts.append(str(get(block, "text", "")))
         elif kind == "thinking":
             texts.append(str(get(block, "thinking", "")))
+        elif kind == "redacted_thinking":
+            redacted += 1  # encrypted: what it costs cannot be read from its data
         else:  # server tools and their results live in this message: count them as JSON
             texts.append(_dump(block))
     text = "\n".join(texts)
+    content: str | tuple[ContentPart, ...] | None = text if text or not calls else None
+    if redacted:  # a non-text part each, a fixed amount, never its data's length
+        words = (ContentPart("text", text),) if text else ()
+        content = (*words, *[ContentPart("redacted_thinking")] * redacted)
     try:
-        return Message("assistant", text if text or not calls else None, tool_calls=tuple(calls))
+        return Message("assistant", content, tool_calls=tuple(calls))
     except InvalidMessage as error:
         raise InvalidMessage(index, error.problem) from None
 
@@ -237,16 +245,66 @@ def _user(blocks: Sequence[Any], index: int) -> list[Piece]:
 
 
 def _parts(blocks: Sequence[Any], index: int | None) -> tuple[ContentPart, ...]:
-    parts = []
+    """The blocks as parts: the text blocks' words first, then the other blocks' (a
+    document's, a search result's), so that the host's cut of the newest user message,
+    which keeps the head of its text, cuts an attached document before the question
+    (:func:`_cut_words`); images and files as non-text parts."""
+    texts: list[ContentPart] = []
+    rest: list[ContentPart] = []
     for number, block in enumerate(blocks):
         kind = _type(block, index, number)
         if kind == "text":
-            parts.append(ContentPart("text", str(get(block, "text", ""))))
-        elif kind == "document" and _plain_text(get(block, "source")):
-            parts.append(ContentPart("text", get(get(block, "source"), "data")))
+            texts.append(ContentPart("text", str(get(block, "text", ""))))
+            continue
+        words = _words(block)
+        if words is None:
+            rest.append(ContentPart(kind))
         else:
-            parts.append(ContentPart(kind))
-    return tuple(parts)
+            rest.append(ContentPart("text", "\n".join([*words[0], *words[1]])))
+            rest.extend(ContentPart(str(get(inner, "type"))) for inner in _inner_others(block))
+    return (*texts, *rest)
+
+
+def _words(block: Any) -> tuple[list[str], list[str]] | None:
+    """What a block other than a text block gives the model as words: its heading (a
+    document's title and context, a search result's title and source) and its body (a
+    plain-text document's data, the text blocks of a search result or of a custom-content
+    document); None for a block that holds no words (an image, a PDF's or a file's
+    bytes, which the model reads as pages)."""
+    kind = get(block, "type")
+    if kind == "search_result":
+        heading = [get(block, "title"), get(block, "source")]
+        body = _texts_in(get(block, "content"))
+    elif kind == "document":
+        source = get(block, "source")
+        if _plain_text(source):
+            body = [get(source, "data")]
+        elif get(source, "type") == "content":
+            body = _texts_in(get(source, "content"))
+        else:
+            return None
+        heading = [get(block, "title"), get(block, "context")]
+    else:
+        return None
+    return [line for line in heading if isinstance(line, str) and line], body
+
+
+def _texts_in(content: Any) -> list[str]:
+    """The words of a block's own ``content``: a string, or its text blocks' texts."""
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, (list, tuple)):
+        return []
+    return [str(get(inner, "text", "")) for inner in content if get(inner, "type") == "text"]
+
+
+def _inner_others(block: Any) -> list[Any]:
+    """The blocks inside a custom-content document that are not words (its images)."""
+    source = get(block, "source")
+    content = get(source, "content") if get(block, "type") == "document" else None
+    if not isinstance(content, (list, tuple)):
+        return []
+    return [inner for inner in content if get(inner, "type") != "text"]
 
 
 def _plain_text(source: Any) -> bool:
@@ -262,19 +320,23 @@ def _result_content(content: Any) -> str | tuple[ContentPart, ...]:
         return content or ""
     if not isinstance(content, (list, tuple)):
         return text_of(content)
-    parts = tuple(_result_part(block) for block in content)
+    parts = tuple(part for block in content for part in _result_parts(block))
     if all(part.text is not None for part in parts):
         return "\n".join(part.text or "" for part in parts)
     return parts
 
 
-def _result_part(block: Any) -> ContentPart:
+def _result_parts(block: Any) -> list[ContentPart]:
     kind = get(block, "type")
     if kind == "text":
-        return ContentPart("text", str(get(block, "text")))
-    if kind == "image" or (kind == "document" and not _plain_text(get(block, "source"))):
-        return ContentPart(kind)
-    return ContentPart("text", _dump(block))
+        return [ContentPart("text", str(get(block, "text")))]
+    words = _words(block)
+    if words is not None:
+        inner = [ContentPart(str(get(other, "type"))) for other in _inner_others(block)]
+        return [ContentPart("text", "\n".join([*words[0], *words[1]])), *inner]
+    if kind in ("image", "document"):
+        return [ContentPart(kind)]
+    return [ContentPart("text", _dump(block))]
 
 
 def _dump(block: Any) -> str:
@@ -288,26 +350,136 @@ def _rebuild(
     kept: Sequence[int] | None,
     cut: tuple[frozenset[int] | None, str] | None,
 ) -> dict[str, Any]:
-    """A copy holding the kept blocks (in their order), the newest user text cut."""
+    """A copy holding the kept blocks (in their order): the newest user message's words
+    cut (:func:`_cut_words`), or a tool result's content given a stand-in."""
     content = message.get("content")
     if not isinstance(content, (list, tuple)):
-        return {**message, "content": cut[1] if cut else content}
+        return {**message, "content": str(cut[1]) if cut else content}
     numbers = range(len(content)) if kept is None else kept
-    blocks = []
-    cut_done = False
-    for number in numbers:
+    if cut is None:
+        return {**message, "content": [content[number] for number in numbers]}
+    cutting = [number for number in numbers if cut[0] is None or number in cut[0]]
+    sent: dict[int, list[Any]] = {}  # by block number: the blocks sent in its place
+    words = []
+    for number in cutting:
         block = content[number]
-        cutting = cut is not None and (cut[0] is None or number in cut[0])
-        if cut is not None and cutting and get(block, "type") == "tool_result":
-            blocks.append({**_as_dict(block), "content": cut[1]})  # a stand-in for a result
-            continue
-        if cutting and get(block, "type") == "text":
-            if not cut_done:
-                blocks.append({"type": "text", "text": cut[1]} if cut else block)
-                cut_done = True
-            continue
-        blocks.append(block)
+        if get(block, "type") == "tool_result":
+            new = _result_cut(get(block, "content"), cut[1])
+            sent[number] = [{**_as_dict(block), "content": new}]
+        else:
+            words.append(number)
+    if words:
+        sent.update(_cut_words(content, words, str(cut[1])))
+    blocks = [block for number in numbers for block in sent.get(number, [content[number]])]
     return {**message, "content": blocks}
+
+
+def _cut_words(content: Sequence[Any], numbers: Sequence[int], cut: str) -> dict[int, list[Any]]:
+    """The blocks the host's cut of the newest user message changes, by number, with
+    the blocks sent in their place. Its text is the head of the blocks' words as
+    :func:`_parts` reads them, the text blocks' first, then each document's and search
+    result's, and a marker: the text blocks are kept as they were when the cut spares
+    them all (else the cut text is the first one's, the others gone), each other block
+    is kept, cut in its own shape, or gone, as the cut left its words. Images and files
+    stay where they were (those inside a document gone, in its place), as the cut
+    Message the record counts keeps them."""
+    texts = [n for n in numbers if get(content[n], "type") == "text"]
+    others = [(n, w) for n in numbers if n not in texts and (w := _words(content[n])) is not None]
+    fields = ["\n".join(str(get(content[n], "text", "")) for n in texts)] if texts else []
+    fields += ["\n".join([*heading, *body]) for _, (heading, body) in others]
+    if not fields:
+        return {}
+    whole, left = _split_cut(fields, cut)
+    sent: dict[int, list[Any]] = {}
+    if texts and not whole:  # the cut falls in the text blocks: the other blocks go
+        sent[texts[0]] = [{**_as_dict(content[texts[0]]), "text": left}]
+        sent.update((n, []) for n in texts[1:])
+        gone = others
+    else:
+        first = whole - (1 if texts else 0)  # the other block the cut falls in
+        number, (heading, body) = others[first]
+        sent[number] = _cut_block(content[number], heading, body, left)
+        gone = others[first + 1 :]
+    sent.update((n, _inner_others(content[n])) for n, _ in gone)
+    return sent
+
+
+def _split_cut(fields: Sequence[str], cut: str) -> tuple[int, str]:
+    """Where the host's cut of ``fields`` (joined by newlines, as a Message's text is:
+    their head and a marker) falls: how many of them it keeps whole, and what it leaves
+    of the next one (the last keeps the rest)."""
+    offset = 0
+    for number, field in enumerate(fields[:-1]):
+        end = offset + len(field)
+        if not cut.startswith(field, offset) or cut[end : end + 1] != "\n":
+            return number, cut[offset:]
+        offset = end + 1
+    return len(fields) - 1, cut[offset:]
+
+
+def _cut_block(block: Any, heading: list[str], body: list[str], left: str) -> list[Any]:
+    """A document or search result holding ``left`` of its words (their head and the
+    marker): its heading as it was, its body cut, its images kept; a text block holding
+    ``left`` (then its images) when the cut falls in its heading."""
+    whole, rest = _split_cut([*heading, *body], left) if heading or body else (0, left)
+    if whole < len(heading) or not body:
+        return [{"type": "text", "text": left}, *_inner_others(block)]
+    copy = _as_dict(block)
+    if get(block, "type") == "search_result":
+        copy["content"] = _cut_texts(get(block, "content"), whole - len(heading), rest)
+        return [copy]
+    source = _as_dict(get(block, "source"))
+    if _plain_text(source):
+        source["data"] = rest
+    elif isinstance(source.get("content"), str):
+        source["content"] = rest
+    else:
+        source["content"] = _cut_texts(source.get("content"), whole - len(heading), rest)
+    copy["source"] = source
+    return [copy]
+
+
+def _cut_texts(content: Any, whole: int, rest: str) -> list[Any]:
+    """A block's own content (a list: it holds the words cut) with its first ``whole``
+    text blocks, the next holding ``rest``, and the later ones gone; its other blocks
+    (images) as they were."""
+    out: list[Any] = []
+    seen = 0
+    for inner in content:
+        if get(inner, "type") != "text":
+            out.append(inner)
+            continue
+        seen += 1
+        if seen <= whole:
+            out.append(inner)
+        elif seen == whole + 1:
+            out.append({**_as_dict(inner), "text": rest})
+    return out
+
+
+def _result_cut(content: Any, text: str) -> Any:
+    """A tool result's new content: a strategy's stand-in alone (it stands for the whole
+    result), or the host's cut (:class:`HostCut`) in place of the result's words, beside
+    its images and files in their order, as the cut message the record counts holds them."""
+    if not isinstance(text, HostCut) or not isinstance(content, (list, tuple)):
+        return str(text)
+    blocks: list[Any] = []
+    placed = False
+    for block in content:
+        kind = get(block, "type")
+        if kind == "image" or (kind == "document" and _words(block) is None):
+            blocks.append(block)
+            continue
+        if not placed:  # the cut text where the result's words began
+            start = _as_dict(block) if kind == "text" else {"type": "text"}
+            blocks.append({**start, "text": str(text)})
+            placed = True
+        blocks.extend(_inner_others(block))
+    if len(blocks) == int(placed):  # words alone: the cut text as the content, as before
+        return str(text)
+    if not placed:  # no words to cut: the marker still says what went
+        blocks.append({"type": "text", "text": str(text)})
+    return blocks
 
 
 def _as_dict(block: Any) -> dict[str, Any]:
@@ -352,7 +524,7 @@ def _units_before_first_words(messages: Sequence[Message]) -> set[int]:
     return {i for i in range(first) if messages[i].role not in ("system", "developer")}
 
 
-SHAPE: Shape[Any] = Shape("anthropic", _rebuild, _made)
+SHAPE: Shape[Any] = Shape("anthropic", _rebuild, _made, host_cuts=True)
 USER_FIRST = Trim(
     _before_first_user,
     "a request starts with a user message (user_first)",

@@ -46,8 +46,17 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
 
 from ctxwindow import ContentPart, Message, Strategy, TokenCounter, ToolCall, Window, Windower
 from ctxwindow.errors import InvalidMessage, InvalidOption
-from ctxwindow_adapters._bridge import Call, Converted, Shape, Trim, prepare, text_of, windower_for
-from ctxwindow_adapters._reads import RecentReads, one_each
+from ctxwindow_adapters._bridge import (
+    Call,
+    Converted,
+    HostCut,
+    Shape,
+    Trim,
+    prepare,
+    text_of,
+    windower_for,
+)
+from ctxwindow_adapters._reads import RecentReads, beside_media, one_each
 
 __all__ = ["LangChainCounter", "aselect", "read_messages", "select", "trim_messages"]
 
@@ -321,13 +330,15 @@ def _calls(message: AIMessage, index: int) -> tuple[ToolCall, ...]:
 
 def _fields(message: Any) -> tuple[Any, ...]:
     """What an app may change in place on a message it keeps: read again if it differs.
-    A list (content blocks, tool calls) is copied as it is now, each dict in it too: a
-    list kept by reference equals itself after a block was appended or text streamed
-    into one, while a copy equals it only until it changes. So the fields as they are
+    A list (content blocks, tool calls) is copied as it is now, down to each dict and
+    list in it (a call's ``args``, a block's nested fields): one kept by reference
+    equals itself after a block was appended, text streamed into one or an argument
+    set, while a copy equals it only until it changes. So the fields as they are
     (:func:`_fields_now`) equal what was kept while the message is unchanged, and the
-    newest CHECKED messages are compared on every call without a copy."""
-    content, calls, name, message_id = _now(message)
-    return (_copied(content), _copied(calls), name, message_id)
+    newest CHECKED messages are compared on every call without a copy. A tool result's
+    ``tool_call_id`` is compared too: it decides which call the result answers."""
+    content, calls, name, message_id, answers = _now(message)
+    return (_copied(content), _copied(calls), name, message_id, answers)
 
 
 def _fields_now(messages: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -336,7 +347,13 @@ def _fields_now(messages: Sequence[Any]) -> list[tuple[Any, ...]]:
     for the newest CHECKED messages on every call), by :func:`_now` when one lacks it."""
     try:
         return [
-            (fields["content"], fields.get("tool_calls"), fields["name"], fields["id"])
+            (
+                fields["content"],
+                fields.get("tool_calls"),
+                fields["name"],
+                fields["id"],
+                fields.get("tool_call_id"),
+            )
             for fields in map(_DICT, messages)
         ]
     except (AttributeError, KeyError):
@@ -347,22 +364,34 @@ _DICT = operator.attrgetter("__dict__")
 
 
 def _now(message: Any) -> tuple[Any, ...]:
-    """The content, tool calls (None: a message without), name and id, read from the
-    ``__dict__`` where pydantic keeps a model's fields (by attribute for any other
-    object): read for the newest CHECKED messages on every call, this way costs half."""
+    """The content, tool calls (None: a message without), name, id and the call a tool
+    result answers (None: not a tool result), read from the ``__dict__`` where pydantic
+    keeps a model's fields (by attribute for any other object): read for the newest
+    CHECKED messages on every call, this way costs half."""
     try:
         fields = message.__dict__
-        return (fields["content"], fields.get("tool_calls"), fields["name"], fields["id"])
+        return (fields["content"], fields.get("tool_calls"), fields["name"], fields["id"],
+                fields.get("tool_call_id"))  # fmt: skip
     except (AttributeError, KeyError):
         calls = message.tool_calls if isinstance(message, AIMessage) else None
-        return (message.content, calls, message.name, message.id)
+        answers = message.tool_call_id if isinstance(message, ToolMessage) else None
+        return (message.content, calls, message.name, message.id, answers)
 
 
-def _copied(value: Any) -> Any:
-    """A list as it is now, in a list of its own (each dict in it copied too)."""
-    if type(value) is not list:
+def _copied(value: Any, depth: int = 8) -> Any:
+    """A list or dict as it is now, in one of its own, each dict and list in it copied
+    too (to ``depth``: deeper values are kept as they are). Same types as the original,
+    so that the original equals the copy while unchanged (see :func:`_fields`)."""
+    kind = type(value)
+    if depth <= 0 or (kind is not list and kind is not dict):
         return value
-    return [dict(entry) if type(entry) is dict else entry for entry in value]
+    deeper = depth - 1
+    if kind is list:
+        return [v if type(v) not in _NESTED else _copied(v, deeper) for v in value]
+    return {k: v if type(v) not in _NESTED else _copied(v, deeper) for k, v in value.items()}
+
+
+_NESTED = frozenset({list, dict})
 
 
 #: The conversions made before: a history that grew costs converting what it added.
@@ -412,11 +441,26 @@ def _part(block: Any) -> ContentPart:
     text = block.get("text", block.get("thinking", block.get("reasoning")))
     if isinstance(text, str):
         return ContentPart(kind, text)
+    if kind == "reasoning":  # a Responses API reasoning item (ChatOpenAI's responses/v1)
+        return ContentPart(kind, _reasoning_text(block))
     fields = {key: value for key, value in block.items() if key != "type"}
     data = json.dumps(fields, sort_keys=True, default=str) if fields else None
     if kind in _CALL_BLOCKS or _is_media(kind, fields):
         return ContentPart(kind, None, data)
     return ContentPart(kind, data or "")
+
+
+def _reasoning_text(block: dict[str, Any]) -> str:
+    """A reasoning block's summary and content texts, as the Responses adapter counts a
+    reasoning item: its ``encrypted_content`` is opaque to the model's reader and
+    costs what the provider decrypts, not its thousands of base64 characters."""
+    texts = []
+    for key in ("summary", "content"):
+        value = block.get(key)
+        for part in [value] if isinstance(value, (str, dict)) else value or ():
+            text = part.get("text") if isinstance(part, dict) else part
+            texts.append(text if isinstance(text, str) else json.dumps(part, default=str))
+    return "\n".join(texts)
 
 
 def _is_media(kind: str, fields: dict[str, Any]) -> bool:
@@ -434,18 +478,23 @@ def _is_media(kind: str, fields: dict[str, Any]) -> bool:
 def _rebuild(
     message: BaseMessage, kept: Any, cut: tuple[frozenset[int] | None, str] | None
 ) -> BaseMessage:
-    """A copy of a message with its text replaced: the newest user message cut to fit, or
-    a tool result given a stand-in (messages are never split)."""
+    """A copy of a message with its text replaced: the newest user message cut to fit,
+    or a tool result given a stand-in (messages are never split). A cut keeps the
+    message's media blocks where they were, as the core's cut counts them; a strategy's
+    stand-in for a tool result (a cleared output) is its text alone, as counted."""
     if cut is None:
         return message
     content = message.content
-    new: Any = cut[1]
-    if isinstance(content, list) and not isinstance(message, ToolMessage):
-        # the newest user message cut to fit keeps its media, as the core's cut does; a
-        # tool result's stand-in (cleared, or cut) is its text alone, as counted
-        media = [b for b in content if isinstance(b, dict) and _part(b).text is None]
-        new = [{"type": "text", "text": cut[1]}, *media] if media else cut[1]
+    new: Any = str(cut[1])  # a HostCut is a str of its own: never one in the output
+    cutting = not isinstance(message, ToolMessage) or isinstance(cut[1], HostCut)
+    if isinstance(content, list) and cutting:
+        new = beside_media(content, {"type": "text", "text": new}, _is_media_block) or new
     return message.model_copy(update={"content": new})
+
+
+def _is_media_block(block: Any) -> bool:
+    """Whether a block stays as it is beside a cut text (media, opaque data)."""
+    return isinstance(block, dict) and _part(block).text is None
 
 
 def _made(message: Message, before: Sequence[Any]) -> BaseMessage:
@@ -463,7 +512,7 @@ def _item_id(message: Any) -> str | None:
     return message.id if isinstance(getattr(message, "id", None), str) else None
 
 
-SHAPE: Shape[BaseMessage] = Shape("langchain", _rebuild, _made, _item_id)
+SHAPE: Shape[BaseMessage] = Shape("langchain", _rebuild, _made, _item_id, host_cuts=True)
 
 
 # -- counting -------------------------------------------------------------------------

@@ -28,13 +28,14 @@ from ctxwindow.errors import InvalidMessage
 from ctxwindow.kit import snapshot
 from ctxwindow_adapters._bridge import (
     Converted,
+    HostCut,
     Shape,
     budget_in_items,
     get,
     prepare,
     text_of,
 )
-from ctxwindow_adapters._reads import RecentReads
+from ctxwindow_adapters._reads import RecentReads, beside_media
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "aselect", "read_items", "select"]
 
@@ -112,7 +113,14 @@ def _kind(item: Any, index: int) -> str:
                 index, "an item_reference needs the 'id' of the item it stands for"
             )
         return "output"  # an earlier response's item: pairs with the outputs after it
-    if kind in CALL_TYPES or kind == "reasoning" or kind.endswith("_call"):
+    if kind in CALL_TYPES:
+        if not isinstance(get(item, "call_id"), str) or not get(item, "call_id"):
+            raise InvalidMessage(
+                index, f"a {kind} item needs its 'call_id': the output answering it names "
+                f"the call by it, and the API rejects a call without one"
+            )  # fmt: skip
+        return "output"
+    if kind == "reasoning" or kind.endswith("_call"):
         return "output"
     # any other type (mcp_list_tools, compaction, one the API adds later) is kept whole
     # as a unit of its own, counted as its JSON: refusing it would break an app on the
@@ -253,6 +261,10 @@ def _output_content(item: Any, index: int) -> str | tuple[ContentPart, ...]:
     return _text(output, index)
 
 
+def _is_media_part(part: Any) -> bool:
+    return get(part, "type") in _MEDIA_PARTS
+
+
 def _output_part(part: Any, index: int) -> ContentPart:
     kind = get(part, "type")
     if kind in _MEDIA_PARTS:
@@ -269,7 +281,11 @@ def _content_of(item: Any) -> tuple[Any, ...]:
     return tuple([snapshot(get(item, key)) for key in _EDITABLE])
 
 
-_EDITABLE = ("content", "output", "arguments", "summary", "result", "code", "input", "action")
+#: The fields compared: what an item holds, and the ``call_id`` that pairs a call with
+#: the output answering it (edited, the pairing read before would be stale).
+_EDITABLE = (
+    "content", "output", "arguments", "summary", "result", "code", "input", "action", "call_id"
+)  # fmt: skip
 
 
 def _input_message(item: Any, index: int) -> Message:
@@ -289,10 +305,8 @@ def _turn(items: Sequence[Any], run: list[int], referenced: Sequence[str] = ()) 
             texts.append(_text(get(item, "content"), index))
         elif kind == "reasoning":
             texts.extend(_text(get(item, key), index) for key in ("summary", "content"))
-        elif kind in CALL_TYPES and get(item, "call_id"):
+        elif kind in CALL_TYPES:  # its call_id checked by _kind
             call_id = get(item, "call_id")
-            if not isinstance(call_id, str):
-                raise InvalidMessage(index, f"'call_id' must be a string, got {call_id!r}")
             name = get(item, "name") or kind
             arguments = _call_input(item)
             calls.append(ToolCall(call_id, str(name), text_of(arguments)))
@@ -361,13 +375,17 @@ def _rebuild(item: Any, kept: Any, cut: tuple[frozenset[int] | None, str] | None
     if kind in OUTPUT_TYPES:  # a stand-in for a call's output, in the field its type needs
         data.update(_stand_in(data, cut[1]))
         return data
-    content = data.get("content")
-    if isinstance(content, list):
-        others = [p for p in content if get(p, "type") not in _TEXT_PARTS]
-        data["content"] = [{"type": "input_text", "text": cut[1]}, *others]
+    content, words = data.get("content"), str(cut[1])  # never a HostCut in the output
+    if isinstance(content, list):  # the cut text where the text began, the rest in place
+        text = {"type": "input_text", "text": words}
+        data["content"] = beside_media(content, text, _not_text) or [text]
     else:
-        data["content"] = cut[1]
+        data["content"] = words
     return data
+
+
+def _not_text(part: Any) -> bool:
+    return get(part, "type") not in _TEXT_PARTS
 
 
 def _stand_in(data: dict[str, Any], text: str) -> dict[str, Any]:
@@ -375,8 +393,14 @@ def _stand_in(data: dict[str, Any], text: str) -> dict[str, Any]:
     program's ``result``; a shell's ``output`` list, one chunk of stdout with the last
     chunk's outcome; any other's ``output`` string."""
     kind = data.get("type")
+    by_host, text = isinstance(text, HostCut), str(text)  # never a HostCut in the output
     if kind == "program_output":
         return {"result": text}
+    output = data.get("output")
+    if isinstance(output, list) and by_host:  # the core's cut kept its images
+        held = beside_media(output, {"type": "input_text", "text": text}, _is_media_part)
+        if held is not None:
+            return {"output": held}
     if kind == "shell_call_output":
         chunks = data.get("output") or [{}]
         outcome = get(chunks[-1], "outcome") or {"type": "exit", "exit_code": 0}
@@ -393,6 +417,6 @@ def _item_id(item: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-SHAPE: Shape[Any] = Shape("openai-responses", _rebuild, _made, _item_id)
+SHAPE: Shape[Any] = Shape("openai-responses", _rebuild, _made, _item_id, host_cuts=True)
 #: The conversions made before: a list that grew costs converting what it added.
 _READS: RecentReads[Any] = RecentReads(_read_from, _content_of)
