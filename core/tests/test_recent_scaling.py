@@ -60,6 +60,19 @@ class Calls:
         return counted
 
 
+def keys_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many items each look keys (:func:`_prefixes.item_keys`), appended as it goes."""
+    keyed: list[int] = []
+    keys = _prefixes.item_keys
+
+    def counted(items: Any) -> Any:
+        keyed.append(len(items))
+        return keys(items)
+
+    monkeypatch.setattr(_prefixes, "item_keys", counted)
+    return keyed
+
+
 def remembering(histories: list[list[Any]], counter: Any = COUNTER) -> RecentHistories:
     """A process's remembered histories, sized as ``ctxwindow serve`` sizes them, having
     read each of ``histories``."""
@@ -187,14 +200,7 @@ def test_a_list_that_grew_is_looked_up_at_its_new_items_alone(
     held = [Held(chat(user)) for user in range(MANY)]
     for entry in held:
         lists.remember(entry)
-    keyed: list[int] = []
-    keys = _prefixes.item_keys
-
-    def counted(items: Any) -> Any:
-        keyed.append(len(items))
-        return keys(items)
-
-    monkeypatch.setattr(_prefixes, "item_keys", counted)
+    keyed = keys_read(monkeypatch)
     mine = held[123].originals
     grown = [*mine, *chat(123, turns=2)[1:]]
     assert next(lists.candidates(grown)) is held[123]
@@ -216,14 +222,7 @@ def test_a_list_whose_item_near_its_end_was_stood_in_for_is_keyed_at_none_of_its
     branch of that list, as a fresh read would."""
     history = chat(MANY + 7, turns=CHECKED)
     recent = remembering([chat(user) for user in range(50)] + [history])
-    keyed: list[int] = []
-    keys = _prefixes.item_keys
-
-    def counted(items: Any) -> Any:
-        keyed.append(len(items))
-        return keys(items)
-
-    monkeypatch.setattr(_prefixes, "item_keys", counted)
+    keyed = keys_read(monkeypatch)
     calls = Calls(monkeypatch)
     stood_in = [*history, {"role": "user", "content": "and now?"}]
     stood_in[-4] = {**history[-3], "content": "[answer cleared]"}
