@@ -25,10 +25,16 @@ it is read from the head when no ``"model"`` (nor any ``\\u`` escape, which coul
 spell one) follows the history's start, else from the last ``"model"`` key whose rest
 parses as the end of one object (only the top level's can). Such a body is then not
 checked to be JSON anywhere else.
+
+A body orjson refuses is read by the standard library, which takes a lone surrogate
+escape (``"\\ud83d"``: JSON's grammar allows it, and a JavaScript client that cuts a
+string mid-emoji sends one); only a body neither reads is not JSON.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,6 +97,13 @@ class Reading:
     _grown: _Remembered | None = None
     _replaces: _Remembered | None = None
 
+    @property
+    def unread(self) -> int:
+        """The body's bytes not recognised as a history read before: what a visit counts
+        (the core recognises the rest, the very objects, without counting it again)."""
+        known = self._replaces
+        return len(self._raw) - (0 if known is None else known.items_end - known.start)
+
     def remember(self) -> None:
         entry = self._grown
         if entry is None and self._start is not None and self.whole:
@@ -112,10 +125,10 @@ class RecentBodies:
 
     def read(self, raw: bytes, key: str, wanted: Callable[[Any], bool] = lambda _: True) -> Reading:
         """The body ``raw`` (its history under ``key``), read in part when it can be;
-        raises ``orjson.JSONDecodeError`` as ``orjson.loads`` does. A body whose model
-        is not ``wanted`` (``wanted(model)`` is False: it has no entry) is read no
-        further than its model when that can be found alone, and is then not checked
-        to be JSON elsewhere."""
+        raises ``orjson.JSONDecodeError`` when it is not JSON (see :func:`loads`). A
+        body whose model is not ``wanted`` (``wanted(model)`` is False: it has no
+        entry) is read no further than its model when that can be found alone, and is
+        then not checked to be JSON elsewhere."""
         start = _array_start(raw, key)
         if start is not None:
             known = self._longest_known(raw, key, start)
@@ -127,7 +140,7 @@ class RecentBodies:
                 model = _model(raw, start)
                 if model is not _NOT_FOUND and not wanted(model):
                     return Reading({"model": model}, False, self, raw, key, start)
-        return Reading(orjson.loads(raw), True, self, raw, key, start)
+        return Reading(loads(raw), True, self, raw, key, start)
 
     # -- reading a grown history -----------------------------------------------------
     def _longest_known(self, raw: bytes, key: str, start: int) -> _Remembered | None:
@@ -335,3 +348,29 @@ def _located(raw: bytes, key: str, start: int, body: Any) -> _Remembered | None:
     if not isinstance(head, dict) or tail is None or list(tail) != after:
         return None
     return _Remembered(raw, key, start, _items_end(raw, end), end, items, next_key)
+
+
+def loads(raw: bytes) -> Any:
+    """``raw`` as orjson reads it, else as the standard library does: it takes a lone
+    surrogate escape (``"\\ud83d"``, valid JSON) that orjson refuses. Raises orjson's
+    ``JSONDecodeError`` when neither reads it, and for what only the standard library
+    would read but could not write back as it came (``NaN``, ``Infinity``, a number past
+    a double's range)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as refused:
+        try:
+            return json.loads(raw.decode(), parse_constant=_not_json, parse_float=_finite)
+        except (ValueError, RecursionError):  # RecursionError: nested past the stack
+            raise refused from None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if math.isinf(value):
+        raise ValueError(f"{number} is past a double's range")
+    return value

@@ -99,7 +99,8 @@ class Proxy:
         assert self.recent is not None, "the route exists only with [serve] ui = true"
         page = await run_in_threadpool(self.recent.page)  # a long page takes a while
         headers = {"content-security-policy": CONTENT_SECURITY_POLICY, "cache-control": "no-store"}
-        return HTMLResponse(page, headers=headers)
+        # a lone surrogate (a body's "\ud83d") cannot be UTF-8: shown as the escape it came as
+        return HTMLResponse(page.encode("utf-8", "backslashreplace"), headers=headers)
 
     def _page_allowed(self, request: Request) -> bool:
         """Whether a request for one of the proxy's own pages (/ui, /metrics) holds the

@@ -46,6 +46,10 @@ class Shape(Protocol):
     async def window(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
         """The window of the body's history at ``budget`` tokens."""
 
+    def select(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
+        """:meth:`window`, synchronously: for a worker thread (a big body, whose reading
+        and counting would hold the event loop)."""
+
     def sent(self, window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
         """The window's items as the upstream gets them (ctxwindow's own fields left out
         of the messages it made)."""
@@ -97,7 +101,12 @@ class ChatShape:
         return [body[key] for key in ("tools", "functions", "response_format") if body.get(key)]
 
     async def window(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
-        return await windower.aselect(body[self.history_key], budget=budget)
+        window: Window[Any] = await windower.aselect(body[self.history_key], budget=budget)
+        return window
+
+    def select(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
+        window: Window[Any] = windower.select(body[self.history_key], budget=budget)
+        return window
 
     def sent(self, window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
         """The client's messages as they came; a message the window made (a summary, a
@@ -142,6 +151,9 @@ class ResponsesShape:
             body[self.history_key], budget=budget, windower=windower
         )
 
+    def select(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
+        return openai_responses.select(body[self.history_key], budget=budget, windower=windower)
+
     def sent(self, window: Sequence[Any], history: Sequence[Any]) -> list[Any]:
         return list(window)  # the adapter gives back the API's own items
 
@@ -169,6 +181,11 @@ class AnthropicShape:
 
     async def window(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
         return await anthropic_adapter.aselect(
+            body[self.history_key], budget=budget, system=body.get("system"), windower=windower
+        )
+
+    def select(self, body: Mapping[str, Any], windower: Windower, budget: int) -> Window[Any]:
+        return anthropic_adapter.select(
             body[self.history_key], budget=budget, system=body.get("system"), windower=windower
         )
 
