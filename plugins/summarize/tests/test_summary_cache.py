@@ -168,6 +168,9 @@ def test_redis_outage_keeps_summarizing_with_one_warning(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         strategy.select(conversation, 200)
+        # the same turns as the strategy: a rolling summary depends on those it rolled
+        # through (a fresh one summarizes the first checkpoint it meets from scratch)
+        reference.select(conversation, 200)
         redis_server.stop()
         for index in range(30, 45):
             conversation.append({"role": "user", "content": f"More talk, round {index}."})

@@ -292,6 +292,8 @@ class ExtractiveSummarizer:
     provider = None
     model = None
     max_input_tokens = 1_000_000
+    #: No request framing: its input limit is all the texts' (see strategy._overhead).
+    prompt_overhead = 0
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         previous = _previous(request.previous)

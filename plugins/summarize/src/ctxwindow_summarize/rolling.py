@@ -10,6 +10,7 @@ history, so re-selecting the same history finds the same boundary and its cached
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
 from collections import OrderedDict
@@ -64,6 +65,49 @@ def boundary(candidates: Candidates, room: int, step: int) -> int:
     return candidates.first_reaching(mark) if mark <= total else len(candidates)
 
 
+def later_checkpoints(candidates: Candidates, start: int, stop: int, step: int) -> list[int]:
+    """The checkpoints after ``start`` up to ``stop``, newest first: where a summary
+    written on a coarser grid of the same ladder may sit (a step halved as a turn grew
+    keeps the coarser grid's checkpoints), covering more than the first that fits."""
+    found: list[int] = []
+    first = candidates.tokens(start) // step + 1
+    for multiple in range(first, candidates.tokens(stop) // step + 1):
+        index = candidates.first_reaching(multiple * step)
+        if start < index <= stop and (not found or index > found[-1]):
+            found.append(index)
+    return found[::-1]
+
+
+#: Sizes (the step between checkpoints, a summary's target) are rounded down to this
+#: ladder, powers of 2 ** (1/4) (about 19% apart): a few percent of change in the budget
+#: or in the system prompt moves them only when it crosses a rung, so the same
+#: checkpoints and cache keys are found again.
+LADDER = tuple(sorted({round(2 ** (k / 4)) for k in range(4 * 40)}))
+
+
+#: The sizes a summary is asked for: a finer ladder (powers of 2 ** (1/8), about 9%
+#: apart), as a summary is rounded down to fit its room and the rest is not its; a
+#: visit that does not find one at its own size looks at the sizes about it too.
+SIZES = tuple(sorted({round(2 ** (k / 8)) for k in range(8 * 40)}))
+
+
+def rung(tokens: int, ladder: tuple[int, ...] = LADDER) -> int:
+    """The largest size on ``ladder`` at most ``tokens`` (``tokens`` below 1)."""
+    if tokens < 1:
+        return tokens
+    return ladder[bisect.bisect_right(ladder, tokens) - 1]
+
+
+def nearest_rung(tokens: int) -> int:
+    """The size on :data:`LADDER` nearest ``tokens`` (by ratio): a step rounded so, not
+    down, is on average as long as the one it stands for, so the calls are as rare."""
+    below = rung(tokens)
+    if below < 1 or below == tokens:
+        return below
+    above = LADDER[bisect.bisect_right(LADDER, tokens)]
+    return above if above * below < tokens * tokens else below
+
+
 def checkpoints(candidates: Candidates, start: int, step: int) -> Iterator[int]:
     """The checkpoints before ``start``, newest first (a visit reads only the few it
     needs: the newest that has a summary)."""
@@ -81,6 +125,8 @@ DECODED_KEPT = 16
 MEMORY_ENTRIES = 4_096
 MEMORY_BYTES = 16 * 2**20
 KIND = "summary"
+#: What a summary is held under: (summarizer, target size, the prefix key it covers).
+Entry = tuple[str, int, str]
 
 
 class SummaryCache:
@@ -113,12 +159,19 @@ class SummaryCache:
 
     def get_many(self, summarizer: str, target: int, keys: Sequence[str]) -> dict[str, Summary]:
         """The summaries held for prefix ``keys``, in one round trip to the store."""
-        wanted = {self.store_key(summarizer, target, key): key for key in keys if key}
-        found: dict[str, Summary] = {}
-        for stored, value in self.store.get_many(list(wanted)).items():
+        found = self.get_any([(summarizer, target, key) for key in keys])
+        return {key: summary for (_, _, key), summary in found.items()}
+
+    def get_any(self, wanted: Sequence[Entry]) -> dict[Entry, Summary]:
+        """The summaries held for ``wanted`` (summarizer, target, prefix key) entries, in
+        one round trip to the store: a visit asks for several summarizers' and sizes'
+        at once when the one it expects is not held."""
+        stored = {self.store_key(*entry): entry for entry in wanted if entry[2]}
+        found: dict[Entry, Summary] = {}
+        for at, value in self.store.get_many(list(stored)).items():
             summary = self._decoded(value)
             if summary is not None:
-                found[wanted[stored]] = summary
+                found[stored[at]] = summary
         return found
 
     def _decoded(self, value: bytes) -> Summary | None:
@@ -141,7 +194,9 @@ class SummaryCache:
         """Hold ``summary`` unless one is held for this prefix already; the one held
         after. The first summary written wins, so that replicas sharing the store send
         one summary for a prefix, not each its own (a rolling summary depends on which
-        earlier ones were cached, so two replicas can write different ones)."""
+        earlier ones were cached, so two replicas can write different ones). Each
+        summarizer writes under its own name: a fallback's summary never takes the
+        place of the one the summarizer itself may write later."""
         stored = self.store_key(summarizer, target, key)
         value = json.dumps({"text": summary.text, "summarizer": summary.summarizer})
         item = {stored: value.encode("utf-8")}

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import inspect
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,15 +26,26 @@ from ctxwindow import (
     Summarizer,
     SummaryRequest,
     SummaryResult,
+    TokenCounter,
     get_summarizer,
 )
 from ctxwindow.kit import keep_run, stretches
 from ctxwindow_stores import cache_options
 from ctxwindow_summarize.errors import SummarizerFailed
 from ctxwindow_summarize.extractive import ExtractiveSummarizer
-from ctxwindow_summarize.ledger import Candidates, Ledgers
+from ctxwindow_summarize.ledger import Candidates, Ledgers, exact_counter
 from ctxwindow_summarize.llm import OpenAISummarizer, looks_like_error
-from ctxwindow_summarize.rolling import Summary, SummaryCache, boundary, checkpoints
+from ctxwindow_summarize.rolling import (
+    SIZES,
+    Entry,
+    Summary,
+    SummaryCache,
+    boundary,
+    checkpoints,
+    later_checkpoints,
+    nearest_rung,
+    rung,
+)
 
 DROP = "drop"
 #: A summary shorter than this says nothing; below it the older units are dropped instead.
@@ -43,6 +56,14 @@ MIN_SUMMARY_TOKENS = 12
 FIRST_LOOKUPS = 8
 #: The summary message but its text: what the framing of one costs.
 _FRAMING = Message("system", "")
+#: What a summarizer adds to each request around the texts (its instructions, the
+#: framing of the previous summary and of the new messages), when it does not say
+#: (``prompt_overhead``): kept free under its ``max_input_tokens``, at most a quarter
+#: of it. The ``openai`` summarizer's is counted from its own prompt.
+PROMPT_OVERHEAD = 256
+#: Cut-down summaries kept (see SummarizeWindow._fitted): a turn cuts the one it cut
+#: the round before.
+CUTS_KEPT = 16
 
 
 def _share(value: float) -> str | None:
@@ -64,9 +85,11 @@ class Outcome:
     covered: range
     dropped: range = range(0)
     failures: list[str] = field(default_factory=list)
-    usage: LLMUsage | None = None
+    usage: _Usage | None = None
     #: Why the units it covers are not verbatim (see :data:`OLDER` and :data:`TURN`).
     why: str = ""
+    #: What the record should say of the summary besides failures (a summary cut to fit).
+    notes: list[str] = field(default_factory=list)
 
 
 #: Why the newest units before the boundary are verbatim; and why, when a summary the
@@ -172,9 +195,13 @@ class SummarizeWindow(BaseStrategy):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.cache = SummaryCache(self.options["cache"], ttl=self.options["cache_ttl"])
-        #: Summarizers that failed at a boundary are not called again for it: a failing
-        #: LLM is tried once per checkpoint, not once per turn.
+        #: Summarizers that failed at a boundary are not called again for it, whatever
+        #: the size asked (target 0; the size only for "no room", which depends on it):
+        #: a failing LLM is tried once per checkpoint, not once per turn or round.
         self._failed: dict[tuple[str, int, str], str] = {}
+        #: Held summaries cut down to a smaller room, by (summary, target, counter).
+        self._cuts: OrderedDict[tuple[Summary, int, object], Summary | None] = OrderedDict()
+        self._cuts_lock = threading.Lock()
         #: The summarizer calls under way, by attempt, with when their visit began: one
         #: still running a time limit after that belongs to a visit the host gave up on.
         self._running: dict[tuple[str, int, str], float] = {}
@@ -250,7 +277,8 @@ class SummarizeWindow(BaseStrategy):
         left = history.budget - history.must_keep_tokens - recent
         split = _turn_split(history, candidates)
         summary_room = min(reserve, left) - framing
-        return _Plan(candidates, start, step, summary_room, framing, split, started)
+        base = rung(reserve - framing, SIZES)
+        return _Plan(candidates, start, step, summary_room, framing, split, started, base)
 
     def _summarize(self, history: History, plan: _Plan) -> list[Outcome]:
         """One summary of the candidates before the boundary; or, when the boundary
@@ -262,43 +290,71 @@ class SummarizeWindow(BaseStrategy):
         if start == 0:
             return []
         if not 0 < split < start:
-            return [self._summarize_part(history, plan, range(start), plan.summary_room, OLDER)]
+            upper = split if split >= start else len(plan.candidates)
+            part = range(start)
+            return [self._summarize_part(history, plan, part, plan.summary_room, OLDER, upper)]
         room = plan.summary_room - plan.framing  # the second summary's framing
         older = self._summarize_part(history, plan, range(split), room // 2, OLDER)
         used = history.counter.count_text(older.summary.text) if older.summary else 0
-        turn = self._summarize_part(history, plan, range(split, start), room - used, TURN)
-        return [older, turn]
+        turn = range(split, start)
+        last = len(plan.candidates)
+        return [older, self._summarize_part(history, plan, turn, room - used, TURN, last)]
 
     def _summarize_part(
-        self, history: History, plan: _Plan, part: range, target: int, why: str
+        self, history: History, plan: _Plan, part: range, room: int, why: str, upper: int = 0
     ) -> Outcome:
-        """The summary of the candidates in ``part``, rolled on from the newest one the
-        cache holds of the same part (the boundary's, else an earlier checkpoint's), or
-        the previous one kept and the rest dropped when every summarizer failed."""
+        """The summary of the candidates in ``part``, in at most ``room`` tokens: one held
+        already (of this part, at any size on the ladder, cut down to fit when the room
+        shrank: a growing turn's rounds call nothing; or of a later checkpoint up to
+        ``upper``, which covers more and leaves the rest room too); else rolled on from
+        the newest one held of an earlier checkpoint, or the previous one kept and the
+        rest dropped when every summarizer failed."""
         candidates = plan.candidates
-        if target < MIN_SUMMARY_TOKENS:
-            room = (
+        if room < MIN_SUMMARY_TOKENS:
+            said = (
                 f"no room for a summary: the must-keep messages and the recent part leave "
-                f"{max(0, target)} tokens for one (it needs {MIN_SUMMARY_TOKENS})"
+                f"{max(0, room)} tokens for one (it needs {MIN_SUMMARY_TOKENS})"
             )
-            return Outcome(None, range(part.start, part.start), part, [room], why=why)
-        primary = self._summarizers[0].name if self._summarizers else DROP
-        found = self._newest_held(primary, target, plan, part)
-        if found is not None and found[0] == part.stop:
-            return Outcome(found[1], part, why=why)
-        previous_at, previous = found if found is not None else (part.start, None)
-        request_texts = [candidates.text(index) for index in range(previous_at, part.stop)]
+            return Outcome(None, range(part.start, part.start), part, [said], why=why)
+        target = _target(plan.base, room)
+        sizes = _sizes(plan.base, target)
         key = _part_key(candidates, part, part.stop)
+        primary = self._summarizers[0].name if self._summarizers else DROP
+        held = self.cache.get_many(primary, target, [key])  # nearly always, in memory
+        found = (part.stop, held[key]) if held else None
+        if found is None:
+            later = later_checkpoints(candidates, part.stop, upper, plan.step) if upper else []
+            found = self._held_at(plan, part, [*later[:FIRST_LOOKUPS], part.stop], sizes, room)
+        if found is not None:
+            stop, summary = found
+            fitted, cut = self._fitted(summary, room, target, history)
+            if fitted is not None:
+                plan.start = max(plan.start, stop)  # a later checkpoint's: verbatim after it
+                failed = self._failed.get((primary, 0, _part_key(candidates, part, stop)))
+                if summary.summarizer == primary:  # its own, a late reply's say
+                    failed = None
+                retried = [f"{failed} (not retried at this boundary)"] if failed else []
+                covered = range(part.start, stop)
+                return Outcome(fitted, covered, failures=retried, why=why, notes=cut)
+        held_before = self._newest_held(sizes, plan, part)
+        previous_at, previous = held_before if held_before is not None else (part.start, None)
+        request_texts = [candidates.text(index) for index in range(previous_at, part.stop)]
         failures: list[str] = []
+        notes: list[str] = []
         usage = _Usage()
         for summarizer in self._summarizers:
-            attempt = (summarizer.name, target, key)
+            attempt = (summarizer.name, 0, key)
             abandoned = self._abandoned(attempt)
             if abandoned is not None:
                 self._remember_failure(attempt, abandoned)
-            if attempt in self._failed:
-                failures.append(f"{self._failed[attempt]} (not retried at this boundary)")
+            failed = self._failed.get(attempt) or self._failed.get((summarizer.name, target, key))
+            if failed is not None:
+                failures.append(f"{failed} (not retried at this boundary)")
                 continue
+            if summarizer.name != primary:  # a fallback's own summary, written before
+                own = self.cache.get(summarizer.name, target, key)
+                if own is not None:
+                    return Outcome(own, part, failures=failures, usage=usage, why=why)
             try:
                 with self._call_under_way(attempt, plan.started):
                     text = _staged(
@@ -308,10 +364,11 @@ class SummarizeWindow(BaseStrategy):
                         target,
                         history,
                         usage,
+                        notes,
                     )
             except _NoRoom as error:  # not the summarizer's failure: nothing fits the room
                 failures.append(str(error))
-                self._remember_failure(attempt, str(error))
+                self._remember_failure((summarizer.name, target, key), str(error))
                 continue
             except SummarizerFailed as error:
                 if self.options["on_error"] == "raise":
@@ -321,30 +378,96 @@ class SummarizeWindow(BaseStrategy):
                 if isinstance(error.usage, LLMUsage):
                     usage.add(error.usage)
                 continue
-            summary = self.cache.put(primary, target, key, Summary(text, summarizer.name))
-            return Outcome(summary, part, failures=failures, usage=usage.total(), why=why)
+            # under its own name: a fallback's never stands in for the summarizer's
+            # own summary, which a later visit (or a late reply) may still write
+            summary = self.cache.put(summarizer.name, target, key, Summary(text, summarizer.name))
+            return Outcome(summary, part, failures=failures, usage=usage, why=why, notes=notes)
         # Every summarizer failed: keep the previous summary, drop what it does not cover.
         covered, dropped = range(part.start, previous_at), range(previous_at, part.stop)
-        return Outcome(previous, covered, dropped, failures, usage.total(), why)
+        return Outcome(previous, covered, dropped, failures, usage, why)
+
+    def _eligible(self, key: str) -> list[str]:
+        """Whose summaries of the prefix ``key`` a visit may send: the summarizer's;
+        the fallbacks' too once it failed there (a later visit of a new process asks
+        it again, and the fallback's summary never hides the one it writes)."""
+        names = [summarizer.name for summarizer in self._summarizers]
+        if names and (names[0], 0, key) in self._failed:
+            return names
+        return names[:1]
+
+    def _held_at(
+        self, plan: _Plan, part: range, stops: list[int], sizes: list[int], room: int
+    ) -> tuple[int, Summary] | None:
+        """A held summary of ``part`` ending at one of ``stops`` (most covering first),
+        at any of ``sizes`` (in their order), the summarizer's before a fallback's: the
+        first that fits ``room``, else the first (to be cut down), in one round trip."""
+        keys = {stop: _part_key(plan.candidates, part, stop) for stop in stops}
+        wanted: list[tuple[int, Entry]] = [
+            (stop, (name, size, keys[stop]))
+            for stop in stops
+            for name in self._eligible(keys[stop])
+            for size in sizes
+        ]
+        held = self.cache.get_any([entry for _, entry in wanted])
+        found = [(stop, held[entry]) for stop, entry in wanted if entry in held]
+        count = plan.candidates.history.counter.count_text
+        fitting = [(stop, summary) for stop, summary in found if count(summary.text) <= room]
+        return (fitting or found)[0] if found else None
+
+    def _fitted(
+        self, summary: Summary, room: int, target: int, history: History
+    ) -> tuple[Summary | None, list[str]]:
+        """``summary``, cut down extractively to ``target`` when it is longer than the
+        ``room`` left for it now (an agent's turn grew into the summary's room): the same
+        stretch is not summarized again, so a growing turn calls nothing, and the note
+        says what was cut. None when the cut leaves nothing."""
+        counter = history.counter
+        size = counter.count_text(summary.text)
+        if size <= room:
+            return summary, []
+        memo = (summary, target, exact_counter(history))
+        with self._cuts_lock:
+            cut = self._cuts.get(memo, summary)
+        if cut is summary:
+            request = SummaryRequest(summary.text, [], target, counter)
+            text = ExtractiveSummarizer().summarize(request).text
+            cut = Summary(text, summary.summarizer) if text.strip() else None
+            with self._cuts_lock:
+                self._cuts[memo] = cut
+                while len(self._cuts) > CUTS_KEPT:
+                    self._cuts.popitem(last=False)
+        if cut is None:
+            return None, []
+        note = (
+            f"the summary by {summary.summarizer!r} ({size:,} tokens) was cut down "
+            f"extractively to {target:,} tokens to fit the {room:,} left for it now; the "
+            f"same messages were not summarized again"
+        )
+        return cut, [note]
 
     def _newest_held(
-        self, primary: str, target: int, plan: _Plan, part: range
+        self, sizes: list[int], plan: _Plan, part: range
     ) -> tuple[int, Summary] | None:
-        """The longest stretch of ``part`` from its start the cache holds a summary of,
-        with the summary: the boundary's, else the newest checkpoint's before it. The
-        boundary's is asked for alone first: it is held on nearly every turn, in memory,
-        so a turn asks a shared store (SQLite, Redis) nothing, where a batch with
-        checkpoints never summarized (a first visit summarizes at the boundary alone)
-        would send it their keys on every turn. Then the newest few checkpoints, then
-        the rest."""
+        """The newest checkpoint before ``part``'s end whose summary of ``part`` from its
+        start is held, with the summary (any summarizer's, any size of ``sizes``; the
+        summarizer's own first): what the next one rolls on from. The newest few
+        checkpoints are asked for in one round trip, the rest only when none of those
+        has one."""
         candidates = plan.candidates
         inside = takewhile(part.start.__lt__, checkpoints(candidates, part.stop, plan.step))
-        for batch in _lookups(part.stop, inside):
+        names = [summarizer.name for summarizer in self._summarizers]
+        for batch in _lookups(inside):
             keys = [_part_key(candidates, part, index) for index in batch]
-            held = self.cache.get_many(primary, target, keys)
-            for index, key in zip(batch, keys, strict=True):
-                if key in held:
-                    return index, held[key]
+            wanted = [
+                (index, (name, size, key))
+                for index, key in zip(batch, keys, strict=True)
+                for name in names
+                for size in sizes
+            ]
+            held = self.cache.get_any([entry for _, entry in wanted])
+            for index, entry in wanted:
+                if entry in held:
+                    return index, held[entry]
         return None
 
     def _remember_failure(self, attempt: tuple[str, int, str], why: str) -> None:
@@ -392,9 +515,11 @@ class SummarizeWindow(BaseStrategy):
         usage = _Usage()
         for outcome in outcomes:
             selection.notes.extend(outcome.failures)
+            selection.notes.extend(outcome.notes)
             if outcome.usage is not None:
-                usage.add(outcome.usage)
+                usage.merge(outcome.usage)
         selection.llm = usage.total()
+        selection.notes.extend(usage.notes())
         # The verbatim part fills what the summaries leave, not only its own room: the
         # boundary sits at a checkpoint (a summary is written once per step), so that
         # room is filled from low_water to whole, and the rest would go unused. The
@@ -415,12 +540,31 @@ class SummarizeWindow(BaseStrategy):
         return selection
 
 
-def _lookups(start: int, checkpoints: Iterator[int]) -> Iterator[list[int]]:
+def _lookups(checkpoints: Iterator[int]) -> Iterator[list[int]]:
     """The prefixes whose summaries :meth:`SummarizeWindow._newest_held` asks for, in
-    batches: the boundary's, the newest FIRST_LOOKUPS checkpoints', the rest."""
-    yield [start]
+    batches: the newest FIRST_LOOKUPS checkpoints', the rest."""
     yield list(islice(checkpoints, FIRST_LOOKUPS))
     yield list(checkpoints)
+
+
+def _target(base: int, room: int) -> int:
+    """The size a summary is asked for in ``room`` tokens: ``base`` (the summary's
+    whole room, on the ladder of :data:`SIZES`) or the size below ``room`` if that is
+    less, so that the size (part of the cache key) changes only when the room crosses
+    a rung; the room itself when that is too small to say anything."""
+    target = min(base, rung(room, SIZES))
+    return target if target >= MIN_SUMMARY_TOKENS else room
+
+
+def _sizes(base: int, target: int) -> list[int]:
+    """The sizes a summary of ``target`` may have been written at before: ``target``;
+    then those of a larger room, from the size above ``base`` (a budget a little larger
+    on another turn) down; then the size below ``target`` (one a little smaller)."""
+    at = bisect.bisect_right(SIZES, base)
+    above = SIZES[at : at + 1]
+    larger = [size for size in SIZES if target < size <= base]
+    below = [size for size in SIZES if size < target][-1:]
+    return [target, *above, *larger[::-1], *below]
 
 
 def _first_fitting(
@@ -520,24 +664,55 @@ class _Plan:
     split: int
     #: When the visit began choosing (``time.monotonic()``): see ``_abandoned``.
     started: float
+    #: The summary's whole room on the ladder: the size it is asked for (see _target).
+    base: int
 
 
 class _Usage:
+    """What a visit's calls spent, by (provider, model) in the order first called: a
+    fallback model's spend is never put under the summarizer's model."""
+
     def __init__(self) -> None:
-        self.calls = self.prompt = self.completion = 0
-        self.provider: str | None = None
-        self.model: str | None = None
+        self.by: dict[tuple[str | None, str | None], list[int]] = {}
 
     def add(self, usage: LLMUsage) -> None:
-        self.calls += usage.calls
-        self.prompt += usage.prompt_tokens
-        self.completion += usage.completion_tokens
-        self.provider, self.model = usage.provider, usage.model
+        spent = self.by.setdefault((usage.provider, usage.model), [0, 0, 0])
+        spent[0] += usage.calls
+        spent[1] += usage.prompt_tokens
+        spent[2] += usage.completion_tokens
+
+    def merge(self, other: _Usage) -> None:
+        for (provider, model), (calls, prompt, completion) in other.by.items():
+            self.add(LLMUsage(provider, model, calls, prompt, completion))
 
     def total(self) -> LLMUsage | None:
-        if not self.calls:
+        """All of it in one LLMUsage, which names one provider and model: two models'
+        names joined by ``+`` (as a pipeline joins its stages'), and :meth:`notes`
+        says what each spent."""
+        calls = sum(spent[0] for spent in self.by.values())
+        if not calls:
             return None
-        return LLMUsage(self.provider, self.model, self.calls, self.prompt, self.completion)
+        providers = list(dict.fromkeys(p for p, _ in self.by if p))
+        models = list(dict.fromkeys(m for _, m in self.by if m))
+        return LLMUsage(
+            "+".join(providers) or None,
+            "+".join(models) or None,
+            calls,
+            sum(spent[1] for spent in self.by.values()),
+            sum(spent[2] for spent in self.by.values()),
+        )
+
+    def notes(self) -> list[str]:
+        """What each model spent, when more than one was called."""
+        if len([spent for spent in self.by.values() if spent[0]]) < 2:
+            return []
+        each = "; ".join(
+            f"{model or '?'} ({provider or '?'}): {calls} call{'s' * (calls != 1)}, "
+            f"{prompt:,} prompt and {completion:,} completion tokens"
+            for (provider, model), (calls, prompt, completion) in self.by.items()
+            if calls
+        )
+        return [f"LLM usage by model: {each}"]
 
 
 def _step(history: History, reserve: int, low_water: float) -> int:
@@ -549,9 +724,12 @@ def _step(history: History, reserve: int, low_water: float) -> int:
     on each). The room the messages that stay (:func:`_stays`) leave sets the largest
     step; it is halved only when the room left now is smaller than a step (a bigger step
     summarizes more than must go, and the summary, no bigger, holds less of each fact),
-    so the checkpoints stay put from round to round."""
+    so the checkpoints stay put from round to round. The largest step is on the ladder
+    (:func:`nearest_rung`), and the others its halvings: a system prompt or budget a few
+    percent longer or shorter from turn to turn moves no checkpoint, and a halved
+    step's grid holds the coarser one's checkpoints."""
     share = 1 - low_water
-    largest = max(1, int(_room_left(history, reserve, _stays) * share))
+    largest = max(1, nearest_rung(int(_room_left(history, reserve, _stays) * share)))
     now = _room_left(history, reserve, lambda h, unit: h.must_keep[unit] != NEWEST_USER)
     step = largest
     while step > 1 and step > now:
@@ -615,26 +793,71 @@ def _staged(
     target: int,
     history: History,
     usage: _Usage,
+    notes: list[str] | None = None,
 ) -> str:
     """Summarize, in stages when the input exceeds the summarizer's limit: chunks first,
-    then the previous summary with the chunk summaries. The previous summary is never
-    cut, nor is a single text split; a previous summary that leaves no room under the
-    limit for the new messages is a failure (the fallback chain runs)."""
+    then the previous summary with the chunk summaries. The limit holds for the whole
+    request: the summarizer's own framing (:func:`_overhead`) is counted, and a single
+    text longer than the limit is cut (its head and tail kept, the cut marked). The
+    previous summary is never cut; one that leaves no room under the limit for the new
+    messages is a failure (the fallback chain runs)."""
     counter = history.counter
-    limit = summarizer.max_input_tokens
+    overhead = _overhead(summarizer, counter, target)
+    limit = summarizer.max_input_tokens - overhead
     used = counter.count_text(previous or "")
-    sizes = [counter.count_text(text) for text in texts]
-    if len(texts) > 1 and used + sum(sizes) > limit:
-        room = limit - used
-        if room < MIN_SUMMARY_TOKENS:
-            raise SummarizerFailed(
-                summarizer.name,
-                f"the previous summary ({used:,} tokens) leaves no room for the new messages "
-                f"under its input limit of {limit:,} tokens; raise its max_input_tokens "
-                f"(llm_max_input for 'openai') or lower summary_share",
-            )
-        texts = _reduced(summarizer, texts, sizes, room, target, history, usage)
-    return _summarize_once(summarizer, SummaryRequest(previous, texts, target, counter), usage)
+    room = limit - used
+    if room < MIN_SUMMARY_TOKENS:
+        raise SummarizerFailed(
+            summarizer.name,
+            f"the previous summary ({used:,} tokens) leaves no room for the new messages "
+            f"under its input limit of {summarizer.max_input_tokens:,} tokens (less "
+            f"{overhead:,} for its instructions); raise its max_input_tokens "
+            f"(llm_max_input for 'openai') or lower summary_share",
+        )
+    texts = [_cut_to(text, limit - 1, counter) for text in texts]  # each fits a call alone
+    sizes = _sized(texts, counter)
+    if len(texts) > 1 and sum(sizes) > room:
+        texts = _reduced(summarizer, texts, sizes, room, target, history, usage, limit)
+    if len(texts) == 1:  # the one left must fit beside the previous summary
+        texts = [_cut_to(texts[0], room - 1, counter)]
+    request = SummaryRequest(previous, texts, target, counter)
+    return _summarize_once(summarizer, request, usage, notes)
+
+
+def _overhead(summarizer: Summarizer, counter: TokenCounter, target: int) -> int:
+    """What ``summarizer`` adds to a request's texts: its ``prompt_overhead`` if it says;
+    for the ``openai`` summarizer, at least its prompt as this visit's counter counts it
+    (the digits of the counts in it allowed for); else PROMPT_OVERHEAD, at most a
+    quarter of its limit."""
+    said = getattr(summarizer, "prompt_overhead", None)
+    said = said if isinstance(said, int) and not isinstance(said, bool) and said >= 0 else None
+    if isinstance(summarizer, OpenAISummarizer):
+        frame = summarizer._messages(SummaryRequest("", [], target, counter))
+        counted = sum(counter.count_message(Message("user", m["content"])) for m in frame)
+        return max(counted + 4, said or 0)
+    if said is not None:
+        return said
+    return min(PROMPT_OVERHEAD, summarizer.max_input_tokens // 4)
+
+
+#: Marks where a text too long for the summarizer's input limit was cut.
+CUT_MARK = "\n[... {tokens:,} tokens cut here: too long for the summarizer's input ...]\n"
+
+
+def _cut_to(text: str, limit: int, counter: TokenCounter) -> str:
+    """``text`` if it fits ``limit`` tokens, else its head and tail with the cut marked
+    between them: what a single message longer than a call's input (a file an agent
+    read) can send."""
+    size = counter.count_text(text)
+    if size <= limit:
+        return text
+    keep = max(0, limit - counter.count_text(CUT_MARK.format(tokens=size)) - 2)
+    chars = int(len(text) * keep / size / 2)
+    while True:
+        cut = text[:chars] + CUT_MARK.format(tokens=size - keep) + text[len(text) - chars :]
+        if counter.count_text(cut) <= limit or chars == 0:
+            return cut if counter.count_text(cut) <= limit else text[: max(0, limit)]
+        chars = chars * 9 // 10
 
 
 def _reduced(
@@ -645,16 +868,17 @@ def _reduced(
     target: int,
     history: History,
     usage: _Usage,
+    limit: int,
 ) -> list[str]:
     """``texts`` summarized chunk by chunk, stage after stage, until they fit in ``room``
-    (or one is left). Chunk summaries are written to at most a third of the limit (a
+    (or one is left). Chunks hold at most ``limit`` tokens (the summarizer's input limit
+    less its framing). Chunk summaries are written to at most a third of that (a
     summary cut down to its target may come out a token or two over it), so that the
     next stage packs two or more into each call and at least halves their number: the
     stages, and so the calls, are bounded by the input (about twice its texts at most).
     They are also small enough that, when they can be, they all fit in ``room`` at once.
     A stage that does not shrink the texts is a failure, not a loop."""
     counter = history.counter
-    limit = summarizer.max_input_tokens
     longest = max(1, min(target, limit // 3))
     for _ in range(len(texts).bit_length() + 2):
         chunks = _chunks(texts, sizes, limit)
@@ -666,7 +890,7 @@ def _reduced(
                 continue
             request = SummaryRequest(None, chunk, max(1, piece), counter)
             shorter.append(_summarize_once(summarizer, request, usage))
-        shorter_sizes = [counter.count_text(text) for text in shorter]
+        shorter_sizes = _sized(shorter, counter)
         if len(shorter) == 1 or sum(shorter_sizes) <= room:
             return shorter
         if len(shorter) == len(texts) and sum(shorter_sizes) >= sum(sizes):
@@ -674,9 +898,14 @@ def _reduced(
         texts, sizes = shorter, shorter_sizes
     raise SummarizerFailed(
         summarizer.name,
-        f"its summaries of the chunks did not shrink to fit its input limit of {limit:,} "
-        f"tokens beside the previous summary",
+        f"its summaries of the chunks did not shrink to fit its input limit of "
+        f"{summarizer.max_input_tokens:,} tokens beside the previous summary",
     )
+
+
+def _sized(texts: list[str], counter: TokenCounter) -> list[int]:
+    """What each text costs in a request: its tokens and the line break after it."""
+    return [counter.count_text(text) + 1 for text in texts]
 
 
 def _chunks(texts: list[str], sizes: list[int], limit: int) -> list[list[str]]:
@@ -697,13 +926,19 @@ class _NoRoom(Exception):
     the record says there was no room, not that a summarizer failed."""
 
 
-def _summarize_once(summarizer: Summarizer, request: SummaryRequest, usage: _Usage) -> str:
+def _summarize_once(
+    summarizer: Summarizer,
+    request: SummaryRequest,
+    usage: _Usage,
+    notes: list[str] | None = None,
+) -> str:
     """One call of ``summarizer``, its reply checked. Whatever goes wrong (an exception
     it raises, a reply that is not a SummaryResult, error text, an empty summary) is a
     SummarizerFailed naming it and what was wrong, so the fallback chain runs whichever
     summarizer it is; an interrupt (KeyboardInterrupt, SystemExit) is not caught. The
     call's usage is counted once: here when the reply is a summary, else by the caller
-    from the SummarizerFailed."""
+    from the SummarizerFailed. A reply too long for its target is cut down
+    extractively, and ``notes`` (the final call's) say so."""
     name = summarizer.name
     try:
         result = summarizer.summarize(request)
@@ -726,11 +961,17 @@ def _summarize_once(summarizer: Summarizer, request: SummaryRequest, usage: _Usa
         raise SummarizerFailed(name, said, result.usage)
     if result.usage is not None:
         usage.add(result.usage)
-    if counter.count_text(text) > target:  # an LLM that ignored max_tokens: cut it down
+    size = counter.count_text(text)
+    if size > target:  # an LLM that ignored max_tokens: cut it down
         text = ExtractiveSummarizer().summarize(SummaryRequest(text, [], target, counter)).text
         if not text.strip():
             raise SummarizerFailed(
                 name, "wrote a summary too long to fit, with nothing worth keeping"
+            )
+        if notes is not None:
+            notes.append(
+                f"summarizer {name!r} wrote {size:,} tokens for a summary of at most "
+                f"{target:,}: cut down extractively to fit"
             )
     return text
 
