@@ -511,3 +511,15 @@ def test_a_missing_file_is_said_plainly(
         "benchmark's name (locomo, tau-airline)"
     )
     assert run_command("eval", "tau_airline").error().endswith("did you mean 'tau-airline'?")
+
+
+@needs_tau
+@pytest.mark.slow
+def test_summarize_keeps_the_contract_at_every_step_of_the_benchmark() -> None:
+    """Every step of every trajectory, at each budget: no step raised. A summary held at
+    a bigger size than the room left (every summarizer failing to fit a smaller one)
+    was kept whole, and the window ran over the budget at one step of 621."""
+    result = evaluate_agent(["summarize"], load_trajectories(TAU))
+    assert [(row.budget, row.raised, row.first_error) for row in result.rows] == [
+        (budget, 0, None) for budget in (2000, 3000, 4000)
+    ]

@@ -383,8 +383,15 @@ class SummarizeWindow(BaseStrategy):
             summary = self.cache.put(summarizer.name, target, key, Summary(text, summarizer.name))
             return Outcome(summary, part, failures=failures, usage=usage, why=why, notes=notes)
         # Every summarizer failed: keep the previous summary, drop what it does not cover.
+        # It may be held at a bigger size of the ladder than the room left now: cut down
+        # to fit, as a held one of this part is, or else none is kept.
+        if previous is not None:
+            previous, cut = self._fitted(previous, room, target, history)
+            notes.extend(cut)
+            if previous is None:
+                previous_at = part.start
         covered, dropped = range(part.start, previous_at), range(previous_at, part.stop)
-        return Outcome(previous, covered, dropped, failures, usage, why)
+        return Outcome(previous, covered, dropped, failures, usage, why, notes=notes)
 
     def _eligible(self, key: str) -> list[str]:
         """Whose summaries of the prefix ``key`` a visit may send: the summarizer's;
