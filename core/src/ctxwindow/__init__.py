@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
         ContentPart,
         FunctionCall,
         Message,
+        Role,
         ToolCall,
         to_openai,
     )
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
         unregister_plugin,
     )
     from ctxwindow._protocols import (
+        AsyncSummarizer,
         Embedder,
         ImportanceScorer,
         Summarizer,
@@ -91,7 +93,14 @@ if TYPE_CHECKING:  # what the names below are, for type checkers and the docs
     from ctxwindow._strategy import BaseStrategy
     from ctxwindow._tokens import ApproxCounter, CachedCounter, TokenCounter
     from ctxwindow._units import Unit
-    from ctxwindow._window import Decision, DecisionRun, LLMUsage, Window, WindowRecord
+    from ctxwindow._window import (
+        Action,
+        Decision,
+        DecisionRun,
+        LLMUsage,
+        Window,
+        WindowRecord,
+    )
     from ctxwindow._windower import Windower
     from ctxwindow.hookspecs import hookimpl
 
@@ -113,6 +122,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "ContentPart",
         "FunctionCall",
         "Message",
+        "Role",
         "ToolCall",
         "to_openai",
     ),
@@ -133,6 +143,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "unregister_plugin",
     ),
     "ctxwindow._protocols": (
+        "AsyncSummarizer",
         "Embedder",
         "ImportanceScorer",
         "Summarizer",
@@ -145,38 +156,50 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     "ctxwindow._strategy": ("BaseStrategy",),
     "ctxwindow._tokens": ("ApproxCounter", "CachedCounter", "TokenCounter"),
     "ctxwindow._units": ("Unit",),
-    "ctxwindow._window": ("Decision", "DecisionRun", "LLMUsage", "Window", "WindowRecord"),
+    "ctxwindow._window": (
+        "Action",
+        "Decision",
+        "DecisionRun",
+        "LLMUsage",
+        "Window",
+        "WindowRecord",
+    ),
     "ctxwindow._windower": ("Windower",),
     "ctxwindow.hookspecs": ("hookimpl",),
 }
 _DEFINED_IN = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    """A public name's value, its module imported on first use and the value kept
-    (later uses are plain attribute reads). ``ctxwindow.__version__`` is read from the
-    installed distribution's metadata (importlib.metadata is not imported by ``import
-    ctxwindow``); a submodule (``ctxwindow.kit``) is imported, as ``import ctxwindow``
-    once imported them all."""
-    import importlib
+#: The installed version (read on first use, by ``__getattr__``).
+__version__: str
 
-    if name == "__version__":
-        from ctxwindow._plugins import core_version  # late: reads metadata only when asked
+if not TYPE_CHECKING:  # hidden from type checkers: else any name, a typo too, is Any to them
 
-        value: Any = core_version()
-    elif name in _DEFINED_IN:
-        value = getattr(importlib.import_module(_DEFINED_IN[name]), name)
-    elif name.startswith("__") or not name.isidentifier():  # such as __path__: no module
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    else:
-        try:
-            value = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"{__name__}.{name}":  # the submodule's own import failed
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> Any:
+        """A public name's value, its module imported on first use and the value kept
+        (later uses are plain attribute reads). ``ctxwindow.__version__`` is read from the
+        installed distribution's metadata (importlib.metadata is not imported by ``import
+        ctxwindow``); a submodule (``ctxwindow.kit``) is imported, as ``import ctxwindow``
+        once imported them all."""
+        import importlib
+
+        if name == "__version__":
+            from ctxwindow._plugins import core_version  # late: reads metadata only when asked
+
+            value: Any = core_version()
+        elif name in _DEFINED_IN:
+            value = getattr(importlib.import_module(_DEFINED_IN[name]), name)
+        elif name.startswith("__") or not name.isidentifier():  # such as __path__: no module
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        else:
+            try:
+                value = importlib.import_module(f"{__name__}.{name}")
+            except ModuleNotFoundError as error:
+                if error.name != f"{__name__}.{name}":  # the submodule's own import failed
+                    raise
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
@@ -186,7 +209,9 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "OPENAI_FIELDS",
+    "Action",
     "ApproxCounter",
+    "AsyncSummarizer",
     "BaseStrategy",
     "Branch",
     "BudgetTooSmall",
@@ -217,6 +242,7 @@ __all__ = [
     "OrphanToolResult",
     "PluginError",
     "PluginInfo",
+    "Role",
     "SavedRequest",
     "Selection",
     "Strategy",

@@ -11,11 +11,12 @@ import copy
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ctxwindow._contract import check_budget, declared_options
+from ctxwindow._messages import Message
 from ctxwindow._options import suggestions
 from ctxwindow._plugins import (
     Registered,
@@ -409,6 +410,36 @@ def cached_windower(
     return windower
 
 
+@overload
+def select(
+    messages: Sequence[Message],
+    budget: int,
+    strategy: str = "fixed",
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    **options: Any,
+) -> Window[Message]: ...
+@overload
+def select(
+    messages: Sequence[dict[str, Any]],
+    budget: int,
+    strategy: str = "fixed",
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    **options: Any,
+) -> Window[dict[str, Any]]: ...
+@overload
+def select(
+    messages: Any,
+    budget: int,
+    strategy: str = "fixed",
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    **options: Any,
+) -> Window[Any]: ...
 def select(
     messages: Any,
     budget: int,
@@ -425,9 +456,34 @@ def select(
     costs its new messages (docs/concepts.md, "The one-call API remembers").
     """
     config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
-    return _WINDOWERS.get(config, "select").select(messages, query=query, budget=budget)
+    window: Window[Any] = _WINDOWERS.get(config, "select").select(
+        messages, query=query, budget=budget
+    )
+    return window
 
 
+# as Windower.aselect: no overload for dicts, which mypy would erase to Any for a
+# list[dict[str, Any]] (an argument holding Any), the most common async call
+@overload
+async def aselect(
+    messages: Sequence[Message],
+    budget: int,
+    strategy: str = "fixed",
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    **options: Any,
+) -> Window[Message]: ...
+@overload
+async def aselect(
+    messages: Any,
+    budget: int,
+    strategy: str = "fixed",
+    *,
+    counter: TokenCounter | str | None = None,
+    query: str | None = None,
+    **options: Any,
+) -> Window[Any]: ...
 async def aselect(
     messages: Any,
     budget: int,
@@ -439,4 +495,6 @@ async def aselect(
 ) -> Window[Any]:
     """Async :func:`select`: does not block the event loop on strategies that wait."""
     config = {"strategy": strategy, "budget": budget, "counter": counter, **options}
-    return await _WINDOWERS.get(config, "aselect").aselect(messages, query=query, budget=budget)
+    windower = _WINDOWERS.get(config, "aselect")
+    window: Window[Any] = await windower.aselect(messages, query=query, budget=budget)
+    return window

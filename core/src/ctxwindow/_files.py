@@ -4,6 +4,7 @@ or JSONL with one message per line; anything else is one clear InvalidMessage.""
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any
 
@@ -13,12 +14,13 @@ from ctxwindow.errors import InvalidMessage
 FORMAT_HINT = "expected a JSON array of messages, or JSONL with one message per line"
 
 
-def read_messages_file(path: str) -> list[Any]:
-    """A JSON array, or JSONL with one message per line; '-' reads stdin.
+def read_messages_file(path: str | os.PathLike[str]) -> list[Any]:
+    """A JSON array, or JSONL with one message per line; '-' reads stdin (a
+    :class:`~pathlib.Path` named ``-`` is that file).
 
     Anything else is one InvalidMessage naming the file and the problem.
     """
-    source = "stdin" if path == "-" else path
+    source = "stdin" if path == "-" else os.fspath(path)
     try:
         raw = sys.stdin.buffer.read() if path == "-" else _read_bytes(path)
     except FileNotFoundError:
@@ -30,7 +32,7 @@ def read_messages_file(path: str) -> list[Any]:
     return parse_messages(raw, source)
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str | os.PathLike[str]) -> bytes:
     with open(path, "rb") as file:
         return file.read()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import gc
+import operator
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -178,6 +179,18 @@ class Conversation:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.originals)
+
+    def __repr__(self) -> str:
+        """How long it is, never what the messages say (a log line may show it)."""
+        live = self._live()
+        messages, units = _count(len(live._messages), "message"), _count(len(live._starts), "unit")
+        return f"Conversation({messages}, {units})"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Copied (``copy.copy`` too) and pickled as a new conversation of the same
+        messages, read again: a copy that shared this one's lists would append to
+        both, and the lock cannot be pickled."""
+        return (type(self), (self.originals,))
 
     @property
     def originals(self) -> list[Any]:
@@ -515,6 +528,10 @@ class Conversation:
         The branch keeps this conversation alive until it is branched in turn, and
         this one forgets where it came from: one link back, never a chain.
 
+        ``position`` is a message's index, as in :meth:`message`: a negative one counts
+        from the end (``branch(-1)``: what comes before the newest message's unit); one
+        past the end takes every message.
+
         ``originals``: the objects the branch gives back, when they are not this one's:
         equal ones the caller holds (a list whose contents the caller has compared with
         this conversation's up to ``position``)."""
@@ -522,7 +539,8 @@ class Conversation:
         if live is not self:
             return live.branch(position, originals=originals)
         with self._lock:
-            cut = self._boundary(max(0, min(position, len(self._messages))))
+            size = len(self._messages)
+            cut = self._boundary(min(_position(position, size), size))
             units = self._unit_of[cut - 1] + 1 if cut else 0
             twin = Conversation()
             source = self._originals if originals is None else originals
@@ -693,6 +711,30 @@ class Conversation:
             return first_changed(_contents(self._originals[tail:size]), self._contents, tail, None)
         except Exception:  # an odd object's __eq__ failed: read whole
             return None
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 message``, ``2 messages``: the repr reads as a sentence."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _position(position: object, size: int) -> int:
+    """``position`` as a message index of a conversation of ``size`` messages (a negative
+    one counts from the end), at least 0; else IndexError or TypeError saying why."""
+    if isinstance(position, bool) or not hasattr(type(position), "__index__"):
+        raise TypeError(
+            f"branch({position!r}): a position is a message's index, an int (a negative "
+            f"one counts from the end, as in message())"
+        )
+    index = operator.index(position)  # type: ignore[arg-type]
+    if index < 0:
+        index += size
+        if index < 0:
+            raise IndexError(
+                f"branch({position!r}): the conversation holds {size} messages, so a "
+                f"negative position is -1 to -{size}"
+            )
+    return index
 
 
 def _always_kept(message: Message) -> bool:

@@ -74,10 +74,12 @@ class Option:
         return value
 
     def describe(self) -> dict[str, Any]:
+        """The option as data (for a form, say): the default is a copy, so that a caller
+        who edits it does not change it for every strategy made after."""
         return {
             "name": self.name,
             "type": self.type_name,
-            "default": self.default,
+            "default": owned(self.default),
             "help": self.help,
             "choices": list(self.choices) if self.choices else None,
             "minimum": self.minimum,
@@ -88,7 +90,11 @@ class Option:
 def validate_options(
     owner: str, declared: Sequence[Option], given: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Defaults filled in and every given option checked; unknown names list the valid ones."""
+    """Defaults filled in and every given option checked; unknown names list the valid ones.
+
+    A list or dict among them is the strategy's own copy: neither the declared default
+    (one object for the whole process) nor the caller's list, which either one could
+    change after."""
     by_name = {option.name: option for option in declared}
     unknown = sorted(set(given) - set(by_name))
     if unknown:
@@ -98,9 +104,25 @@ def validate_options(
             + suggestions(unknown, by_name)
         )
     return {
-        name: option.validate(owner, given[name]) if name in given else option.default
+        name: owned(option.validate(owner, given[name]) if name in given else option.default)
         for name, option in by_name.items()
     }
+
+
+def owned(value: Any) -> Any:
+    """``value`` with its lists, dicts and sets copied, nested ones (in a tuple too)
+    included: an option's value is JSON-like data, such as a list of stage tables.
+    Anything else is itself."""
+    kind = type(value)
+    if kind is list:
+        return [owned(item) for item in value]
+    if kind is dict:
+        return {key: owned(item) for key, item in value.items()}
+    if kind is tuple:  # of stage tables, say: the tables are copied
+        return tuple(owned(item) for item in value)
+    if kind is set:
+        return set(value)
+    return value
 
 
 def suggestions(unknown: Sequence[object], valid: Iterable[str]) -> str:

@@ -38,9 +38,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow import _tokens
-from ctxwindow._contract import check_registration, declared_options
-from ctxwindow._protocols import Embedder, Summarizer
-from ctxwindow._tokens import CachedCounter, TokenCounter, cached
+from ctxwindow._contract import Strategy, check_registration, declared_options
+from ctxwindow._protocols import Embedder, ImportanceScorer, Summarizer
+from ctxwindow._tokens import CachedCounter, TokenCounter, absolute_spec, cached
 from ctxwindow.errors import (
     CtxWindowError,
     DuplicateName,
@@ -835,15 +835,17 @@ def failed_plugins() -> list[str]:
     return [*failed, *refused_strategies()]
 
 
-def strategy_class(name: str) -> Any:
+def strategy_class(name: str) -> Callable[..., Strategy]:
     """The class (or factory) registered as strategy ``name``, not built: what it
     declares (``option_specs``, ``example_options``) without configuring it."""
-    return strategy_entry(name).target
+    target: Callable[..., Strategy] = strategy_entry(name).target
+    return target
 
 
-def get_strategy(name: str, **options: Any) -> Any:
+def get_strategy(name: str, **options: Any) -> Strategy:
     """A strategy instance by name, its options validated."""
-    return build_strategy(strategy_entry(name), options)
+    strategy: Strategy = build_strategy(strategy_entry(name), options)
+    return strategy
 
 
 def build_strategy(entry: Registered, options: Mapping[str, Any]) -> Any:
@@ -904,7 +906,7 @@ def get_counter(spec: TokenCounter | str | None = None) -> CachedCounter:
         return cached(spec)
     made: CachedCounter = plugins().member(
         "token counter",
-        spec,
+        absolute_spec(spec),  # a relative hf: path is shared by where it leads
         UnknownCounter,
         "'approx', 'tiktoken:cl100k_base', 'hf:/path/to/tokenizer.json'",
         wrap=CachedCounter,
@@ -934,16 +936,17 @@ def get_embedder(spec: Embedder | str | None = None) -> Embedder:
     return made
 
 
-def get_summarizer(spec: str) -> Any:
+def get_summarizer(spec: str) -> Summarizer:
     """The shared summarizer for ``spec`` ("name" or "name:argument"), checked against
     the Summarizer protocol when it is made: a factory that returns something unusable
     fails at configuration, as a PluginError naming its distribution and what the
     object lacks, not with an AttributeError at the first summary."""
     if not isinstance(spec, str):
         raise InvalidOption(f"summarizer must be a name, got {type(spec).__name__}")
-    return plugins().member(
+    summarizer: Summarizer = plugins().member(
         "summarizer", spec, UnknownSummarizer, "'extractive'", wrap=_usable_summarizer
     )
+    return summarizer
 
 
 def _usable_summarizer(made: Any) -> Any:
@@ -1015,8 +1018,11 @@ def config_tables() -> dict[str, str]:
     return {name: entry.target for name, entry in sorted(table.items())}
 
 
-def get_importance_scorer(spec: str) -> Any:
+def get_importance_scorer(spec: str) -> ImportanceScorer:
     """The shared importance scorer for ``spec`` ("name" or "name:argument")."""
     if not isinstance(spec, str):
         raise InvalidOption(f"importance scorer must be a name, got {type(spec).__name__}")
-    return plugins().member("importance scorer", spec, UnknownScorer, "'keywords'")
+    scorer: ImportanceScorer = plugins().member(
+        "importance scorer", spec, UnknownScorer, "'keywords'"
+    )
+    return scorer

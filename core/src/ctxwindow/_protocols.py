@@ -22,9 +22,12 @@ class Embedder(Protocol):
     """Turns texts into unit-length float32 vectors: their dot product is their cosine
     similarity (for ``semantic``, through ``register_embedders``)."""
 
-    #: A stable id of the model and its settings: embeddings are cached under it, so
-    #: two embedders with the same name must give the same vectors.
-    name: str
+    @property
+    def name(self) -> str:
+        """A stable id of the model and its settings: embeddings are cached under it, so
+        two embedders with the same name must give the same vectors. Read only: an
+        attribute, a property or a class constant all do."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> Any:
         """A float32 array of shape (len(texts), dimension), each row of length 1."""
@@ -36,7 +39,10 @@ class ImportanceScorer(Protocol):
     """Scores every unit of a history, higher meaning more worth keeping (for strategies
     that keep the important units besides the recent ones, such as ``sliding``)."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """A stable id of the scorer and its settings (read only)."""
+        ...
 
     def score(self, history: History) -> Sequence[float]:
         """One finite score per unit of ``history`` (``len(history.units)`` of them)."""
@@ -68,24 +74,40 @@ class Summarizer(Protocol):
 
     ``summarize`` is required, a plain method: summarizing strategies call it, under
     ``aselect`` too (in a worker thread). ``asummarize`` is optional, for callers that
-    summarize in async code; the ``summarize`` strategy does not call it. One with
-    ``requires_llm`` True also has ``provider`` (who is paid, such as ``"openai"``) and
-    ``model`` attributes, non-empty strings: the strategy declares them as its billing.
-    :func:`ctxwindow.get_summarizer` checks these when it makes one.
+    summarize in async code (:class:`AsyncSummarizer` is a summarizer with it); the
+    ``summarize`` strategy does not call it. One with ``requires_llm`` True also has
+    ``provider`` (who is paid, such as ``"openai"``) and ``model`` attributes, non-empty
+    strings: the strategy declares them as its billing. :func:`ctxwindow.get_summarizer`
+    checks these when it makes one. The attributes are read only: a plain attribute, a
+    property or a class constant all do.
     """
 
-    #: A stable id of the summarizer and its settings: summaries are cached under it.
-    name: str
-    #: True when it calls an LLM (and so costs money and can fail); then it also has
-    #: ``provider`` and ``model`` (who is billed), which this protocol does not list so
-    #: that a summarizer calling no LLM need not have them.
-    requires_llm: bool
-    #: The most input, in tokens of the visit's counter, it takes in one call (a
-    #: positive int); more is summarized in stages.
-    max_input_tokens: int
+    @property
+    def name(self) -> str:
+        """A stable id of the summarizer and its settings: summaries are cached under it."""
+        ...
+
+    @property
+    def requires_llm(self) -> bool:
+        """True when it calls an LLM (and so costs money and can fail); then it also has
+        ``provider`` and ``model`` (who is billed), which this protocol does not list so
+        that a summarizer calling no LLM need not have them."""
+        ...
+
+    @property
+    def max_input_tokens(self) -> int:
+        """The most input, in tokens of the visit's counter, it takes in one call (a
+        positive int); more is summarized in stages."""
+        ...
 
     def summarize(self, request: SummaryRequest) -> SummaryResult: ...
 
+
+@runtime_checkable
+class AsyncSummarizer(Summarizer, Protocol):
+    """A :class:`Summarizer` that also summarizes in async code: a protocol of its own,
+    as ``asummarize`` is optional (summarizing strategies call ``summarize`` only)."""
+
     async def asummarize(self, request: SummaryRequest) -> SummaryResult:
-        """Optional: the same, for async callers; summarizing strategies do not call it."""
+        """The same as ``summarize``, for async callers."""
         ...

@@ -6,7 +6,7 @@ import itertools
 import math
 import operator
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload
 
 from ctxwindow._messages import Message
 from ctxwindow.errors import InvalidSelection
@@ -118,7 +118,7 @@ class Selection:
         self.scores: dict[int, float] = {}
         #: One score per unit, for the record of the units given none in ``scores`` (a
         #: sequence, such as a numpy array, read only when the record's decisions are;
-        #: NaN: no score, as for a unit in neither): a strategy that scores every unit
+        #: NaN or infinity: no score, as for a unit in neither): a strategy that scores every unit
         #: records them without a dict of thousands of entries on every visit.
         self.unit_scores: UnitScores | None = None
         self.kept: set[int] = set()
@@ -279,9 +279,14 @@ class Selection:
             return
         self.kept.add(self._decide(unit, "kept", reason, score))
 
-    def drop(self, unit: int | range, reason: str, score: float | None = None) -> None:
+    @overload
+    def drop(self, unit: int, reason: str | None, score: float | None = None) -> None: ...
+    @overload
+    def drop(self, unit: range, reason: str, score: None = None) -> None: ...
+    def drop(self, unit: int | range, reason: str | None, score: float | None = None) -> None:
         """Leave ``unit`` (or each unit of a ``range``) out of the window, saying why
-        (None: :attr:`default_reason` says it; an empty string is an error)."""
+        (for one unit, None: :attr:`default_reason` says it; an empty string is an
+        error)."""
         if type(unit) is range:
             self._decide_run(unit, "dropped", reason, score)
             self._unkeep(unit)
@@ -299,7 +304,7 @@ class Selection:
             return
         self.kept.discard(self._decide(unit, "dropped", reason, score))
 
-    def drop_each(self, reasons: Mapping[int, str]) -> None:
+    def drop_each(self, reasons: Mapping[int, str | None]) -> None:
         """Leave out each unit of ``reasons`` with its own reason, as ``drop(unit,
         reason)`` would (None too), in one call: a composed strategy that
         gives thousands of units reasons of their own on every visit (a pipeline saying
@@ -316,7 +321,7 @@ class Selection:
         decided.update(zip(units, dropped, strict=True))
         self.kept.difference_update(units)
 
-    def _plain_drops(self, units: list[int], reasons: list[str]) -> bool:
+    def _plain_drops(self, units: list[int], reasons: list[str | None]) -> bool:
         """Whether drop_each() may record these at C speed: units that are ints of this
         history, reasons that are non-empty strings or None (anything else goes through
         drop(), which says what is wrong)."""
@@ -380,7 +385,7 @@ class Selection:
             )
         self.synthetic.append((before_unit, message))
 
-    def _decide(self, unit: int, action: str, reason: str, score: float | None) -> int:
+    def _decide(self, unit: int, action: str, reason: str | None, score: float | None) -> int:
         """Record the decision; the unit's index (checked) for the kept set."""
         if type(unit) is not int or not 0 <= unit < self._count:
             unit = self._unit_index(unit)
@@ -410,7 +415,9 @@ class Selection:
             self.scores[unit] = number
         return unit
 
-    def _decide_run(self, units: range, action: str, reason: str, score: float | None) -> None:
+    def _decide_run(
+        self, units: range, action: str, reason: str | None, score: float | None
+    ) -> None:
         """Record one decision for every unit of ``units``, in time linear in the
         smaller of the range and the decisions made so far (:func:`in_range`)."""
         count = self._count

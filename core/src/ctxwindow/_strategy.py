@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 from ctxwindow._contract import COMMON_OPTIONS, declaration_problem, unnamed_problem
 from ctxwindow._history import History
+from ctxwindow._messages import Message
 from ctxwindow._options import Option, validate_options
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter
@@ -74,6 +75,33 @@ class BaseStrategy(ABC):
         """
         return False
 
+    @overload
+    def select(
+        self,
+        messages: Sequence[Message],
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Message]: ...
+    @overload
+    def select(
+        self,
+        messages: Sequence[dict[str, Any]],
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[dict[str, Any]]: ...
+    @overload
+    def select(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]: ...
     def select(
         self,
         messages: Any,
@@ -86,6 +114,24 @@ class BaseStrategy(ABC):
         ``Windower(strategy, budget, counter).select(messages, query=query)``."""
         return Windower(self, budget, counter).select(messages, query=query)
 
+    @overload
+    async def aselect(
+        self,
+        messages: Sequence[Message],
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Message]: ...
+    @overload
+    async def aselect(
+        self,
+        messages: Any,
+        budget: int,
+        counter: TokenCounter | str | None = None,
+        *,
+        query: str | None = None,
+    ) -> Window[Any]: ...
     async def aselect(
         self,
         messages: Any,
@@ -94,8 +140,22 @@ class BaseStrategy(ABC):
         *,
         query: str | None = None,
     ) -> Window[Any]:
-        """Async :meth:`select`."""
-        return await Windower(self, budget, counter).aselect(messages, query=query)
+        """Async :meth:`select` (a list of dicts gives Window[Any]: see Windower.aselect)."""
+        window: Window[Any] = await Windower(self, budget, counter).aselect(messages, query=query)
+        return window
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled and deep-copied as its class and options, built again from them (its
+        caches and per-conversation state start afresh): what it holds besides, an
+        LLM client or a lock, need not pickle."""
+        return (_rebuilt, (type(self), dict(self.options)))
+
+    def __copy__(self) -> BaseStrategy:
+        """A shallow copy, as before pickling was defined: the options and the state
+        shared with this strategy."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
 
     def __repr__(self) -> str:
         options = getattr(self, "options", {})  # none yet when its declaration was refused
@@ -106,6 +166,11 @@ class BaseStrategy(ABC):
         }
         args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
         return f"{type(self).__name__}({args})"
+
+
+def _rebuilt(cls: type[BaseStrategy], options: dict[str, Any]) -> BaseStrategy:
+    """A strategy built again from its class and options (see ``__reduce__``)."""
+    return cls(**options)
 
 
 @functools.cache

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ctxwindow._messages import Lazy, Message, simple_message
+from ctxwindow._messages import ROLES, Lazy, Message, simple_message
 from ctxwindow.errors import CounterFailed, CtxWindowError, InvalidOption
 from ctxwindow.hookspecs import RegisterTokenCounter, hookimpl
 
@@ -29,7 +30,10 @@ NON_TEXT_PART_TOKENS = 85
 class TokenCounter(Protocol):
     """Counts tokens the way some model's tokenizer would."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """What records and errors call it (an attribute, a property or a class one)."""
+        ...
 
     def count_text(self, text: str) -> int:
         """Tokens in a bare string."""
@@ -140,23 +144,60 @@ class ApproxCounter:
         )
 
 
-class EncodingCounter:
-    """Exact counts from a tokenizer's ``encode``, with OpenAI's per-message framing."""
+#: OpenAI's cookbook rule (``num_tokens_from_messages``) for the gpt-4 and gpt-4o
+#: families, which it says matches the API's ``prompt_tokens``: a message costs 3 tokens
+#: of framing, its role's and values' tokens, and 1 more with a ``name``; a request costs
+#: 3 more, the priming of the reply.
+OPENAI_MESSAGE_TOKENS = 3
+OPENAI_NAME_TOKENS = 1
+OPENAI_REPLY_TOKENS = 3
 
-    def __init__(self, name: str, encode: Callable[[str], int], message_overhead: int = 3) -> None:
+
+class EncodingCounter:
+    """Exact counts from a tokenizer's ``encode``, framed as OpenAI's cookbook counts a
+    chat message: 3 tokens, plus the role's tokens and every value's, plus 1 with a
+    ``name`` (tool calls: their names and arguments; non-text parts: 85 each).
+
+    A request costs ``request_overhead`` tokens more than its messages (3, the priming
+    of the reply): no message's count holds them, so leave them out of the budget.
+    ``role_format`` is the text a role is framed as (ChatML's ``<|im_start|>{role}\\n``,
+    say); its tokens, and ``message_overhead`` more, are each message's framing.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        encode: Callable[[str], int],
+        message_overhead: int = OPENAI_MESSAGE_TOKENS,
+        *,
+        name_overhead: int = OPENAI_NAME_TOKENS,
+        request_overhead: int = OPENAI_REPLY_TOKENS,
+        role_format: str = "{role}",
+    ) -> None:
         self.name = name
         self._length = encode
         self.message_overhead = message_overhead
+        self.name_overhead = name_overhead
+        self.request_overhead = request_overhead
+        self.role_format = role_format
+        # the roles are few: each one's framing is counted once, not per message
+        self._roles = {role: self._role_tokens(role) for role in ROLES}
 
     def count_text(self, text: str) -> int:
         return self._length(text) if text else 0
 
     def count_message(self, message: Message) -> int:
+        role = self._roles.get(message.role)
         return (
             self.message_overhead
+            + (self._role_tokens(message.role) if role is None else role)
+            + (0 if message.name is None else self.name_overhead)
             + sum(self.count_text(piece) for piece in text_pieces(message))
             + NON_TEXT_PART_TOKENS * non_text_parts(message)
         )
+
+    def _role_tokens(self, role: str) -> int:
+        return self.count_text(self.role_format.format(role=role))
 
 
 def approx_counter(argument: str | None) -> ApproxCounter:
@@ -227,7 +268,13 @@ def _tiktoken_load_failed(asked: str | None, wanted: str, error: Exception) -> s
 
 
 def hf_counter(path: str | None) -> EncodingCounter:
-    """``hf:<path to tokenizer.json or its folder>`` through the tokenizers library."""
+    """``hf:<path to tokenizer.json or its folder>`` through the tokenizers library.
+
+    Framed as ChatML (``<|im_start|>{role}\\n...<|im_end|>\\n``) when the vocabulary
+    has its two markers, else as OpenAI's cookbook frames a message: a model's own chat
+    template may add more (a default system prompt, tool schemas), which the budget, or
+    the proxy's ``reserve``, must leave room for.
+    """
     from pathlib import Path  # here: `import ctxwindow` does without it
 
     try:
@@ -256,10 +303,57 @@ def hf_counter(path: str | None) -> EncodingCounter:
     tokenizer.no_truncation()
     tokenizer.no_padding()
 
-    def length(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+    def encoded(text: str) -> int:
+        if len(text) < HF_LONG_TEXT:
+            return len(tokenizer.encode(text, add_special_tokens=False).ids)
+        # a batch lets go of Python's lock (encode holds it: a 3 MB text held every
+        # other thread, a server's event loop, for 9 s) and is faster on a long text
+        return len(tokenizer.encode_batch([text], add_special_tokens=False)[0].ids)
 
-    return EncodingCounter(f"hf:{file}", length)
+    def length(text: str) -> int:
+        try:
+            return encoded(text)
+        except TypeError:  # tokenizers refuses a lone surrogate; only then is it looked for
+            fixed = without_lone_surrogates(text)
+            if fixed == text:
+                raise
+            return encoded(fixed)
+
+    name = f"hf:{os.path.abspath(file)}"  # a relative path names another file elsewhere
+    if all(tokenizer.token_to_id(marker) is not None for marker in CHATML_MARKERS):
+        return EncodingCounter(
+            name,
+            length,
+            length("<|im_end|>\n"),
+            name_overhead=0,  # ChatML has no place for a name: only its words are counted
+            request_overhead=length("<|im_start|>assistant\n"),
+            role_format="<|im_start|>{role}\n",
+        )
+    return EncodingCounter(name, length)
+
+
+#: From this many characters on, an ``hf:`` counter encodes a text as a batch of one:
+#: the same ids, without holding Python's lock (about 5% slower on a short text).
+HF_LONG_TEXT = 8_192
+#: The markers that frame a message in ChatML (``<|im_start|>user\nHi<|im_end|>\n``),
+#: the chat format of Qwen, SmolLM2 and many other local models.
+CHATML_MARKERS = ("<|im_start|>", "<|im_end|>")
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` as tiktoken encodes it: a surrogate pair (as JSON's ``\\ud83d\\ude80``
+    reads) as its character, a lone surrogate (an emoji cut in half) as U+FFFD."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def absolute_spec(spec: str) -> str:
+    """``spec`` as it names the same counter from any folder: an ``hf:`` path made
+    absolute, since counters are shared by spec and a relative path names another
+    file after ``os.chdir``."""
+    family, _, path = spec.partition(":")
+    if family != "hf" or not path:
+        return spec
+    return f"hf:{os.path.abspath(os.path.expanduser(path))}"
 
 
 def _where(file: Path) -> str:
@@ -284,6 +378,10 @@ def _not_a_tokenizer(file: Path, error: Exception) -> str:
 
 def counter_problem(counter: object) -> str | None:
     """Why ``counter`` is not a usable TokenCounter, or None if it is."""
+    if isinstance(counter, type):  # its methods would be called without an instance
+        return (
+            f"counter {counter.__name__} is a class: pass an instance, counter={counter.__name__}()"
+        )
     if not (
         callable(getattr(counter, "count_message", None))
         and callable(getattr(counter, "count_text", None))
@@ -310,20 +408,35 @@ def direct(counter: TokenCounter) -> TokenCounter:
 
 
 #: CachedCounter's default bounds: 200,000 messages, and 64 million characters of the
-#: text its keys hold (the keys share the messages' strings while those live; the bound
-#: matters once they are gone, in a long-running app).
+#: strings its keys hold (the keys share the messages' strings while those live; the
+#: bound matters once they are gone, in a long-running app).
 COUNT_CACHE_ENTRIES = 200_000
 COUNT_CACHE_CHARS = 64_000_000
+
+
+def key_chars(message: Message) -> int:
+    """Characters of the strings CachedCounter's key of ``message`` holds: its text, and
+    what no count reads, an image's base64 data (a part's ``data_json``) and the ids,
+    which may be far more. Only on a miss: a hit costs no pass over the message."""
+    if _plain(message):  # the common case, in one step
+        return len(message.role) + len(message.text)
+    size = len(message.role) + sum(len(piece) for piece in text_pieces(message))
+    if type(message.content) is tuple:
+        size += sum(len(part.type) + len(part.data_json or "") for part in message.content)
+    size += sum(len(call.id) + len(call.type) for call in message.tool_calls)
+    return size + len(message.audio or "")
 
 
 class CachedCounter:
     """Wraps a counter and remembers each message's count by its content.
 
-    Bounded by ``max_entries`` messages and ``max_chars`` characters of key text: past
-    either, the oldest entries are forgotten, down to three quarters of the bound (so
-    eviction is rare rather than on every call). Safe to share between threads. Checks
-    what the wrapped counter returns, and reports a counter that raises or returns
-    what is not a count as :class:`~ctxwindow.errors.CounterFailed`, naming it.
+    Bounded by ``max_entries`` messages and ``max_chars`` characters of the strings its
+    keys hold (text, and non-text parts' data: an image's base64): past either, the
+    oldest entries are forgotten, down to three quarters of the bound (so eviction is
+    rare rather than on every call). Safe to share between threads. Checks what the
+    wrapped counter returns (an int, or a numpy integer, as an int), and reports a
+    counter that raises or returns what is not a count as
+    :class:`~ctxwindow.errors.CounterFailed`, naming it.
     """
 
     def __init__(
@@ -371,7 +484,7 @@ class CachedCounter:
         if entry is not None:
             return entry[0]
         count = self.count_uncached(message)
-        size = len(message.role) + sum(len(piece) for piece in text_pieces(message))
+        size = key_chars(message)
         with self._lock:
             if key not in self._counts:
                 self._counts[key] = (count, size)
@@ -415,7 +528,7 @@ class CachedCounter:
 
     @property
     def cached_chars(self) -> int:
-        """Characters of text the cache's keys hold (bounded by ``max_chars``)."""
+        """Characters of the strings the cache's keys hold (bounded by ``max_chars``)."""
         return self._chars
 
     def count_uncached(self, message: Message) -> int:
@@ -429,14 +542,21 @@ class CachedCounter:
         return self._checked(count, "count_message")
 
     def _checked(self, count: object, method: str) -> int:
-        """``count`` if it is one; else the counter's fault (not the caller's options)."""
-        if type(count) is not int or count < 0:
-            raise CounterFailed(
-                self.name,
-                f"its {method}() returned {count!r}, not a count (an int >= 0): fix the "
-                f"counter, or pass another as counter",
-            )
-        return count
+        """``count`` as an int if it is one (numpy's integers too, not a bool); else the
+        counter's fault (not the caller's options)."""
+        if type(count) is int and count >= 0:
+            return count
+        import numbers  # here: only a count of another type needs it
+
+        if isinstance(count, numbers.Integral) and not isinstance(count, bool):
+            value = int(count)
+            if value >= 0:
+                return value
+        raise CounterFailed(
+            self.name,
+            f"its {method}() returned {count!r}, not a count (an int >= 0): fix the "
+            f"counter, or pass another as counter",
+        )
 
     def __len__(self) -> int:
         return len(self._counts)

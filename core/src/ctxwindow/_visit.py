@@ -284,13 +284,14 @@ class _Chosen:
         return self.reasons[unit] or self.default_reason
 
     def score(self, unit: int) -> float | None:
-        """The unit's score for the record: its own, else its :attr:`unit_scores` entry
-        (None for a NaN there)."""
+        """The unit's score for the record: its own, else its :attr:`unit_scores` entry.
+        A NaN or an infinity (there, or written into ``scores`` past ``keep()``, which
+        refuses one) is no score, None: no JSON record could hold it. Checked here, as
+        the decisions are read, not on every visit."""
         score = self.scores.get(unit)
         if score is None and self.unit_scores is not None:
-            entry = float(self.unit_scores[unit])
-            return None if math.isnan(entry) else entry
-        return score
+            score = float(self.unit_scores[unit])
+        return None if isinstance(score, float) and not math.isfinite(score) else score
 
 
 def _view(

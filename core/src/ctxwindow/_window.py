@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
+
+from ctxwindow.errors import InvalidOption
 
 #: ``truncated``: kept, with the newest user message cut by the host; ``replaced``:
 #: kept, with a strategy's stand-in for one or more of its messages (a cleared tool
@@ -72,14 +74,42 @@ class LLMUsage:
         }
 
 
-@dataclass(frozen=True)
+class _Read(Generic[T]):
+    """What a record's lazy part (its decisions, their runs) was when first read, in
+    place of the function that built it: that function holds the visit's history."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __call__(self) -> T:
+        return self.value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _Read, (self.value,)
+
+
+@dataclass(frozen=True, eq=False)
 class WindowRecord:
     """The record of one visit.
 
     ``decisions`` holds one entry per unit. It is built on first access, so a chat loop
-    that never reads it does not pay for it on a long history. A strategy made of other
-    strategies (``pipeline``) keeps each one's own record in ``stages``, in the order
-    they ran, while ``decisions`` map its final window back to the caller's messages.
+    that never reads it does not pay for it on a long history. Until then the record
+    holds the visit's history (every message it was given, dropped ones included), to
+    build them from; once they are read it holds only what it says. An audit log that
+    keeps records should read their decisions, or keep ``to_dict()`` instead. A
+    pipeline's stages hold their histories the same way until their own decisions are
+    read (``to_dict()`` reads every stage's).
+
+    A strategy made of other strategies (``pipeline``) keeps each one's own record in
+    ``stages``, in the order they ran, while ``decisions`` map its final window back to
+    the caller's messages.
+
+    Two records are equal when they say the same about a visit: every field but
+    ``elapsed_ms`` (a measurement, not an outcome), and the decisions. A record
+    pickles and copies (its decisions read first: a function over the visit cannot be
+    pickled), and :meth:`from_dict` reads back what :meth:`to_dict` wrote.
     """
 
     strategy: str
@@ -105,7 +135,17 @@ class WindowRecord:
         if cached is None:
             cached = self._decide()
             object.__setattr__(self, "_decisions", cached)
+            self._let_go()
         return cached
+
+    def _let_go(self) -> None:
+        """Keep what the decisions and their runs were read as, not the functions that
+        built them, whose closures hold the visit's history: a record kept after its
+        decisions were read (an audit log) then holds no message it did not keep."""
+        if not isinstance(self._decide, _Read):
+            object.__setattr__(self, "_decide", _Read(self.decisions))
+        if self._decide_runs is not None and not isinstance(self._decide_runs, _Read):
+            object.__setattr__(self, "_decide_runs", _Read(self.decision_runs))
 
     @property
     def decision_runs(self) -> tuple[DecisionRun, ...]:
@@ -130,6 +170,70 @@ class WindowRecord:
             tally = self.__dict__.get("_tally") or tally_runs(runs)
             object.__setattr__(self, "_tally", tally)
         return tally.get(action, 0)
+
+    def _outcome(self) -> tuple[Any, ...]:
+        """What equality compares besides the decisions: all but ``elapsed_ms``."""
+        return (
+            self.strategy,
+            self.budget,
+            self.counter,
+            self.tokens_before,
+            self.tokens_after,
+            self.engaged,
+            self.messages_before,
+            self.messages_after,
+            self.llm,
+            self.notes,
+            self.stages,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WindowRecord) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._outcome() == other._outcome() and self.decisions == other.decisions
+
+    def __hash__(self) -> int:
+        return hash(self._outcome())
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The record with its decisions read, as pickle and ``copy.deepcopy`` take it:
+        no function over the visit, which cannot be pickled."""
+        self.decisions  # noqa: B018  # read: built, and the visit let go
+        return dict(self.__dict__)
+
+    def __copy__(self) -> WindowRecord:
+        """A shallow copy, as lazy as the record (its decisions built when first read)."""
+        copied = object.__new__(self.__class__)
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WindowRecord:
+        """The record :meth:`to_dict` wrote (its decisions with it), read back: an audit
+        log's records, say, to ``explain()`` or compare. ``elapsed_ms`` is as written
+        (to the microsecond); ``counts`` are read from the decisions."""
+        if "decisions" not in data:
+            raise InvalidOption(
+                "WindowRecord.from_dict needs the record's decisions, which "
+                "to_dict(decisions=False) leaves out; write the record with to_dict()"
+            )
+        decisions = tuple(_decision_of(entry) for entry in data["decisions"])
+        llm = data.get("llm")
+        return cls(
+            strategy=data["strategy"],
+            budget=data["budget"],
+            counter=data["counter"],
+            tokens_before=data["tokens_before"],
+            tokens_after=data["tokens_after"],
+            engaged=data["engaged"],
+            elapsed_ms=data["elapsed_ms"],
+            messages_before=data["messages_before"],
+            messages_after=data["messages_after"],
+            llm=LLMUsage(**llm) if llm is not None else None,
+            notes=tuple(data.get("notes", ())),
+            _decide=_Read(decisions),
+            stages=tuple(cls.from_dict(stage) for stage in data.get("stages", ())),
+        )
 
     def to_dict(self, decisions: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -213,10 +317,17 @@ class WindowRecord:
 
 @dataclass(frozen=True)
 class Window(Generic[T]):
-    """The messages to send (the same kind of objects the caller passed) and the record."""
+    """The messages to send (the same kind of objects the caller passed) and the record.
+
+    Two windows are equal when their messages are and their records are (see
+    :class:`WindowRecord`: the time taken is not compared). A window is not hashable:
+    its messages are a list. It pickles when its messages do.
+    """
 
     messages: list[T]
     record: WindowRecord
+
+    __hash__ = None  # type: ignore[assignment]  # its messages are a list
 
     @property
     def tokens(self) -> int:
@@ -225,8 +336,21 @@ class Window(Generic[T]):
     def __len__(self) -> int:
         return len(self.messages)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[T]:
         return iter(self.messages)
+
+
+def _decision_of(entry: Mapping[str, Any]) -> Decision:
+    """A decision as :meth:`Decision.to_dict` wrote it."""
+    return Decision(
+        unit=entry["unit"],
+        positions=tuple(entry["positions"]),
+        ids=tuple(entry["ids"]),
+        action=entry["action"],
+        reason=entry["reason"],
+        tokens=entry["tokens"],
+        score=entry.get("score"),
+    )
 
 
 def decisions_from(

@@ -21,8 +21,9 @@ server's, does not end).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from ctxwindow._contract import (
     COMMON_OPTIONS,
@@ -34,6 +35,7 @@ from ctxwindow._contract import (
     common_option,
 )
 from ctxwindow._history import History
+from ctxwindow._messages import Message
 from ctxwindow._plugins import distribution_of, get_counter
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter
@@ -75,6 +77,26 @@ def _checked_strategy(strategy: object) -> Strategy:
     )
 
 
+def _checked_common_options(strategy: Strategy) -> None:
+    """Check the options every strategy takes, as the runner reads them, when the
+    strategy has them: a BaseStrategy checked its own, but a plain strategy's are
+    whatever it was given (``time_limit="soon"``, ``orphans="keep"``), and would
+    otherwise fail on a visit, or pass unnoticed."""
+    # a BaseStrategy checked them when it was made (a pipeline makes a windower per
+    # stage on every visit); none exists unless its module (which imports this one) is
+    base = sys.modules.get("ctxwindow._strategy")
+    if base is not None and isinstance(strategy, base.BaseStrategy):
+        return
+    options = getattr(strategy, "options", None)
+    if not isinstance(options, Mapping):
+        return
+    owner = f"strategy {strategy.name!r}"
+    for option in COMMON_OPTIONS:
+        value = options.get(option.name)
+        if value is not None:  # None: the default, as the runner reads it
+            option.validate(owner, value)
+
+
 def _visit_limit(
     strategy: Strategy, seconds: float | None, on_timeout: str | None
 ) -> TimeLimit | None:
@@ -113,10 +135,12 @@ class Windower:
         on_timeout: str | None = None,
     ) -> None:
         self.strategy = _checked_strategy(strategy)
+        _checked_common_options(self.strategy)
         self.budget = check_budget(budget)
         self.counter = get_counter(counter)
         self._distribution = distribution
         seconds = TIME_LIMIT.validate("Windower", time_limit)
+        self._seconds: float | None = seconds
         self._on_timeout = (
             None if on_timeout is None else ON_TIMEOUT.validate("Windower", on_timeout)
         )
@@ -153,6 +177,22 @@ class Windower:
         return common_option(self.strategy, name)
 
     # -- visits --------------------------------------------------------------------
+    @overload
+    def select(
+        self, messages: Sequence[Message], *, query: str | None = None, budget: int | None = None
+    ) -> Window[Message]: ...
+    @overload
+    def select(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        query: str | None = None,
+        budget: int | None = None,
+    ) -> Window[dict[str, Any]]: ...
+    @overload
+    def select(
+        self, messages: Any, *, query: str | None = None, budget: int | None = None
+    ) -> Window[Any]: ...
     def select(
         self, messages: Any, *, query: str | None = None, budget: int | None = None
     ) -> Window[Any]:
@@ -161,6 +201,22 @@ class Windower:
         again); ``budget`` overrides the configured one."""
         return self._run(messages, query, budget, "choose")
 
+    @overload
+    def transform(
+        self, messages: Sequence[Message], *, query: str | None = None, budget: int | None = None
+    ) -> Window[Message]: ...
+    @overload
+    def transform(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        query: str | None = None,
+        budget: int | None = None,
+    ) -> Window[dict[str, Any]]: ...
+    @overload
+    def transform(
+        self, messages: Any, *, query: str | None = None, budget: int | None = None
+    ) -> Window[Any]: ...
     def transform(
         self, messages: Any, *, query: str | None = None, budget: int | None = None
     ) -> Window[Any]:
@@ -175,19 +231,39 @@ class Windower:
             )
         return self._run(messages, query, budget, "transform")
 
+    # No overload for dicts here: where an argument holds Any (list[dict[str, Any]]),
+    # mypy erases ambiguous overloads' coroutines to Coroutine[Any, Any, Any], and such a
+    # list would then await to Any, not to the Window[Any] it always gave.
+    @overload
+    async def aselect(
+        self, messages: Sequence[Message], *, query: str | None = None, budget: int | None = None
+    ) -> Window[Message]: ...
+    @overload
+    async def aselect(
+        self, messages: Any, *, query: str | None = None, budget: int | None = None
+    ) -> Window[Any]: ...
     async def aselect(
         self, messages: Any, *, query: str | None = None, budget: int | None = None
     ) -> Window[Any]:
         """Async :meth:`select`: awaits the strategy's ``achoose`` when it has one, else
-        runs its ``choose`` (in a worker thread under a time limit, so that it cannot
-        block the event loop past the limit)."""
+        runs its ``choose``: the whole visit in a worker thread for a history of more
+        than :data:`ASYNC_ON_LOOP_UP_TO` messages, else on the loop (in a worker thread
+        under a time limit, so that it cannot block the event loop past the limit)."""
         import asyncio  # here, not at the top: `import ctxwindow` stays free of asyncio (and ssl)
 
+        achoose = getattr(self.strategy, "achoose", None)
+        if achoose is None and _length(messages) > ASYNC_ON_LOOP_UP_TO:
+            # a strategy that cannot wait, on a long history: the whole visit in a worker
+            # thread, where reading, counting and choosing a history not seen before (a
+            # cold one: seconds at 10,000 messages) cannot hold the event loop
+            window: Window[Any] = await asyncio.to_thread(
+                self._run, messages, query, budget, "choose"
+            )
+            return window
         visit = self._begin(messages, budget, query, bounded=True)
         if isinstance(visit, Window):
             return visit
         history = visit.history
-        achoose = getattr(self.strategy, "achoose", None)
         limit = self._time_limit()
         if limit is None:
             with self._strategy_code():
@@ -280,6 +356,19 @@ class Windower:
         """The strategy's ContractViolation for ``problems``, naming its distribution."""
         return ContractViolation(self.strategy.name, self.distribution_for_error(), problems)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled and deep-copied as its configuration (strategy, budget, counter, time
+        limit), built again from it: a worker process gets a windower of its own."""
+        configuration = (self.strategy, self.budget, self.counter, self._distribution)
+        return (_rebuilt, (*configuration, self._seconds, self._on_timeout))
+
+    def __copy__(self) -> Windower:
+        """A shallow copy: the same strategy (and its per-conversation state) and
+        counter, as :func:`ctxwindow.cached_windower` hands out."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
     def __repr__(self) -> str:
         limit = self.time_limit
         timed = (
@@ -291,6 +380,34 @@ class Windower:
             f"Windower({self.strategy!r}, budget={self.budget}, "
             f"counter={self.counter.name!r}{timed})"
         )
+
+
+#: Up to this many messages, :meth:`Windower.aselect` of a strategy without ``achoose``
+#: runs on the event loop (a thread hop costs about 0.1 ms, more than such a visit
+#: warm); past it, in a worker thread.
+ASYNC_ON_LOOP_UP_TO = 1_000
+
+
+def _length(messages: object) -> int:
+    """How many messages ``messages`` holds, when it says (0 when it does not)."""
+    try:
+        return len(messages)  # type: ignore[arg-type]
+    except TypeError:
+        return 0
+
+
+def _rebuilt(
+    strategy: Strategy,
+    budget: int,
+    counter: TokenCounter,
+    distribution: str | None,
+    time_limit: float | None,
+    on_timeout: str | None,
+) -> Windower:
+    """A Windower built again from its configuration (see ``Windower.__reduce__``)."""
+    return Windower(
+        strategy, budget, counter, distribution, time_limit=time_limit, on_timeout=on_timeout
+    )
 
 
 class _StrategyCode:

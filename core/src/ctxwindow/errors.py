@@ -11,6 +11,7 @@ strategy, plugin, counter, embedder or summarizer that fails subclasses
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 #: A distribution's name (None: not known), or how to look it up: a lookup may read
 #: every installed distribution's metadata, a second or more, so an error raised
@@ -43,8 +44,22 @@ def did_you_mean(name: object, candidates: Iterable[object]) -> str:
     return f"; did you mean {match!r}?" if match else ""
 
 
+def _restored(cls: type[BaseException], args: tuple[object, ...]) -> BaseException:
+    """An unpickled error: made without calling ``__init__``, whose arguments are not
+    its ``args``; pickle then restores its attributes."""
+    return cls.__new__(cls, *args)
+
+
 class CtxWindowError(Exception):
-    """Base class of every error raised by ctxwindow."""
+    """Base class of every error raised by ctxwindow.
+
+    Every one pickles, its attributes with it: an error raised in a worker process
+    (``ProcessPoolExecutor``) reaches the caller as itself.
+    """
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        # Exception's own reduce calls the class with ``args``: most of these take others
+        return _restored, (type(self), self.args), dict(self.__dict__)
 
 
 class InvalidMessage(CtxWindowError, ValueError):
@@ -252,6 +267,10 @@ class _NamesDistribution(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._text()!r})"
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        self.distribution  # noqa: B018  # looked up now: a lookup (a function) cannot be pickled
+        return super().__reduce__()
+
 
 class ContractViolation(_NamesDistribution, CtxWindowError, RuntimeError):
     """A strategy returned a window that breaks the contract; names its distribution."""
@@ -297,6 +316,11 @@ class VisitTimeout(_NamesDistribution, PluginError, TimeoutError):
         self._distribution = distribution
         self.seconds = seconds
         super().__init__()  # no args: two would be an OSError's errno and strerror
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # an OSError's kind is not made by ``__new__`` alone: unpickled by calling the class
+        arguments = (self.strategy, self.distribution, self.seconds)  # the lookup done
+        return type(self), arguments, dict(self.__dict__)
 
     def _text(self) -> str:
         origin = self._origin(" from distribution {}")

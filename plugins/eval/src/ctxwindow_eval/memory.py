@@ -28,6 +28,7 @@ from typing import Any
 from ctxwindow import (
     ApproxCounter,
     CachedCounter,
+    Windower,
     get_strategy,
     strategy_class,
 )
@@ -82,7 +83,7 @@ def measure_one(
         counter = CachedCounter(ApproxCounter())
         rss_before = _peak_rss_mib()
         started = time.perf_counter()
-        window = strategy.select(history, budget, counter)
+        window = Windower(strategy, budget, counter).select(history)
         seconds = time.perf_counter() - started
     return {
         "strategy": spec,
