@@ -567,11 +567,12 @@ def _sizes(base: int, target: int) -> list[int]:
     """The sizes a summary of ``target`` may have been written at before: ``target``;
     then those of a larger room, from the size above ``base`` (a budget a little larger
     on another turn) down; then the size below ``target`` (one a little smaller)."""
-    at = bisect.bisect_right(SIZES, base)
-    above = SIZES[at : at + 1]
-    larger = [size for size in SIZES if target < size <= base]
-    below = [size for size in SIZES if size < target][-1:]
-    return [target, *above, *larger[::-1], *below]
+    # found by bisection: the ladder has hundreds of sizes, and a visit asks once
+    at = bisect.bisect_right(SIZES, base)  # the first size above base
+    over = bisect.bisect_right(SIZES, target)  # the first size above target
+    under = bisect.bisect_left(SIZES, target)  # the first size at or above target
+    larger = SIZES[over:at] if over < at else ()
+    return [target, *SIZES[at : at + 1], *larger[::-1], *SIZES[max(0, under - 1) : under]]
 
 
 def _first_fitting(
