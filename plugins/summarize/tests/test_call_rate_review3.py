@@ -343,6 +343,50 @@ def test_no_request_exceeds_the_input_limit_framing_and_one_huge_text_included(
     assert any("tokens cut here" in text for request in llm.requests for text in request.texts)
 
 
+class Counted(Fake):
+    """A summarizer that counts its framing (480 characters of instructions) with the
+    counter it is asked with."""
+
+    prompt_overhead = 0
+    asked = 0
+
+    def count_overhead(self, counter: Any) -> int:
+        Counted.asked += 1
+        return int(counter.count_text("x" * 480))
+
+
+class Doubled(ctxwindow.ApproxCounter):
+    """approx's counts of a text, twice over (a tokenizer with short tokens)."""
+
+    def count_text(self, text: str) -> int:
+        return 2 * super().count_text(text)
+
+
+def test_a_summarizers_framing_is_counted_with_the_windows_counter(registered: Any) -> None:
+    """``count_overhead(counter)`` is asked with the visit's counter, and what it says
+    is kept free under the summarizer's limit: 240 tokens here (120 under approx)."""
+    llm = registered(Counted("review3-counted", max_input_tokens=600))
+    counter = Doubled()
+    listing = "\n".join(f"line {i}: x_{i} = compute({i}, 'value {i}')" for i in range(1500))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the bug in app.py"},
+        {"role": "assistant", "content": f"Here is app.py:\n{listing}"},
+        *chat(30)[1:],
+    ]
+    Counted.asked = 0
+    window = ctxwindow.select(
+        messages, budget=3000, strategy="summarize", summarizer=llm.name, counter=counter
+    )
+    assert summaries(window) and Counted.asked
+    assert llm.requests
+    for request in llm.requests:
+        sent = counter.count_text(request.previous or "") + sum(
+            counter.count_text(text) + 1 for text in request.texts
+        )
+        assert sent + counter.count_text("x" * 480) <= 600, sent
+
+
 def test_two_models_spend_is_not_put_under_one(registered: Any) -> None:
     """Before (the reviews' r11): the primary's refused call was billed to the backup
     model: model='backup', calls=2."""

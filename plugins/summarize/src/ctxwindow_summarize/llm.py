@@ -24,7 +24,14 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from ctxwindow import ApproxCounter, LLMUsage, Message, SummaryRequest, SummaryResult
+from ctxwindow import (
+    ApproxCounter,
+    LLMUsage,
+    Message,
+    SummaryRequest,
+    SummaryResult,
+    TokenCounter,
+)
 from ctxwindow.errors import CtxWindowError, LLMNotConfigured
 from ctxwindow_summarize.errors import SummarizerFailed
 
@@ -125,9 +132,9 @@ class OpenAISummarizer:
             )
         #: Whether the short instructions are sent (see the class).
         self._short = False
-        full = self._overhead()
+        full = self.count_overhead(ApproxCounter())
         self._short = full > max_input_tokens // 4
-        self.prompt_overhead: int = self._overhead() if self._short else full
+        self.prompt_overhead: int = self.count_overhead(ApproxCounter()) if self._short else full
         try:
             import openai
         except ImportError:
@@ -148,10 +155,10 @@ class OpenAISummarizer:
             f"api_key_env={self.api_key_env!r}, timeout={self.timeout}, retries={self.retries})"
         )
 
-    def _overhead(self) -> int:
-        """The tokens a request adds to its texts (see the class): its messages with no
-        text in them, counted as the strategy counts, the varying digits at their most."""
-        counter = ApproxCounter()
+    def count_overhead(self, counter: TokenCounter) -> int:
+        """The tokens a request adds to its texts as ``counter`` counts them: its
+        messages with no text in them, the varying digits at their most. The strategy
+        asks with its visit's counter; ``prompt_overhead`` is this under ``approx``."""
         frame = self._messages(SummaryRequest(None, [], self.max_input_tokens, counter))
         counted = sum(counter.count_message(Message("user", m["content"])) for m in frame)
         return counted + _VARYING_DIGITS

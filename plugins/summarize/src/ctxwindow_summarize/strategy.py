@@ -58,8 +58,9 @@ FIRST_LOOKUPS = 8
 _FRAMING = Message("system", "")
 #: What a summarizer adds to each request around the texts (its instructions, the
 #: framing of the previous summary and of the new messages), when it does not say
-#: (``prompt_overhead``): kept free under its ``max_input_tokens``, at most a quarter
-#: of it. The ``openai`` summarizer's is counted from its own prompt.
+#: (``prompt_overhead`` or ``count_overhead(counter)``): kept free under its
+#: ``max_input_tokens``, at most a quarter of it. The ``openai`` summarizer counts its
+#: own prompt.
 PROMPT_OVERHEAD = 256
 #: Cut-down summaries kept (see SummarizeWindow._fitted): a turn cuts the one it cut
 #: the round before.
@@ -810,7 +811,7 @@ def _staged(
     previous summary is never cut; one that leaves no room under the limit for the new
     messages is a failure (the fallback chain runs)."""
     counter = history.counter
-    overhead = _overhead(summarizer, counter, target)
+    overhead = _overhead(summarizer, counter)
     limit = summarizer.max_input_tokens - overhead
     used = counter.count_text(previous or "")
     room = limit - used
@@ -832,18 +833,14 @@ def _staged(
     return _summarize_once(summarizer, request, usage, notes)
 
 
-def _overhead(summarizer: Summarizer, counter: TokenCounter, target: int) -> int:
-    """What ``summarizer`` adds to a request's texts: its ``prompt_overhead`` if it says;
-    for the ``openai`` summarizer, at least its prompt as this visit's counter counts it
-    (the digits of the counts in it allowed for); else PROMPT_OVERHEAD, at most a
-    quarter of its limit."""
-    said = getattr(summarizer, "prompt_overhead", None)
-    said = said if isinstance(said, int) and not isinstance(said, bool) and said >= 0 else None
-    if isinstance(summarizer, OpenAISummarizer):
-        frame = summarizer._messages(SummaryRequest("", [], target, counter))
-        counted = sum(counter.count_message(Message("user", m["content"])) for m in frame)
-        return max(counted + 4, said or 0)
-    if said is not None:
+def _overhead(summarizer: Summarizer, counter: TokenCounter) -> int:
+    """What ``summarizer`` adds to a request's texts, as this visit's ``counter`` counts
+    it when the summarizer can say (``count_overhead(counter)``, as the ``openai`` one
+    does from its own prompt); else its ``prompt_overhead``; else PROMPT_OVERHEAD, at
+    most a quarter of its limit."""
+    count = getattr(summarizer, "count_overhead", None)
+    said = count(counter) if callable(count) else getattr(summarizer, "prompt_overhead", None)
+    if isinstance(said, int) and not isinstance(said, bool) and said >= 0:
         return said
     return min(PROMPT_OVERHEAD, summarizer.max_input_tokens // 4)
 
