@@ -37,6 +37,9 @@ class BaseStrategy(ABC):
     #: Tokens the strategy's output costs beyond its messages; taken off the budget.
     overhead_tokens: int = 0
     option_specs: ClassVar[tuple[Option, ...]] = ()
+    #: Every option (the common ones too) is checked when the strategy is made, so the
+    #: runner need not check them again on each Windower a pipeline makes.
+    options_checked_when_made: ClassVar[bool] = True
 
     def __init__(self, **options: Any) -> None:
         if getattr(self, "name", None) is None:  # used without registering, unnamed

@@ -21,7 +21,6 @@ server's, does not end).
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -83,9 +82,8 @@ def _checked_common_options(strategy: Strategy) -> None:
     whatever it was given (``time_limit="soon"``, ``orphans="keep"``), and would
     otherwise fail on a visit, or pass unnoticed."""
     # a BaseStrategy checked them when it was made (a pipeline makes a windower per
-    # stage on every visit); none exists unless its module (which imports this one) is
-    base = sys.modules.get("ctxwindow._strategy")
-    if base is not None and isinstance(strategy, base.BaseStrategy):
+    # stage on every visit): its class says so
+    if getattr(type(strategy), "options_checked_when_made", False) is True:
         return
     options = getattr(strategy, "options", None)
     if not isinstance(options, Mapping):
