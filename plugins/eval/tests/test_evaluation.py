@@ -19,6 +19,7 @@ from ctxwindow.testing.strategies import Raises, newest
 from ctxwindow_eval import StrategySpec, evaluate, load_jsonl, load_locomo
 from ctxwindow_eval.bench import (
     agent_history,
+    alternated_ms,
     bench_strategy,
     significant,
     synthetic_history,
@@ -255,6 +256,15 @@ def test_bench_measures_every_figure_without_asserting_speed() -> None:
     imports = import_ms(runs=1)  # a fresh interpreter's `import ctxwindow`
     assert imports > 0
     assert json.loads(to_json([row], imports=imports))["import_ms"] == imports
+
+
+def test_a_warm_turn_and_its_anchors_are_timed_by_turns_in_blocks() -> None:
+    """A ratio of our warm turn to an anchor's compares runs made under the same load:
+    the two run by turns, a block of each, not one whole series after the other."""
+    order: list[str] = []
+    times = alternated_ms([lambda: order.append("ours"), lambda: order.append("trim")], 7, 3)
+    assert order == ["ours"] * 3 + ["trim"] * 3 + ["ours"] * 3 + ["trim"] * 3 + ["ours", "trim"]
+    assert len(times) == 2 and all(t >= 0 for t in times)
 
 
 def test_the_benchs_cold_histories_are_unseen_and_its_warm_ones_grow() -> None:

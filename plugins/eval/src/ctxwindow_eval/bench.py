@@ -28,8 +28,12 @@ conversions: every bench history opens with the same system message, so a rememb
 one would be compared with), and a full collection empties the CPU caches, as a
 process's first visit finds them (the anchors of cold runs follow a full collection
 too). Warm turns run back to back with the collector paused, as :mod:`timeit` runs
-them. The warm turn and the cached ``trim_messages`` are also timed after a full
-collection (``*_cold_caches_ms``), for a loop whose turns follow other work of the app's.
+them; the ``Windower`` + ``Conversation`` turn and its per-turn anchors (the cached
+``trim_messages``, the model encoding the new message) run by turns, in blocks of
+:data:`WARM_BLOCK` turns of each, so that a slow spell of the shared machine falls on
+both sides of their ratios. The warm turn and the cached ``trim_messages`` are also
+timed after a full collection (``*_cold_caches_ms``), for a loop whose turns follow
+other work of the app's.
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ MIN_SIZE = 1
 BUDGET = 4_000
 #: The anchors' windows must hold this close to our window's tokens to compare.
 LIKE_FOR_LIKE = 0.05
+#: Turns each job runs in a row when a warm turn is timed beside its anchors: within a
+#: block its caches stay warm (a loop's turns), and a slow spell of the shared machine
+#: falls on every job (see :func:`alternated_ms`).
+WARM_BLOCK = 5
 #: Fresh interpreters timed for the cost of ``import ctxwindow``.
 IMPORT_RUNS = 11
 #: Variables dropped from the probes' environment: with this one set, every import
@@ -221,25 +229,25 @@ def warm_median_ms(work: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
-def alternated_ms(
-    work: Callable[[], Any], anchor: Callable[[], Any], repeats: int
-) -> tuple[float, float]:
-    """Median wall times of ``work()`` and ``anchor()`` run turn about, as
-    :func:`warm_median_ms` runs one, so that a ratio of the two compares runs made under
-    the same load of a shared machine."""
-    work_times, anchor_times = _series((work, anchor), repeats)
-    return statistics.median(work_times) * 1000, statistics.median(anchor_times) * 1000
+def alternated_ms(jobs: Sequence[Callable[[], Any]], repeats: int, block: int = 1) -> list[float]:
+    """Median wall times of each of ``jobs``, run by turns (``block`` runs of one, then
+    of the next) as :func:`warm_median_ms` runs one, so that a ratio of two compares
+    runs made under the same load of a shared machine: a slow spell falls on both.
+    Within a block each job runs back to back, its caches warm, as a loop's turns."""
+    return [statistics.median(times) * 1000 for times in _series(jobs, repeats, block)]
 
 
-def _series(jobs: Sequence[Callable[[], Any]], repeats: int) -> list[list[float]]:
-    """Each job's wall times over ``repeats`` rounds of all of them, back to back."""
+def _series(jobs: Sequence[Callable[[], Any]], repeats: int, block: int = 1) -> list[list[float]]:
+    """Each job's wall times, ``repeats`` of them, in rounds of ``block`` runs of each
+    job in turn, back to back."""
     times: list[list[float]] = [[] for _ in jobs]
     with collector_paused():
-        for _ in range(repeats):
+        for done in range(0, repeats, block):
             for job, into in zip(jobs, times, strict=True):
-                started = time.perf_counter()
-                job()
-                into.append(time.perf_counter() - started)
+                for _ in range(min(block, repeats - done)):
+                    started = time.perf_counter()
+                    job()
+                    into.append(time.perf_counter() - started)
     return times
 
 
@@ -471,13 +479,20 @@ def bench_strategy(
         conversation.append(next(turns))
         windower.select(conversation)
 
-    encode_new_ms: float | None = None
-    if embedder is None:
-        warm_ms = warm_median_ms(grow_conversation, repeats * 3)
-    else:  # the per-turn limit timed turn by turn beside the turns, as the machine is then
-        warm_ms, encode_new_ms = alternated_ms(
-            grow_conversation, lambda: embedder.embed([next(anchor_turns)]), repeats * 3
-        )
+    # the per-turn anchors (the cached trim_messages, the model encoding the new message)
+    # timed by turns beside our warm turn, as the machine is then
+    langchain = _LangChain.load_or_why()
+    trim_turn = None
+    if not isinstance(langchain, str):  # the warm series and the one with caches cold
+        trim_turn = _cached_trim_turn(langchain, base, budget, repeats * 6)
+    jobs = [grow_conversation]
+    if embedder is not None:
+        jobs.append(lambda: embedder.embed([next(anchor_turns)]))
+    if trim_turn is not None:
+        jobs.append(trim_turn)
+    timed = alternated_ms(jobs, repeats * 3, WARM_BLOCK)
+    warm_ms = timed[0]
+    encode_new_ms = timed[1] if embedder is not None else None
     warm_cold_caches_ms = median_ms(grow_conversation, repeats * 3)
 
     def one_call(messages: list[dict[str, Any]]) -> None:
@@ -506,7 +521,13 @@ def bench_strategy(
         notes=notes,
         warm_cold_caches_ms=warm_cold_caches_ms,
     )
-    _langchain_rows(row, spec.name, options, base, unseen() if each_cold else [], budget, repeats)
+    if isinstance(langchain, str) or trim_turn is None:
+        row.notes.append(str(langchain))
+    else:
+        row.trim_cached_ms = timed[-1]
+        row.trim_cached_cold_caches_ms = median_ms(trim_turn, repeats * 3)
+        cold = unseen() if each_cold else []
+        _langchain_rows(row, langchain, spec.name, options, base, cold, budget, repeats)
     if embedder is not None:
         row.encode_new_ms = encode_new_ms
         # what a cold run embeds, of a history as long as the cold runs' and never seen
@@ -541,6 +562,7 @@ def _models(*windowers: Any) -> list[Any]:
 
 def _langchain_rows(
     row: BenchRow,
+    langchain: _LangChain,
     name: str,
     options: dict[str, Any],
     base: list[dict[str, Any]],
@@ -548,16 +570,8 @@ def _langchain_rows(
     budget: int,
     repeats: int,
 ) -> None:
-    """The adapter's cold and warm figures and the trim_messages anchors, on the row."""
-    langchain = _LangChain.load_or_why()
-    if isinstance(langchain, str):
-        row.notes.append(langchain)
-        return
-    turns = _turns()
-
-    def made(count: int) -> Iterator[Any]:
-        """New BaseMessages made before the clock starts: an app holds each already."""
-        return iter(langchain.messages([next(turns) for _ in range(count)]))
+    """The adapter's cold and warm figures and the cold trim_messages anchor, on the row."""
+    new_for_adapter = _made_turns(langchain, repeats * 3)
 
     def adapter(messages: list[Any]) -> Any:
         return langchain.adapter.select(messages, budget, name, counter="approx", **options)
@@ -566,7 +580,6 @@ def _langchain_rows(
         row.adapter_cold_ms = median_each_ms(adapter, [langchain.messages(h) for h in unseen])
     grown = langchain.messages(base)
     adapter(grown)
-    new_for_adapter = made(repeats * 3)
 
     def grow_adapter() -> None:
         grown.append(next(new_for_adapter))
@@ -578,24 +591,6 @@ def _langchain_rows(
     row.trim_ms = median_ms(
         lambda: langchain.trim_window(messages, budget, langchain.count), max(3, repeats // 2)
     )
-    cache: dict[int, int] = {}
-
-    def cached(message: Any) -> int:
-        tokens = cache.get(id(message))
-        if tokens is None:
-            tokens = cache[id(message)] = langchain.count(message)
-        return tokens
-
-    growing = list(messages)
-    langchain.trim_window(growing, budget, cached)
-    new_for_trim = made(repeats * 6)  # the warm series and the one with caches cold
-
-    def grow_trim() -> None:
-        growing.append(next(new_for_trim))
-        langchain.trim_window(growing, budget, cached)
-
-    row.trim_cached_ms = warm_median_ms(grow_trim, repeats * 3)
-    row.trim_cached_cold_caches_ms = median_ms(grow_trim, repeats * 3)
     trimmed = langchain.trim_window(messages, budget, langchain.count)
     where = {id(m): i for i, m in enumerate(messages)}
     ours = Conversation(base).view(ApproxCounter(), budget)
@@ -606,6 +601,36 @@ def _langchain_rows(
             f"trim_messages' window holds {row.trim_tokens_ratio:.2f}x our window's tokens: "
             f"not within {LIKE_FOR_LIKE:.0%}, so its times compare less than like for like"
         )
+
+
+def _made_turns(langchain: _LangChain, count: int) -> Iterator[Any]:
+    """New BaseMessages made before the clock starts: an app holds each already."""
+    return iter(langchain.messages(list(itertools.islice(_turns(), count))))
+
+
+def _cached_trim_turn(
+    langchain: _LangChain, base: list[dict[str, Any]], budget: int, turns: int
+) -> Callable[[], None]:
+    """A turn of ``trim_messages`` with a cached per-message counter, on BaseMessages
+    of ``base`` growing by one message a turn; the ``turns`` new messages made before
+    the clock starts, as an app holds each already."""
+    cache: dict[int, int] = {}
+
+    def cached(message: Any) -> int:
+        tokens = cache.get(id(message))
+        if tokens is None:
+            tokens = cache[id(message)] = langchain.count(message)
+        return tokens
+
+    growing = langchain.messages(base)
+    langchain.trim_window(growing, budget, cached)
+    new_messages = _made_turns(langchain, turns)
+
+    def grow_trim() -> None:
+        growing.append(next(new_messages))
+        langchain.trim_window(growing, budget, cached)
+
+    return grow_trim
 
 
 #: Numbers for the encoding anchor's texts: no text of one anchor is another's.
