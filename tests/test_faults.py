@@ -17,7 +17,6 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +26,7 @@ import ctxwindow
 from ctxwindow import ContractViolation, PluginError, Windower
 from ctxwindow.errors import VisitTimeout
 from ctxwindow.testing import assistant, bounded, calls, result, strategies, user
+from ctxwindow.testing.servers import Reply, Request, local_server
 from ctxwindow.testing.threads import HANG_GUARD
 
 DISTRIBUTION = "ctxwindow-faulty"
@@ -406,37 +406,24 @@ def test_a_hanging_embedder_is_bounded_by_the_time_limit(expected_fixed: list[in
     assert positions(window, messages) == expected_fixed
 
 
-class SlowProvider(BaseHTTPRequestHandler):
+#: Set when the module's tests end: a slow answer still waiting then gives up.
+RELEASE = threading.Event()
+
+
+def slow_answer(request: Request) -> Reply:
     """An OpenAI-compatible endpoint that answers 500, or only after a long wait."""
-
-    release = threading.Event()
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.startswith("/slow"):
-            SlowProvider.release.wait(HANG_GUARD)
-        body = b'{"error": {"message": "internal error"}}'
-        self.send_response(500)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    if request.path.startswith("/slow"):
+        RELEASE.wait(HANG_GUARD)
+    return Reply({"error": {"message": "internal error"}}, 500)
 
 
 @pytest.fixture(scope="module")
 def slow_provider() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), SlowProvider)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        with local_server(slow_answer) as running:
+            yield running.url
     finally:
-        SlowProvider.release.set()
-        httpd.shutdown()
-        httpd.server_close()
+        RELEASE.set()
 
 
 def llm_options(url: str, **more: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The summarizer's API key never leaves the environment variable it is read from.
 
-A local OpenAI-compatible server (``http.server`` in a thread) plays every part: it
+A local OpenAI-compatible server (:mod:`ctxwindow.testing.servers`) plays every part: it
 answers, it refuses with 401 and echoes the key back in its body (as real providers
 echo part of it), it replies 200 with error text quoting the key, or it is not there
 at all. Every server check first proves the key was sent, so that "not found anywhere"
@@ -24,17 +24,16 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import traceback
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 import ctxwindow
 from ctxwindow.testing import assistant, user
+from ctxwindow.testing.servers import Reply, Request, chat_completion, local_server
 from ctxwindow_summarize import OpenAISummarizer, SummarizerFailed, SummarizeWindow
 
 SECRET = "sk-test-SECRET-123"
@@ -42,76 +41,38 @@ KEY_ENV = "CTXWINDOW_SECRETS_TEST_KEY"
 BUDGET = 300
 
 
-class FakeProvider(BaseHTTPRequestHandler):
+#: The Authorization headers received, since the ``key`` fixture last emptied it.
+SEEN: list[str] = []
+
+
+def answer(request: Request) -> Reply:
     """``/ok/v1``: a summary; ``/deny/v1``: 401 echoing the key; ``/echo/v1``: a 200
     reply whose text is an error quoting the key."""
-
-    seen: ClassVar[list[str]] = []  # the Authorization headers received
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
-        authorization = self.headers.get("Authorization", "")
-        FakeProvider.seen.append(authorization)
-        mode = self.path.split("/")[1]
-        if mode == "deny":
-            body = {
-                "error": {
-                    "message": f"Incorrect API key provided: {authorization[7:]}",
-                    "type": "invalid_request_error",
-                    "code": "invalid_api_key",
-                }
+    authorization = request.headers.get("authorization", "")
+    SEEN.append(authorization)
+    mode = request.path.split("/")[1]
+    if mode == "deny":
+        body = {
+            "error": {
+                "message": f"Incorrect API key provided: {authorization[7:]}",
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
             }
-            self._reply(401, body, {"WWW-Authenticate": "Bearer"})
-            return
-        content = (
-            f"Error: the key {authorization[7:]} is not allowed here."
-            if mode == "echo"
-            else "Ann booked Lisbon for 14 May; the refund for INV-2291 is pending."
-        )
-        self._reply(
-            200,
-            {
-                "id": "cmpl-1",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "fake",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70},
-            },
-            {},
-        )
-
-    def _reply(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-        pass
+        }
+        return Reply(body, 401, {"WWW-Authenticate": "Bearer"})
+    content = (
+        f"Error: the key {authorization[7:]} is not allowed here."
+        if mode == "echo"
+        else "Ann booked Lisbon for 14 May; the refund for INV-2291 is pending."
+    )
+    usage = {"prompt_tokens": 50, "completion_tokens": 20, "total_tokens": 70}
+    return Reply(chat_completion(content, "fake", usage))
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeProvider)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with local_server(answer) as running:
+        yield running.url
 
 
 @pytest.fixture
@@ -120,7 +81,7 @@ def key(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> No
     monkeypatch.setenv(KEY_ENV, SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     caplog.set_level(logging.DEBUG)
-    FakeProvider.seen.clear()
+    SEEN.clear()
 
 
 def closed_port() -> int:
@@ -186,7 +147,7 @@ def assert_no_secret(*texts: str) -> None:
 
 
 def assert_sent() -> None:
-    assert f"Bearer {SECRET}" in FakeProvider.seen, "the key must have been sent"
+    assert f"Bearer {SECRET}" in SEEN, "the key must have been sent"
 
 
 # -- the server answers ---------------------------------------------------------------------
@@ -279,8 +240,8 @@ def test_a_rotated_key_is_used_from_the_next_call(
     monkeypatch.setenv(KEY_ENV, "sk-test-ROTATED-456")
     with pytest.raises(SummarizerFailed):
         summarizer.select(history(32), BUDGET)
-    assert FakeProvider.seen[0] == f"Bearer {SECRET}"
-    assert FakeProvider.seen[-1] == "Bearer sk-test-ROTATED-456"
+    assert SEEN[0] == f"Bearer {SECRET}"
+    assert SEEN[-1] == "Bearer sk-test-ROTATED-456"
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -314,7 +275,7 @@ def test_cli_reports_and_debug_tracebacks_carry_no_key(server: str, tmp_path: Pa
     for done in listing:
         assert done.returncode == 0, done.stderr
         assert "summarize" in done.stdout
-    FakeProvider.seen.clear()
+    SEEN.clear()
     explained = run_cli(
         "select", str(chat), "-b", str(BUDGET), "-s", "summarize", "--explain",
         "-o", f"llm_base_url={server}/deny/v1", *options,
@@ -330,7 +291,7 @@ def test_cli_reports_and_debug_tracebacks_carry_no_key(server: str, tmp_path: Pa
     assert failed.returncode != 0
     assert "Traceback" in failed.stderr
     assert "SummarizerFailed" in failed.stderr
-    assert f"Bearer {SECRET}" in FakeProvider.seen, "the CLI runs did send the key"
+    assert f"Bearer {SECRET}" in SEEN, "the CLI runs did send the key"
     for done in [*listing, explained, failed]:
         assert_no_secret(done.stdout, done.stderr)
 

@@ -3,15 +3,15 @@ and the ways a strategy sends stand-ins (cleared tool outputs) through an adapte
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import json
 import re
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 
 import pytest
+
+from ctxwindow.testing.servers import Request, local_server
 
 #: What a local recording server gets: (path, JSON body) per request, in order.
 Bodies = list[tuple[str, Any]]
@@ -23,34 +23,19 @@ def recording_server() -> Iterator[Callable[..., tuple[str, Bodies]]]:
     body with its path and answers ``reply(path)`` as the API would, so a real SDK
     client's request is seen as sent; its base URL (``prefix`` appended) and the bodies.
     Stopped after the test."""
-    started: list[ThreadingHTTPServer] = []
+    with contextlib.ExitStack() as running:
 
-    def start(reply: Callable[[str], Any], prefix: str = "") -> tuple[str, Bodies]:
-        bodies: Bodies = []
+        def start(reply: Callable[[str], Any], prefix: str = "") -> tuple[str, Bodies]:
+            bodies: Bodies = []
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                bodies.append((self.path, body))
-                data = json.dumps(reply(self.path)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+            def answer(request: Request) -> Any:
+                bodies.append((request.path, request.body))
+                return reply(request.path)
 
-            def log_message(self, *args: Any) -> None:
-                pass
+            server = running.enter_context(local_server(answer))
+            return f"{server.url}{prefix}", bodies
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        started.append(httpd)
-        return f"http://127.0.0.1:{httpd.server_address[1]}{prefix}", bodies
-
-    yield start
-    for httpd in started:
-        httpd.shutdown()
-        httpd.server_close()
+        yield start
 
 
 CLEARING = {"strategy": "clear_tool_outputs", "keep_recent": 1, "min_tokens": 10, "when": "always"}

@@ -3,7 +3,7 @@ does not cost a good summary, an API key in the endpoint's path is never shown, 
 SDK is imported when the summarizer is made (not in its first, time-limited call), and
 ``prompt_overhead`` says what its instructions add to a request.
 
-A local OpenAI-compatible server (``http.server`` in a thread) plays the endpoint: its
+A local OpenAI-compatible server (:mod:`ctxwindow.testing.servers`) plays the endpoint: its
 path's first segment picks the usage it reports."""
 
 from __future__ import annotations
@@ -15,18 +15,17 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
 import ctxwindow
 from ctxwindow import LLMUsage, Message, SummaryRequest, get_counter
 from ctxwindow.testing import assistant, user
+from ctxwindow.testing.servers import Request, chat_completion, local_server
 from ctxwindow_summarize import OpenAISummarizer, SummarizeWindow
 from ctxwindow_summarize.llm import public_url
 
@@ -43,57 +42,30 @@ USAGE: dict[str, Any] = {
 APPROX = get_counter("approx")
 
 
-class FakeLLM(BaseHTTPRequestHandler):
-    """Answers every chat completion with a summary; ``/<mode>/...`` picks its usage."""
+def answer(request: Request) -> dict[str, Any]:
+    """A summary for every chat completion; ``/<mode>/...`` picks its usage."""
+    usage = USAGE.get(request.path.split("/")[1], USAGE["ok"])
+    return chat_completion("Ann booked Lisbon, 14 May.", request.body["model"], usage)
 
-    bodies: ClassVar[list[dict[str, Any]]] = []  # every request received
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        FakeLLM.bodies.append(body)
-        mode = self.path.split("/")[1]
-        reply: dict[str, Any] = {
-            "id": "cmpl-1",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "Ann booked Lisbon, 14 May."},
-                    "finish_reason": "stop",
-                }
-            ],
-        }
-        if USAGE.get(mode, USAGE["ok"]) is not None:
-            reply["usage"] = USAGE.get(mode, USAGE["ok"])
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-        pass
+#: Every request's JSON body, since the ``key`` fixture last emptied it.
+BODIES: list[dict[str, Any]] = []
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeLLM)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    def recorded(request: Request) -> dict[str, Any]:
+        BODIES.append(request.body)
+        return answer(request)
+
+    with local_server(recorded) as running:
+        yield running.url
 
 
 @pytest.fixture
 def key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
-    FakeLLM.bodies.clear()
+    BODIES.clear()
 
 
 def history(turns: int = 40) -> list[dict[str, Any]]:
@@ -131,11 +103,11 @@ def test_a_usage_field_it_cannot_read_keeps_the_summary_and_counts_the_call(
     non-negative integer is unknown (0), one written as a float (12.0) is read; the
     summary is the LLM's, the call counted."""
     window = strategy(f"{server}/{mode}/v1").select(history(), 300)
-    assert FakeLLM.bodies, "the LLM must have been called"
+    assert BODIES, "the LLM must have been called"
     assert summary_of(window)["metadata"]["summarizer"].startswith("openai:fake@")
     assert not window.record.notes
     usage = window.record.llm
-    assert usage is not None and usage.calls == len(FakeLLM.bodies)
+    assert usage is not None and usage.calls == len(BODIES)
     assert usage.prompt_tokens == 0  # -5, True, or none reported
     assert usage.completion_tokens == (12 * usage.calls if mode == "oddusage" else 0)
 
@@ -169,7 +141,7 @@ def test_a_key_in_the_urls_path_is_redacted_everywhere_it_is_reported(
     url = f"{server}/ok/v1/{KEY}"
     cache = tmp_path / "summaries.sqlite3"
     window = strategy(url, cache=str(cache)).select(history(), 300)
-    assert FakeLLM.bodies, "the LLM must have been called"
+    assert BODIES, "the LLM must have been called"
     name = summary_of(window)["metadata"]["summarizer"]
     assert name == f"openai:fake@{server}/ok/v1/[redacted]"
     shown = "\n".join(
@@ -324,7 +296,7 @@ def test_every_request_fits_llm_max_input(server: str, limit: int) -> None:
     """End to end (with the strategy reserving ``prompt_overhead``): every request the
     endpoint receives is within ``llm_max_input``, as the approx counter counts it."""
     strategy(f"{server}/ok/v1", llm_max_input=limit).select(history(150), 2000)
-    assert FakeLLM.bodies
-    for body in FakeLLM.bodies:
+    assert BODIES
+    for body in BODIES:
         sent = sum(APPROX.count_message(Message("user", m["content"])) for m in body["messages"])
         assert sent <= limit
