@@ -64,5 +64,5 @@ def test_an_answer_may_wait_while_others_are_served() -> None:
 def test_the_server_stops_with_its_block() -> None:
     with local_server(lambda request: {}) as server:
         url = server.url
-    with pytest.raises(OSError):
+    with pytest.raises(urllib.error.URLError):
         post(url, {})
