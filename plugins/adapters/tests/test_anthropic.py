@@ -657,11 +657,12 @@ def test_an_sdk_block_edited_in_place_is_read_again() -> None:
     assert window.record.tokens_before == fresh.record.tokens_before > 500
 
 
-def test_a_cut_newest_user_message_after_dropped_tool_results_holds_only_its_cut_text() -> None:
-    """The newest user message answers a dropped exchange and holds two text blocks and
-    an image after its tool result: cut to fit, it comes back holding the cut text and
-    the image, its tool result gone with the exchange (the host's cut is applied once,
-    to the blocks kept, never as a stand-in that renumbers them first)."""
+def test_a_cut_newest_user_message_with_tool_results_keeps_the_exchange_it_answers() -> None:
+    """The newest user message answers a pending call and holds two text blocks and an
+    image after its tool result: its words go with the result (they answer the call
+    together, as an agent's reminder beside results does), so the exchange stays and
+    is cut to fit: the result block first, the cut words, the image itself. (It was
+    read as a new question before, and the exchange dropped whole.)"""
     image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
     messages = [
         {"role": "user", "content": "Summarize the report."},
@@ -683,11 +684,14 @@ def test_a_cut_newest_user_message_after_dropped_tool_results_holds_only_its_cut
     window = adapter.select(messages, 250, oversize="truncate", system="Be brief.")
     assert messages == before
     check_messages(window.messages)
-    (last,) = window.messages
-    text, kept_image = last["content"]
+    first, call, last = window.messages
+    assert first is messages[0] and call is messages[1]
+    result, text, kept_image = last["content"]
+    assert result == messages[2]["content"][0]
     assert text["type"] == "text" and text["text"].startswith(
         "<reminder>Be concise.</reminder>\nNow translate this: lorem ipsum"
     )
-    assert text["text"].endswith("characters cut by ctxwindow to fit the token budget]")
+    assert "characters cut by ctxwindow" in text["text"]
     assert kept_image is image
-    assert [d.action for d in window.record.decisions][-1] == "truncated"
+    assert window.record.decisions[-1].action == "truncated"
+    assert window.record.tokens_after <= 250

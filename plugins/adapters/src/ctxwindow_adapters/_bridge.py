@@ -44,7 +44,9 @@ T = TypeVar("T")
 #: ``rebuild(item, kept, cut)``: the item with only the parts in ``kept`` (None: all),
 #: and, when ``cut`` is set, the text of the parts in ``cut[0]`` (None: the whole item's
 #: text) replaced by ``cut[1]``: the host's truncation of the newest user message, or a
-#: strategy's stand-in for one of the item's Messages (a tool result's new content).
+#: strategy's stand-in for one of the item's Messages (a tool result's new content; an
+#: empty one for the later items of a Message read from several, its first holding the
+#: stand-in). None: nothing of the item is left to send (it is left out).
 Rebuild = Callable[[Any, "Sequence[int] | None", "tuple[frozenset[int] | None, str] | None"], Any]
 
 
@@ -506,7 +508,7 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
             slots.append(_Slot(None, made=message, messages=[message]))
             continue
         parts = parts_of[position]
-        for item in sources[position]:
+        for number, item in enumerate(sources[position]):
             slot = by_item.get(item)
             if slot is None:
                 slot = by_item[item] = _Slot(item, kept=set())
@@ -518,8 +520,8 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
                 slot.kept.update(parts)
             if cut is not None:
                 slot.cut = cut
-            if stand_in is not None:
-                slot.stand_ins.append(stand_in)
+            if stand_in is not None:  # one stand-in a Message: in its first item alone
+                slot.stand_ins.append(stand_in if not number else (stand_in[0], ""))
     return _in_item_order(slots)
 
 
@@ -556,11 +558,11 @@ def _items(slots: list[_Slot], converted: Converted[Any], shape: Shape[Any]) -> 
         whole = slot.kept is None or len(slot.kept) == converted.split.get(slot.item, -1)
         for stand_in in slot.stand_ins:  # results keep their places: parts do not move
             item = shape.rebuild(item, None, _as_taken(stand_in, shape))
-        if whole and slot.cut is None:
-            output.append(item)
-        else:
+        if item is not None and not (whole and slot.cut is None):
             kept = None if whole else sorted(slot.kept or ())
-            output.append(shape.rebuild(item, kept, _as_taken(slot.cut, shape)))
+            item = shape.rebuild(item, kept, _as_taken(slot.cut, shape))
+        if item is not None:
+            output.append(item)
     return output
 
 

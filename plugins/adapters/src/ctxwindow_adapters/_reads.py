@@ -15,6 +15,7 @@ on the next call, with the new ones.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
@@ -219,3 +220,48 @@ def beside_media(parts: Iterable[T], text: T, kept: Callable[[T], bool]) -> list
     if not placed:
         out.append(text)
     return out
+
+
+#: The start of the marker the core puts where it cut a text (between the head and the
+#: tail it kept, or after the head), with the number of characters it removed.
+_CUT_MARKER = re.compile(r"\n\[\.\.\. ([\d,]+) characters cut by ctxwindow[^\]]*\]\n?")
+
+
+def lay_cut(texts: Sequence[str], cut: str) -> list[str] | None:
+    """The core's ``cut`` of ``texts`` joined by newlines (a Message's text: their head,
+    a marker, maybe their tail) laid back on them: each one's share, so that an item
+    whose words lie in several fields sends them in their fields, and the shares'
+    non-empty ones joined by newlines are ``cut``, what was counted. ``texts`` are not
+    empty; None when ``cut`` is not such a cut of them."""
+    whole = "\n".join(texts)
+    bounds = _cut_bounds(whole, cut)
+    if bounds is None:
+        return None
+    head, marker, tail = bounds
+    sent: list[str] = []
+    start, marked, ends = 0, -1, set()
+    for text in texts:
+        end = start + len(text)
+        kept = whole[start : min(end, head)] if start < head else ""
+        if marked < 0 and head <= end:
+            kept, marked = kept + marker, len(sent) if end < tail else len(texts)
+        sent.append(kept + (whole[max(start, tail) : end] if end > tail else ""))
+        ends.add(end)
+        start = end + 1  # past the newline joining the texts
+    if marker.endswith("\n") and tail not in ends and any(sent[marked + 1 :]):
+        sent[marked] = sent[marked][:-1]  # the newline joining it to the tail's text
+    return sent
+
+
+def _cut_bounds(whole: str, cut: str) -> tuple[int, str, int] | None:
+    """Where ``cut`` splits ``whole``: the length of the head kept, the marker, and
+    where the tail kept starts; None when ``cut`` is no head, marker and tail of it."""
+    for match in _CUT_MARKER.finditer(cut):
+        head = match.start()
+        tail = head + int(match.group(1).replace(",", ""))
+        if tail > len(whole) or cut[:head] != whole[:head]:
+            continue
+        for stop in {match.end(), match.end() - match.group(0).endswith("\n")}:
+            if cut[stop:] == whole[tail:]:  # the marker's last newline may be the tail's
+                return head, cut[head:stop], tail
+    return None

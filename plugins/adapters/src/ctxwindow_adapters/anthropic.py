@@ -2,13 +2,15 @@
 
 ``system`` is outside the list and always kept (it counts toward the budget). An
 assistant message's ``tool_use`` blocks and the ``tool_result`` blocks that answer them
-in the next user message form one unit. A user message holding tool results and text is
-split in two for windowing: its tool results go with their calls, its text is a unit of
-its own (it may be the newest user message). If only one half is kept, the message comes
-back as a copy holding that half, tool results first, as the API requires; kept whole,
-it is the very dict you passed. A ``system`` message inside the list is kept like the
-``system`` parameter. A summary a strategy writes comes as a user message (a message it
-makes as the assistant's, as an assistant message).
+in the next user message form one unit; consecutive assistant messages are one turn, as
+the API joins them. A user message holding tool results and text is split in two for
+windowing: its tool results go with their calls, its text is a unit of its own. The
+last message's text alone goes with its results instead: it answers the calls the
+current turn waits on, so that exchange stays (cut to fit if need be). If only one half
+is kept, the message comes back as a copy holding that half, tool results first, as the
+API requires; kept whole, it is the very dict you passed. A ``system`` message inside
+the list is kept like the ``system`` parameter. A summary a strategy writes comes as a
+user message (a message it makes as the assistant's, as an assistant message).
 
 Needs no anthropic package: messages are dicts, their blocks dicts or SDK objects.
 """
@@ -16,7 +18,7 @@ Needs no anthropic package: messages are dicts, their blocks dicts or SDK object
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -34,7 +36,7 @@ from ctxwindow_adapters._bridge import (
     prepare,
     text_of,
 )
-from ctxwindow_adapters._reads import Piece, RecentReads, each_item
+from ctxwindow_adapters._reads import Piece, ReadFrom, RecentReads, lay_cut
 
 __all__ = ["AnthropicWindow", "aselect", "read_messages", "select"]
 
@@ -160,9 +162,75 @@ def _content_of(item: Any) -> Any:
     return snapshot(item.value if isinstance(item, _System) else item.get("content"))
 
 
+def _reading(pieces: Callable[[Any, int], list[Piece]]) -> ReadFrom:
+    """A reader of each message on its own, but for consecutive assistant messages,
+    one turn as the API reads them (:func:`_one_turn`), and the last message holding
+    tool results and words, whose words go with its last result (:func:`_joined`):
+    read again once more messages follow (the next may continue the turn)."""
+
+    def read_from(items: Sequence[Any], start: int, into: Converted[Any]) -> int:
+        settled = position = start
+        size = len(items)
+        while position < size:
+            read, stop = pieces(items[position], position), position + 1
+            turn = _said_by_assistant(items[position])
+            while turn and stop < size and _said_by_assistant(items[stop]):
+                read, stop = _one_turn(read, pieces(items[stop], stop)), stop + 1
+            if stop == size and turn:
+                settled = position
+            elif stop == size and _answers_with_words(read):
+                read, settled = _joined(read), position
+            else:
+                settled = stop
+            for message, sources, parts in read:
+                into.add(message, sources, parts)
+            position = stop
+        return settled if start < size else size
+
+    return read_from
+
+
+def _said_by_assistant(item: Any) -> bool:
+    return isinstance(item, Mapping) and item.get("role") == "assistant"
+
+
+def _one_turn(turn: list[Piece], more: list[Piece]) -> list[Piece]:
+    """Consecutive assistant messages (parallel tool_use blocks an app stored apart) as
+    one assistant Message, as the API joins consecutive turns of a role: their calls
+    answered by the next user message's results, kept or dropped as one."""
+    (first, sources, _), (then, also, _) = turn[0], more[0]
+    content = (*_as_parts(first.content), *_as_parts(then.content))
+    calls = (*first.tool_calls, *then.tool_calls)
+    joined = Message("assistant", content or (None if calls else ""), tool_calls=calls)
+    return [(joined, (*sources, *also), None)]
+
+
+def _answers_with_words(pieces: list[Piece]) -> bool:
+    """Whether a user message's pieces are its tool results and then its words."""
+    return len(pieces) > 1 and pieces[-1][0].role == "user" and pieces[-2][0].role == "tool"
+
+
+def _joined(pieces: list[Piece]) -> list[Piece]:
+    """The newest message's words (a reminder an agent adds to the results, "please
+    hurry") read as part of its last tool result: as a user Message of their own they
+    would be the newest user message, and the exchange the message answers, no longer
+    the current turn, could be dropped whole. The results and words stay together,
+    cut to fit if need be (:func:`_rebuild`)."""
+    *results, (result, sources, parts), (words, _, others) = pieces
+    content = (*_as_parts(result.content), *_as_parts(words.content))
+    joined = Message("tool", content, tool_call_id=result.tool_call_id)
+    return [*results, (joined, sources, (parts or frozenset()) | (others or frozenset()))]
+
+
+def _as_parts(content: str | tuple[ContentPart, ...] | None) -> tuple[ContentPart, ...]:
+    if isinstance(content, str):
+        return (ContentPart("text", content),)
+    return content or ()
+
+
 #: The conversions made before, without and with a ``system`` parameter.
-_READS: RecentReads[Any] = RecentReads(each_item(_pieces), _content_of)
-_READS_WITH_SYSTEM: RecentReads[Any] = RecentReads(each_item(_pieces_after_system), _content_of)
+_READS: RecentReads[Any] = RecentReads(_reading(_pieces), _content_of)
+_READS_WITH_SYSTEM: RecentReads[Any] = RecentReads(_reading(_pieces_after_system), _content_of)
 
 
 def _system_content(system: Any) -> str | tuple[ContentPart, ...]:
@@ -349,16 +417,24 @@ def _rebuild(
     message: Mapping[str, Any],
     kept: Sequence[int] | None,
     cut: tuple[frozenset[int] | None, str] | None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """A copy holding the kept blocks (in their order): the newest user message's words
-    cut (:func:`_cut_words`), or a tool result's content given a stand-in."""
+    cut (:func:`_cut_words`), a tool result's content or an assistant turn given a
+    stand-in (:func:`_assistant_stand_in`)."""
     content = message.get("content")
     if not isinstance(content, (list, tuple)):
         return {**message, "content": str(cut[1]) if cut else content}
     numbers = range(len(content)) if kept is None else kept
     if cut is None:
         return {**message, "content": [content[number] for number in numbers]}
+    if message.get("role") == "assistant":  # None: nothing left to send (see Rebuild)
+        blocks = _assistant_stand_in(content, numbers, str(cut[1]))
+        return {**message, "content": blocks} if blocks else None
     cutting = [number for number in numbers if cut[0] is None or number in cut[0]]
+    if len(cutting) > 1 and get(content[cutting[0]], "type") == "tool_result":
+        laid = _result_with_words(content, cutting[0], cutting[1:], cut[1])
+        blocks = [block for number in numbers for block in laid.get(number, [content[number]])]
+        return {**message, "content": blocks}
     sent: dict[int, list[Any]] = {}  # by block number: the blocks sent in its place
     words = []
     for number in cutting:
@@ -372,6 +448,54 @@ def _rebuild(
         sent.update(_cut_words(content, words, str(cut[1])))
     blocks = [block for number in numbers for block in sent.get(number, [content[number]])]
     return {**message, "content": blocks}
+
+
+def _result_with_words(
+    content: Sequence[Any], result: int, words: Sequence[int], cut: str
+) -> dict[int, list[Any]]:
+    """The blocks sent for a tool result read with the words after it (:func:`_joined`),
+    by number: the host's cut laid back on the result's words and theirs (those kept
+    as they were when the cut spares them, else one text block in their place beside
+    their images); a strategy's stand-in in the result alone, the words gone with what
+    it stands for. Either way, what the record counts."""
+    block = content[result]
+    rest = [content[n] for n in words]
+    texts = [_text_of(_result_content(get(block, "content"))), _text_of(_parts(rest, None))]
+    host = isinstance(cut, HostCut)  # its cut Message keeps the images, a stand-in none
+    shares = lay_cut(texts, cut) if host and all(texts) else None
+    if shares is not None and shares[1] == texts[1]:  # the cut spared the words
+        new = _result_cut(get(block, "content"), HostCut(shares[0]))
+        return {result: [{**_as_dict(block), "content": new}]}
+    sent = {n: [content[n]] if host and not _holds_words(content[n]) else [] for n in words}
+    if shares is None:  # a stand-in, or a cut not laid back: all of it in the result
+        sent[result] = [{**_as_dict(block), "content": _result_cut(get(block, "content"), cut)}]
+        return sent
+    sent[words[0]] = [{"type": "text", "text": shares[1]}, *sent[words[0]]]
+    new = _result_cut(get(block, "content"), HostCut(shares[0]))
+    sent[result] = [{**_as_dict(block), "content": new}]
+    return sent
+
+
+def _holds_words(block: Any) -> bool:
+    return get(block, "type") == "text" or _words(block) is not None
+
+
+def _text_of(content: str | tuple[ContentPart, ...]) -> str:
+    """A Message content's text, as :attr:`Message.text` reads it."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.text for part in content if part.text is not None)
+
+
+def _assistant_stand_in(content: Sequence[Any], numbers: Sequence[int], text: str) -> list[Any]:
+    """An assistant turn given a strategy's stand-in (an excerpt): the stand-in as its
+    one text block, then its tool_use blocks, which the stand-in keeps as calls. Its
+    thinking, redacted_thinking and server-tool blocks go: the stand-in Message the
+    record counts holds none of them, and the API needs thinking only in the latest
+    assistant turn of a tool loop, which a strategy never replaces."""
+    calls = [content[n] for n in numbers if get(content[n], "type") == "tool_use"]
+    words = [{"type": "text", "text": text}] if text else []  # none: a later message's
+    return [*words, *calls]
 
 
 def _cut_words(content: Sequence[Any], numbers: Sequence[int], cut: str) -> dict[int, list[Any]]:
@@ -517,11 +641,25 @@ def _units_before_first_words(messages: Sequence[Message]) -> set[int]:
     """The window's messages before its first user message in words (not a tool
     result), instructions aside: the assistant turns and the tool results answering
     them, which a user turn that also carries words (results, then a new request) would
-    otherwise drag in front of it. None when no user message has words."""
-    first = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+    otherwise drag in front of it. A message the strategy made (a summary) is sent as a
+    user message (:func:`_made`), so it opens the window as well. None when no user
+    message has words."""
+    first = next((i for i, m in enumerate(messages) if _sent_as_user(m)), None)
     if first is None:
         return set()
     return {i for i in range(first) if messages[i].role not in ("system", "developer")}
+
+
+def _sent_as_user(message: Message) -> bool:
+    """Whether ``message`` goes to the API as a user message with words: the user's, or
+    one the strategy made that is not the assistant's (:func:`_made` sends a summary,
+    a ``system`` message to the strategy, as the user's). A stand-in keeps its role
+    (the host marks it ``stands_in_for`` or ``truncated``)."""
+    if message.role == "user":
+        return True
+    metadata = message.metadata
+    made = message.synthetic and "stands_in_for" not in metadata and not metadata.get("truncated")
+    return made and message.role != "assistant"
 
 
 SHAPE: Shape[Any] = Shape("anthropic", _rebuild, _made, host_cuts=True)

@@ -35,7 +35,7 @@ from ctxwindow_adapters._bridge import (
     prepare,
     text_of,
 )
-from ctxwindow_adapters._reads import RecentReads, beside_media
+from ctxwindow_adapters._reads import RecentReads, beside_media, lay_cut
 
 __all__ = ["CALL_TYPES", "OUTPUT_TYPES", "aselect", "read_items", "select"]
 
@@ -254,6 +254,8 @@ def _output_content(item: Any, index: int) -> str | tuple[ContentPart, ...]:
     if get(item, "type") == "program_output":
         return _text(get(item, "result", get(item, "output")), index)
     output = get(item, "output")
+    if get(item, "type") == "shell_call_output" and isinstance(output, (list, tuple)):
+        return "\n".join(text for _, _, text in _shell_texts(output))
     if get(output, "type") in _MEDIA_PARTS:
         return (ContentPart(str(get(output, "type"))),)
     if isinstance(output, (list, tuple)) and any(get(p, "type") in _MEDIA_PARTS for p in output):
@@ -403,9 +405,48 @@ def _stand_in(data: dict[str, Any], text: str) -> dict[str, Any]:
             return {"output": held}
     if kind == "shell_call_output":
         chunks = data.get("output") or [{}]
+        cut = _shell_cut(chunks, text) if by_host and isinstance(chunks, list) else None
+        if cut is not None:
+            return {"output": cut}
         outcome = get(chunks[-1], "outcome") or {"type": "exit", "exit_code": 0}
         return {"output": [{"stdout": text, "stderr": "", "outcome": outcome}]}
     return {"output": text}
+
+
+#: A chunk's fields read as its text, in the order the text is counted.
+_SHELL_STREAMS = ("stdout", "stderr")
+
+
+def _shell_texts(chunks: Sequence[Any]) -> list[tuple[int, str, str]]:
+    """A shell output's texts, (chunk number, stream, text) for each non-empty stdout
+    and stderr: what a model reads of it and what is counted (joined by newlines), never
+    the chunks' JSON, so that a cut falls in the words and not in the structure."""
+    return [
+        (number, stream, text)
+        for number, chunk in enumerate(chunks)
+        for stream in _SHELL_STREAMS
+        if isinstance(text := get(chunk, stream), str) and text
+    ]
+
+
+def _shell_cut(chunks: list[Any], cut: str) -> list[dict[str, Any]] | None:
+    """The chunks with the core's cut of their joined text laid back on their stdout and
+    stderr, each chunk keeping its outcome: what is sent is what was counted. None when
+    ``cut`` is not a cut of that text (then it is sent as one chunk)."""
+    texts = _shell_texts(chunks)
+    sent = lay_cut([text for _, _, text in texts], cut)
+    if sent is None:
+        return None
+    out = [{**_as_dict(chunk), "stdout": "", "stderr": ""} for chunk in chunks]
+    for (number, stream, _), text in zip(texts, sent, strict=True):
+        out[number][stream] = text
+    return out
+
+
+def _as_dict(chunk: Any) -> dict[str, Any]:
+    if hasattr(chunk, "model_dump"):
+        return dict(chunk.model_dump(exclude_none=True))
+    return dict(chunk) if isinstance(chunk, dict) else {}
 
 
 def _made(message: Message, before: Sequence[Any]) -> dict[str, Any]:
