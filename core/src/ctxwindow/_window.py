@@ -298,9 +298,11 @@ class WindowRecord:
     def _made_row(self, decisions: Sequence[Decision]) -> tuple[str, str, str, str, str] | None:
         """The explain table's row for the messages the strategy wrote (a summary, a
         note), which no decision holds: what the window holds beyond the messages its
-        decisions keep. None when it wrote none."""
+        decisions keep, each message once (an adapter may split one message in two units,
+        an Anthropic user turn's tool results and its words, both kept). None when it
+        wrote none."""
         keeping = [d for d in decisions if d.action in ("kept", "truncated", "replaced")]
-        count = self.messages_after - sum(len(d.positions) for d in keeping)
+        count = self.messages_after - len({p for d in keeping for p in d.positions})
         if count <= 0:
             return None
         tokens = self.tokens_after - sum(d.tokens for d in keeping)

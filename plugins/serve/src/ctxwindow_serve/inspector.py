@@ -5,9 +5,10 @@ People would rather look than read a table when a window drops the wrong thing. 
 message is a row; each strategy's column shows what its record decided for it (kept,
 dropped, summarized, or cut: truncated or replaced by a stand-in), the unit's tokens as
 a bar and the reason beside it. A unit (a tool call with its results) is one cell over
-its rows, and a bracket beside the messages joins each call to its results. A summary
-a strategy sent gets a row of its own, where it sits in the window, saying which
-messages it covers.
+its rows, and a bracket beside the messages joins each call to its results; a message
+in two units (an Anthropic user turn's tool results and its words) is one row, the
+second unit's decision a part of the cell over it. A summary a strategy sent gets a row
+of its own, where it sits in the window, saying which messages it covers.
 
 The page is rendered on the server, with inline CSS and no script, so it opens
 offline and its DOM is the same with or without JavaScript. Every text on it goes
@@ -63,6 +64,9 @@ class _Cell:
     first_row: int
     rows: int
     stand_ins: list[tuple[int, Any]] = field(default_factory=list)
+    #: other units' decisions about its rows' messages: one message split in two units
+    #: (an Anthropic user turn's tool results and its words) is one row, one cell
+    parts: list[Decision] = field(default_factory=list)
 
 
 @dataclass
@@ -117,7 +121,7 @@ def render_section(
     summaries: list[_Summary] = []
     stand_ins: list[dict[int, Any]] = []
     for index, (_, window) in enumerate(columns):
-        found, replaced = _window_extras(window, position_of, refs, len(messages))
+        found, replaced = _window_extras(window, messages, position_of, refs)
         summaries.extend(_Summary(index, m, covered, after) for m, covered, after in found)
         stand_ins.append(replaced)
     rows = _row_order(len(messages), summaries)
@@ -195,45 +199,120 @@ def _refs(messages: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def _window_extras(
-    window: Window[Any], position_of: dict[int, int], refs: dict[str, int], size: int
+    window: Window[Any], messages: Sequence[Any], position_of: dict[int, int], refs: dict[str, int]
 ) -> tuple[list[tuple[Mapping[str, Any], list[int], int]], dict[int, Any]]:
     """What a window sends that is not one of the caller's messages: its summaries
     (with the positions they cover and the row they follow) and its stand-ins (by the
-    position each stands for)."""
+    position each stands for). A copy of a message holding the part of it that was kept
+    (a message split in two units) is neither."""
     record = window.record
-    missing = sorted(
-        position
-        for decision in record.decisions
-        if decision.action in ("replaced", "truncated")
-        for position in decision.positions
-    )
-    in_window = {position_of[id(m)] for m in window.messages if id(m) in position_of}
-    missing = [position for position in missing if position not in in_window]
+    sent = window.messages
+    in_window = {position_of[id(m)] for m in sent if id(m) in position_of}
+    cut = {
+        p for d in record.decisions if d.action in ("replaced", "truncated") for p in d.positions
+    }
+    kept = {p for d in record.decisions if d.action == "kept" for p in d.positions}
+    copies = sorted((cut | kept) - in_window)  # each sent as a copy: cut, or a part kept
+    summarized = {p for d in record.decisions if d.action == "summarized" for p in d.positions}
     summaries: list[tuple[Mapping[str, Any], list[int], int]] = []
     stand_ins: dict[int, Any] = {}
     previous = -1
-    for message in window.messages:
+    for index, message in enumerate(sent):
         if id(message) in position_of:
             previous = position_of[id(message)]
             continue
-        shown = _as_dict(message)
-        metadata = shown.get("metadata")
-        if isinstance(metadata, Mapping) and metadata.get("synthetic") and "covers" in metadata:
-            covers = metadata.get("covers") or ()
-            covered = sorted({refs[str(r)] for r in covers if str(r) in refs})
-            summarized = [
-                p for d in record.decisions if d.action == "summarized" for p in d.positions
-            ]
-            # where the window sent it: after what it stands for, before what is
-            # verbatim (the newest it was written from may be verbatim as well)
-            after = max(summarized or covered or [previous])
-            summaries.append((shown, covered, min(after, size - 1)))
-            continue
-        target = next((p for p in missing if p > previous and p not in stand_ins), None)
+        following = _next_position(sent, index, position_of, len(messages))
+        gap = [p for p in copies if previous < p < following]
+        target = _copy_target(message, gap, messages, _made_in_gap(sent, index, position_of))
         if target is not None:
-            stand_ins[target] = shown
+            copies.remove(target)
+            if target in cut:
+                stand_ins[target] = _as_dict(message)
             previous = target
+            continue
+        covered = _covered(_as_dict(message), refs, summarized, previous, following)
+        if covered is not None:
+            mine = [p for p in covered if p in summarized]
+            # after what it stands for, before what is verbatim (the newest it was
+            # written from may be verbatim as well): its own covers, not another's
+            after = max(mine or covered or [previous])
+            summaries.append((_as_dict(message), covered, min(after, len(messages) - 1)))
     return summaries, stand_ins
+
+
+def _next_position(sent: Sequence[Any], index: int, position_of: dict[int, int], size: int) -> int:
+    """The position of the next of the caller's messages the window sends after
+    ``sent[index]`` (``size`` when none does)."""
+    return next((position_of[id(m)] for m in sent[index + 1 :] if id(m) in position_of), size)
+
+
+def _made_in_gap(sent: Sequence[Any], index: int, position_of: dict[int, int]) -> int:
+    """How many messages that are not the caller's the window sends from ``sent[index]``
+    up to the next of the caller's."""
+    count = 0
+    for message in sent[index:]:
+        if id(message) in position_of:
+            break
+        count += 1
+    return count
+
+
+def _copy_target(message: Any, gap: list[int], messages: Sequence[Any], others: int) -> int | None:
+    """The position ``message`` is sent in place of (a stand-in, a cut, the kept part of
+    a message split in two units), or None for a message the strategy made. ``gap``
+    holds the positions still to be sent between the caller's messages around it,
+    ``others`` how many of the window's messages are not the caller's there. A made
+    message says so in its metadata where the shape keeps it; where it does not (an
+    Anthropic summary), a copy is told by what it shares with its original."""
+    metadata = _as_dict(message).get("metadata")
+    if isinstance(metadata, Mapping) and metadata.get("synthetic"):
+        stands = "stands_in_for" in metadata or bool(metadata.get("truncated"))
+        return gap[0] if stands and gap else None
+    if not gap:
+        return None
+    if others <= len(gap) or _shares(message, messages[gap[0]]):
+        return gap[0]  # no room for a made message here, or a copy of its original
+    return None
+
+
+def _shares(message: Any, original: Any) -> bool:
+    """Whether ``message`` is a copy of ``original`` (or of part of it): it holds one of
+    its content blocks, answers one of its tool calls, or begins with its words."""
+    blocks = {id(block) for block in _blocks(original)}
+    if any(id(block) in blocks for block in _blocks(message)):
+        return True
+    shown, source = _as_dict(message), _as_dict(original)
+    if set(_result_ids(shown)) & set(_result_ids(source)):
+        return True
+    head, words = _text(shown)[:24], _text(source)[:24]
+    return bool(words) and head == words
+
+
+def _blocks(message: Any) -> list[Any]:
+    """A message's content blocks (a pydantic-ai message's parts), as the objects they are."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if content is None and not isinstance(message, Mapping):
+        content = getattr(message, "parts", None) or getattr(message, "content", None)
+    return list(content) if isinstance(content, (list, tuple)) else []
+
+
+def _covered(
+    shown: Mapping[str, Any],
+    refs: dict[str, int],
+    summarized: set[int],
+    previous: int,
+    following: int,
+) -> list[int] | None:
+    """The positions a summary the window sends stands for: those its ``covers`` name,
+    or, where the shape sent it without them (an Anthropic summary), the summarized
+    messages between the caller's messages around it; None for a made message that
+    stands for none (a note)."""
+    metadata = shown.get("metadata")
+    if isinstance(metadata, Mapping) and metadata.get("synthetic") and "covers" in metadata:
+        covers = metadata.get("covers") or ()
+        return sorted({refs[str(r)] for r in covers if str(r) in refs})
+    between = sorted(p for p in summarized if previous < p < following)
+    return between or None
 
 
 def _row_order(size: int, summaries: Sequence[_Summary]) -> list[int | _Summary]:
@@ -253,11 +332,15 @@ class _Grid:
 
     cells: dict[int, _Cell] = field(default_factory=dict)
     spanned: set[int] = field(default_factory=set)
+    #: each row a cell holds: the row that cell starts on
+    owner: dict[int, int] = field(default_factory=dict)
 
 
 def _cells(record: WindowRecord, row_of: dict[int, int], stand_ins: dict[int, Any]) -> _Grid:
     """One strategy's cells: one per decision over its consecutive rows (a decision
-    over scattered positions gets a cell on each)."""
+    over scattered positions gets a cell on each), never two on a row: a decision
+    about a message another cell holds already (one message split in two units) starts
+    below it, or is a part of that cell when none of its rows is free."""
     grid = _Grid()
     for decision in record.decisions:
         positions = [p for p in decision.positions if p in row_of]
@@ -267,13 +350,14 @@ def _cells(record: WindowRecord, row_of: dict[int, int], stand_ins: dict[int, An
         groups = [positions] if consecutive else [[p] for p in positions]
         for group in groups:
             first, last = row_of[group[0]], row_of[group[-1]]
-            grid.cells[first] = _Cell(
-                decision,
-                first,
-                last - first + 1,
-                [(p, stand_ins[p]) for p in group if p in stand_ins],
-            )
-            grid.spanned.update(range(first + 1, last + 1))
+            free = next((row for row in range(first, last + 1) if row not in grid.owner), None)
+            if free is None:
+                grid.cells[grid.owner[first]].parts.append(decision)
+                continue
+            held = [(p, stand_ins[p]) for p in group if p in stand_ins and row_of[p] >= free]
+            grid.cells[free] = _Cell(decision, free, last - free + 1, held)
+            grid.owner.update(dict.fromkeys(range(free, last + 1), free))
+            grid.spanned.update(range(free + 1, last + 1))
     return grid
 
 
@@ -445,6 +529,7 @@ def _cell_html(
         for position, message in cell.stand_ins
     )
     where = " ↓ summary" if decision.action == "summarized" else ""
+    parts = "".join(_part_html(part) for part in cell.parts)
     return (
         f'<td class="cell {decision.action}"{span} data-column="{column}" '
         f'data-strategy="{shown}" data-unit="{decision.unit}" data-action="{decision.action}" '
@@ -452,7 +537,22 @@ def _cell_html(
         f'data-tokens="{decision.tokens}" title="{escape(reason)}">'
         f'<div class="bar" style="width:{width:.1f}%"></div>'
         f'<div class="why"><b>{decision.action}</b> {decision.tokens} tok{where} · '
-        f"{escape(decision.reason)}</div>{stand_ins}</td>"
+        f"{escape(decision.reason)}</div>{stand_ins}{parts}</td>"
+    )
+
+
+def _part_html(decision: Decision) -> str:
+    """Another unit's decision about a message of a cell (its other part: the words of a
+    user turn whose tool results the cell's unit holds), in the cell, in its colour."""
+    score = f" (score {decision.score:.3f})" if decision.score is not None else ""
+    reason = f"{decision.action}: {decision.reason}{score}; {decision.tokens} tokens"
+    return (
+        f'<div class="part {decision.action}" data-unit="{decision.unit}" '
+        f'data-action="{decision.action}" '
+        f'data-positions="{" ".join(map(str, decision.positions))}" '
+        f'data-tokens="{decision.tokens}" title="{escape(reason)}">'
+        f"{escape(_spans(decision.positions))}, another part (unit {decision.unit}): "
+        f"<b>{decision.action}</b> {decision.tokens} tok · {escape(decision.reason)}</div>"
     )
 
 
@@ -572,6 +672,10 @@ td.replaced .bar{background:var(--replaced)}
  display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical}
 .why b{color:var(--ink);font-weight:600}
 .standin{font-size:12px;border-left:3px solid var(--replaced);padding-left:4px;margin-top:3px}
+.part{font-size:12px;border-left:3px solid var(--line);padding-left:4px;margin-top:3px}
+.part.kept{border-color:var(--kept)}.part.dropped{border-color:var(--dropped)}
+.part.summarized{border-color:var(--summarized)}.part.truncated{border-color:var(--truncated)}
+.part.replaced{border-color:var(--replaced)}
 tr.summary-row td{background:#e7f5ff}
 td.cell.summary-cell{border:2px solid var(--summarized);color:var(--summarized);font-weight:600}
 tr.msg:hover td.message,tr.msg:hover td.pos{background:#fff9db}

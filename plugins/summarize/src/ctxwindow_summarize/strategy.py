@@ -312,9 +312,11 @@ class SummarizeWindow(BaseStrategy):
         rest dropped when every summarizer failed."""
         candidates = plan.candidates
         if room < MIN_SUMMARY_TOKENS:
+            # which summary: a turn that outgrew the budget has two, each may say this
+            which = "the current turn's older rounds" if why == TURN else "the older history"
             said = (
-                f"no room for a summary: the must-keep messages and the recent part leave "
-                f"{max(0, room)} tokens for one (it needs {MIN_SUMMARY_TOKENS})"
+                f"no room for a summary of {which}: the must-keep messages and the recent "
+                f"part leave {max(0, room)} tokens for one (it needs {MIN_SUMMARY_TOKENS})"
             )
             return Outcome(None, range(part.start, part.start), part, [said], why=why)
         target = _target(plan.base, room)
