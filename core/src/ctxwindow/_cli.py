@@ -17,12 +17,11 @@ import shutil
 import sys
 import textwrap
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from ctxwindow._config import (
-    HOST_KEYS,
     VISIT_KEYS,
     check_keys,
     find_config_file,
@@ -30,7 +29,7 @@ from ctxwindow._config import (
     load_config_file,
     parse_strategy_spec,
 )
-from ctxwindow._contract import declared_options
+from ctxwindow._contract import HOST_KEYS, declared_options
 from ctxwindow._options import suggestions
 from ctxwindow._plugins import (
     PluginInfo,
@@ -45,7 +44,7 @@ from ctxwindow._plugins import (
     strategy_entry,
 )
 from ctxwindow._requests import read_request
-from ctxwindow.errors import ConfigError, CtxWindowError, UnknownStrategy
+from ctxwindow.errors import ConfigError, CtxWindowError, PluginError, UnknownStrategy
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -250,9 +249,44 @@ def _parser() -> argparse.ArgumentParser:
         help="also write the full record as JSON to FILE ('-': stdout, with --output FILE)",
     )
     select.set_defaults(run=_select)
-    plugins().call_each("register_commands", commands)
+    _plugin_commands(commands)
     parser.command_names = tuple(commands.choices)  # type: ignore[attr-defined]
     return parser
+
+
+def _plugin_commands(commands: Any) -> None:
+    """Let each plugin add its commands. One a plugin leaves without a ``run`` (its hook
+    failed after ``add_parser``, say) reports that plugin's error when run, not an
+    internal error naming no one."""
+    seen = set(commands.choices)
+
+    def after_each(distribution: str, problem: str | None) -> None:
+        for name in sorted(set(commands.choices) - seen):
+            if commands.choices[name].get_default("run") is None:
+                commands.choices[name].set_defaults(run=_unfinished(name, distribution, problem))
+        seen.update(commands.choices)
+
+    plugins().call_each("register_commands", commands, after_each=after_each)
+
+
+def _unfinished(
+    name: str, distribution: str, problem: str | None
+) -> Callable[[argparse.Namespace], int]:
+    """The ``run`` of a command its plugin did not finish registering: a PluginError
+    naming the plugin and why."""
+    why = (
+        f"its hook failed: {problem}"
+        if problem
+        else "its hook set no run function; call parser.set_defaults(run=...)"
+    )
+
+    def run(args: argparse.Namespace) -> int:
+        raise PluginError(
+            f"command {name!r} from distribution {distribution!r} was not fully registered, "
+            f"so it cannot run ({why}); see `ctxwindow plugins`"
+        )
+
+    return run
 
 
 def _listing(
@@ -376,7 +410,8 @@ def _strategies(args: argparse.Namespace) -> int:
                 args.parser.error(str(error))
         described = chosen
     if args.json:
-        shown: Any = described[0] if args.name is not None else described
+        listed = [_claimed(strategy) for strategy in described]
+        shown: Any = listed[0] if args.name is not None else listed
         print(json.dumps(shown, indent=2, default=str))
         return 0
     width = _width()
@@ -402,6 +437,14 @@ def _strategies(args: argparse.Namespace) -> int:
             print()
         print(_described(strategy, width))
     return 0
+
+
+def _claimed(strategy: dict[str, Any]) -> dict[str, Any]:
+    """A strategy as ``--json`` lists it: a name two distributions claim is neither's,
+    so no distribution, summary or options (``claimed_by`` names both), as in the table."""
+    if not strategy["conflict"]:
+        return strategy
+    return {**strategy, "distribution": None, "plugin": None, "summary": None, "options": []}
 
 
 def _strategy_row(strategy: dict[str, Any]) -> list[str]:

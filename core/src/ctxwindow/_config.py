@@ -15,7 +15,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from os import PathLike
 from typing import TYPE_CHECKING, Any, overload
 
-from ctxwindow._contract import check_budget, declared_options
+from ctxwindow._contract import HOST_KEYS, check_budget, declared_options
 from ctxwindow._messages import Message
 from ctxwindow._options import suggestions
 from ctxwindow._plugins import (
@@ -33,7 +33,6 @@ from ctxwindow.errors import ConfigError, CtxWindowError, InvalidOption
 if TYPE_CHECKING:
     from pathlib import Path
 
-HOST_KEYS = ("strategy", "budget", "counter")
 #: Visit bounds: a strategy built on BaseStrategy takes them as options; for any other
 #: strategy the host (the Windower) applies them itself.
 VISIT_KEYS = ("time_limit", "on_timeout")

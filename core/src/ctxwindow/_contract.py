@@ -104,6 +104,9 @@ TASK_STATEMENT = Option(
     "Keep the first user message (an agent's task) whenever it fits after the current "
     "turn and costs at most a quarter of the budget; the record says so.",
 )
+#: What a config (or ``select``) gives the host, not the strategy: no strategy may
+#: declare an option so named, since nothing could set it.
+HOST_KEYS = ("strategy", "budget", "counter")
 #: The options the runner reads from every strategy (BaseStrategy declares them all).
 COMMON_OPTIONS: tuple[Option, ...] = (OVERSIZE, ORPHANS, TASK_STATEMENT, TIME_LIMIT, ON_TIMEOUT)
 _DEFAULTS = {option.name: option.default for option in COMMON_OPTIONS}
@@ -160,31 +163,76 @@ def declaration_problem(factory: Any) -> str | None:
         problem = overhead_problem(overhead)
         if problem:
             return problem
-    specs: Sequence[Any] = declared_options(factory)
+    single = getattr(factory, "option_specs", ())
+    if isinstance(single, Option):
+        return (
+            f"option_specs is one Option ({single.name!r}), not a tuple of them: add the "
+            f"trailing comma, option_specs = (Option(...),)"
+        )
+    try:  # a mistake in the declaration must refuse this strategy, not end the hook
+        specs: Sequence[Any] = declared_options(factory)
+    except Exception as error:
+        return (
+            f"its options cannot be read ({type(error).__name__}: {error}); option_specs "
+            f"must be a tuple of ctxwindow.Option objects"
+        )
     if not all(isinstance(spec, Option) for spec in specs):
         return "option_specs must hold ctxwindow.Option objects"
     return _options_problem(specs) or _async_problem(factory)
 
 
 def _options_problem(specs: Sequence[Option]) -> str | None:
-    """A declared option that cannot work: a name declared twice (one of the options
-    every strategy takes, or its own twice), or a default its own rules refuse."""
+    """A declared option that cannot work: a name the host keeps, a name declared twice
+    (one of the options every strategy takes, or its own twice), a type that is not a
+    type, or a default its own rules refuse."""
     names = [spec.name for spec in specs]
     common = {option.name for option in COMMON_OPTIONS}
+    for name in names:
+        if name in HOST_KEYS:
+            return (
+                f"option {name!r} is a name the host keeps (it reads {', '.join(HOST_KEYS)} "
+                f"itself), so nothing could set it; give it another name"
+            )
     for at, name in enumerate(names):
         if name in names[:at]:
             whose = "one every strategy takes" if name in common else "declared twice"
             return f"option {name!r} is {whose}; give it another name"
     for spec in specs:
-        if spec.default is None and spec.nullable:
-            continue
-        try:
-            spec.validate("its declaration", spec.default)
-        except InvalidOption as error:
-            return f"the default of option {spec.name!r} breaks its own rules ({error})"
-        except PluginError as error:  # its check answers yes or no
-            return str(error)
+        problem = _type_problem(spec) or _default_problem(spec)
+        if problem:
+            return problem
     return None
+
+
+def _default_problem(spec: Option) -> str | None:
+    """Why an option's default fails its own rules (or its check raises on it), or None."""
+    if spec.default is None and spec.nullable:
+        return None
+    try:
+        spec.validate("its declaration", spec.default)
+    except InvalidOption as error:
+        return f"the default of option {spec.name!r} breaks its own rules ({error})"
+    except PluginError as error:  # its check answers yes or no
+        return str(error)
+    except Exception as error:  # its check, or a range its default cannot meet, raised
+        return (
+            f"checking the default of option {spec.name!r} raised "
+            f"{type(error).__name__}: {error}; fix the option's declaration"
+        )
+    return None
+
+
+def _type_problem(spec: Option) -> str | None:
+    """An option whose ``type`` is not a type (or a tuple of types): most often its
+    type and default swapped, which no value could then pass."""
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    if types and all(isinstance(one, type) for one in types):
+        return None
+    return (
+        f"option {spec.name!r}: its type must be a type or a tuple of types, got "
+        f"{spec.type!r}; declare it Option(name, type, default, help), e.g. "
+        f"Option({spec.name!r}, int, 10, '...')"
+    )
 
 
 def _async_problem(factory: Any) -> str | None:

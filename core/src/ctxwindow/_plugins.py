@@ -23,6 +23,13 @@ same module, which importing them would import. A name in either that
 matches no installed plugin is reported in the problems (a typo there would otherwise
 load nothing, or block nothing, silently), and the plugins they keep out are named
 when a strategy is not found.
+
+Each plugin's pluggy name (its key in :attr:`Plugins.infos`) is qualified by where it
+came from, so that two distributions may use one entry-point name (``questions``, say)
+and a name never hides or blocks another plugin, nor the core: ``ctxwindow`` for the
+core, ``<distribution>:<entry point>`` for an installed plugin, ``by hand:<name>`` for
+one registered by hand. ``ctxwindow plugins`` shows the entry point's (or the given)
+name, with the distribution beside it.
 """
 
 from __future__ import annotations
@@ -154,6 +161,8 @@ class Registered:
     distribution: str
     #: Registered by the core itself: its names always win over a plugin's.
     core: bool = False
+    #: The registering plugin's key in :attr:`Plugins.infos` (its pluggy name).
+    key: str = ""
 
 
 @dataclass
@@ -209,6 +218,28 @@ class Registry:
         return self.tables[kind].get(name)
 
 
+#: The prefix of the key of a plugin registered by hand: a distribution's name has no
+#: space, so it is never an installed plugin's key, nor the core's.
+BY_HAND = "by hand:"
+
+
+def entry_point_key(distribution: str, entry_point: str) -> str:
+    """The key (pluggy name) of an installed plugin: qualified by its distribution, so
+    that two distributions' entry points of one name are two plugins."""
+    return f"{distribution}:{entry_point}"
+
+
+class PluginTable(dict[str, "PluginInfo"]):
+    """The plugins by key; a plugin is also found by the name shown for it (its entry
+    point's) when no other plugin shows that name."""
+
+    def __missing__(self, name: str) -> PluginInfo:
+        found = [info for info in self.values() if info.name == name]
+        if len(found) != 1:
+            raise KeyError(name)
+        return found[0]
+
+
 def normalize(name: str) -> str:
     """PEP 503 normalization, so 'My_Plugin.Name' names 'my-plugin-name'."""
     return re.sub(r"[-_.]+", "-", name).lower().strip()
@@ -226,7 +257,7 @@ class Plugins:
 
     def __init__(self) -> None:
         self._manager: pluggy.PluginManager | None = None
-        self.infos: dict[str, PluginInfo] = {}
+        self.infos: dict[str, PluginInfo] = PluginTable()
         #: Installed distributions the environment kept from loading, with the variable.
         self.skipped: dict[str, str] = {}
         #: Problems with the environment itself (names that match no plugin).
@@ -262,7 +293,7 @@ class Plugins:
                     self._add(_tokens, CORE_DISTRIBUTION, CORE_DISTRIBUTION, version)
                     self._load_entry_points()
                     for name, (plugin, distribution) in self.by_hand.items():
-                        self._add(plugin, name, distribution, None)
+                        self._add(plugin, name, distribution, None, BY_HAND + name)
                     self._loaded = True
         return self.manager
 
@@ -280,8 +311,8 @@ class Plugins:
             installed.add(distribution)
             kept_out = _kept_out(distribution, entry_points, allowed, blocked)
             for entry_point in entry_points:
-                if entry_point.name in kept_out:  # never imported
-                    self.manager.set_blocked(entry_point.name)
+                if entry_point.name in kept_out:  # never imported; only this one blocked
+                    self.manager.set_blocked(entry_point_key(distribution, entry_point.name))
                 else:
                     self._load(entry_point, distribution)
             if kept_out and len(kept_out) == len(entry_points):
@@ -299,13 +330,14 @@ class Plugins:
         """Import one entry point and register its hooks; a failure, SystemExit
         included, is recorded as that plugin's and the others still load."""
         version = entry_point.dist.version if entry_point.dist is not None else None
+        key = entry_point_key(distribution, entry_point.name)
         try:
             module = entry_point.load()
-            self._add(module, entry_point.name, distribution, version)
+            self._add(module, entry_point.name, distribution, version, key)
         except NOT_A_PLUGIN_FAILURE:
             raise
         except BaseException as error:  # a broken plugin must not take the host down
-            self.infos[entry_point.name] = PluginInfo(
+            self.infos[key] = PluginInfo(
                 name=entry_point.name,
                 distribution=distribution,
                 version=version,
@@ -317,18 +349,23 @@ class Plugins:
                 "plugin %r from distribution %r failed to load: %s",
                 entry_point.name,
                 distribution,
-                self.infos[entry_point.name].error,
+                self.infos[key].error,
                 exc_info=_debugging(),
             )
             _print_traceback()
 
-    def _add(self, module: Any, name: str, distribution: str, version: str | None) -> None:
-        if self.manager.is_registered(module) or self.manager.has_plugin(name):
+    def _add(
+        self, module: Any, name: str, distribution: str, version: str | None, key: str = ""
+    ) -> None:
+        """Register ``module`` under ``key`` (default: ``name``, the core's), shown as
+        ``name``; a module registered already (under another key) is not registered twice."""
+        key = key or name
+        if self.manager.is_registered(module) or self.manager.has_plugin(key):
             return
-        self.manager.register(module, name=name)
+        self.manager.register(module, name=key)
         hooks = sorted(caller.name for caller in self.manager.get_hookcallers(module) or [])
         problem = _hook_problem(self.manager, module, hooks)
-        self.infos[name] = PluginInfo(
+        self.infos[key] = PluginInfo(
             name=name,
             distribution=distribution,
             version=version,
@@ -345,16 +382,26 @@ class Plugins:
         self.loaded()
         with self._lock:
             self.by_hand[name] = (plugin, distribution or name)
-            self._add(plugin, name, distribution or name, None)
+            self._add(plugin, name, distribution or name, None, BY_HAND + name)
             self.forget()
 
     def unregister(self, name: str) -> None:
-        """Remove the plugin named ``name``; a name not registered is no error."""
+        """Remove the plugin registered by hand as ``name``; when none was, the installed
+        plugins whose entry point (or key) is ``name``. A name not registered is no error."""
         self.loaded()
         with self._lock:
-            if self.manager.has_plugin(name):
-                self.manager.unregister(name=name)
-            self.infos.pop(name, None)
+            if name in self.by_hand:
+                keys = [BY_HAND + name]
+            else:
+                keys = [
+                    key
+                    for key, info in self.infos.items()
+                    if name in (key, info.name) and key != CORE_DISTRIBUTION
+                ]
+            for key in keys:
+                if self.manager.has_plugin(key):
+                    self.manager.unregister(name=key)
+                self.infos.pop(key, None)
             self.by_hand.pop(name, None)
             self.forget()
 
@@ -383,8 +430,11 @@ class Plugins:
             for impl in _core_first(getattr(manager.hook, hook_name).get_hookimpls()):
                 info = self.infos.get(impl.plugin_name)
                 distribution = info.distribution if info else impl.plugin_name
-                register = self._registrar(built, kind, info, distribution, core=_is_core(impl))
-                problem = _call(hook_name, impl.function, register)
+                register = self._registrar(
+                    built, kind, info, distribution, impl.plugin_name, core=_is_core(impl)
+                )
+                problem, returned = _call_hook(hook_name, impl.function, register)
+                problem = problem or _returned_problem(hook_name, returned)
                 if problem:
                     built.problems.append(f"{distribution}: {problem}")
                     _logger().warning("%s", built.problems[-1])
@@ -397,17 +447,18 @@ class Plugins:
         kind: str,
         info: PluginInfo | None,
         distribution: str,
+        key: str,
         core: bool = False,
     ) -> Callable[..., None]:
         """The ``register`` callable one plugin's hook receives (``core``: the core's)."""
         plugin = info.name if info else distribution
 
         def register(*args: Any) -> None:
-            entry = _entry(kind, args, plugin, distribution, core)
+            entry = _entry(kind, args, plugin, distribution, core, key)
             if kind == "strategy" and len(args) != 1:  # as the other hooks' (name, factory)
                 problem: str | None = _strategy_arguments_problem(args)
             elif kind == "strategy":
-                problem = check_registration(entry.target)
+                problem = _registration_problem(entry.target)
             else:
                 problem = _family_problem(kind, entry)
             if problem:
@@ -426,18 +477,26 @@ class Plugins:
             built.problems.append(f"{distribution}: {clash}")
             _logger().warning("%s", built.problems[-1])
             _note(info, clash)
-            _note(self.infos.get(other.plugin), clash)
+            _note(self.infos.get(other.key), clash)
 
         return register
 
-    def call_each(self, hook_name: str, *args: Any) -> None:
+    def call_each(
+        self,
+        hook_name: str,
+        *args: Any,
+        after_each: Callable[[str, str | None], None] | None = None,
+    ) -> None:
         """Call one hook's implementations one by one with ``args``: one that raises is
-        reported on its plugin and the others still run."""
+        reported on its plugin and the others still run. ``after_each(distribution,
+        problem)`` is called after each, so the caller can tell what each one did."""
         for impl in reversed(getattr(self.loaded().hook, hook_name).get_hookimpls()):
             problem = _call(hook_name, impl.function, *args)
             info = self.infos.get(impl.plugin_name)
+            distribution = info.distribution if info else impl.plugin_name
+            if after_each is not None:
+                after_each(distribution, problem)
             if problem:
-                distribution = info.distribution if info else impl.plugin_name
                 self.call_problems[(hook_name, distribution)] = f"{distribution}: {problem}"
                 _logger().warning("%s", self.call_problems[(hook_name, distribution)])
                 _note(info, problem, failed=True)
@@ -486,11 +545,31 @@ class Plugins:
         return made
 
 
+def _registration_problem(factory: Any) -> str | None:
+    """:func:`check_registration`, guarded: a strategy whose declaration makes the check
+    itself raise is refused, and the plugin's other strategies still register."""
+    try:
+        return check_registration(factory)
+    except NOT_A_PLUGIN_FAILURE:
+        raise
+    except Exception as error:
+        name = getattr(factory, "name", None) or getattr(factory, "__name__", repr(factory))
+        return (
+            f"strategy {name!r}: checking its declaration raised {type(error).__name__}: "
+            f"{error}; fix its name, option_specs and other class attributes"
+        )
+
+
 def _hook_problem(manager: pluggy.PluginManager, plugin: object, hooks: list[str]) -> str | None:
-    """A plugin's hook that is never called: marked ``@hookimpl`` under a name that is
-    no ctxwindow hook (pluggy keeps it, unverified), or named as a hook but not marked
-    (pluggy passes it over). Either way the plugin registers nothing through it."""
+    """A plugin's hook that is never called: in a submodule the plugin's package does not
+    import, marked ``@hookimpl`` under a name that is no ctxwindow hook (pluggy keeps
+    it, unverified), or named as a hook but not marked (pluggy passes it over). Either
+    way the plugin registers nothing through it."""
     specified = {name for name, caller in vars(manager.hook).items() if caller.has_spec()}
+    if not hooks:
+        elsewhere = _hooks_elsewhere(plugin)
+        if elsewhere:
+            return _no_hooks_problem(plugin, elsewhere)
     for name in hooks:
         if name not in specified:
             return (
@@ -503,17 +582,79 @@ def _hook_problem(manager: pluggy.PluginManager, plugin: object, hooks: list[str
     return None
 
 
+#: The most files of a hookless plugin's package read for hooks it does not import.
+MOST_FILES_READ = 200
+
+
+def _hooks_elsewhere(plugin: object) -> list[str]:
+    """The submodules of a package with no ctxwindow hook that mark a function with
+    ``hookimpl``: an entry point naming the package when its hooks live in a submodule
+    it does not import. A package with no hook anywhere (a library listed only for its
+    version) has none."""
+    from pathlib import Path  # here: `import ctxwindow` does without it
+
+    package = getattr(plugin, "__name__", None)
+    folders = getattr(plugin, "__path__", None)
+    if not isinstance(package, str) or not folders:
+        return []
+    found: list[str] = []
+    for folder in list(folders)[:1]:
+        for at, path in enumerate(sorted(Path(folder).rglob("*.py"))):
+            if at >= MOST_FILES_READ:
+                break
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "hookimpl" in text and path.name != "__init__.py":
+                parts = path.relative_to(folder).with_suffix("").parts
+                found.append(".".join((package, *parts)))
+    return found
+
+
+def _no_hooks_problem(plugin: object, elsewhere: list[str]) -> str:
+    """What to do about a package with no ctxwindow hook whose submodules have some."""
+    module = getattr(plugin, "__name__", None) or type(plugin).__name__
+    return (
+        f"it has no ctxwindow hook, so it registers nothing: {module!r} does not import "
+        f"{', '.join(map(repr, elsewhere))}, where @ctxwindow.hookimpl functions are; point "
+        f"the entry point at that module (e.g. '{elsewhere[0]}'), or import its hooks in "
+        f"{module!r}"
+    )
+
+
 def _call(hook_name: str, hook: Callable[..., Any], *args: Any) -> str | None:
-    """Call one plugin's hook; what went wrong, or None. One plugin's failure must not
-    hide the others', nor end the process (SystemExit is its failure too)."""
+    """Call one plugin's hook; what went wrong, or None."""
+    return _call_hook(hook_name, hook, *args)[0]
+
+
+def _call_hook(hook_name: str, hook: Callable[..., Any], *args: Any) -> tuple[str | None, Any]:
+    """Call one plugin's hook; what went wrong (or None) and what it returned. One
+    plugin's failure must not hide the others', nor end the process (SystemExit is its
+    failure too)."""
     try:
-        hook(*args)
+        return None, hook(*args)
     except NOT_A_PLUGIN_FAILURE:
         raise
     except BaseException as error:
         _print_traceback()
-        return f"{hook_name} raised {_failure(error)}"
-    return None
+        return f"{hook_name} raised {_failure(error)}", None
+
+
+def _returned_problem(hook_name: str, returned: Any) -> str | None:
+    """A registration hook that returned what it meant to register (as pytest's or
+    llm's hooks do): the host ignores the value, so nothing registered. What a hook
+    returns from calling register() (None, or a list of Nones) is no problem."""
+    if returned is None:
+        return None
+    if isinstance(returned, (list, tuple)) and all(item is None for item in returned):
+        return None
+    shown = repr(returned)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return (
+        f"{hook_name} returned {shown}, which the host ignores: call register(...) for "
+        f"each thing instead of returning it (nothing it returned is registered)"
+    )
 
 
 def _failure(error: BaseException) -> str:
@@ -602,14 +743,19 @@ def _note(info: PluginInfo | None, problem: str, failed: bool = False) -> None:
 
 
 def _entry(
-    kind: str, args: tuple[Any, ...], plugin: str, distribution: str, core: bool = False
+    kind: str,
+    args: tuple[Any, ...],
+    plugin: str,
+    distribution: str,
+    core: bool = False,
+    key: str = "",
 ) -> Registered:
     if kind == "strategy":
         target = args[0] if args else None
         name = getattr(target, "name", repr(target))
-        return Registered(name, target, plugin, distribution, core)
+        return Registered(name, target, plugin, distribution, core, key)
     name, factory = (*args, None, None)[:2]
-    return Registered(str(name), factory, plugin, distribution, core)
+    return Registered(str(name), factory, plugin, distribution, core, key)
 
 
 def _strategy_arguments_problem(args: tuple[Any, ...]) -> str:
@@ -731,12 +877,14 @@ def reload_plugins() -> None:
 def register_plugin(plugin: object, name: str, distribution: str | None = None) -> None:
     """Register a plugin module or object by hand (an app's own plugin, or a test's):
     its hooks are called as an installed plugin's are. ``distribution`` names it in
-    errors and in ``ctxwindow plugins`` (default: ``name``)."""
+    errors and in ``ctxwindow plugins`` (default: ``name``). ``name`` may be an
+    installed entry point's too: the two are separate plugins."""
     plugins().register(plugin, name, distribution)
 
 
 def unregister_plugin(name: str) -> None:
-    """Remove a plugin registered by hand (or loaded from an entry point) by name."""
+    """Remove the plugin registered by hand as ``name``; when none was, the installed
+    plugins whose entry point is ``name`` (for the rest of the process)."""
     plugins().unregister(name)
 
 
@@ -745,7 +893,8 @@ def get_plugins() -> list[PluginInfo]:
     current = plugins()
     current.registry()  # calling the hooks is what finds a plugin that fails in one
     return sorted(
-        current.infos.values(), key=lambda p: (p.distribution != CORE_DISTRIBUTION, p.name)
+        current.infos.values(),
+        key=lambda p: (p.distribution != CORE_DISTRIBUTION, p.name, p.distribution),
     )
 
 
@@ -850,14 +999,25 @@ def get_strategy(name: str, **options: Any) -> Strategy:
 
 def build_strategy(entry: Registered, options: Mapping[str, Any]) -> Any:
     """The strategy ``entry`` registers, built with ``options``: a ctxwindow error as it
-    is; a TypeError or ValueError (a plugin rejecting a value its own way) as
-    InvalidOption; any other failure as the PluginError of its distribution."""
+    is; a TypeError or ValueError given options (a plugin rejecting a value its own way)
+    as InvalidOption; any other failure, and any failure given no options (which no
+    option can have caused: a bug of the plugin's), as the PluginError of its
+    distribution."""
     try:
         return entry.target(**options)
     except CtxWindowError:
         raise
     except (TypeError, ValueError) as error:
-        raise InvalidOption(f"strategy {entry.name!r} rejected its options: {error}") from None
+        if not options:
+            raise PluginError(
+                f"strategy {entry.name!r} from distribution {entry.distribution!r} failed to "
+                f"build with no options given, so the error is the plugin's own (report it "
+                f"to {entry.distribution}): {type(error).__name__}: {error}"
+            ) from error
+        raise InvalidOption(
+            f"strategy {entry.name!r} rejected its options: {error} (if they are valid, "
+            f"the error is distribution {entry.distribution!r}'s)"
+        ) from None
     except Exception as error:
         raise PluginError(
             f"strategy {entry.name!r} from distribution {entry.distribution!r} failed to "

@@ -75,12 +75,15 @@ def generated_settings(examples: int) -> settings:
 def holds_on(check: Check, generated: Any, examples: int) -> None:
     """Run ``check(messages, budget)`` on ``examples`` histories from ``generated`` (a
     hypothesis strategy) at budgets from 1 to 6,000. The first failure is reduced
-    (:func:`reduced`) and raised with the reduced example in its notes."""
+    (:func:`reduced`) and raised with the reduced example in its notes: the error the
+    check raises on that example, so that what it says (positions, counts) is about the
+    example shown, not the longer history drawn."""
     require_hypothesis()
     from hypothesis import given
     from hypothesis import strategies as st
 
-    last: list[tuple[list[Any], int, str]] = []  # the failure reduced last, and its note
+    #: The failure reduced last: what was drawn, the note, the error on the reduced example.
+    last: list[tuple[list[Any], int, str, Exception]] = []
 
     @generated_settings(examples)
     @given(messages=generated, budget=st.integers(1, 6000))
@@ -90,9 +93,14 @@ def holds_on(check: Check, generated: Any, examples: int) -> None:
             check(messages, budget)
         except Exception as error:
             if not last or last[0][:2] != (drawn, budget):  # hypothesis runs it again
-                last[:] = [(drawn, budget, _note(*reduced(check, drawn, budget, error)))]
-            _add_note(error, last[0][2])
-            raise
+                example = reduced(check, drawn, budget, error)
+                again = _failure_on(check, example[0], example[1], error)
+                last[:] = [(drawn, budget, _note(*example), again)]
+            shown = last[0][3]
+            _add_note(shown, last[0][2])
+            if shown is error:
+                raise
+            raise shown from None
 
     contract_holds()
 
@@ -142,6 +150,18 @@ def reduced(
         if short is not None:
             smaller([*current[:index], short, *current[index + 1 :]])
     return current, budget, drawn
+
+
+def _failure_on(check: Check, messages: list[Any], budget: int, error: Exception) -> Exception:
+    """The error ``check`` raises on the reduced example (of ``error``'s type), whose
+    message speaks of that example; ``error`` itself if it no longer fails so."""
+    try:
+        check(copy.deepcopy(messages), budget)
+    except type(error) as again:
+        return again
+    except Exception:  # another failure: the one reduced is the one to show
+        return error
+    return error
 
 
 def _tokens(messages: list[Any]) -> int:

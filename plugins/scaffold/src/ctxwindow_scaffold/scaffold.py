@@ -71,8 +71,17 @@ class PluginNames:
             "{{distribution}}": self.distribution,
             "{{module}}": self.module,
             "{{class_name}}": self.class_name,
+            "{{not_a_test}}": _not_a_test(self.class_name),
             "__module__": self.module,
         }
+
+
+def _not_a_test(class_name: str) -> str:
+    """For a class pytest would take for a test class (``TestX``, imported by the
+    generated tests), the line that tells it not to: else it warns "cannot collect"."""
+    if not class_name.startswith("Test"):
+        return ""
+    return "\n    __test__ = False  # a strategy, not a test class: pytest collects Test*"
 
 
 def plugin_names(name: str) -> PluginNames:
