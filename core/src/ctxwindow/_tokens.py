@@ -314,6 +314,7 @@ def hf_counter(path: str | None) -> EncodingCounter:
         try:
             return encoded(text)
         except TypeError:  # tokenizers refuses a lone surrogate; only then is it looked for
+            # (from 0.20.2 on, the floor of ctxwindow[hf]: earlier ones encode it otherwise)
             fixed = without_lone_surrogates(text)
             if fixed == text:
                 raise
