@@ -279,7 +279,7 @@ def test_the_installed_tokenizers_refuses_a_lone_surrogate() -> None:
 
 #: PyPI descriptions still pointing at ../shared/ (not this fix's files): xfail, strict,
 #: so that the fix there turns this into a failure to remove the entry.
-UNMARKED = {"plugins/summarize/README.md": "its summary_share command (line ~232)"}
+UNMARKED: dict[str, str] = {}
 
 
 def description(readme: Path) -> Any:
