@@ -606,7 +606,9 @@ def test_agent_a_call_still_waiting_on_its_results_is_a_defect(
         window = _agent_window(dropping, messages, budget)
         assert not any(_held(window, m) for m in messages[6:])
         assert _held(window, messages[5]) and window.messages[-1] is messages[5]
-        note = _note(window, f"dropped messages 6-{len(messages) - 1}: ")
+        last = len(messages) - 1
+        span = "message 6" if last == 6 else f"messages 6-{last}"
+        note = _note(window, f"dropped {span}: ")
         assert f"tool call(s) {missing} have no tool result" in note
     assert _agent_window(dropping, messages, 10_000).messages == messages[:6]
 
@@ -630,7 +632,7 @@ def test_agent_results_arriving_one_by_one_into_a_conversation(name: str) -> Non
     for message in arriving:
         waiting = dropping.select(conversation)
         assert not _held(waiting, call) and waiting.tokens <= budget
-        assert "have no tool result" in _note(waiting, "dropped messages 6-")
+        assert "have no tool result" in _note(waiting, "dropped message")
         with pytest.raises(OrphanToolResult, match="orphans='drop'"):
             strict.select(conversation)
         conversation.append(message)
@@ -638,7 +640,7 @@ def test_agent_results_arriving_one_by_one_into_a_conversation(name: str) -> Non
         window = windower.select(conversation)
         _assert_run(window, [call, *arriving])
         assert window.tokens <= budget
-        assert not any(n.startswith("dropped messages") for n in window.record.notes)
+        assert not any(n.startswith("dropped message") for n in window.record.notes)
     assert whole == snapshot
 
 
@@ -785,7 +787,7 @@ def test_agent_a_retried_step_appended_twice(name: str, same_object: bool) -> No
     )
     assert len(window.messages) == 8
     _assert_run(window, messages[5:8])
-    assert "repeats one the exchange before it" in _note(window, "dropped messages 8-8: ")
+    assert "repeats one the exchange before it" in _note(window, "dropped message 8: ")
 
 
 def _raises_then_drops(
@@ -833,7 +835,7 @@ def test_agent_a_retried_step_inside_a_parallel_round_drops_the_repeat_alone(
     window = _agent_window(_agent_strategy(name, orphans="drop"), messages, 10_000)
     _assert_run(window, [messages[6], messages[7], messages[9]])
     assert not any("'b'" in n for n in window.record.notes)
-    _note(window, "dropped messages 8-8: ")
+    _note(window, "dropped message 8: ")
 
 
 @pytest.mark.parametrize("name", AGENT_STRATEGIES)
@@ -843,8 +845,8 @@ def test_agent_a_result_whose_call_id_matches_no_call(name: str) -> None:
         name, messages, "message 6: the assistant's tool call(s) 'a' have no tool result"
     )
     assert window.messages == messages[:6] and window.messages[-1] is messages[5]
-    assert "tool call(s) 'a' have no tool result" in _note(window, "dropped messages 6-6: ")
-    assert "call 'b' does not follow" in _note(window, "dropped messages 7-7: ")
+    assert "tool call(s) 'a' have no tool result" in _note(window, "dropped message 6: ")
+    assert "call 'b' does not follow" in _note(window, "dropped message 7: ")
 
 
 def _call_with_id(call_id: Any) -> dict[str, Any]:
@@ -983,7 +985,7 @@ def test_agent_odd_call_ids_are_quoted_where_they_are_named(name: str, call_id: 
     _note(window, f"cut the tool result of message 7 (call {call_id!r})")
     stray = _agent_history(calls("a"), result("a"), result(call_id))
     window = _agent_window(_agent_strategy(name, orphans="drop"), stray, 10_000)
-    assert f"call {call_id!r}" in _note(window, "dropped messages 8-8: ")
+    assert f"call {call_id!r}" in _note(window, "dropped message 8: ")
 
 
 @pytest.mark.parametrize("call_id", ["a\nb", "x, y"], ids=repr)

@@ -351,7 +351,7 @@ def test_truncate_returns_a_cut_copy_of_the_newest_user_dict() -> None:
         assert record.decisions[3].action == "truncated"
         assert record.decisions[3].reason == "newest user message; text cut to fit the budget"
         assert (
-            f"truncated message 3 from 400 to {len(text)} characters to fit the budget"
+            f"truncated message 3 from 400 to {len(text):,} characters to fit the budget"
             in record.notes
         )
 
@@ -447,7 +447,7 @@ def test_orphan_dropped_with_a_note_and_a_decision() -> None:
         assert record.tokens_before == 3 * 13 + 15  # the orphan's call id counts too
         assert record.tokens_after == 39
         assert len(record.notes) == 1
-        assert record.notes[0].startswith("dropped messages 1-1: tool result for call 'ghost'")
+        assert record.notes[0].startswith("dropped message 1: tool result for call 'ghost'")
         assert len(record.decisions) == 4
         orphan = record.decisions[-1]
         assert orphan.unit == -1

@@ -69,14 +69,16 @@ def _placement_problems(
     message ids, or ``#position``, naming at least one message of this history) sits
     where that was: after no kept message newer than what it covers, before none older
     (held to the references found in this history: a rolling summary may name messages
-    the caller no longer sends). And none sits after the newest user message unless it
-    stands for the current turn's own older rounds: the request ends with what the user
-    asked and the exchanges that answer it."""
+    the caller no longer sends). And none sits after the newest user message (with none,
+    in an agent's history, after the current turn's first message) unless it stands for
+    the current turn's own older rounds, nor ends the window standing for nothing after
+    the turn's last message kept: the request ends with what the user asked and the
+    exchanges that answer it."""
     problems: list[str] = []
     if not made:
         return problems
     starts = [start for start, _ in runs]
-    newest_user = history.newest_user
+    turn = _turn_start(history)
     for at, message in made:
         metadata = message.metadata
         span = None
@@ -85,17 +87,9 @@ def _placement_problems(
             if problem:
                 problems.append(f"a made {message.role} message's metadata.covers {problem}")
                 continue
-        if newest_user is not None and at > newest_user and (span is None or span[0] < newest_user):
-            what = (
-                "says nothing it covers (metadata.covers)"
-                if span is None
-                else f"covers messages {span[0]}-{span[1]}"
-            )
-            problems.append(
-                f"a made {message.role} message sits after the newest user message (message "
-                f"{newest_user}) and {what}: only a summary of the current turn's own older "
-                f"rounds may go after it (place it before unit {history.unit_of(newest_user)})"
-            )
+        late = _late_problem(history, runs, turn, at, span)
+        if late:
+            problems.append(f"a made {message.role} message {late}")
             continue
         if span is None:
             continue  # says nothing of what it stands for: nothing to hold it to
@@ -115,6 +109,54 @@ def _placement_problems(
             f"goes where what it covers was"
         )
     return problems
+
+
+def _turn_start(history: History) -> tuple[int, str] | None:
+    """The current turn's first message, and what it is in words: the newest user
+    message, or with none (an agent's history) the first after the instructions."""
+    if history.newest_user is not None:
+        return history.newest_user, f"the newest user message (message {history.newest_user})"
+    turn = history.current_turn
+    if not turn:
+        return None
+    first = history.span(turn.start).start
+    return first, f"the current turn's first message (message {first}; no user message)"
+
+
+def _late_problem(
+    history: History,
+    runs: Sequence[tuple[int, int]],
+    turn: tuple[int, str] | None,
+    at: int,
+    span: tuple[int, int] | None,
+) -> str:
+    """Why a made message placed at ``at`` sits too late (empty: it does not): after
+    the current turn's start, standing for what is not the turn's own; or after the
+    window's last message, which by then is the turn's (what the model answers), when
+    it stands for nothing that came after that message (a summary of a dropped final
+    reply sits where that was)."""
+    if turn is None:
+        return ""
+    start, where = turn
+    if at > start and (span is None or span[0] < start):
+        what = (
+            "says nothing it covers (metadata.covers)"
+            if span is None
+            else f"covers messages {span[0]}-{span[1]}"
+        )
+        return (
+            f"sits after {where} and {what}: only a summary of the current turn's own older "
+            f"rounds may go after it (place it before unit {history.unit_of(start)})"
+        )
+    last = runs[-1][1] - 1 if runs else -1
+    if at > last >= start and (span is None or span[1] <= last):
+        return (
+            f"ends the window, after its last message (message {last}, of the current "
+            f"turn), and stands for nothing after it: the request ends with what the user "
+            f"asked and the exchanges that answer it (place it before unit "
+            f"{history.unit_of(last)})"
+        )
+    return ""
 
 
 #: How a ``covers`` reference is written, for errors.
@@ -258,8 +300,8 @@ def _made_problems(message: Message) -> list[str]:
 
 def stand_in_problems(position: int, original: Message, stand_in: object) -> list[str]:
     """Why ``stand_in`` cannot be sent in place of ``original``: it must say it was made,
-    and keep the role, tool_call_id and tool calls (ids and names) that pair a tool
-    exchange, so the unit stays valid with it."""
+    and keep the role, tool_call_id, tool calls and legacy function_call that pair a
+    tool exchange, so the unit stays valid with it."""
     if not isinstance(stand_in, Message):
         kind = type(stand_in).__name__
         return [f"the stand-in for message {position} is a {kind}, not a Message"]
@@ -282,6 +324,12 @@ def stand_in_problems(position: int, original: Message, stand_in: object) -> lis
         problems.append(f"the stand-in for message {position} changes its tool calls")
     if stand_in.name != original.name:
         problems.append(f"the stand-in for message {position} changes its name")
+    if stand_in.function_call != original.function_call:
+        problems.append(
+            f"the stand-in for message {position} changes its legacy function_call: keep "
+            f"the original's (dataclasses.replace(original, content=...)), or its "
+            f"'function' result goes without its call"
+        )
     return problems
 
 

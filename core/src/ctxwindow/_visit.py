@@ -16,6 +16,7 @@ import math
 import operator
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from numbers import Real
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
@@ -43,6 +44,7 @@ from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below_
 from ctxwindow._window import (
     Decision,
     DecisionRun,
+    LLMUsage,
     Window,
     WindowRecord,
     decisions_from,
@@ -65,6 +67,9 @@ TOOL_CUT_MARKER = (
     "\n[... {removed} characters cut by ctxwindow from this tool result to fit the token "
     "budget; the whole result is in the history you passed ...]\n"
 )
+#: The roles of a tool result the oversize policy may cut: a tool's, and a legacy
+#: function_call's result (``function``), kept with its call alike.
+_RESULT_ROLES = ("tool", "function")
 #: A cut current turn leaves older context 1/OLDER_SHARE of the budget, when it can.
 OLDER_SHARE = 4
 #: Below this many tokens a cut tool result is little more than its marker.
@@ -334,6 +339,8 @@ class Visit:
         self.strategy = windower.strategy
         self.budget = budget
         self.bounded = bounded
+        #: The strategy method whose return the visit checks, for its errors.
+        self.method = "choose()" if bounded else "transform()"
         self.counter = windower.counter
         self.limit = self._limit()
         task = bool(common_option(self.strategy, "task_statement"))
@@ -374,7 +381,8 @@ class Visit:
                     defect.start, f"{problem}; fix the history or pass orphans='drop'"
                 )
             positions = tuple(range(defect.start, defect.stop))
-            self.notes.append(f"dropped messages {defect.start}-{defect.stop - 1}: {problem}")
+            span = _messages_span(defect.start, defect.stop)
+            self.notes.append(f"dropped {span}: {problem}")
             reason = problem
             pinned = [p for p in positions if history.messages[p].pinned]
             if pinned:
@@ -416,8 +424,7 @@ class Visit:
         needed = history.must_keep_tokens
         if needed <= self.limit:
             if self.replaced:  # cut to fit: the task statement may fit in what is left
-                history._admit_task_statement()
-                self.must_keep = MappingProxyType(dict(history.must_keep))
+                self._admit_task_statement()
             return
         newest = history.newest_user
         if policy != "truncate" or newest is None:
@@ -436,10 +443,17 @@ class Visit:
             raise self._too_small(policy)
         history._replace(newest, replacement)
         self.replaced[newest] = replacement
+        self._admit_task_statement()
         self.notes.append(
-            f"truncated message {newest} from {len(message.text)} to "
-            f"{len(replacement.text)} characters to fit the budget"
+            f"truncated message {newest} from {len(message.text):,} to "
+            f"{len(replacement.text):,} characters to fit the budget"
         )
+
+    def _admit_task_statement(self) -> None:
+        """Weigh the task statement again once what must stay was cut (concepts.md): it
+        stays when it fits in what the cut left."""
+        self.history._admit_task_statement()
+        self.must_keep = MappingProxyType(dict(self.history.must_keep))
 
     def _too_small(self, policy: str) -> BudgetTooSmall:
         """BudgetTooSmall for what must stay under ``policy``: the first oversize policy
@@ -503,9 +517,8 @@ class Visit:
             history._replace(position, cut)
             self.replaced[position] = cut
             cut_any = True
-            call = message.tool_call_id
             self.notes.append(
-                f"cut the tool result of message {position} (call {call!r}) from "
+                f"cut the tool result of message {position} ({_answers(message)}) from "
                 f"{sizes[position]:,} to {history.tokens(position):,} tokens to fit the budget, "
                 f"its head and tail kept; the whole result is in the history you passed"
             )
@@ -519,7 +532,7 @@ class Visit:
         floor = self._floors.get(position)
         if floor is None:
             message = self.history.messages[position]
-            marker = _cut_to(message, 0, tail=message.role == "tool")
+            marker = _cut_to(message, 0, tail=message.role in _RESULT_ROLES)
             floor = self._floors[position] = self.counter.count_uncached(marker)
         return floor
 
@@ -532,7 +545,7 @@ class Visit:
             for unit in history.current_turn
             if unit in history.must_keep
             for position in history.span(unit)
-            if history.messages[position].role == "tool"
+            if history.messages[position].role in _RESULT_ROLES
         ]
         if policy == "truncate" and history.newest_user is not None:
             found.append(history.newest_user)
@@ -563,8 +576,8 @@ class Visit:
         position = max(positions, key=history.tokens)
         message = history.messages[position]
         tokens = history.tokens(position)
-        if message.role == "tool":
-            what = f"the tool result for call {message.tool_call_id!r}"
+        if message.role in _RESULT_ROLES:
+            what = f"the tool result for {_answers(message)}"
         elif position == history.newest_user:
             what = "the newest user message"
         else:
@@ -585,7 +598,7 @@ class Visit:
         for position in self.replaced:
             unit = history.unit_of(position)
             if unit is not None and unit in chosen.kept:
-                tool = history.messages[position].role == "tool"
+                tool = history.messages[position].role in _RESULT_ROLES
                 cut[unit] = "tool result cut" if tool else "text cut"
         for unit, what in cut.items():
             chosen.actions[unit] = "truncated"
@@ -676,8 +689,9 @@ class Visit:
         """A checked copy of the selection; a record that disagrees is a violation."""
         history = self.history
         if not isinstance(selection, Selection) or selection.history is not history:
+            kind = type(selection).__name__
             raise self.windower.violation(
-                [f"choose() returned {type(selection).__name__}, not a Selection of its history"]
+                [f"{self.method} returned {kind}, not a Selection of its history"]
             )
         count = len(history.units)
         default = selection.default_reason
@@ -710,11 +724,13 @@ class Visit:
             fresh_stand_ins=fresh,
             premarked=taken is not None,
         )
-        problems = []
+        problems = _written_problems(chosen)
         if len(chosen.actions) != count or len(chosen.reasons) != count:
             problems.append(f"the selection must hold one action and reason per unit ({count})")
         else:
             problems.extend(self._record_problems(selection, chosen, taken))
+            if not problems and made is None:  # spelled out: written past keep()
+                problems.extend(_kept_reason_problems(chosen))
         problems.extend(synthetic_problems(chosen.synthetic, count))
         summarizes = selection._summarizes or made is None  # else none is summarized
         if summarizes and not chosen.synthetic and not problems and _any_summarized(chosen.actions):
@@ -811,6 +827,53 @@ class Visit:
             _decide=decide,
             _decide_runs=decide_runs,
         )
+
+
+def _written_problems(chosen: _Chosen) -> list[str]:
+    """What a strategy wrote straight into its selection's ``llm``, ``scores`` or
+    ``reasons`` (past ``keep()``, which checks them) that the record could not hold:
+    found here, naming the strategy, not when the record is read. Costs what the
+    strategy wrote (the reasons: only when it spelled them out)."""
+    problems = []
+    llm = chosen.llm
+    if llm is not None and not isinstance(llm, LLMUsage):
+        problems.append(
+            f"selection.llm is a {type(llm).__name__}, not an LLMUsage (or None): "
+            f"record the model calls made with ctxwindow.LLMUsage(...)"
+        )
+    scores = chosen.scores
+    if not set(map(type, scores.values())) <= {float, int}:  # a numpy float: read again
+        unit = next((u for u, score in scores.items() if not isinstance(score, Real)), None)
+        if unit is not None:
+            problems.append(
+                f"selection.scores[{unit!r}] is {scores[unit]!r}, not a number: pass "
+                f"keep(unit, reason, score=...) a float"
+            )
+    reasons = chosen.reasons
+    if isinstance(reasons, list) and not set(map(type, reasons)) <= {str, type(None)}:
+        written = (u for u, r in enumerate(reasons) if r is not None and not isinstance(r, str))
+        unit = next(written, None)  # None: str subclasses alone
+        if unit is not None:
+            problems.append(
+                f"selection.reasons[{unit}] is {reasons[unit]!r}, not a string (or None: "
+                f"default_reason): use keep(), drop() or summarize()"
+            )
+    return problems
+
+
+def _kept_reason_problems(chosen: _Chosen) -> list[str]:
+    """A kept unit whose reason was left to ``default_reason`` (written None or empty
+    into ``selection.reasons``): that says why a unit was dropped, so the record would
+    contradict itself. The kept units are checked to be units by then."""
+    reasons = chosen.reasons
+    unkept = [unit for unit in chosen.kept if not reasons[unit]]
+    if not unkept:
+        return []
+    unit = min(unkept)
+    return [
+        f"unit {unit} is kept with no reason of its own (selection.reasons[{unit}] is "
+        f"{reasons[unit]!r}; default_reason says why a unit was dropped): keep(unit, reason)"
+    ]
 
 
 def _own_copy(scores: object, count: int) -> tuple[Sequence[float] | None, str | None]:
@@ -1167,15 +1230,30 @@ def _sent_instead(
     """What the window sends in place of message ``position``, in the caller's kind: a
     Message for a Message, else a dict (of an SDK object's fields, for one).
 
-    The original's fields with the stand-in's content (a strategy's stand-in, or the
-    host's cut copy), and metadata that says what it is and which message it stands
-    for: an app tells every cut or made copy apart the same way."""
+    The original's fields with the stand-in's content, refusal and audio (a strategy's
+    stand-in, or the host's cut copy: what was counted is what is sent), and metadata
+    that says what it is and which message it stands for: an app tells every cut or
+    made copy apart the same way."""
     original = history.original(position)
     made = stand_ins[position] if position in stand_ins else replacements[position]
     metadata = {**made.metadata, "stands_in_for": position}
     if isinstance(original, Message):
         return dataclasses.replace(made, metadata=metadata)
-    return {**fields_of(original, position), "content": content_as_sent(made), "metadata": metadata}
+    sent = {**fields_of(original, position), "content": content_as_sent(made), "metadata": metadata}
+    for key, value in (("refusal", made.refusal), ("audio", made.audio)):
+        if value is not None:
+            sent[key] = {"id": value} if key == "audio" else value
+        elif sent.get(key) is not None:  # the stand-in goes without it: so does what is sent
+            del sent[key]
+    return sent
+
+
+def _answers(result: Message) -> str:
+    """What a tool result answers, in words: its call's id, or a legacy function
+    result's function (it has no call id)."""
+    if result.role == "function":
+        return f"function {result.name!r}"
+    return f"call {result.tool_call_id!r}"
 
 
 def _problem(history: History, defect: Defect) -> str:
@@ -1267,3 +1345,11 @@ def _truncate(
         else:
             high = middle - 1
     return _cut_to(message, low, tail)
+
+
+def _messages_span(start: int, stop: int) -> str:
+    """Positions ``start`` to ``stop`` (excluded) as a note names them: "message 8", or
+    "messages 6-7"."""
+    if stop - start == 1:
+        return f"message {start}"
+    return f"messages {start}-{stop - 1}"

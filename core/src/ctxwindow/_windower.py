@@ -261,6 +261,8 @@ class Windower:
         visit = self._begin(messages, budget, query, bounded=True)
         if isinstance(visit, Window):
             return visit
+        if achoose is not None:  # its errors name the method that made the selection
+            visit.method = "achoose()"
         history = visit.history
         limit = self._time_limit()
         if limit is None:

@@ -253,7 +253,7 @@ def test_truncation_cuts_a_copy_and_the_record_names_the_callers_message() -> No
     assert str(request.parts[1].content).endswith("cut by ctxwindow to fit the token budget]")
     assert messages[0].parts[1].content == "long " * 300
     (note,) = window.record.notes
-    assert note.startswith("truncated message 0 from 1500 to ")
+    assert note.startswith("truncated message 0 from 1,500 to ")
     assert [d.action for d in window.record.decisions] == ["kept", "truncated"]
     assert all(d.positions == (0,) for d in window.record.decisions)
 

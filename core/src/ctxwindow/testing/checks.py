@@ -7,8 +7,10 @@ strategy, or the other way round.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +20,8 @@ from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
 from ctxwindow.kit import covers_position
 
 CUT_MARK = "characters cut by ctxwindow"
+#: A tool result's roles: a tool's, and a legacy function_call's result (``function``).
+RESULT_ROLES = ("tool", "function")
 #: More than a cut tool result costs at its least (its marker): BudgetTooSmall under a
 #: cutting policy is right only when the tool results cut to this still do not fit.
 CUT_TOKENS = 80
@@ -76,11 +80,7 @@ def _tiers(
     if rest and cost(keep | set().union(*rest)) <= limit:
         keep |= set().union(*rest)
     else:  # the newest exchange, whether or not kept already (pinned, say)
-        exchanges = [
-            u
-            for u in turn_units
-            if any(messages[i].tool_calls or messages[i].role == "tool" for i in u)
-        ]
+        exchanges = [u for u in turn_units if any(_in_exchange(messages[i]) for i in u)]
         if exchanges:
             keep |= exchanges[-1]
     if task and users:
@@ -91,9 +91,26 @@ def _tiers(
     return keep, turn
 
 
+def _in_exchange(message: Message) -> bool:
+    """A call or a result: tool calls or a legacy function_call, or their results."""
+    return bool(
+        message.tool_calls or message.function_call is not None or message.role in RESULT_ROLES
+    )
+
+
 def tool_groups(messages: Sequence[Message]) -> list[set[int]]:
-    """Each assistant call with all its results right after it, found by call id."""
-    return [group for group, answered in _exchanges(messages) if answered]
+    """Each assistant call with all its results right after it, found by call id; and
+    each legacy function_call with the ``function`` result right after it that names
+    its function (sent together, as a tool call with its results)."""
+    groups = [group for group, answered in _exchanges(messages) if answered]
+    legacy = [
+        {i, i + 1}
+        for i, message in enumerate(messages[:-1])
+        if message.function_call is not None
+        and messages[i + 1].role == "function"
+        and messages[i + 1].name == message.function_call.name
+    ]
+    return sorted(groups + legacy, key=min) if legacy else groups
 
 
 def broken_positions(messages: Sequence[Message]) -> set[int]:
@@ -169,7 +186,7 @@ def checked_outcome(
 
     keep, turn = _tiers(parsed, broken, limit, cost, options.get("task_statement", True))
     needed = cost(keep)
-    cuttable = {i for i in keep & turn if parsed[i].role == "tool"}
+    cuttable = {i for i in keep & turn if parsed[i].role in RESULT_ROLES}
     try:
         window = Windower(strategy, budget, counter).select(messages, query=query)
     except OrphanToolResult:
@@ -216,7 +233,7 @@ def checked_outcome(
     assert cut_copies <= 1, "only the newest user message may be cut"
     kept = set(positions)
     newest_user = max((i for i, m in enumerate(parsed) if m.role == "user"), default=None)
-    _check_made_placement(parsed, window, sequence, newest_user)
+    _check_made_placement(parsed, window, sequence, newest_user, min(turn, default=None))
     if cut_copies:
         assert newest_user is not None and newest_user not in kept
         kept_or_cut = kept | {newest_user}
@@ -265,14 +282,21 @@ def _check_made_placement(
     window: Window[Any],
     sequence: Sequence[int | None],
     newest_user: int | None,
+    turn_start: int | None = None,
 ) -> None:
     """Each made message (not a stand-in) that says what it covers (``metadata.covers``)
     sits where that was: no kept message before it newer than the newest message it
     covers, none after it older than the oldest. ``covers`` is a list or tuple of
     references (``#position``, a message id, or a position) naming at least one input
-    message. None sits after the newest user message unless all it covers is from there
-    on (the current turn's own older rounds). Units recorded as summarized need a made
-    message standing for them."""
+    message. None sits after the current turn's start (``turn_start``: the newest user
+    message; with none, in an agent's history, its first message after the
+    instructions) unless all it covers is from there on (the turn's own older rounds),
+    and none ends a window whose last message is of the turn unless it stands for a
+    message after that one: the request ends with what the user asked and the
+    exchanges that answer it. Units recorded as summarized
+    need a made message standing for them."""
+    if turn_start is None:
+        turn_start = newest_user
     ids: dict[str, int] = {}
     for position, message in enumerate(parsed):
         if message.id is not None:
@@ -293,11 +317,18 @@ def _check_made_placement(
         before = [p for p in places[:index] if p is not None]
         after = [p for p in places[index + 1 :] if p is not None]
         span = _covered_span(message, parsed, ids)
-        if newest_user is not None and newest_user in before:
-            assert span is not None and span[0] >= newest_user, (
-                f"a made message sits after the newest user message (message {newest_user}) "
-                f"and covers {'nothing' if span is None else span}: only a summary of the "
-                f"current turn's own older rounds may go after it: {message!r}"
+        if turn_start is not None and before and max(before) >= turn_start:
+            where = "the newest user message" if turn_start == newest_user else "the turn's start"
+            covered = "nothing" if span is None else span
+            assert span is not None and span[0] >= turn_start, (
+                f"a made message sits after {where} (message {turn_start}) and covers "
+                f"{covered}: only a summary of the current turn's own older rounds may go "
+                f"after it: {message!r}"
+            )
+            assert after or span[1] > max(before), (
+                f"a made message ends the window, after the current turn (from message "
+                f"{turn_start}), and stands for nothing after its last message: the request "
+                f"ends with the turn's exchanges: {message!r}"
             )
         if span is None:
             continue
@@ -373,6 +404,10 @@ def _stood_in_for(
     assert [(c.id, c.name) for c in message.tool_calls] == [
         (c.id, c.name) for c in original.tool_calls
     ], f"a stand-in must keep the tool calls of message {position}"
+    calls = [m.function_call.name if m.function_call else None for m in (message, original)]
+    assert calls[0] == calls[1], (
+        f"a stand-in must keep the legacy function_call of message {position}"
+    )
     return position
 
 
@@ -412,10 +447,9 @@ def _reading(messages: Sequence[Any], window: Sequence[Any], keep: set[int]) -> 
     if all(len(found) == 1 for found in places.values()):
         return [places[id(item)][0] if id(item) in places else None for item in window]
     best = _matched_best(window, places, keep)
-    readings = [
-        *([best] if best is not None else []),
-        *(_matched(window, places, latest) for latest in (True, False)),
-    ]
+    if best is not None:  # in order, and no in-order reading holds more must-keep ones
+        return best
+    readings = [_matched(window, places, latest) for latest in (True, False)]
 
     def badness(reading: list[int | None]) -> tuple[bool, int]:
         found = [p for p in reading if p is not None]
@@ -430,29 +464,51 @@ def _matched_best(
     """The in-order reading that holds the most must-keep positions (None: no reading
     keeps order). An object the input holds three times, of which the window holds
     two, may stand for positions 1 and 3: reading from either end finds 1 and 2, or 2
-    and 3, and would blame the strategy for a must-keep message it kept."""
+    and 3, and would blame the strategy for a must-keep message it kept.
+
+    Read from the last item back, each item's readings of the items from it on kept
+    as the few that no other beats (a later position, or more must-keep ones held):
+    past a must-keep candidate, an item takes the latest position before the next
+    item's, which leaves the most room. Near-linear in the window, however often the
+    input repeats one object (each item's candidates are found by bisection)."""
     found = [(index, places[id(item)]) for index, item in enumerate(window) if id(item) in places]
-    #: per matched item: position -> (must-keep positions held up to it, previous position)
-    steps: list[dict[int, tuple[int, int | None]]] = []
-    previous: dict[int, tuple[int, int | None]] = {-1: (0, None)}
-    for _, candidates in found:
-        here: dict[int, tuple[int, int | None]] = {}
-        for candidate in candidates:
-            before = [(held, end) for end, (held, _) in previous.items() if end < candidate]
-            if before:
-                held, end = max(before)
-                here[candidate] = (held + (candidate in keep), end)
+    kept_of: dict[int, list[int]] = {}  # by id of a candidate list: its must-keep ones
+    #: per item, from the last: (position, must-keep held from it on, link to the next's)
+    steps: list[list[tuple[int, int, int]]] = []
+    frontier: list[tuple[int, int, int]] = [(sys.maxsize, 0, -1)]
+    for _, candidates in reversed(found):
+        must = kept_of.get(id(candidates))
+        if must is None:
+            must = kept_of[id(candidates)] = [p for p in candidates if p in keep]
+        here: list[tuple[int, int, int]] = []
+        for link, (start, held, _) in enumerate(frontier):
+            at = bisect.bisect_left(candidates, start) - 1
+            while at >= 0 and candidates[at] in keep:  # the latest that is not must-keep
+                at -= 1
+            if at >= 0:
+                here.append((candidates[at], held, link))
+            here.extend((p, held + 1, link) for p in must if p < start)
         if not here:
             return None
-        steps.append(here)
-        previous = here
+        frontier = _unbeaten(here)
+        steps.append(frontier)
     reading: list[int | None] = [None] * len(window)
-    at: int | None = max(previous, key=lambda end: previous[end][0]) if steps else None
-    for (index, _), step in zip(reversed(found), reversed(steps), strict=True):
-        assert at is not None
-        reading[index] = at
-        at = step[at][1]
+    link = len(frontier) - 1  # the most must-keep positions held (the latest such start)
+    for (index, _), step in zip(found, reversed(steps), strict=True):
+        position, _, link = step[link]
+        reading[index] = position
     return reading
+
+
+def _unbeaten(states: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The states no other beats (one as late or later holding as many must-keep
+    positions or more), latest first: each holds more than those before it."""
+    states.sort(key=lambda state: (-state[0], -state[1]))
+    kept: list[tuple[int, int, int]] = []
+    for state in states:
+        if not kept or state[1] > kept[-1][1]:
+            kept.append(state)
+    return kept
 
 
 def _matched(window: Sequence[Any], places: dict[int, list[int]], latest: bool) -> list[int | None]:
