@@ -535,6 +535,7 @@ def _select(args: argparse.Namespace) -> int:
     ):
         if value is not None:
             config[key] = value
+    defaulted = "strategy" not in config
     config.setdefault("strategy", "fixed")
     _check_given_options(from_spec, config["strategy"], f"--strategy {args.strategy!r}, option")
     _check_given_options(given, config["strategy"])
@@ -547,7 +548,7 @@ def _select(args: argparse.Namespace) -> int:
         )
     _check_outputs(args)
     request = read_request(args.file)
-    result, window = request.select(from_config(config), args.query)
+    result, window = request.select(_windower(config, defaulted), args.query)
     text = _json_text(result, "the window", ensure_ascii=False, default=str)
     if not _encodable(text):  # lone surrogates, read from "\ud800" escapes: keep them escaped
         text = _json_text(result, "the window", default=str)
@@ -565,6 +566,20 @@ def _select(args: argparse.Namespace) -> int:
     if args.record:
         _write(args.record, _json_text(window.record.to_dict(), "the record"), "--record")
     return 0
+
+
+def _windower(config: dict[str, Any], defaulted: bool) -> Any:
+    """The configured Windower; when no strategy was named and the default one is not
+    installed, an error that says the default was tried and how to name another."""
+    try:
+        return from_config(config)
+    except UnknownStrategy as error:
+        if not defaulted:
+            raise
+        raise ConfigError(
+            f"no strategy was named, so the default 'fixed' was tried: {error} (name "
+            f"another with --strategy, or strategy in ctxwindow.toml)"
+        ) from error
 
 
 def _json_text(value: Any, what: str, **how: Any) -> str:
