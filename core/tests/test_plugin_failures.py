@@ -9,8 +9,7 @@ import io
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,35 +21,8 @@ from ctxwindow._plugins import get_counter, get_plugins, plugin_problems
 
 CHAT = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
 
+#: The ``install`` fixture (conftest.py): a distribution installed for one test.
 Install = Callable[..., str]
-
-
-@pytest.fixture
-def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
-    """``install(distribution, module, source, entry_points)``: a distribution installed
-    on the path for one test (its dist-info with ``ctxwindow`` entry points naming
-    ``module``, and the module), as pip would leave it; the plugins are loaded again."""
-    modules: list[str] = []
-
-    def installed(distribution: str, module: str, source: str, entry_points: list[str]) -> str:
-        (tmp_path / f"{module}.py").write_text(source, encoding="utf-8")
-        info = tmp_path / f"{distribution.replace('-', '_')}-0.1.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n", encoding="utf-8"
-        )
-        lines = "".join(f"{name} = {module}\n" for name in entry_points)
-        (info / "entry_points.txt").write_text(f"[ctxwindow]\n{lines}", encoding="utf-8")
-        modules.append(module)
-        ctxwindow.reload_plugins()
-        return distribution
-
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield installed
-    monkeypatch.undo()
-    for module in modules:
-        sys.modules.pop(module, None)
-    ctxwindow.reload_plugins()
 
 
 def _command(*args: str) -> str:

@@ -4,10 +4,8 @@ command half added) is reported as that plugin's problem, saying what to do."""
 
 from __future__ import annotations
 
-import sys
 import types
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,48 +17,8 @@ from ctxwindow._plugins import get_plugins, plugin_problems
 
 HI = [{"role": "user", "content": "hi"}]
 
+#: The ``install`` fixture (conftest.py): a distribution installed for one test.
 Install = Callable[..., str]
-
-
-@pytest.fixture
-def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
-    """``install(distribution, module, source, entry_points, submodules=None)``: a
-    distribution installed on the path for one test (its dist-info with ``ctxwindow``
-    entry points naming ``module``, and the module, or a package when ``submodules``
-    are given), as pip would leave it; the plugins are loaded again."""
-    modules: list[str] = []
-
-    def installed(
-        distribution: str,
-        module: str,
-        source: str,
-        entry_points: list[str],
-        submodules: dict[str, str] | None = None,
-    ) -> str:
-        if submodules is None:
-            (tmp_path / f"{module}.py").write_text(source, encoding="utf-8")
-        else:  # a package: ``source`` its __init__.py
-            (tmp_path / module).mkdir()
-            for name, text in {"__init__": source, **submodules}.items():
-                (tmp_path / module / f"{name}.py").write_text(text, encoding="utf-8")
-        info = tmp_path / f"{distribution.replace('-', '_')}-0.1.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n", encoding="utf-8"
-        )
-        lines = "".join(f"{name} = {module}\n" for name in entry_points)
-        (info / "entry_points.txt").write_text(f"[ctxwindow]\n{lines}", encoding="utf-8")
-        modules.append(module)
-        ctxwindow.reload_plugins()
-        return distribution
-
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield installed
-    monkeypatch.undo()
-    for module in modules:
-        for loaded in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
-            sys.modules.pop(loaded, None)
-    ctxwindow.reload_plugins()
 
 
 def _strategy_source(name: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import ctxwindow
+from ctxwindow.testing import calls, result
 from ctxwindow_adapters import anthropic
 from ctxwindow_serve.inspector import render_page
 
@@ -190,20 +191,6 @@ def test_a_pydantic_ai_summary_has_its_row_and_its_split_request_one_cell() -> N
     assert len([part for row in table.rows for part in row.parts]) == 2
 
 
-def _call(number: int) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": f"c{number}", "type": "function", "function": {"name": "log", "arguments": "{}"}}
-        ],
-    }
-
-
-def _result(number: int, repeats: int) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": f"c{number}", "content": f"line {number} " * repeats}
-
-
 def test_two_summaries_each_sit_after_the_messages_they_stand_for() -> None:
     """The current turn outgrew the budget: the window sends the older history's
     summary (1-7), the newest user message (8), then the turn's own summary (9-10).
@@ -214,9 +201,14 @@ def test_two_summaries_each_sit_after_the_messages_they_stand_for() -> None:
         {"role": "user", "content": "task: look at logs " * 30},
     ]
     for number in range(3):
-        messages += [_call(number), _result(number, 200)]
+        messages += [calls(f"c{number}"), result(f"c{number}", f"line {number} " * 200)]
     messages.append({"role": "user", "content": "now check the big ones"})
-    messages += [_call(10), _result(10, 1500), _call(11), _result(11, 900)]
+    messages += [
+        calls("c10"),
+        result("c10", "line 10 " * 1500),
+        calls("c11"),
+        result("c11", "line 11 " * 900),
+    ]
     window = ctxwindow.select(messages, budget=800, strategy="summarize", task_statement=False)
     sent = [m for m in window.messages if m.get("metadata", {}).get("covers")]
     assert [m["metadata"]["covers"] for m in sent] == [

@@ -6,20 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import ctxwindow
-
-
-def _call(number: int) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": f"c{number}", "type": "function", "function": {"name": "log", "arguments": "{}"}}
-        ],
-    }
-
-
-def _result(number: int, repeats: int) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": f"c{number}", "content": f"line {number} " * repeats}
+from ctxwindow.testing import calls, result
 
 
 def _grown_turn() -> list[dict[str, Any]]:
@@ -30,9 +17,15 @@ def _grown_turn() -> list[dict[str, Any]]:
         {"role": "user", "content": "task: look at logs " * 30},
     ]
     for number in range(3):
-        messages += [_call(number), _result(number, 200)]
+        messages += [calls(f"c{number}"), result(f"c{number}", f"line {number} " * 200)]
     messages.append({"role": "user", "content": "now check the big ones"})
-    return [*messages, _call(10), _result(10, 1500), _call(11), _result(11, 900)]
+    return [
+        *messages,
+        calls("c10"),
+        result("c10", "line 10 " * 1500),
+        calls("c11"),
+        result("c11", "line 11 " * 900),
+    ]
 
 
 def test_each_no_room_note_says_which_summary_it_is_about() -> None:
