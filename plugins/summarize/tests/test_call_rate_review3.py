@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import ctxwindow
 from ctxwindow import Conversation, LLMUsage, SummaryRequest, SummaryResult
 from ctxwindow_summarize import SummarizerFailed
@@ -61,26 +59,6 @@ class Fake:
 
     async def asummarize(self, request: SummaryRequest) -> SummaryResult:
         return self.summarize(request)
-
-
-@pytest.fixture
-def registered() -> Iterator[Callable[[Any], Any]]:
-    """``registered(summarizer)``: registers it under its name for the test."""
-    names: list[str] = []
-
-    def register(summarizer: Any) -> Any:
-        class Plugin:
-            @ctxwindow.hookimpl
-            def register_summarizers(self, register: Any) -> None:
-                register(summarizer.name, lambda argument: summarizer)
-
-        ctxwindow.register_plugin(Plugin(), f"review3-{summarizer.name}", "review3")
-        names.append(f"review3-{summarizer.name}")
-        return summarizer
-
-    yield register
-    for name in names:
-        ctxwindow.unregister_plugin(name)
 
 
 def chat_turn(index: int, rng: random.Random) -> list[dict[str, Any]]:

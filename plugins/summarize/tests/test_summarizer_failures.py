@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -48,28 +48,6 @@ class Custom:
 
     async def asummarize(self, request: SummaryRequest) -> Any:
         return self.summarize(request)
-
-
-@pytest.fixture
-def registered() -> Iterator[Callable[[Any], Any]]:
-    """``registered(summarizer)``: registers it by hand, under its name, for the test."""
-    plugins: list[str] = []
-
-    def register(summarizer: Any) -> Any:
-        name = summarizer.name if isinstance(getattr(summarizer, "name", None), str) else "odd"
-
-        class Plugin:
-            @ctxwindow.hookimpl
-            def register_summarizers(self, register: Any) -> None:
-                register(name, lambda argument: summarizer)
-
-        ctxwindow.register_plugin(Plugin(), f"test-{name}", "my-summarizers")
-        plugins.append(f"test-{name}")
-        return summarizer
-
-    yield register
-    for plugin in plugins:
-        ctxwindow.unregister_plugin(plugin)
 
 
 def summary_of(window: Any) -> dict[str, Any]:
