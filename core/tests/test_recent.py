@@ -324,6 +324,41 @@ def test_concurrent_callers_growing_shared_and_separate_histories() -> None:
     assert failures == []
 
 
+@pytest.mark.parametrize("publish", ["remember", "replace"])
+def test_a_history_another_caller_grows_once_published_is_viewed_at_the_callers_length(
+    publish: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A history read whole (``remember``) or into a branch (``replace``) is published
+    for other callers; one that grows it at that moment (another thread, interleaved
+    here) must not lengthen the view of the caller that published it."""
+    recent = RecentHistories()
+    counter = ctxwindow.ApproxCounter()
+    base = chat(20)
+    assert len(base) >= REMEMBER_FROM
+    if publish == "replace":  # remembered first, so that an edited newest message branches
+        recent.view(base, counter, 400, None, task_statement=True)
+        given = [*base[:-1], {"role": "assistant", "content": "a different last answer"}]
+    else:
+        given = base
+    longer = [*given, {"role": "user", "content": "asked by the other caller"}]
+    published = getattr(recent.remembered, publish)
+    grown: list[int] = []
+
+    def published_then_grown(*entries: Any) -> None:
+        published(*entries)
+        if not grown:  # the other caller's visit, between publishing and the view
+            grown.append(0)  # (its own publishing passes straight through)
+            grown[0] = len(recent.view(longer, counter, 400, None, task_statement=True))
+
+    monkeypatch.setattr(recent.remembered, publish, published_then_grown)
+    history = recent.view(given, counter, 400, None, task_statement=True)
+    assert grown == [len(longer)]
+    assert len(history) == len(given)
+    assert [message.content for message in history.messages] == [
+        m["content"] for m in given
+    ]
+
+
 EDITS = st.lists(
     st.sampled_from(["append", "append_many", "rebuild", "truncate", "edit_newest", "replace"]),
     min_size=1,

@@ -90,17 +90,23 @@ class RecentHistories:
                 # so its keys are read at its length (see RecentLists.remember)
                 self.remembered.remember(entry)
             return history
-        branched = self._branch(given) if remember else None
-        conversation = Conversation(given) if branched is None else branched
-        if remember and branched is None:
-            self.remembered.remember(_Entry(conversation))
-        return conversation.view(
+        near = self._branch(given) if remember else None
+        conversation = Conversation(given) if near is None else near[1]
+        # the view first, then the history is published: once other callers can find
+        # it, one may grow it (under its lock) before this visit would take its view
+        history = conversation.view(
             counter, budget, query, task_statement=task_statement, originals=given
         )
+        if near is not None:
+            self.remembered.replace(near[0], _Entry(conversation))
+        elif remember:
+            self.remembered.remember(_Entry(conversation))
+        return history
 
-    def _branch(self, given: list[Any]) -> Conversation | None:
+    def _branch(self, given: list[Any]) -> tuple[_Entry, Conversation] | None:
         """``given`` read into a branch of the remembered history it shares all but
-        the newest messages with (remembered in its place), or None if there is none."""
+        the newest messages with, and that history's entry (for the caller to remember
+        the branch in its place), or None if there is none."""
         for entry in self.remembered.near(given):
             conversation = entry.conversation
             with conversation._lock:
@@ -113,8 +119,7 @@ class RecentHistories:
                 # the next visit compares this list with the branch by identity
                 branch = conversation.branch(cut, originals=given)
             branch.extend(given[len(branch) :])
-            self.remembered.replace(entry, _Entry(branch))
-            return branch
+            return entry, branch
         return None
 
     @staticmethod

@@ -124,6 +124,35 @@ def test_a_named_strategy_is_built_once_and_each_call_has_its_budget() -> None:
     assert one.strategy is other.strategy and (one.budget, other.budget) == (100, 900)
 
 
+def test_a_first_read_another_caller_grows_once_published_converts_the_callers_items(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A history read for the first time is published for other callers; one that grows
+    it at that moment (another thread, interleaved here) must not lengthen the
+    conversion handed to the caller that read it."""
+
+    def read_from(items: Any, start: int, into: Any) -> int:
+        for position in range(start, len(items)):
+            into.add(ctxwindow.Message("user", str(items[position])), (position,), BOTH)
+        return len(items)
+
+    reads = RecentReads(read_from, lambda item: item)
+    items = [f"item {n}" for n in range(40)]
+    publish = reads.remembered.remember
+    grown: list[int] = []
+
+    def published_then_grown(entry: Any) -> None:
+        publish(entry)
+        if not grown:  # the other caller's read, between publishing and the conversion
+            grown.append(0)  # (its own publishing passes straight through)
+            grown[0] = len(reads.read([*items, "item 40"]).messages)
+
+    monkeypatch.setattr(reads.remembered, "remember", published_then_grown)
+    converted = reads.read(items)
+    assert grown == [41]
+    assert [m.text for m in converted.messages] == items
+
+
 def test_a_conversion_handed_out_keeps_its_sources_when_a_later_read_redoes_the_tail() -> None:
     """Conversions share their sources and parts lists (no copy per call): a later call
     that reads the unsettled last item again, into other Messages, must not change what

@@ -195,9 +195,12 @@ class RecentReads(Generic[T]):
                 return converted
         entry = _Read()
         entry.extend(given, self._read_from, self._content)
+        # converted first, then published: once other callers can find the entry, one
+        # may grow it before this call would take its conversion
+        converted = entry.converted(out)
         if len(given) >= REMEMBER_FROM:
             self.remembered.remember(entry)
-        return entry.converted(out)
+        return converted
 
 
 # -- cuts -------------------------------------------------------------------------------
