@@ -71,6 +71,23 @@ def test_a_plugin_calling_sys_exit_is_its_failure_not_the_hosts(
     assert [m["content"] for m in window.messages] == ["hello", "hi"]
 
 
+def test_a_plugin_that_fails_to_load_is_among_the_problems_once(install: Install) -> None:
+    """plugin_problems() says what went wrong loading the plugins too (its docstring's
+    promise); ``ctxwindow plugins`` says it in the plugin's row, not again below."""
+    broken = install("ctxwindow-broken", "cw_broken_test", "import no_such_module_here\n", ["b"])
+    hookless = install("ctxwindow-hookless", "cw_hookless_test", "def helper():\n    pass\n", ["h"])
+    problems = plugin_problems()
+    [failed] = [p for p in problems if p.startswith(f"{broken}:")]
+    assert "failed to load: ModuleNotFoundError" in failed and "no_such_module_here" in failed
+    assert not [p for p in problems if p.startswith(f"{hookless}:")]  # no hooks: no error
+    listed = json.loads(_command("plugins", "--json"))
+    assert not [p for p in listed["problems"] if p.startswith(f"{broken}:")]
+    [row] = [p for p in listed["plugins"] if p["distribution"] == broken]
+    assert row["failed"] is True and "no_such_module_here" in row["error"]
+    shown = _command("plugins")
+    assert shown.count("no_such_module_here") == 1
+
+
 def test_ctrl_c_in_a_plugin_still_stops_the_host(ctxwindow_register: Any) -> None:
     class Interrupted:
         @ctxwindow.hookimpl

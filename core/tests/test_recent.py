@@ -354,9 +354,7 @@ def test_a_history_another_caller_grows_once_published_is_viewed_at_the_callers_
     history = recent.view(given, counter, 400, None, task_statement=True)
     assert grown == [len(longer)]
     assert len(history) == len(given)
-    assert [message.content for message in history.messages] == [
-        m["content"] for m in given
-    ]
+    assert [message.content for message in history.messages] == [m["content"] for m in given]
 
 
 EDITS = st.lists(

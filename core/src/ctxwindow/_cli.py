@@ -37,9 +37,9 @@ from ctxwindow._plugins import (
     describe_strategies,
     get_plugins,
     install_hint,
-    plugin_problems,
     plugins,
     refused_strategies,
+    registration_problems,
     strategy_class,
     strategy_entry,
 )
@@ -365,7 +365,7 @@ def _hooks_cell(plugin: PluginInfo, hooks: str) -> str:
 
 def _plugins(args: argparse.Namespace) -> int:
     found = get_plugins()
-    problems = plugin_problems()
+    problems = registration_problems()
     kept_out = dict(sorted(plugins().skipped.items()))  # never imported: no name or hooks
     if args.json:
         report = {

@@ -264,6 +264,9 @@ class Plugins:
         self.problems: list[str] = []
         #: What went wrong calling the hooks that are not registrations, by plugin.
         self.call_problems: dict[tuple[str, str], str] = {}
+        #: Plugins that failed to load, or whose hooks are wrong, by key: "distribution:
+        #: problem" (their PluginInfo says it too).
+        self.load_problems: dict[str, str] = {}
         #: Plugins registered by hand (name -> plugin, distribution): kept on reload.
         self.by_hand: dict[str, tuple[object, str]] = {}
         self._loaded = False
@@ -345,6 +348,7 @@ class Plugins:
                 error=_failure(error),
                 failed=True,
             )
+            self.load_problems[key] = f"{distribution}: failed to load: {self.infos[key].error}"
             _logger().warning(
                 "plugin %r from distribution %r failed to load: %s",
                 entry_point.name,
@@ -375,6 +379,7 @@ class Plugins:
             failed=problem is not None,
         )
         if problem:
+            self.load_problems[key] = f"{distribution}: {problem}"
             _logger().warning("plugin %r from distribution %r: %s", name, distribution, problem)
 
     def register(self, plugin: object, name: str, distribution: str | None = None) -> None:
@@ -402,6 +407,7 @@ class Plugins:
                 if self.manager.has_plugin(key):
                     self.manager.unregister(name=key)
                 self.infos.pop(key, None)
+                self.load_problems.pop(key, None)
             self.by_hand.pop(name, None)
             self.forget()
 
@@ -899,7 +905,16 @@ def get_plugins() -> list[PluginInfo]:
 
 
 def plugin_problems() -> list[str]:
-    """What went wrong finding, loading or calling the plugins, one line each."""
+    """What went wrong finding, loading or calling the plugins, one line each, each
+    "distribution: problem" (but for the environment's own: a name in
+    ``CTXWINDOW_LOAD_PLUGINS`` that matches no plugin)."""
+    registered = registration_problems()  # loads the plugins first
+    return [*plugins().load_problems.values(), *registered]
+
+
+def registration_problems() -> list[str]:
+    """:func:`plugin_problems` but for plugins that failed to load or whose hooks are
+    wrong: what ``ctxwindow plugins`` lists below its table, whose rows say those."""
     current = plugins()
     return [*current.registry().problems, *current.call_problems.values()]
 
