@@ -465,9 +465,11 @@ def test_broken_distribution_is_reported_and_the_others_still_load(venv: Venv) -
     assert hook["error"] == (
         "register_strategies raised RuntimeError: ctxwindow-broken: cannot read its model file"
     )
-    assert found["problems"] == [
+    assert found["problems"] == [  # what failed to load first, then what failed to register
+        "ctxwindow-broken: failed to load: ModuleNotFoundError: No module named "
+        "'ctxwindow_broken_missing_dependency'",
         "ctxwindow-broken: register_strategies raised RuntimeError: "
-        "ctxwindow-broken: cannot read its model file"
+        "ctxwindow-broken: cannot read its model file",
     ]
 
 

@@ -190,6 +190,21 @@ def _reading(pieces: Callable[[Any, int], list[Piece]]) -> ReadFrom:
     return read_from
 
 
+def _after_system(read_from: ReadFrom) -> ReadFrom:
+    """``read_from`` over the list led by the ``system`` stand-in, its start and what it
+    returns counted in the caller's positions, as the pieces' sources are: the remembered
+    reads compare the two, and a read one item ahead would keep the Messages of the
+    first item read again, which the next call then adds a second time. A start of 0
+    reads the stand-in too; -1, returned when only the stand-in is read for good (its
+    Message names no item, so it counts as read), reads from the caller's first on."""
+
+    def read_after(items: Sequence[Any], start: int, into: Converted[Any]) -> int:
+        settled = read_from(items, max(start, 0) + 1 if start else 0, into) - 1
+        return settled if settled else -1
+
+    return read_after
+
+
 def _said_by_assistant(item: Any) -> bool:
     return isinstance(item, Mapping) and item.get("role") == "assistant"
 
@@ -230,7 +245,9 @@ def _as_parts(content: str | tuple[ContentPart, ...] | None) -> tuple[ContentPar
 
 #: The conversions made before, without and with a ``system`` parameter.
 _READS: RecentReads[Any] = RecentReads(_reading(_pieces), _content_of)
-_READS_WITH_SYSTEM: RecentReads[Any] = RecentReads(_reading(_pieces_after_system), _content_of)
+_READS_WITH_SYSTEM: RecentReads[Any] = RecentReads(
+    _after_system(_reading(_pieces_after_system)), _content_of
+)
 
 
 def _system_content(system: Any) -> str | tuple[ContentPart, ...]:
