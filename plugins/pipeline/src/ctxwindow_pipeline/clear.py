@@ -32,6 +32,9 @@ NO_ROOM_LEFT = (
     "cleared though among the newest keep_recent results: its exchange did not fit whole "
     "in the room the newer units left"
 )
+#: Clearings are kept for this many counters per conversation (the least recently used
+#: are forgotten): a strategy shared by windowers of different counters keeps each's.
+COUNTERS_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ class ClearToolOutputs(BaseStrategy):
         memo.last = _Transformed(selection, stable, cleared)
         return selection
 
-    def _settled(self, history: History, memo: _Memo) -> int:
+    def _settled(self, history: History, memo: _Counted) -> int:
         """The unit that holds the oldest of the newest ``keep_recent`` results: how
         the exchanges before it are cleared depends on them alone (their messages, and
         whether they must stay), not on the budget or on what came after."""
@@ -272,17 +275,13 @@ class ClearToolOutputs(BaseStrategy):
                     clearing, protected = wider or clearing, []
             yield unit, clearing, protected
 
-    def _memo_of(self, history: History) -> _Memo:
-        memo = self._memos.of(history.conversation)
-        with memo.lock:
-            if memo.counter is not history.counter:  # made under another counter: anew
-                memo.counter, memo.made, memo.last = history.counter, {}, None
-        return memo
+    def _memo_of(self, history: History) -> _Counted:
+        return self._memos.of(history.conversation).under(history.counter)
 
 
 def _with_protected(
     history: History,
-    memo: _Memo,
+    memo: _Counted,
     unit: int,
     clearing: Clearing | None,
     protected: list[int],
@@ -296,20 +295,33 @@ def _with_protected(
 
 
 class _Memo:
-    """A conversation's clearings, made once per exchange: a chat loop clears the same
-    old results on every turn. An entry holds the messages it was made from, and is made
-    again if they are not the messages of the view (a stand-in, a message read again)."""
+    """A conversation's tool exchanges, and what it cleared under each counter (its
+    :class:`_Counted`): a strategy shared by windowers of different counters keeps
+    each one's apart, as a visit under one counter may run in the middle of another's."""
 
     def __init__(self) -> None:
-        self.counter: object = None
-        self.made: dict[tuple[int, ...], tuple[tuple[Message, ...], Clearing | None]] = {}
         #: The units of more than one message (tool exchanges), ascending, among the
         #: first ``units_read`` units.
         self.exchange_units: list[int] = []
         self.units_read = 0
-        #: The last transform of the conversation, for the next to carry from.
-        self.last: _Transformed | None = None
+        #: By id of the exact counter (a cache's counts are its counter's), the least
+        #: recently used first, with the counter: held, its id is not another's.
+        self.counted: dict[int, tuple[object, _Counted]] = {}
         self.lock = threading.Lock()
+
+    def under(self, counter: object) -> _Counted:
+        """What was cleared under ``counter``: made on first use, the least recently
+        used forgotten past ``COUNTERS_KEPT`` (a new counter object per call cannot
+        grow the memo)."""
+        exact = getattr(counter, "inner", counter)
+        with self.lock:
+            entry = self.counted.pop(id(exact), None)
+            if entry is None:
+                entry = (exact, _Counted(self))
+            self.counted[id(exact)] = entry  # last: the most recently used
+            while len(self.counted) > COUNTERS_KEPT:
+                del self.counted[next(iter(self.counted))]
+            return entry[1]
 
     def exchanges(self, history: History) -> tuple[list[int], int]:
         """The history's units of more than one message, ascending, as the memo's list
@@ -334,28 +346,55 @@ class _Memo:
         """A branch's memo: the clearings of the exchanges the two conversations share."""
         twin = _Memo()
         with self.lock:
-            twin.counter = self.counter
             # shared: an entry holds the messages it was made from, so each conversation
-            # takes only its own (a turn's branch would copy every clearing made)
-            twin.made = self.made
+            # takes only its own (a turn's branch would copy every clearing made); the
+            # last transform too, as Selection.carry checks which units the two share
+            twin.counted = {
+                key: (counter, _Counted(twin, counted.made, counted.last))
+                for key, (counter, counted) in self.counted.items()
+            }
             units = min(origin.units, self.units_read)
             twin.exchange_units = self.exchange_units[
                 : bisect.bisect_left(self.exchange_units, units)
             ]
             twin.units_read = units
-            twin.last = self.last  # Selection.carry checks which units the two share
         return twin
 
+
+class _Counted:
+    """A conversation's clearings under one counter, made once per exchange (a chat
+    loop clears the same old results on every turn), and its last transform: the
+    tokens a stub saves are that counter's. An entry holds the messages it was made
+    from, and is made again if they are not the messages of the view (a stand-in, a
+    message read again)."""
+
+    def __init__(
+        self,
+        memo: _Memo,
+        made: dict[tuple[int, ...], tuple[tuple[Message, ...], Clearing | None]] | None = None,
+        last: _Transformed | None = None,
+    ) -> None:
+        self.memo = memo
+        self.made = {} if made is None else made
+        #: The last transform of the conversation, for the next to carry from.
+        self.last = last
+
+    def exchanges(self, history: History) -> tuple[list[int], int]:
+        """The memo's :meth:`_Memo.exchanges`: the same under every counter."""
+        return self.memo.exchanges(history)
+
     def clearing(self, history: History, unit: int, cleared: list[int]) -> Clearing | None:
+        """How to clear ``cleared`` (results of ``unit``), made once for its messages."""
         span = history.span(unit)
         key = (span.start, span.stop, *cleared)
         messages = tuple(history.messages[position] for position in span)
-        with self.lock:
+        lock = self.memo.lock
+        with lock:
             found = self.made.get(key)
         if found is not None and all(map(operator.is_, found[0], messages)):
             return found[1]
         clearing = _clearing(history, unit, cleared)
-        with self.lock:
+        with lock:
             self.made[key] = (messages, clearing)
         return clearing
 
