@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -143,29 +144,46 @@ class IndexPool:
 
     def get(self, conversation: object, embedder: str = "") -> UnitIndex:
         """The index of ``conversation`` for the embedder named ``embedder``, created
-        empty the first time."""
+        empty the first time. A branch's is made outside the pool's lock: it waits for
+        its parent's index, which a cold visit of the parent holds while it embeds, and
+        every other conversation would wait too. Two threads making one conversation's
+        index at once keep the first made."""
         key = (id(conversation), embedder)
         with self._lock:
-            self._purge()
-            entry = self._entries.get(key)
-            if entry is not None and entry[0]() is conversation:
-                self._entries.move_to_end(key)
-                return entry[1]
-            index = self._first(conversation, embedder)
+            held = self._held(key, conversation)
+            if held is not None:
+                return held
+            make = self._first(conversation, embedder)
+        made = make()
+        with self._lock:
+            held = self._held(key, conversation)
+            if held is not None:
+                return held
             ref = weakref.ref(conversation, self._forget(key))
-            self._entries[key] = (ref, index)
+            self._entries[key] = (ref, made)
             self._trim(keep=key)
-            return index
+            return made
 
-    def _first(self, conversation: object, embedder: str) -> UnitIndex:
-        """A new conversation's index: empty, or, for a branch of a conversation with an
-        index here, that index's units the two share."""
+    def _held(self, key: _Key, conversation: object) -> UnitIndex | None:
+        """``conversation``'s index if the pool holds it (now the most recently used);
+        the lock held."""
+        self._purge()
+        entry = self._entries.get(key)
+        if entry is None or entry[0]() is not conversation:
+            return None
+        self._entries.move_to_end(key)
+        return entry[1]
+
+    def _first(self, conversation: object, embedder: str) -> Callable[[], UnitIndex]:
+        """How to make a new conversation's index, read with the lock held and called
+        without it: empty, or, for a branch of a conversation with an index here, that
+        index's units the two share."""
         origin = getattr(conversation, "branched_from", None)
         if isinstance(conversation, Conversation) and origin is not None:
             entry = self._entries.get((id(origin.parent), embedder))
             if entry is not None and entry[0]() is origin.parent:
-                return entry[1].branch(conversation, origin)
-        return UnitIndex()
+                return functools.partial(entry[1].branch, conversation, origin)
+        return UnitIndex
 
     def trim(self, keep: object, embedder: str = "") -> None:
         """Apply the bounds now (an index grew), never dropping ``keep``'s index for
