@@ -41,3 +41,22 @@ def test_a_strategys_repr_keeps_no_key_from_a_url_query() -> None:
 
     shown = repr(Remote(endpoint="https://u:pw@example.com/v1?key=SECRET"))
     assert shown == "Remote(endpoint='https://u:***@example.com/v1?key=***')"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:abc/SECRET@localhost:6392/0", "redis://:***@localhost:6392/0"),
+        ("redis://:abc#SECRET@localhost:6392/0", "redis://:***@localhost:6392/0"),
+        ("redis://:abc?SECRET@localhost:6392/0", "redis://:***@localhost:6392/0"),
+        ("redis://user:a:b/c@d@[::1]:6379/0?db=1", "redis://user:***@[::1]:6379/0?db=***"),
+        ("https://TOK/EN@example.com/v1", "https://***@example.com/v1"),
+        ("unix://:abc/SECRET@/run/redis.sock?db=0", "unix://:***@/run/redis.sock?db=***"),
+        ("//u:abc/SECRET@example.com/v1", "//u:***@example.com/v1"),
+    ],
+)
+def test_redact_masks_user_info_holding_url_delimiters(url: str, shown: str) -> None:
+    """A password with an unencoded '/', '#' or '?' ends a parser's host part early: the
+    user info runs to the last '@' followed by a host, and is masked whole."""
+    assert redact(url) == shown
+    assert "abc" not in redact(url) and "SECRET" not in redact(url)

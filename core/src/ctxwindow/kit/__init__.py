@@ -237,22 +237,46 @@ def redact(url: str) -> str:
     """``url`` with what may be a secret masked (``***``), for messages, records and
     reprs: the password in its user info (the whole user info when it has no
     password: a token is often passed as the user), every value of its query string
-    (an API key as ``?key=...``) and its fragment."""
+    (an API key as ``?key=...``) and its fragment. The user info runs to the last
+    ``@`` followed by a host, so a password holding an unencoded ``/``, ``#``, ``?``
+    or ``@`` (which ends a parser's host part early) is masked whole too."""
     from urllib.parse import urlsplit, urlunsplit  # here: `import ctxwindow` does without
 
+    start, end = _user_info_span(url)
+    if end:  # masked here, then the rest (which holds no '@') as a URL without it
+        rest = redact(url[:start] + url[end + 1 :])
+        name, colon, _ = url[start:end].partition(":")
+        return f"{rest[:start]}{name + ':' if colon else ''}***@{rest[start:]}"
     parts = urlsplit(url)
-    user, at, host = parts.netloc.rpartition("@")
-    netloc = parts.netloc
-    if at:
-        name, colon, _ = user.partition(":")
-        netloc = f"{name}:***@{host}" if colon else f"***@{host}"
     query = "&".join(map(_masked_parameter, filter(None, parts.query.split("&"))))
     fragment = "***" if parts.fragment else ""
-    out = urlunsplit(parts._replace(netloc=netloc, query=query, fragment=fragment))
+    out = urlunsplit(parts._replace(query=query, fragment=fragment))
     slashes = f"{parts.scheme}://"
-    if url.startswith(slashes) and not out.startswith(slashes):  # unix:///path keeps them
+    if url.lower().startswith(slashes) and not out.startswith(slashes):  # unix:///path
         out = slashes + out[len(parts.scheme) + 1 :]
     return out
+
+
+#: What a host part (``host``, ``host:port``, ``[::1]:6379``) is made of; empty for a
+#: ``unix://:password@/path`` URL.
+_HOST = re.compile(r"[\w.\-~%!$&'()*+,;=:\[\]]*")
+
+
+def _user_info_span(url: str) -> tuple[int, int]:
+    """Where the user info of ``url`` starts and where its ``@`` is ((0, 0): none):
+    from just after ``//`` to the last ``@`` followed by a host part, whatever the
+    characters between (a secret never shown matters more than a host shown)."""
+    slashes = url.find("//")
+    if slashes < 0 or not re.match(r"(?:[A-Za-z][\w+.\-]*:)?$", url[:slashes]):
+        return 0, 0
+    start = slashes + 2
+    at = url.rfind("@", start)
+    while at >= 0:
+        host = re.split(r"[/?#]", url[at + 1 :], maxsplit=1)[0]
+        if _HOST.fullmatch(host):
+            return start, at
+        at = url.rfind("@", start, at)
+    return 0, 0
 
 
 def _masked_parameter(pair: str) -> str:

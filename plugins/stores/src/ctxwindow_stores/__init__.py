@@ -27,6 +27,7 @@ place and what to do, and the cache carries on with what still works.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -36,7 +37,7 @@ from ctxwindow.errors import InvalidOption
 from ctxwindow_stores._layered import LayeredStore
 from ctxwindow_stores._memory import MemoryStore
 from ctxwindow_stores._put import put_first
-from ctxwindow_stores._redis import RedisStore
+from ctxwindow_stores._redis import MAX_TTL, RedisStore
 from ctxwindow_stores._sqlite import SQLiteStore
 
 __all__ = [
@@ -102,7 +103,8 @@ def cache_key(kind: str, namespace: str, digest: str) -> str:
 
 
 def is_redis_url(spec: object) -> bool:
-    return isinstance(spec, str) and spec.startswith(REDIS_SCHEMES)
+    """Whether ``spec`` is a Redis URL (its scheme in any case: ``REDIS://`` too)."""
+    return isinstance(spec, str) and spec.lower().startswith(REDIS_SCHEMES)
 
 
 def spec_problem(spec: object) -> str | None:
@@ -121,7 +123,18 @@ def spec_problem(spec: object) -> str | None:
     if "://" in text and not is_redis_url(text):
         scheme = text.split("://", maxsplit=1)[0]
         return f"names an unknown kind of store ({scheme!r}); use a redis:// URL"
-    if not is_redis_url(text) and Path(text).expanduser().is_dir():
+    return None if is_redis_url(text) else _path_problem(text)
+
+
+def _path_problem(text: str) -> str | None:
+    """Why ``text`` cannot name a SQLite file, or None: a folder, or what must be one
+    (a path ending in a separator, which would otherwise become a file of that name)."""
+    if text.endswith(("/", os.sep)):
+        return (
+            f"ends with a folder separator ({text!r}); name a file, such as "
+            f"{text + 'cache.sqlite3'!r}"
+        )
+    if Path(text).expanduser().is_dir():
         return f"names a folder ({text!r}); name a file in it, such as cache.sqlite3"
     return None
 
@@ -141,9 +154,11 @@ def cache_options(entry: str, default: str | None, where: str) -> tuple[Option, 
             "cache_ttl",
             float,
             None,
-            f"Seconds {entry} lives in a Redis cache (None: until Redis evicts it).",
+            f"Seconds {entry} lives in a Redis cache and in the memory in front of it "
+            "(None: until Redis evicts it); a SQLite or memory-only cache ignores it.",
             nullable=True,
             minimum=1.0,
+            maximum=float(MAX_TTL),
         ),
     )
 
@@ -158,17 +173,21 @@ def open_store(
     """The store a cache option names: memory only, or memory in front of Redis or SQLite.
 
     ``memory_entries`` and ``memory_bytes`` bound the in-memory layer in every case;
-    ``ttl`` (seconds) applies to Redis entries only. A spec that cannot name a store
+    ``ttl`` (seconds) applies to Redis entries and to the memory in front of Redis
+    (replicas then read again what expired), never to SQLite or memory-only caches,
+    which keep entries until their bound pushes them out. A spec that cannot name a store
     raises InvalidOption.
     """
     problem = spec_problem(spec)
     if problem:
         raise InvalidOption(f"cache {str(spec)!r} {problem}")
-    memory = MemoryStore(max_entries=memory_entries, max_bytes=memory_bytes)
     if spec is None or spec == "memory":
-        return memory
+        return MemoryStore(max_entries=memory_entries, max_bytes=memory_bytes)
     if is_redis_url(spec):
-        return LayeredStore(memory, RedisStore(str(spec), ttl=ttl))
+        back = RedisStore(str(spec), ttl=ttl)  # checks ttl
+        memory = MemoryStore(max_entries=memory_entries, max_bytes=memory_bytes, ttl=back.ttl)
+        return LayeredStore(memory, back)
+    memory = MemoryStore(max_entries=memory_entries, max_bytes=memory_bytes)
     return LayeredStore(memory, SQLiteStore(spec))
 
 

@@ -11,11 +11,13 @@ read as a miss and overwritten, the server still in use.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from ctxwindow.errors import InvalidOption
 from ctxwindow.kit import redact
@@ -23,6 +25,9 @@ from ctxwindow.kit import redact
 #: Keys per round trip: a long history's first visit must not become one reply too big
 #: to arrive within the socket timeout.
 _CHUNK = 500
+#: The longest ``ttl`` Redis takes (``SET ... EX``: milliseconds in a signed 64-bit
+#: integer, plus the time now), rounded down: about 31 million years.
+MAX_TTL = 10**15
 
 
 class RedisStore:
@@ -45,9 +50,13 @@ class RedisStore:
             raise InvalidOption(
                 "a Redis cache needs the redis client: pip install 'ctxwindow-stores[redis]'"
             ) from None
-        if ttl is not None and not ttl > 0:
-            raise InvalidOption(f"Redis cache: ttl must be a number of seconds > 0, got {ttl!r}")
+        if ttl is not None and not 0 < ttl <= MAX_TTL:
+            raise InvalidOption(
+                f"Redis cache: ttl must be a number of seconds > 0 and <= {MAX_TTL:.0e} "
+                f"(Redis's longest expiry), got {ttl!r}"
+            )
         self.where = redact(url)
+        _check_url(url, self.where)
         self.ttl = None if ttl is None else max(1, int(ttl))
         self.retry_after = retry_after
         self.outages = 0  # times the server was found gone, for tests and the bench
@@ -59,6 +68,20 @@ class RedisStore:
             redis.ResponseError,
             redis.AuthenticationError,
         )
+        #: Refusals of writes alone, the server still answering reads: kind, advice.
+        self._write_refusals: tuple[tuple[type[BaseException], str, str], ...] = (
+            (
+                redis.exceptions.OutOfMemoryError,
+                "full",
+                "it is full under maxmemory with a policy that evicts nothing: set "
+                "maxmemory-policy to one that evicts, such as allkeys-lru, or raise maxmemory",
+            ),
+            (
+                redis.exceptions.ReadOnlyError,
+                "read-only",
+                "it is a read-only replica: point the URL at the primary",
+            ),
+        )
         try:
             self._client: Any = redis.Redis.from_url(
                 url,
@@ -68,7 +91,16 @@ class RedisStore:
                 retry_on_timeout=False,
             )
         except ValueError as error:
-            raise InvalidOption(f"Redis cache URL {self.where!r} is not valid: {error}") from None
+            # redis-py's text may quote part of the URL: shown only when it holds no
+            # user info (where a password lives)
+            said = "" if "@" in url else f": {error}"
+            raise InvalidOption(
+                f"Redis cache URL {self.where!r} is not valid{said}; write it as "
+                "redis://[[user]:password@]host[:port][/db], percent-encoding any "
+                "'/', '#', '?', '@' or ':' in the user or password"
+            ) from None
+        self._writes_down_until = 0.0
+        self._write_warned: set[str] = set()
         self._down_until = 0.0
         self._down = False
         self._lock = threading.Lock()
@@ -96,7 +128,7 @@ class RedisStore:
         return found
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
-        if not items or self._skipping():
+        if not items or self._skipping_writes():
             return
         pairs = list(items.items())
         try:
@@ -106,7 +138,8 @@ class RedisStore:
                     pipe.set(key, bytes(value), ex=self.ttl)
                 pipe.execute()
         except self._errors as error:
-            self._gone(error)
+            if not self._write_refused(error):
+                self._gone(error)
             return
         self._back()
 
@@ -115,14 +148,15 @@ class RedisStore:
         what each key holds after (another replica's value where it wrote first). While
         the server is away, ``items`` as given."""
         held = dict(items)
-        if not items or self._skipping():
+        if not items or self._skipping_writes():
             return held
         pairs = list(items.items())
         try:
             for start in range(0, len(pairs), _CHUNK):
                 held.update(self._put_new_chunk(pairs[start : start + _CHUNK]))
         except self._errors as error:
-            self._gone(error)
+            if not self._write_refused(error):
+                self._gone(error)
             return dict(items)
         self._back()
         return held
@@ -164,6 +198,31 @@ class RedisStore:
     def _skipping(self) -> bool:
         return self._down and time.monotonic() < self._down_until
 
+    def _skipping_writes(self) -> bool:
+        return self._skipping() or time.monotonic() < self._writes_down_until
+
+    def _write_refused(self, error: BaseException) -> bool:
+        """Whether ``error`` refuses writes alone (a full server, a replica): then writes
+        are skipped for ``retry_after`` seconds while reads go on, and the first refusal
+        of each kind is reported with what to change on the server."""
+        refusal = next((r for r in self._write_refusals if isinstance(error, r[0])), None)
+        if refusal is None:
+            return False
+        _, name, advice = refusal
+        with self._lock:
+            self._writes_down_until = time.monotonic() + self.retry_after
+            if name in self._write_warned:
+                return True
+            self._write_warned.add(name)
+        warnings.warn(
+            f"ctxwindow: Redis cache {self.where!r} refused a write ({type(error).__name__}: "
+            f"{error}); still reading it, not writing for {self.retry_after:g} s at a time "
+            f"({advice})",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+        return True
+
     def _gone(self, error: BaseException) -> None:
         with self._lock:
             self._down_until = time.monotonic() + self.retry_after
@@ -172,10 +231,7 @@ class RedisStore:
             self._down = True
             self.outages += 1
         if isinstance(error, self._answered):
-            what, check = (
-                "answered with an error",
-                "check the URL: its database number, user and password",
-            )
+            what, check = "answered with an error", _advice(error)
         else:
             what, check = "unreachable", "check that Redis is running at that address"
         warnings.warn(
@@ -190,3 +246,35 @@ class RedisStore:
         if self._down:
             with self._lock:
                 self._down = False
+
+
+def _advice(error: BaseException) -> str:
+    """What to check for an error the server answered with, by what it says."""
+    text = f"{type(error).__name__} {error}".upper()
+    if any(word in text for word in ("AUTH", "WRONGPASS", "NOPERM")):
+        return "check the URL's user and password, and that user's permissions"
+    if "DB INDEX" in text:
+        return "check the URL's database number: the server has fewer databases"
+    return "check the URL: its database number, user and password"
+
+
+def _check_url(url: str, where: str) -> None:
+    """Raise InvalidOption (naming ``where``, the URL without its password) for what
+    redis-py would misread without a word: a user or password holding an unencoded
+    ``/``, ``#`` or ``?`` (read as the end of the host), a database part that is not a
+    number (read as database 0: another application's data)."""
+    raw, shown = urlsplit(url), urlsplit(where)
+    if raw.netloc.rpartition("@")[2] != shown.netloc.rpartition("@")[2]:
+        raise InvalidOption(
+            f"Redis cache URL {where!r} is not valid: its user or password holds an "
+            "unencoded '/', '#' or '?'; percent-encode them (%2F, %23, %3F)"
+        )
+    if raw.scheme in ("redis", "rediss") and not re.fullmatch(r"/?(\d+/?)?", raw.path):
+        raise InvalidOption(
+            f"Redis cache URL {where!r} is not valid: its database part "
+            f"{raw.path[1:]!r} is not a number; end the URL with one, such as /0"
+        )
+    if any(not value.isdigit() for value in parse_qs(raw.query).get("db", [])):
+        raise InvalidOption(
+            f"Redis cache URL {where!r} is not valid: its db parameter is not a number"
+        )

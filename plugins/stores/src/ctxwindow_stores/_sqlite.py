@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -30,6 +31,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
+
+from ctxwindow.errors import InvalidOption
 
 TABLE = "ctxwindow_cache"
 _SCHEMA = (
@@ -41,6 +44,8 @@ _SCHEMA = (
 MAX_ENTRIES = 500_000
 _HEADER = b"SQLite format 3\x00"
 _CHUNK = 500  # keys per SELECT, below SQLite's limit on host parameters
+#: Seconds between tries for the write lock another connection holds.
+_BUSY_POLL = 0.02
 
 # SQLite's primary result codes (the low byte of an extended code).
 _PERM, _BUSY, _LOCKED, _READONLY, _CORRUPT = 3, 5, 6, 8, 11
@@ -59,7 +64,10 @@ class SQLiteStore:
     """Entries in a SQLite file at ``path``. ``timeout``: seconds to wait for another
     connection's lock; ``retry_after``: seconds a locked or full file is left alone;
     ``max_entries``: past it, the entries written longest ago are deleted (checked every
-    ``max_entries // 20`` writes, down to nine tenths of the bound)."""
+    ``max_entries // 20`` writes, down to nine tenths of the bound). A store starts its
+    count of writes at a random point, so that processes writing a few entries each (CLI
+    runs, short-lived workers) check the file as often, between them, as one process
+    writing as many would."""
 
     def __init__(
         self,
@@ -69,11 +77,18 @@ class SQLiteStore:
         retry_after: float = 30.0,
         max_entries: int = MAX_ENTRIES,
     ) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise InvalidOption(
+                f"SQLite cache: max_entries must be an int >= 1 (the entries the file "
+                f"holds at most), got {max_entries!r}"
+            )
         self.path = Path(path).expanduser()
         self.where = str(self.path)
         self.timeout = timeout
         self.max_entries = max_entries
-        self._since_check = 0
+        self._check_every = max(1, max_entries // 20)
+        #: Writes since the bound was last checked, started at random (see the class).
+        self._since_check = random.randrange(self._check_every)
         self.retry_after = retry_after
         self.read_only = False
         self.rebuilt = False
@@ -109,32 +124,60 @@ class SQLiteStore:
 
     def _write(self, items: Mapping[str, bytes], insert: str) -> dict[str, bytes]:
         """Write ``items`` in one transaction (``insert``: replace or keep what is held);
-        what the keys hold once written, read inside it ({} when nothing was written)."""
+        what the keys hold once written, read inside it ({} when nothing was written).
+        While another connection holds the write lock, this waits (up to ``timeout``)
+        without the store's lock, so that other threads' reads go on meanwhile."""
         if not items:
             return {}
         now = time.time()
         rows = [(key, bytes(value), now) for key, value in items.items()]
-        with self._lock:
-            db = self._usable(writing=True)
-            if db is None:
-                return {}
-            try:
-                db.execute("BEGIN IMMEDIATE")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            with self._lock:
+                db = self._usable(writing=True)
+                if db is None:
+                    return {}
                 try:
-                    db.executemany(f"{insert} INTO {TABLE} (key, value, at) VALUES (?, ?, ?)", rows)
-                    held = _select(db, list(items)) if insert == "INSERT OR IGNORE" else {}
-                    self._since_check += len(rows)
-                    if self._since_check >= max(1, self.max_entries // 20):
-                        self._since_check = 0
-                        self._prune(db)
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as error:
-                self._trouble(error, writing=True)
-                return {}
+                    if self._begin(db, final=time.monotonic() >= deadline):
+                        return self._write_rows(db, rows, insert)
+                except sqlite3.Error as error:
+                    self._trouble(error, writing=True)
+                    return {}
+            time.sleep(_BUSY_POLL)
+
+    def _begin(self, db: sqlite3.Connection, final: bool) -> bool:
+        """``BEGIN IMMEDIATE`` without SQLite's busy wait (which would hold the store's
+        lock throughout); False when another connection writes, but on the ``final``
+        try, which raises its SQLITE_BUSY as a wait past the timeout would."""
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            if final or _code(error) not in (_BUSY, _LOCKED):
+                raise
+            return False
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return True
+
+    def _write_rows(
+        self, db: sqlite3.Connection, rows: list[tuple[str, bytes, float]], insert: str
+    ) -> dict[str, bytes]:
+        """The transaction begun by :meth:`_begin` (the lock held): insert, read back
+        for ``INSERT OR IGNORE``, prune when due, commit; rolled back on any error."""
+        try:
+            db.executemany(f"{insert} INTO {TABLE} (key, value, at) VALUES (?, ?, ?)", rows)
+            keys = [key for key, _, _ in rows]
+            held = _select(db, keys) if insert == "INSERT OR IGNORE" else {}
+            self._since_check += len(rows)
+            if self._since_check >= self._check_every:
+                self._since_check = 0
+                self._prune(db)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
         return held
 
     def _prune(self, db: sqlite3.Connection) -> None:
