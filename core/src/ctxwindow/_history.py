@@ -169,6 +169,9 @@ class Conversation:
         #: before stay as they were).
         self._successor: Conversation | None = None
         self._branched_from: Branch | None = None
+        #: The parent's own origin, when the parent was branched before its strategies
+        #: made their states from that origin: a state is looked for there next.
+        self._fallback: Branch | None = None
         #: Strategies' states for this conversation, by their PerConversation (weakly).
         self._states: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.extend(messages)
@@ -514,8 +517,16 @@ class Conversation:
     @property
     def branched_from(self) -> Branch | None:
         """The conversation this one was branched from (see :meth:`branch`), while that
-        one is alive and this one has not been branched in turn; else None."""
+        one is alive and this one has not been branched in turn (or has, before its
+        strategies made their states from it); else None."""
         return self._branched_from
+
+    def _origins(self) -> tuple[Branch, ...]:
+        """Where a strategy's state for this conversation may start from, nearest first:
+        the parent, then the parent's own parent (when the parent was branched before
+        its state was made, so that the parent may have none)."""
+        nearest, fallback = self._branched_from, self._fallback
+        return tuple(origin for origin in (nearest, fallback) if origin is not None)
 
     def branch(self, position: int, *, originals: Sequence[Any] | None = None) -> Conversation:
         """A new conversation holding this one's messages before ``position`` (before
@@ -526,7 +537,11 @@ class Conversation:
         per-conversation state starts from this one's (:attr:`branched_from`).
 
         The branch keeps this conversation alive until it is branched in turn, and
-        this one forgets where it came from: one link back, never a chain.
+        this one forgets where it came from: one link back, never a chain. Unless this
+        one is branched before its strategies made their states from its parent (a
+        second caller's edit published first): then it keeps that link for its own
+        visit, the branch may start from the parent's parent too, and that one forgets
+        its own link: two links back at most.
 
         ``position`` is a message's index, as in :meth:`message`: a negative one counts
         from the end (``branch(-1)``: what comes before the newest message's unit); one
@@ -560,9 +575,22 @@ class Conversation:
             twin._ids = _ids_before(self._ids, self._messages, cut)
             twin._sums = {key: (c, sums[: cut + 1]) for key, (c, sums) in self._sums.items()}
             twin.all_dicts, twin.all_messages = self.all_dicts, self.all_messages
-            self._branched_from = None
             twin._branched_from = Branch(self, cut, units)
+            self._link_on(twin, cut, units)
             return twin
+
+    def _link_on(self, twin: Conversation, cut: int, units: int) -> None:
+        """Let go of where this one came from, now that ``twin`` is branched from it,
+        unless its strategies have not made their states from there yet: then keep
+        it, give ``twin`` it as a fallback (back to what the three share), and cut the
+        link beyond, so that no chain grows."""
+        origin, self._fallback = self._branched_from, None
+        if origin is None or len(self._states) >= len(origin.parent._states):
+            self._branched_from = None
+            return
+        parent = origin.parent
+        twin._fallback = Branch(parent, min(cut, origin.messages), min(units, origin.units))
+        parent._branched_from = parent._fallback = None
 
     def _boundary(self, position: int) -> int:
         """The nearest position at or before ``position`` where no unit, open tool

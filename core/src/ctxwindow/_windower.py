@@ -246,11 +246,15 @@ class Windower:
         """Async :meth:`select`: awaits the strategy's ``achoose`` when it has one, else
         runs its ``choose``: the whole visit in a worker thread for a history of more
         than :data:`ASYNC_ON_LOOP_UP_TO` messages, else on the loop (in a worker thread
-        under a time limit, so that it cannot block the event loop past the limit)."""
+        under a time limit, so that it cannot block the event loop past the limit).
+        With ``achoose``, a history that long is read and counted in a worker thread,
+        and the window laid out there too unless the strategy carried an earlier visit's
+        selection (then it costs what changed); ``achoose`` itself runs on the loop."""
         import asyncio  # here, not at the top: `import ctxwindow` stays free of asyncio (and ssl)
 
         achoose = getattr(self.strategy, "achoose", None)
-        if achoose is None and _length(messages) > ASYNC_ON_LOOP_UP_TO:
+        long = _length(messages) > ASYNC_ON_LOOP_UP_TO
+        if achoose is None and long:
             # a strategy that cannot wait, on a long history: the whole visit in a worker
             # thread, where reading, counting and choosing a history not seen before (a
             # cold one: seconds at 10,000 messages) cannot hold the event loop
@@ -258,7 +262,10 @@ class Windower:
                 self._run, messages, query, budget, "choose"
             )
             return window
-        visit = self._begin(messages, budget, query, bounded=True)
+        if long:  # read and counted cold, 50,000 messages hold the thread for about 0.1 s
+            visit = await asyncio.to_thread(self._begin, messages, budget, query, True)
+        else:
+            visit = self._begin(messages, budget, query, bounded=True)
         if isinstance(visit, Window):
             return visit
         if achoose is not None:  # its errors name the method that made the selection
@@ -270,7 +277,7 @@ class Windower:
                 selection = (
                     await _awaitable(achoose(history)) if achoose else self.strategy.choose(history)
                 )
-            return visit.finish(selection)
+            return await _finished(visit, selection, long)
         call: Awaitable[Selection]
         future = None  # the worker's, when choose runs in one
         if achoose is not None:
@@ -284,7 +291,7 @@ class Windower:
         with self._strategy_code():
             finished, chosen = await within(call, limit.seconds)
         if finished:
-            return visit.finish(chosen)
+            return await _finished(visit, chosen, long)
         if future is not None:
             abandon(future)
         return visit.timed_out(limit)
@@ -386,6 +393,17 @@ class Windower:
 #: runs on the event loop (a thread hop costs about 0.1 ms, more than such a visit
 #: warm); past it, in a worker thread.
 ASYNC_ON_LOOP_UP_TO = 1_000
+
+
+async def _finished(visit: Visit, selection: object, long: bool) -> Window[Any]:
+    """The visit's window, laid out in a worker thread for a long history unless the
+    selection carried an earlier one: a fresh one is checked and laid out unit by unit
+    (about 0.05 s at 50,000 messages), which would hold the event loop."""
+    if long and not (isinstance(selection, Selection) and selection._carried is not None):
+        import asyncio  # here: `import ctxwindow` stays free of asyncio
+
+        return await asyncio.to_thread(visit.finish, selection)
+    return visit.finish(selection)
 
 
 def _length(messages: object) -> int:

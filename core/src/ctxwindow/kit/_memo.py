@@ -29,7 +29,9 @@ class PerConversation(Generic[S]):
     other's state: ``branch(state, conversation, origin)`` makes the branch's from the
     parent's ``state`` (its lock is the caller's to take), keeping what it holds of the
     first ``origin.units`` units (``origin.messages`` messages), which the two share.
-    It must copy whatever either may still change: the parent stays valid.
+    It must copy whatever either may still change: the parent stays valid. ``origin``
+    may be the parent's own origin (``origin.parent`` is then not ``branched_from``'s):
+    a parent branched again before its first visit made its state has none yet.
     """
 
     def __init__(
@@ -68,11 +70,14 @@ class PerConversation(Generic[S]):
             return found
 
     def _first(self, conversation: Conversation) -> S:
-        origin = conversation.branched_from
-        parent: S | None = origin.parent._states.get(self) if origin is not None else None
-        if parent is None or self._branch is None or origin is None:
-            return self._make()
-        return self._branch(parent, conversation, origin)
+        """Branched from the nearest origin that holds a state of this one's (a parent
+        branched again before its own first visit has none yet: its parent may)."""
+        if self._branch is not None:
+            for origin in conversation._origins():
+                parent: S | None = origin.parent._states.get(self)
+                if parent is not None:
+                    return self._branch(parent, conversation, origin)
+        return self._make()
 
     def __len__(self) -> int:
         return len(self._holders)
