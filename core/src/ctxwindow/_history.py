@@ -1217,10 +1217,14 @@ class History:
             if unit is not None and unit not in reasons:
                 reasons[unit] = NEWEST_USER
         room = self.budget - sum(self.unit_tokens(unit) for unit in reasons)
-        turn = [unit for unit in self.current_turn if unit not in reasons]
-        if not turn or sum(self.unit_tokens(unit) for unit in turn) <= room:
+        turn = self.current_turn
+        held = [unit for unit in reasons if unit in turn]  # instructions, pins, the request
+        # the rest of the turn's cost from the running totals: a long agent turn
+        # (thousands of tool rounds after one instruction) is not summed unit by unit
+        rest = self.run_tokens(turn) - sum(map(self.unit_tokens, held))
+        if len(held) == len(turn) or rest <= room:
             why = CURRENT_TURN if newest_user is not None else CURRENT_TURN_NO_USER
-            reasons.update((unit, why) for unit in turn)
+            reasons.update({unit: why for unit in turn if unit not in reasons})
         else:  # the newest exchange, unless it is kept already (pinned, say)
             units = reversed(self.current_turn)
             exchange = next((unit for unit in units if self._is_exchange(unit)), None)

@@ -603,7 +603,7 @@ class Visit:
         for unit, what in cut.items():
             chosen.actions[unit] = "truncated"
             chosen.reasons[unit] = f"{chosen.reason(unit)}; {what} to fit the budget"
-        gone = [unit for unit in history.current_turn if unit not in chosen.kept]
+        gone = _gone_runs(history.current_turn, chosen.kept)
         if gone:
             self.notes.append(_turn_note(history, chosen, gone))
         carried = chosen.carried
@@ -1053,18 +1053,38 @@ def _kinds_kept(history: History) -> str:
     return ", ".join(sorted(kinds, key=lambda kind: order.get(kind, len(order))))
 
 
-def _turn_note(history: History, chosen: _Chosen, gone: list[int]) -> str:
-    """The note on a current turn some of whose units went: how much room the turn had
-    (what the budget leaves after the messages that stay before it), what became of
-    those units, and whether its newest exchange stayed."""
+def _gone_runs(turn: range, kept: set[int]) -> list[range]:
+    """The current turn's units not kept, as runs of consecutive units, oldest first:
+    found from the kept units, so that a long turn (an agent's run from one
+    instruction) costs what its window keeps, not a pass over each of its units."""
+    runs: list[range] = []
+    start = turn.start
+    for unit in sorted(_from(kept, turn.start)):
+        if unit >= turn.stop:
+            break
+        if unit > start:
+            runs.append(range(start, unit))
+        start = unit + 1
+    if start < turn.stop:
+        runs.append(range(start, turn.stop))
+    return runs
+
+
+def _turn_note(history: History, chosen: _Chosen, gone: list[range]) -> str:
+    """The note on a current turn some of whose units went (``gone``: runs of units):
+    how much room the turn had (what the budget leaves after the messages that stay
+    before it), what became of those units, and whether its newest exchange stayed."""
     before_turn = sum(
         history.unit_tokens(unit)
         for unit, why in history.must_keep.items()
         if unit not in history.current_turn
         or why not in (CURRENT_TURN, CURRENT_TURN_NO_USER, NEWEST_EXCHANGE)
     )
-    summarized = sum(chosen.actions[unit] == "summarized" for unit in gone)
-    dropped = len(gone) - summarized
+    summarized = 0  # each gone unit read only when some unit is summarized
+    if _any_summarized(chosen.actions):
+        actions = chosen.actions
+        summarized = sum(actions[unit] == "summarized" for run in gone for unit in run)
+    dropped = sum(map(len, gone)) - summarized
     fates = [f"{dropped} of its unit(s) were dropped"] if dropped else []
     if summarized:
         fates.append(
@@ -1280,15 +1300,21 @@ def _problem(history: History, defect: Defect) -> str:
     )
 
 
-def _positions_in_words(history: History, units: list[int]) -> str:
-    """The messages of ``units`` (ascending) as runs: ``2-3, 6``."""
+def _positions_in_words(history: History, units: Sequence[range]) -> str:
+    """The messages of ``units`` (runs of units, ascending) as runs: ``2-3, 6``. With
+    no defective message the units of a run lie end to end: its messages are read from
+    its first and last unit, not unit by unit (thousands, in a long agent turn)."""
     runs: list[list[int]] = []
-    for unit in units:
-        span = history.span(unit)
-        if runs and runs[-1][1] == span.start - 1:
-            runs[-1][1] = span.stop - 1
+    for run in units:
+        if history.defects:
+            spans: Iterable[range] = map(history.span, run)
         else:
-            runs.append([span.start, span.stop - 1])
+            spans = (range(history.span(run[0]).start, history.span(run[-1]).stop),)
+        for span in spans:
+            if runs and runs[-1][1] == span.start - 1:
+                runs[-1][1] = span.stop - 1
+            else:
+                runs.append([span.start, span.stop - 1])
     return ", ".join(f"{start}-{stop}" if stop > start else f"{start}" for start, stop in runs)
 
 
