@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -187,10 +186,13 @@ def test_a_broken_window_is_a_contract_violation_naming_the_distribution(
 @pytest.mark.usefixtures("faulty")
 def test_a_selection_changed_after_the_visit_changes_nothing(expected_fixed: list[int]) -> None:
     messages = conversation()
+    strategies.SPOIL.clear()
+    strategies.SPOILED.clear()
     window = sync_select(messages, "faulty-mutates-later")
     kept = positions(window, messages)
     assert kept == expected_fixed, "the same rule as fixed"
-    time.sleep(0.3)  # the strategy's own thread has now spoiled its Selection
+    strategies.SPOIL.set()  # the strategy's own thread spoils its Selection now
+    assert strategies.SPOILED.wait(60), "the strategy's thread did not spoil its selection"
     # decisions are built on first read: they must come from the host's copy
     assert positions(window, messages) == kept
     assert window.tokens <= BUDGET

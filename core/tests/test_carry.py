@@ -369,6 +369,7 @@ def test_carried_units_stay_decided_and_a_made_message_goes_after_them() -> None
     selection.keep(carried, "a unit of this visit's own")
 
 
+@settings(deadline=None)  # no time bar: a loaded worker may run an example slowly
 @given(
     keys=st.sets(st.integers(0, 199), max_size=60),
     start=st.integers(0, 200),

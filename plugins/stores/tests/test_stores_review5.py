@@ -262,10 +262,20 @@ def test_sqlite_reads_of_other_threads_go_on_while_a_write_waits_for_the_lock(
     store.put_many(held)
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
+    refused = threading.Event()  # set once the writer found the lock taken: it waits
+    begin = store._begin
+
+    def noted_begin(db: sqlite3.Connection, final: bool) -> bool:
+        begun = begin(db, final)
+        if not begun:
+            refused.set()
+        return begun
+
+    store._begin = noted_begin  # type: ignore[method-assign]
     writer = threading.Thread(target=store.put_many, args=({"late": b"w"},))
     writer.start()
     try:
-        time.sleep(0.2)  # the writer is waiting for the lock by now (not asserted on)
+        assert refused.wait(10), "the writer never found the lock taken"
         assert store.get_many(list(held)) == held
         assert writer.is_alive()  # still waiting: the read did not wait for it to end
     finally:

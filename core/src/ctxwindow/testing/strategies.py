@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from typing import Any, ClassVar
 
 from ctxwindow import BaseStrategy, Conversation, History, Message, Selection, ToolCall
@@ -28,6 +27,11 @@ OLDER = "older than the newest units that fit"
 
 #: Set by :func:`release`: every hanging strategy waits on it.
 RELEASE = threading.Event()
+#: Set by a test once the visit returned: MutatesLater's thread then changes its
+#: selection, and sets SPOILED when done (events, not sleeps: a loaded machine may run
+#: the thread late, or the host's copy slowly).
+SPOIL = threading.Event()
+SPOILED = threading.Event()
 _sockets: list[socket.socket] = []
 _lock = threading.Lock()
 
@@ -185,7 +189,8 @@ class Unmarked(BaseStrategy):
 
 class MutatesLater(BaseStrategy):
     """Returns a correct selection, then a thread of its own changes it to keep
-    everything: the window and record already returned must not change."""
+    everything once :data:`SPOIL` is set (and sets :data:`SPOILED`): the window and
+    record already returned must not change."""
 
     name = "faulty-mutates-later"
 
@@ -193,10 +198,12 @@ class MutatesLater(BaseStrategy):
         selection = newest(history)
 
         def spoil() -> None:
-            time.sleep(0.05)
+            if not SPOIL.wait(300):  # a guard: the test sets it once the visit returned
+                return
             for unit in range(len(history.units)):
                 selection.keep(unit, "changed after the visit")
             selection.notes.append("changed after the visit")
+            SPOILED.set()
 
         threading.Thread(target=spoil, daemon=True).start()
         return selection
