@@ -8,6 +8,7 @@ call (in any order among themselves), as the OpenAI and Anthropic APIs require.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -66,3 +67,21 @@ def answered_twice(start: int, stop: int, call_id: str, pending: set[str]) -> De
         f"already holds (a call is answered once), so the assistant's tool call(s) "
         f"{waiting} have no tool result right after them",
     )
+
+
+def between(units: range, taken: Iterable[int]) -> list[range]:
+    """The runs of ``units`` (a step-1 range) around ``taken`` (ascending; units
+    outside ``units`` before it are passed over), in time linear in ``taken`` up to
+    the range's end, not in the range."""
+    runs: list[range] = []
+    start = units.start
+    for unit in taken:
+        if unit >= units.stop:
+            break
+        if unit >= start:
+            if unit > start:
+                runs.append(range(start, unit))
+            start = unit + 1
+    if start < units.stop:
+        runs.append(range(start, units.stop))
+    return runs

@@ -41,6 +41,7 @@ from ctxwindow._history import (
 from ctxwindow._messages import ContentPart, Message, content_as_sent, fields_of
 from ctxwindow._recent import RECENT
 from ctxwindow._selection import Carried, Decisions, Outcome, Selection, _below_is, reaches
+from ctxwindow._units import between
 from ctxwindow._window import (
     Decision,
     DecisionRun,
@@ -1057,17 +1058,7 @@ def _gone_runs(turn: range, kept: set[int]) -> list[range]:
     """The current turn's units not kept, as runs of consecutive units, oldest first:
     found from the kept units, so that a long turn (an agent's run from one
     instruction) costs what its window keeps, not a pass over each of its units."""
-    runs: list[range] = []
-    start = turn.start
-    for unit in sorted(_from(kept, turn.start)):
-        if unit >= turn.stop:
-            break
-        if unit > start:
-            runs.append(range(start, unit))
-        start = unit + 1
-    if start < turn.stop:
-        runs.append(range(start, turn.stop))
-    return runs
+    return between(turn, sorted(_from(kept, turn.start)))
 
 
 def _turn_note(history: History, chosen: _Chosen, gone: list[range]) -> str:

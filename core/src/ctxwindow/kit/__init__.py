@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ctxwindow._selection import Selection
 
 from ctxwindow._refs import covers_position
+from ctxwindow._units import between
 from ctxwindow.kit._coverage import (
     NOVELTY_TOKENS,
     Coverage,
@@ -212,18 +213,7 @@ def recent_run(history: History, room: int, *, before: int | None = None) -> ran
 def stretches(history: History, units: range) -> list[range]:
     """The stretches of ``units`` (a step-1 range) between must-keep units, which a
     strategy does not decide: what keeps, drops or summarizes a run a call each."""
-    parts = []
-    start = units.start
-    for unit in history.must_keep:  # sorted by unit
-        if unit >= units.stop:
-            break
-        if unit >= start:
-            if unit > start:
-                parts.append(range(start, unit))
-            start = unit + 1
-    if start < units.stop:
-        parts.append(range(start, units.stop))
-    return parts
+    return between(units, history.must_keep)  # sorted by unit
 
 
 def keep_run(selection: Selection, units: range, reason: str) -> None:
