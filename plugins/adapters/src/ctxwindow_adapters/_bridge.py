@@ -476,11 +476,7 @@ def finish(
 def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
     """The output's entries, in order: each item once with the parts kept and any
     stand-ins, and each message a strategy made."""
-    newest_user = next(
-        (p for p in range(len(converted.messages) - 1, -1, -1)
-         if converted.messages[p].role == "user"),
-        None,
-    )  # fmt: skip
+    newest_user = functools.cache(functools.partial(_newest_user, converted))  # for a cut
     slots: list[_Slot] = []
     by_item: dict[int, _Slot] = {}
     sources, parts_of, position_of = converted.sources, converted.parts, converted.positions()
@@ -496,11 +492,11 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
         # a stand-in: a strategy's (a cleared tool output) or the host's cut tool result
         stood = _stands_in_for(message, len(converted.messages)) if position is None else None
         truncated = position is None and bool(message.metadata.get("truncated"))
-        if truncated and newest_user is not None and stood in (None, newest_user):
+        if truncated and (newest := newest_user()) is not None and stood in (None, newest):
             # the host's cut of the newest user message: a cut, not a stand-in, so that
             # its item is rebuilt once, from its kept parts, with all its text in the cut
             # (applied as a stand-in first, a split item's blocks would be renumbered)
-            position, cut = newest_user, (parts_of[newest_user], HostCut(message.text))
+            position, cut = newest, (parts_of[newest], HostCut(message.text))
         elif stood is not None:
             text = HostCut(message.text) if truncated else message.text
             position, stand_in = stood, (parts_of[stood], text)
@@ -523,6 +519,15 @@ def _slots(window: Window[Any], converted: Converted[Any]) -> list[_Slot]:
             if stand_in is not None:  # one stand-in a Message: in its first item alone
                 slot.stand_ins.append(stand_in if not number else (stand_in[0], ""))
     return _in_item_order(slots)
+
+
+def _newest_user(converted: Converted[Any]) -> int | None:
+    """The position of the newest user Message, looked for only when a window holds a
+    host's cut: in an agent run after one instruction it opens the history, so the look
+    goes back over all of it (a list's own items read, not a Prefix's, for speed)."""
+    messages = converted.messages
+    held = messages.held if isinstance(messages, Prefix) else messages
+    return next((p for p in range(len(messages) - 1, -1, -1) if held[p].role == "user"), None)
 
 
 def _in_item_order(slots: list[_Slot]) -> list[_Slot]:
