@@ -7,7 +7,9 @@ messages a summary of that prefix covers. A :class:`Ledger` keeps these for a
 conversation's units up to the current turn, which read the same on every later visit
 (a Conversation is append-only), and each visit adds the units new since the last.
 The current turn's units, and any holding a stand-in the host made for this visit, are
-read afresh on each visit: whether they must stay changes as the chat goes on.
+read on each visit: whether they must stay changes as the chat goes on. What the last
+visit read of them, where it still holds, is taken from it (:class:`Tail`): in a long
+agent turn, every round after the one instruction is the current turn's.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Ledger:
         #: (units hashed, the running hash after them), every SNAPSHOT_EVERY units:
         #: where a branch's ledger hashes on from (each never updated).
         self.snapshots: list[tuple[int, hashlib._Hash]] = [(0, hashlib.sha256())]
+        #: What the last visit read of the units after the frontier (see Tail).
+        self.tail: Tail | None = None
         self.lock = threading.Lock()
 
     def branch(self, units: int) -> Ledger:
@@ -173,10 +177,64 @@ class Ledger:
             return len(self.units)
 
 
+class Tail:
+    """What a visit read of the units after a ledger's frontier (the current turn's),
+    kept on the ledger so that the next visit reads, and hashes, only the units new
+    since: in a long agent turn every round is the current turn's, and reading it whole
+    cost each visit a pass over the run. The lists are the visit's own and only grow;
+    the counts say how much of them this holds (the visit may read on after)."""
+
+    __slots__ = (
+        "count",
+        "digests",
+        "excluded",
+        "frontier",
+        "keyed",
+        "keys",
+        "last",
+        "read",
+        "ref_counts",
+        "reffed",
+        "refs",
+        "running",
+        "settled",
+        "sums",
+        "units",
+    )
+
+    def __init__(self, seen: Candidates) -> None:
+        self.frontier, self.settled, self.read = seen.frontier, seen.settled, seen.read
+        self.last, self.excluded = seen.last, seen.excluded
+        self.units, self.count, self.sums = seen.tail, len(seen.tail), seen.tail_sums
+        self.digests, self.keys, self.keyed = seen.digests, seen.keys, len(seen.keys)
+        self.running = seen.running.copy() if seen.running is not None else None
+        self.refs, self.ref_counts = seen.tail_refs, seen.ref_counts
+        self.reffed = len(seen.ref_counts) - 1
+
+    def shared(
+        self, history: History, frontier: int, settled: int, excluded: frozenset[int]
+    ) -> int:
+        """How many of these units read the same in ``history``: the frontier and the
+        settled units the same; then those before the first unit whose must-keep status
+        changed, or the last read if it grew since (a function result joins its call's
+        unit; no other unit changes in an append-only conversation)."""
+        if (self.frontier, self.settled) != (frontier, settled):
+            return 0
+        if self.read > len(history.units):  # a view taken before the one this read
+            return 0
+        limit = self.read
+        if limit > self.frontier and history.span(limit - 1) != self.last:
+            limit -= 1
+        changed = excluded.symmetric_difference(self.excluded)
+        limit = min(limit, min(changed, default=limit))
+        return bisect.bisect_left(self.units, limit, 0, self.count)
+
+
 class Candidates:
     """One visit's summarizable units, oldest first: the ledger's, then the rest (the
-    current turn's, and any unit holding a stand-in), read afresh. Index ``i`` below
-    stands for the first ``i`` of them."""
+    current turn's, and any unit holding a stand-in). The rest is read afresh, but for
+    what the last visit read of it that still reads the same (:class:`Tail`). Index
+    ``i`` below stands for the first ``i`` of them."""
 
     def __init__(
         self,
@@ -189,23 +247,83 @@ class Candidates:
         self.history = history
         self.ledger = ledger
         self.settled = settled
-        self.tail = [u for u in range(frontier, len(history.units)) if u not in must_keep]
-        self.tail_sums = [ledger.sums[self.settled]]
-        for unit in self.tail:
-            self.tail_sums.append(self.tail_sums[-1] + history.unit_tokens(unit))
-        self._tail_keys: list[str] | None = None
+        self.frontier = frontier
+        self.read = len(history.units)
+        self.last = history.span(self.read - 1) if self.read > frontier else range(0)
+        self.excluded = frozenset(unit for unit in must_keep if unit >= frontier)
+        # a stand-in the host made for this visit reads otherwise on the next: no memo
+        self.kept = not history.replacements
+        prior = ledger.tail if self.kept else None
+        shared = prior.shared(history, frontier, settled, self.excluded) if prior else 0
+        self.tail: list[int] = []
+        self.tail_sums: list[int] = [ledger.sums[settled]]
+        if prior is not None and shared:
+            self.tail, self.tail_sums = prior.units[:shared], prior.sums[: shared + 1]
+        self._adopt(prior, shared)
+        start = self.tail[-1] + 1 if self.tail else frontier
+        for unit in range(start, self.read):
+            if unit not in self.excluded:
+                self.tail.append(unit)
+                self.tail_sums.append(self.tail_sums[-1] + history.unit_tokens(unit))
+        self._keep()
+
+    def _adopt(self, prior: Tail | None, shared: int) -> None:
+        """Take the keys and messages ``prior`` holds of the first ``shared`` units."""
+        self.keys: list[str] = []  # the keys of the prefixes that end in the tail
+        self.digests = bytearray()  # the tail units' text digests, as far as keyed
+        self.running: hashlib._Hash | None = None  # the running hash after the keys
+        self.tail_refs: list[str] = []  # the tail units' messages, as far as read
+        self.ref_counts = [0]  # how many tail_refs the first i tail units hold
+        if prior is None or not shared:
+            return
+        keyed, reffed = min(prior.keyed, shared), min(prior.reffed, shared)
+        self.keys, self.digests = prior.keys[:keyed], prior.digests[: keyed * DIGEST]
+        if keyed == prior.keyed and prior.running is not None:
+            self.running = prior.running.copy()
+        elif keyed:  # the digests again, in one call: the same as one at a time
+            self.running = self.ledger.running_after(self.settled, self.history)
+            self.running.update(self.digests)
+        self.ref_counts = prior.ref_counts[: reffed + 1]
+        self.tail_refs = prior.refs[: self.ref_counts[-1]]
+
+    def _keep(self) -> None:
+        """Leave what this visit read of the tail for the next (see :class:`Tail`)."""
+        if self.kept:
+            self.ledger.tail = Tail(self)
+
+    def _hash_tail(self, count: int) -> None:
+        """Hash the first ``count`` tail units' texts, those not hashed yet."""
+        keys = self.keys
+        if len(keys) >= count:
+            return
+        running = self.running
+        if running is None:
+            running = self.ledger.running_after(self.settled, self.history)
+        for unit in self.tail[len(keys) : count]:
+            digest = text_digest(self.text_of(unit))
+            self.digests += digest
+            running.update(digest)
+            keys.append(running.hexdigest())
+        self.running = running
+        self._keep()
+
+    def _read_refs(self, count: int) -> None:
+        """Read the messages of the first ``count`` tail units, those not read yet."""
+        counts = self.ref_counts
+        if len(counts) > count:
+            return
+        span, ref, refs = self.history.span, self.history.covers_ref, self.tail_refs
+        for unit in self.tail[len(counts) - 1 : count]:
+            refs.extend(map(ref, span(unit)))
+            counts.append(len(refs))
+        self._keep()
 
     @property
     def tail_keys(self) -> list[str]:
-        """The keys of the prefixes that end in the tail, hashed when first asked for
-        (a summary that reaches into the current turn)."""
-        if self._tail_keys is None:
-            running, keys = self.ledger.running_after(self.settled, self.history), []
-            for unit in self.tail:
-                running.update(text_digest(self.text_of(unit)))
-                keys.append(running.hexdigest())
-            self._tail_keys = keys
-        return self._tail_keys
+        """The keys of the prefixes that end in the tail (a summary that reaches into
+        the current turn), hashed when first asked for."""
+        self._hash_tail(len(self.tail))
+        return self.keys
 
     def __len__(self) -> int:
         return self.settled + len(self.tail)
@@ -236,7 +354,8 @@ class Candidates:
         """The cache key of the first ``index`` units' texts: the same on every visit
         that reads the same texts, however it got there."""
         if index > self.settled:
-            return self.tail_keys[index - self.settled - 1]
+            self._hash_tail(index - self.settled)
+            return self.keys[index - self.settled - 1]
         return self.ledger.key(index, self.history)
 
     def text(self, index: int) -> str:
@@ -250,18 +369,22 @@ class Candidates:
         """The messages of the first ``count`` units, as ``History.covers_ref`` names
         them: the ledger's (made once per boundary), then the tail's."""
         refs = self.ledger.covers_of(min(count, self.settled))
-        tail = self.tail[: max(count - self.settled, 0)]
-        if not tail:
+        if count <= self.settled:
             return refs
-        span, ref = self.history.span, self.history.covers_ref
-        return refs + tuple(ref(p) for unit in tail for p in span(unit))
+        self._read_refs(count - self.settled)
+        return refs + tuple(self.tail_refs[: self.ref_counts[count - self.settled]])
 
     def refs_of(self, run: range) -> tuple[str, ...]:
         """The messages of the candidates in ``run``: a prefix's as :meth:`refs` names
-        them (made once per boundary), another stretch's (the current turn's older
-        rounds) read from its units."""
+        them (made once per boundary), a stretch of the tail's (the current turn's
+        older rounds) from what the tail read, another stretch's read from its units."""
         if not run.start:
             return self.refs(run.stop)
+        settled = self.settled
+        if run.start >= settled:
+            self._read_refs(run.stop - settled)
+            counts = self.ref_counts
+            return tuple(self.tail_refs[counts[run.start - settled] : counts[run.stop - settled]])
         span, ref = self.history.span, self.history.covers_ref
         return tuple(ref(p) for index in run for p in span(self.unit(index)))
 
