@@ -10,9 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxwindow
 from ctxwindow import History
+from ctxwindow._visit import _ByUnit
 from ctxwindow.testing import calls, result, user
 
 BUDGET = 3000
@@ -113,3 +116,50 @@ def test_the_note_on_a_turn_with_a_dropped_orphan_names_the_messages_unit_by_uni
     first_kept = next(p for p in range(3, len(messages)) if messages[p] in window.messages)
     note = _turn_note(window)
     assert f"(messages 2-{orphan - 1}, {orphan + 1}-{first_kept - 1})" in note
+
+
+# -- counting the summarized units of a long turn ---------------------------------------------
+ACTIONS = st.sampled_from(["kept", "dropped", "summarized"])
+
+
+@st.composite
+def decided(draw: st.DrawFn) -> tuple[_ByUnit[str], list[range]]:
+    """Actions held as runs and units given one (as a visit holds them), and ascending
+    runs of units apart from each other."""
+    count = draw(st.integers(1, 60))
+    runs = []
+    for _ in range(draw(st.integers(0, 5))):
+        start = draw(st.integers(0, count - 1))
+        runs.append((start, draw(st.integers(start, count)), draw(ACTIONS)))
+    given = draw(st.dictionaries(st.integers(0, count - 1), ACTIONS, max_size=8))
+    edges = sorted(draw(st.sets(st.integers(0, count), max_size=8)))
+    ranges = [range(a, b) for a, b in zip(edges[::2], edges[1::2], strict=False) if b > a]
+    return _ByUnit(count, "dropped", given, runs), ranges
+
+
+@settings(max_examples=300, deadline=None)
+@given(decided())
+def test_the_units_of_some_runs_holding_an_action_are_counted_as_one_by_one(
+    case: tuple[_ByUnit[str], list[range]],
+) -> None:
+    actions, ranges = case
+    for action in ("kept", "dropped", "summarized"):
+        one_by_one = sum(actions[unit] == action for run in ranges for unit in run)
+        assert actions.count_in(ranges, action) == one_by_one
+
+
+def test_a_turn_summarized_as_one_run_is_counted_without_reading_its_units(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long agent turn's older rounds summarized at once: the note counts them by the
+    run (the visit's note read each unit before, with a pass over the runs each)."""
+    actions: _ByUnit[str] = _ByUnit(
+        40_002, "dropped", {40_001: "kept"}, [(2, 40_000, "summarized")]
+    )
+    read: list[int] = []
+    lookup = _ByUnit.__getitem__
+    monkeypatch.setattr(
+        _ByUnit, "__getitem__", lambda self, unit: read.append(unit) or lookup(self, unit)
+    )
+    assert actions.count_in([range(1, 40_001)], "summarized") == 39_998
+    assert read == []

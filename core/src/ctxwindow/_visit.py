@@ -170,6 +170,35 @@ class _ByUnit(Sequence[T]):
             values[bisect.bisect_left(bounds, unit)] = given[unit]
         return values
 
+    def count_in(self, runs: Sequence[range], value: T) -> int:
+        """How many units of ``runs`` (step-1 ranges, ascending, apart) hold ``value``:
+        read by pieces between the edges of those runs, of the runs of units given a
+        value at once and of the units given one there, not unit by unit (a long agent
+        turn's units summarized as one run cost one piece)."""
+        if not runs:
+            return 0
+        low, high = runs[0].start, runs[-1].stop
+        given = [unit for unit in _from(self.given, low) if unit < high]
+        edges = {edge for run in runs for edge in (run.start, run.stop)}
+        edges.update(edge for start, stop, _ in self.runs for edge in (start, stop))
+        edges.update(edge for unit in given for edge in (unit, unit + 1))
+        bounds = sorted(edge for edge in edges if low <= edge <= high)
+        values = [self.default] * (len(bounds) - 1)
+        for start, stop, held in self.runs:
+            first = bisect.bisect_left(bounds, max(start, low))
+            end = bisect.bisect_left(bounds, min(stop, high))
+            values[first:end] = [held] * max(end - first, 0)
+        for unit in given:
+            values[bisect.bisect_left(bounds, unit)] = self.given[unit]
+        found, index = 0, 0
+        for run in runs:
+            index = bisect.bisect_left(bounds, run.start, index)
+            while bounds[index] < run.stop:
+                if values[index] == value:
+                    found += bounds[index + 1] - bounds[index]
+                index += 1
+        return found
+
     def __iter__(self) -> Iterator[T]:
         values = [self.default] * self._count
         for start, stop, value in self.runs:
@@ -1071,9 +1100,11 @@ def _turn_note(history: History, chosen: _Chosen, gone: list[range]) -> str:
         if unit not in history.current_turn
         or why not in (CURRENT_TURN, CURRENT_TURN_NO_USER, NEWEST_EXCHANGE)
     )
-    summarized = 0  # each gone unit read only when some unit is summarized
-    if _any_summarized(chosen.actions):
-        actions = chosen.actions
+    summarized = 0  # the gone units read only when some unit is summarized
+    actions = chosen.actions
+    if isinstance(actions, _ByUnit):
+        summarized = actions.count_in(gone, "summarized") if _any_summarized(actions) else 0
+    elif "summarized" in actions:
         summarized = sum(actions[unit] == "summarized" for run in gone for unit in run)
     dropped = sum(map(len, gone)) - summarized
     fates = [f"{dropped} of its unit(s) were dropped"] if dropped else []
