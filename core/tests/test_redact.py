@@ -50,7 +50,8 @@ def test_a_strategys_repr_keeps_no_key_from_a_url_query() -> None:
         ("redis://:abc#SECRET@localhost:6392/0", "redis://:***@localhost:6392/0"),
         ("redis://:abc?SECRET@localhost:6392/0", "redis://:***@localhost:6392/0"),
         ("redis://user:a:b/c@d@[::1]:6379/0?db=1", "redis://user:***@[::1]:6379/0?db=***"),
-        ("https://TOK/EN@example.com/v1", "https://***@example.com/v1"),
+        ("https://:TOK/EN@example.com/v1", "https://:***@example.com/v1"),
+        ("https://u:abc/SECRET@example.com/v1?q=a@b", "https://u:***@example.com/v1?q=***"),
         ("unix://:abc/SECRET@/run/redis.sock?db=0", "unix://:***@/run/redis.sock?db=***"),
         ("//u:abc/SECRET@example.com/v1", "//u:***@example.com/v1"),
     ],
@@ -60,3 +61,29 @@ def test_redact_masks_user_info_holding_url_delimiters(url: str, shown: str) -> 
     user info runs to the last '@' followed by a host, and is masked whole."""
     assert redact(url) == shown
     assert "abc" not in redact(url) and "SECRET" not in redact(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "https://api.example.com/v1?user=me@corp.com&api_key=SECRET",
+            "https://api.example.com/v1?user=***&api_key=***",
+        ),
+        (
+            "http://10.0.0.5:8080/v1/deployments/gpt@2024",
+            "http://10.0.0.5:8080/v1/deployments/gpt@2024",
+        ),
+        ("http://[::1]:8080/v1?u=a@b", "http://[::1]:8080/v1?u=***"),
+        (
+            "redis://cache.internal:6379/0?client_name=api@eu",
+            "redis://cache.internal:6379/0?client_name=***",
+        ),
+        ("unix:///run/redis@main/redis.sock?db=2", "unix:///run/redis@main/redis.sock?db=***"),
+    ],
+)
+def test_an_at_sign_after_a_host_is_no_user_info(url: str, shown: str) -> None:
+    """An '@' in a path or a query, after a host: the host is shown and the query's
+    values masked (the user info's search once ran to the last '@' of the whole URL,
+    hiding the host and showing the key after it)."""
+    assert redact(url) == shown

@@ -4,6 +4,7 @@ memory entries that must not outlive a newer write or the shared store's ttl."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
 import time
@@ -301,3 +302,13 @@ def test_sqlite_write_still_gives_up_after_its_timeout(
         other.close()
     messages = runtime_warnings(caught)
     assert len(messages) == 1 and "locked" in messages[0] and "writes are skipped" in messages[0]
+
+
+def test_opening_a_sqlite_store_leaves_the_global_random_numbers_alone(tmp_path: Path) -> None:
+    """A seeded program gets the same numbers whether or not it opened a cache (the
+    store's start of its write count once drew from the global generator)."""
+    random.seed(42)
+    expected = [random.random() for _ in range(3)]
+    random.seed(42)
+    SQLiteStore(tmp_path / "c.sqlite3")
+    assert [random.random() for _ in range(3)] == expected

@@ -227,13 +227,13 @@ def redact(url: str) -> str:
     """``url`` with what may be a secret masked (``***``), for messages, records and
     reprs: the password in its user info (the whole user info when it has no
     password: a token is often passed as the user), every value of its query string
-    (an API key as ``?key=...``) and its fragment. The user info runs to the last
-    ``@`` followed by a host, so a password holding an unencoded ``/``, ``#``, ``?``
-    or ``@`` (which ends a parser's host part early) is masked whole too."""
+    (an API key as ``?key=...``) and its fragment. A password holding an unencoded
+    ``/``, ``#`` or ``?`` (which ends a parser's host part early) is masked whole too,
+    when what comes before it is no host (see :func:`_user_info_span`)."""
     from urllib.parse import urlsplit, urlunsplit  # here: `import ctxwindow` does without
 
     start, end = _user_info_span(url)
-    if end:  # masked here, then the rest (which holds no '@') as a URL without it
+    if end:  # masked here, then the rest as a URL without it
         rest = redact(url[:start] + url[end + 1 :])
         name, colon, _ = url[start:end].partition(":")
         return f"{rest[:start]}{name + ':' if colon else ''}***@{rest[start:]}"
@@ -247,25 +247,37 @@ def redact(url: str) -> str:
     return out
 
 
-#: What a host part (``host``, ``host:port``, ``[::1]:6379``) is made of; empty for a
-#: ``unix://:password@/path`` URL.
-_HOST = re.compile(r"[\w.\-~%!$&'()*+,;=:\[\]]*")
+#: A host part: a name or an address (``cache``, ``10.0.0.5``, ``[::1]``), maybe with a
+#: port; ``host?`` for what may follow a user info (``unix://:password@/path``: none).
+_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[\w.\-~%]+)(?::\d*)?"
+_HOST_OR_NONE = re.compile(f"(?:{_HOST})?")
+_NETLOC_HOST = re.compile(_HOST)
 
 
 def _user_info_span(url: str) -> tuple[int, int]:
-    """Where the user info of ``url`` starts and where its ``@`` is ((0, 0): none):
-    from just after ``//`` to the last ``@`` followed by a host part, whatever the
-    characters between (a secret never shown matters more than a host shown)."""
+    """Where the user info of ``url`` starts and where its ``@`` is ((0, 0): none). A
+    parser's host part ends at the first ``/``, ``?`` or ``#``: when what it reads there
+    is no host (``:abc`` of ``redis://:abc/SECRET@cache:6379``), the user info holds
+    one of those unencoded and runs to the first ``@`` followed by a host. A host read
+    there is taken as the host (an ``@`` in a path or query is no user info's): a user
+    alone (no password) holding one of those cannot be told from a host and a path,
+    and must be percent-encoded, as RFC 3986 asks."""
     slashes = url.find("//")
     if slashes < 0 or not re.match(r"(?:[A-Za-z][\w+.\-]*:)?$", url[:slashes]):
         return 0, 0
     start = slashes + 2
-    at = url.rfind("@", start)
+    end = re.search(r"[/?#]|$", url[start:])
+    netloc_end = start + (end.start() if end else 0)
+    netloc = url[start:netloc_end]
+    if "@" in netloc:
+        return start, start + netloc.rindex("@")
+    if not netloc or _NETLOC_HOST.fullmatch(netloc):
+        return 0, 0
+    at = url.find("@", netloc_end)
     while at >= 0:
-        host = re.split(r"[/?#]", url[at + 1 :], maxsplit=1)[0]
-        if _HOST.fullmatch(host):
+        if _HOST_OR_NONE.fullmatch(re.split(r"[/?#]", url[at + 1 :], maxsplit=1)[0]):
             return start, at
-        at = url.rfind("@", start, at)
+        at = url.find("@", at + 1)
     return 0, 0
 
 

@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from ctxwindow.errors import InvalidOption
 from ctxwindow.kit import redact
@@ -264,7 +264,10 @@ def _check_url(url: str, where: str) -> None:
     ``/``, ``#`` or ``?`` (read as the end of the host), a database part that is not a
     number (read as database 0: another application's data)."""
     raw, shown = urlsplit(url), urlsplit(where)
-    if raw.netloc.rpartition("@")[2] != shown.netloc.rpartition("@")[2]:
+    hidden = _user_alone_shown(url, raw)
+    if hidden is not None:
+        where = hidden
+    if hidden is not None or raw.netloc.rpartition("@")[2] != shown.netloc.rpartition("@")[2]:
         raise InvalidOption(
             f"Redis cache URL {where!r} is not valid: its user or password holds an "
             "unencoded '/', '#' or '?'; percent-encode them (%2F, %23, %3F)"
@@ -278,3 +281,23 @@ def _check_url(url: str, where: str) -> None:
         raise InvalidOption(
             f"Redis cache URL {where!r} is not valid: its db parameter is not a number"
         )
+
+
+def _user_alone_shown(url: str, raw: SplitResult) -> str | None:
+    """``url`` shown with its user info masked when that is a user alone (a token, no
+    password) holding an unencoded ``/``, ``#`` or ``?``, which ``redact`` cannot tell
+    from a host and a path; None for any other URL. In a Redis URL an ``@`` after the
+    host part can be nothing else where it is in the path or the fragment, or in the
+    query before any ``key=value`` (``client_name=worker@eu`` is a value's)."""
+    if raw.scheme.lower() not in ("redis", "rediss") or "@" in raw.netloc:
+        return None
+    after = url[url.index("//") + 2 + len(raw.netloc) :]  # from its '/', '?' or '#'
+    at = after.find("@")
+    if at < 0:
+        return None
+    before = after[:at]
+    if after.startswith("?") and ("=" in before or "&" in before):
+        return None
+    if after.startswith("/") and "?" in before and "=" in before.partition("?")[2]:
+        return None
+    return redact(f"{raw.scheme}://{after[at + 1 :]}").replace("://", "://***@", 1)

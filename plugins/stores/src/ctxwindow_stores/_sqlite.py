@@ -44,6 +44,9 @@ _SCHEMA = (
 MAX_ENTRIES = 500_000
 _HEADER = b"SQLite format 3\x00"
 _CHUNK = 500  # keys per SELECT, below SQLite's limit on host parameters
+#: Where stores start their count of writes: a generator of their own, so that opening
+#: a store leaves a seeded program's random numbers as they were.
+_STARTS = random.Random()
 #: Seconds between tries for the write lock another connection holds.
 _BUSY_POLL = 0.02
 
@@ -88,7 +91,7 @@ class SQLiteStore:
         self.max_entries = max_entries
         self._check_every = max(1, max_entries // 20)
         #: Writes since the bound was last checked, started at random (see the class).
-        self._since_check = random.randrange(self._check_every)
+        self._since_check = _STARTS.randrange(self._check_every)
         self.retry_after = retry_after
         self.read_only = False
         self.rebuilt = False
