@@ -97,16 +97,19 @@ def test_round_trip_keeps_units_system_and_objects(server) -> None:
 
 
 def test_a_mixed_user_message_is_split_without_breaking_the_api_rules(server) -> None:
+    """A user message's results and the words beside them go with the call they answer,
+    wherever the message stands: an older one is dropped whole, never half of it (the
+    words read apart once made it a copy holding them, the newest user message)."""
     base_url, bodies = server
     messages = history(3)
-    # budget so tight that only the last turn's follow-up text fits besides the newest
+    # budget for the last turn and the newest question: the older mixed messages go whole
     counter = get_counter("approx")
-    tail = adapter.read_messages(messages[-3:]).messages
-    budget = sum(counter.count_message(m) for m in tail[-3:])
-    window = adapter.select(messages, budget, counter=counter)
+    tail = adapter.read_messages(messages[-5:]).messages
+    budget = sum(counter.count_message(m) for m in tail)
+    window = adapter.select(messages, budget, counter=counter, task_statement=False)
     copies = [m for m in window.messages if not any(m is o for o in messages)]
-    assert copies == [{"role": "user", "content": [messages[-3]["content"][2]]}]
-    assert copies[0]["content"][0] is messages[-3]["content"][2]  # the block itself
+    assert copies == []
+    assert window.messages == messages[-5:]
     check_messages(window.messages)
     send(base_url, window)
     assert bodies[-1][1]["messages"] == window.messages
@@ -192,11 +195,8 @@ def test_dropped_orphans_leave_a_valid_copy_and_a_note_in_the_callers_positions(
         {"role": "user", "content": "x"},
     ]  # fmt: skip
     window = adapter.select(messages, 50, system="s", orphans="drop")
-    assert window.messages == [
-        messages[0],
-        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-        messages[2],
-    ]
+    # the words beside the orphan result go with it (read as a part of it)
+    assert window.messages == [messages[0], messages[2]]
     assert window.record.notes[0].startswith("dropped message 1: tool result for call 'zz'")
     check_messages(window.messages)
 
@@ -244,9 +244,10 @@ def test_user_first_removes_leading_assistant_turns() -> None:
 
 
 def test_user_first_opens_on_a_turn_that_answers_tools_and_asks_anew() -> None:
-    """The first kept user turn carries an older call's result and new words: the
-    call's exchange goes, and that turn comes back with its words alone, so the window
-    still starts with the user (no item opens a turn as it was)."""
+    """Words beside an older call's result ("Please continue.") are a part of that
+    exchange, not a new user turn: the task stays the newest user message, so a budget
+    too small for it says so, or cuts it, rather than dropping it for a turn the words
+    opened (they once came back alone, the window starting with them)."""
 
     def use(call_id: str) -> dict[str, Any]:
         block = {"type": "tool_use", "id": call_id, "name": "grep", "input": {"q": call_id}}
@@ -269,17 +270,15 @@ def test_user_first_opens_on_a_turn_that_answers_tools_and_asks_anew() -> None:
         },
     ]
     before = copy.deepcopy(messages)
-    free = adapter.select(messages, 200, "fixed", user_first=False)
-    assert [m["role"] for m in free.messages] == ["assistant", "user", "assistant", "user"]
-    window = adapter.select(messages, 200, "fixed")
-    assert window.messages[0] == {"role": "user", "content": [messages[2]["content"][1]]}
-    assert window.messages[1:] == messages[3:]
+    for user_first in (False, True):
+        with pytest.raises(BudgetTooSmall, match="message 0, the newest user message"):
+            adapter.select(messages, 200, "fixed", user_first=user_first)
+    window = adapter.select(messages, 200, "fixed", oversize="truncate")
+    assert window.messages[0]["content"].startswith("TASK: fix the bug.")
+    assert window.messages[1:] == messages[3:]  # the older exchange went with its words
     check_messages(window.messages)
     assert messages == before  # the caller's turn is rebuilt, not edited
-    exchange = next(d for d in window.record.decisions if d.positions == (1, 2))
-    assert exchange.action == "dropped" and "user_first" in exchange.reason
-    assert window.record.notes[-1].startswith("removed 2 more message(s)")
-    assert window.record.tokens_after < free.record.tokens_after
+    assert not [d for d in window.record.decisions if "user_first" in d.reason]
 
 
 def results_of(message: Any) -> dict[str, Any]:
@@ -304,8 +303,11 @@ def test_cleared_results_come_back_as_tool_result_blocks(server, stand_in_run: A
         (position, _), *_ = [given[call] for call in results_of(message)]
         original = messages[position]  # a copy of it: only cleared blocks differ
         assert {**message, "content": None} == {**original, "content": None}
-        assert len(message["content"]) == len(original["content"])
-        for block, was in zip(message["content"], original["content"], strict=True):
+        blocks, last = original["content"], list(results_of(original))[-1]
+        if results_of(message)[last] != results_of(original)[last]:
+            blocks = list(results_of(original).values())  # the words went with the last
+        assert len(message["content"]) == len(blocks)
+        for block, was in zip(message["content"], blocks, strict=True):
             if block == was:
                 continue
             assert block == {**was, "content": block["content"]}
@@ -482,8 +484,8 @@ def runs_of(record: Any) -> list[tuple[range, list[int], str]]:
 
 
 def test_the_runs_of_decisions_are_in_the_callers_positions() -> None:
-    """The system parameter is a unit of no position, and a user message split in two
-    (a result, then words) is one position: the runs said ``range(8, 11)`` of the newest
+    """The system parameter is a unit of no position, and a user message holding a
+    result, then words, is one position: the runs said ``range(8, 11)`` of the newest
     exchange (items 5 and 6), as the adapter had read them."""
     messages = [
         {"role": "user", "content": "TASK: fix the bug " * 3},
@@ -499,10 +501,8 @@ def test_the_runs_of_decisions_are_in_the_callers_positions() -> None:
     assert runs_of(record) == [
         (range(0, 1), [], "kept"),  # the system parameter
         (range(1, 2), [0], "kept"),
-        (range(2, 3), [1, 2], "kept"),  # the call of a and its result
-        (range(3, 4), [2], "kept"),  # the words after the result
-        (range(4, 5), [3, 4], "kept"),
-        (range(5, 6), [5, 6], "truncated"),
+        (range(2, 4), [1, 2, 3, 4], "kept"),  # the calls, their results, the words after a's
+        (range(4, 5), [5, 6], "truncated"),
     ]
     assert type(record.decision_runs[-1].positions) is range  # read from its ends
     assert record.notes[0].startswith("cut the tool result of message 6 ")
@@ -515,7 +515,8 @@ def test_user_first_removals_are_in_the_runs_and_counts() -> None:
     messages = [
         {"role": "user", "content": "TASK: fix the bug. " + "context " * 400},
         use("t1"),
-        answer("t1", "small", "Please continue."),
+        answer("t1", "small"),
+        {"role": "user", "content": "Please continue."},
         use("t2"),
         answer("t2", "two"),
     ]

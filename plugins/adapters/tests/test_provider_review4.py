@@ -152,9 +152,9 @@ def test_anthropic_results_with_words_keep_the_exchange_they_answer(strategy: st
 
 
 def test_anthropic_results_with_words_read_apart_once_the_turn_is_answered() -> None:
-    """Only the newest message's words go with its results: once the assistant answers,
-    they are a user message of their own again, as the docs say (and as a history read
-    afresh reads them, the grown history reusing the reading before)."""
+    """A message's words go with its results wherever it stands: once the assistant
+    answers, they are still a part of the last result, as the docs say (and as a
+    history read afresh reads them, the grown history reusing the reading before)."""
     messages = [
         msg
         for turn in range(12)
@@ -172,9 +172,10 @@ def test_anthropic_results_with_words_read_apart_once_the_turn_is_answered() -> 
     assert last[-1].text == "ok\nReminder 11."
     grown = [*messages, {"role": "assistant", "content": "Done."}]
     roles = [m.role for m in anthropic.read_messages(grown).messages]
-    assert roles[-4:] == ["assistant", "tool", "user", "assistant"]
-    each = [m.role for i, item in enumerate(grown) for m, _, _ in anthropic._pieces(item, i)]
-    assert roles == each
+    assert roles[-4:] == ["user", "assistant", "tool", "assistant"]
+    assert anthropic.read_messages(grown).messages[-2] == last[-1]
+    each = [m.role for item in grown for m in anthropic.read_messages([item]).messages]
+    assert roles == each  # each message reads as it does when last
 
 
 def _parallel_calls_stored_apart() -> list[dict[str, Any]]:

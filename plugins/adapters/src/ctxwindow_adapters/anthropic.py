@@ -3,14 +3,16 @@
 ``system`` is outside the list and always kept (it counts toward the budget). An
 assistant message's ``tool_use`` blocks and the ``tool_result`` blocks that answer them
 in the next user message form one unit; consecutive assistant messages are one turn, as
-the API joins them. A user message holding tool results and text is split in two for
-windowing: its tool results go with their calls, its text is a unit of its own. The
-last message's text alone goes with its results instead: it answers the calls the
-current turn waits on, so that exchange stays (cut to fit if need be). If only one half
-is kept, the message comes back as a copy holding that half, tool results first, as the
-API requires; kept whole, it is the very dict you passed. A ``system`` message inside
-the list is kept like the ``system`` parameter. A summary a strategy writes comes as a
-user message (a message it makes as the assistant's, as an assistant message).
+the API joins them. A user message's tool results go with their calls, and its text
+beside them (an agent's reminder) with its last result, wherever the message stands:
+as a unit of its own, the text would become the newest user message once more messages
+follow and move the current turn past the user's instruction; with the exchange it
+answers, it is kept, dropped or cut to fit with it. If only some of its results are
+kept, the message comes back as a copy holding their blocks, tool results first, as
+the API requires; kept whole, it is the very dict you passed. A ``system`` message
+inside the list is kept like the ``system`` parameter. A summary a strategy writes
+comes as a user message (a message it makes as the assistant's, as an assistant
+message).
 
 Needs no anthropic package: messages are dicts, their blocks dicts or SDK objects.
 """
@@ -164,9 +166,10 @@ def _content_of(item: Any) -> Any:
 
 def _reading(pieces: Callable[[Any, int], list[Piece]]) -> ReadFrom:
     """A reader of each message on its own, but for consecutive assistant messages,
-    one turn as the API reads them (:func:`_one_turn`), and the last message holding
-    tool results and words, whose words go with its last result (:func:`_joined`):
-    read again once more messages follow (the next may continue the turn)."""
+    one turn as the API reads them (:func:`_one_turn`), read again once more messages
+    follow (the next may continue the turn), and a message holding tool results and
+    words, whose words go with its last result (:func:`_joined`) wherever it stands, so
+    it reads the same whether or not more follow."""
 
     def read_from(items: Sequence[Any], start: int, into: Converted[Any]) -> int:
         settled = position = start
@@ -176,12 +179,9 @@ def _reading(pieces: Callable[[Any, int], list[Piece]]) -> ReadFrom:
             turn = _said_by_assistant(items[position])
             while turn and stop < size and _said_by_assistant(items[stop]):
                 read, stop = _one_turn(read, pieces(items[stop], stop)), stop + 1
-            if stop == size and turn:
-                settled = position
-            elif stop == size and _answers_with_words(read):
-                read, settled = _joined(read), position
-            else:
-                settled = stop
+            if _answers_with_words(read):
+                read = _joined(read)
+            settled = position if stop == size and turn else stop
             for message, sources, parts in read:
                 into.add(message, sources, parts)
             position = stop
@@ -226,11 +226,12 @@ def _answers_with_words(pieces: list[Piece]) -> bool:
 
 
 def _joined(pieces: list[Piece]) -> list[Piece]:
-    """The newest message's words (a reminder an agent adds to the results, "please
+    """A message's words beside its tool results (a reminder an agent adds, "please
     hurry") read as part of its last tool result: as a user Message of their own they
-    would be the newest user message, and the exchange the message answers, no longer
-    the current turn, could be dropped whole. The results and words stay together,
-    cut to fit if need be (:func:`_rebuild`)."""
+    would be the newest user message once more messages follow, moving the current turn
+    past the user's instruction (which could then be dropped), or, in the newest
+    message, leaving the exchange it answers to be dropped whole. The results and words
+    are kept, dropped or cut to fit together (:func:`_rebuild`)."""
     *results, (result, sources, parts), (words, _, others) = pieces
     content = (*_as_parts(result.content), *_as_parts(words.content))
     joined = Message("tool", content, tool_call_id=result.tool_call_id)
