@@ -101,7 +101,9 @@ def test_a_tool_loop_with_words_beside_results_windows_as_a_first_read(
     read_positions: list[int], budget: int
 ) -> None:
     """Past 32 items a warm call raised OrphanToolResult on this valid loop (and every
-    call after it), once a result with words beside it was no longer the newest."""
+    call after it), once a result with words beside it was no longer the newest. A
+    message with words beside its results reads the same once more follow, so only the
+    round's new messages are read (it was read again while it was the last)."""
     windower = _windower(budget)
 
     def select(messages: list[Any]) -> Any:
@@ -111,8 +113,8 @@ def test_a_tool_loop_with_words_beside_results_windows_as_a_first_read(
     for number in range(30):
         messages += _round(number, words=number % 3 == 0)
         reads = _check_as_first(select, messages, read_positions)
-        if len(messages) > 40:  # remembered: the newest read, not the list
-            assert reads and min(reads) >= len(messages) - 4, (len(messages), reads)
+        if len(messages) > 40:  # remembered: the round's two messages read, not the list
+            assert reads and min(reads) >= len(messages) - 2, (len(messages), reads)
 
 
 @pytest.mark.parametrize("strategy", ["fixed", "sliding"])

@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-import ctxwindow
 from ctxwindow import get_counter
 from ctxwindow_adapters import anthropic as adapter
-from ctxwindow_adapters._reads import RecentReads
 
 SYSTEM = "You are a coding agent."
 REMINDER = "<system-reminder>note the todo list</system-reminder> " * 3
@@ -125,45 +123,7 @@ def test_an_older_exchange_is_cut_with_its_words(oversize: str) -> None:
     assert messages == before
 
 
-def _fresh(reads: RecentReads[Any]) -> RecentReads[Any]:
-    """The same reader with nothing remembered."""
-    return RecentReads(reads._read_from, reads._content, reads._raw)
-
-
 def _outcome(window: Any) -> tuple[Any, ...]:
     record = window.record
     decisions = [(d.positions, d.action, d.reason) for d in record.decisions]
     return window.messages, decisions, record.tokens_before, record.tokens_after
-
-
-def test_a_growing_loop_with_reminders_windows_as_a_first_read(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A warm call gives what a first read does, and, once the list is remembered, reads
-    only what it added: a message with words beside its results reads the same once
-    more follow, so it is not read again (it was, while it was the last)."""
-    read: list[int] = []
-    pieces = adapter._pieces
-
-    def counting(message: Any, position: int) -> Any:
-        read.append(position)
-        return pieces(message, position)
-
-    monkeypatch.setattr(adapter, "_pieces", counting)
-    monkeypatch.setattr(adapter, "_READS_WITH_SYSTEM", _fresh(adapter._READS_WITH_SYSTEM))
-    windower = ctxwindow.from_config({"strategy": "sliding", "budget": 900})
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Task: fix the bug. " * 5}]
-    for number in range(30):
-        size = len(messages)
-        messages += [use(number), answer(number, f"output {number} " * 20, REMINDER)]
-        del read[:]
-        warm = _outcome(adapter.select(messages, system=SYSTEM, windower=windower))
-        if size > 40:  # remembered (past 32 items): the newest read, not the list
-            assert min(read) >= size, (number, read)
-        saved = adapter._READS_WITH_SYSTEM
-        adapter._READS_WITH_SYSTEM = _fresh(saved)
-        try:
-            first = adapter.select(copy.deepcopy(messages), system=SYSTEM, windower=windower)
-        finally:
-            adapter._READS_WITH_SYSTEM = saved
-        assert warm == _outcome(first), number
