@@ -606,3 +606,100 @@ def test_covers_ref_names_a_message_by_an_id_only_when_the_id_leads_back_to_it()
     ]
     history = Conversation(messages).view(ctxwindow.get_counter("approx"), 100)
     assert [history.covers_ref(p) for p in range(5)] == ["m1", "#1", "#2", "unique", "#4"]
+
+
+# -- a turn held whole, its older rounds' big results cut ---------------------------------
+def _test_log_turn(older: bool = False) -> list[dict[str, Any]]:
+    """An agent's turn: three small reads, then a test log far over the budget."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    if older:
+        messages += [user("Earlier: rename the module."), assistant("Renamed it. " * 30)]
+    messages.append(user("Find the failing test and fix it."))
+    for i in range(3):
+        messages += [calls(f"c{i}"), result(f"c{i}", f"out {i} " * 40)]
+    messages += [calls("log"), result("log", "HEAD " + "test ok " * 20_000 + "TAIL: failed")]
+    return messages
+
+
+@pytest.mark.parametrize("older", [False, True])
+def test_a_result_cut_on_one_request_stays_cut_on_the_next_of_the_same_turn(older: bool) -> None:
+    """Found by a review driving an agent loop through the proxy: the test log, cut to
+    fit while it was the newest exchange, was dropped on the next request once the agent
+    made one more small call, and with it every older round of the turn (``newest`` then
+    sent 48 of 7,320 tokens). The whole turn is held now, the log cut beside it."""
+    messages = _test_log_turn(older)
+    budget = 2_000
+    first = check_window(ctxwindow.get_strategy("newest"), messages, budget)
+    assert first is not None and first.messages[-1]["content"].endswith("TAIL: failed")
+    messages += [calls("fix"), result("fix", "patched tests/test_a.py")]
+    window = check_window(ctxwindow.get_strategy("newest"), messages, budget)
+    assert window is not None and window.tokens <= budget
+    turn = messages[messages.index(user("Find the failing test and fix it.")) :]
+    log = turn.index(result("log", messages[-3]["content"]))
+    for message in turn[:log] + turn[log + 1 :]:  # every other message of the turn, whole
+        assert any(kept is message for kept in window.messages), message
+    cut = window.messages[window.messages.index(turn[-2]) - 1]
+    assert cut["tool_call_id"] == "log" and cut["metadata"]["truncated"] is True
+    assert cut["content"].startswith("HEAD") and cut["content"].endswith("TAIL: failed")
+    assert any(
+        n.startswith(f"cut the tool result of message {len(messages) - 3}")
+        for n in window.record.notes
+    )
+    assert not any(n.startswith("the current turn is bigger") for n in window.record.notes)
+    history = Conversation(messages).view(APPROX, budget)
+    assert history.must_keep[len(history.units) - 1] == NEWEST_EXCHANGE  # before the hold
+    assert reasons(window)[history.unit_of(len(messages) - 3)].startswith(CURRENT)
+    if older:  # older context kept its quarter of the budget: the earlier turn fits in it
+        assert messages[1] in window.messages and messages[2] in window.messages
+    else:  # nothing older: the log takes all the room the turn leaves
+        assert window.tokens > budget - 40
+
+
+def test_under_oversize_raise_a_turn_too_big_keeps_only_its_newest_exchange() -> None:
+    messages = [*_test_log_turn(), calls("fix"), result("fix", "patched")]
+    window = ctxwindow.select(messages, 2_000, "newest", oversize="raise")
+    assert not any(m["role"] == "tool" and m["tool_call_id"] == "log" for m in window.messages)
+    assert window.messages[-1] is messages[-1]
+    assert any(n.startswith("the current turn is bigger") for n in window.record.notes)
+
+
+def test_a_turn_is_not_held_at_the_cost_of_its_newest_exchange() -> None:
+    """Holding the turn would cut the result the model waits on (it needs most of the
+    budget itself): the newest exchange stays whole instead, the older round goes."""
+    messages = _test_log_turn()[:-2]
+    messages += [calls("big"), result("big", "needed " * 700)]
+    budget = tokens([messages[0], messages[1], *messages[-2:]]) + 40
+    window = check_window(ctxwindow.get_strategy("newest"), messages, budget)
+    assert window is not None and window.messages[-1] is messages[-1]
+    assert any(n.startswith("the current turn is bigger") for n in window.record.notes)
+
+
+def test_a_long_run_of_ordinary_rounds_is_not_held_cut() -> None:
+    """Many rounds, none of them big: the newest exchange and the newest rounds that fit
+    stay whole (no result is cut to make an older round fit)."""
+    messages = agent_loop(40, result_words=40)
+    window = ctxwindow.select(messages, 1_500, "newest")
+    assert not any((m.get("metadata") or {}).get("truncated") for m in window.messages)
+    assert any(n.startswith("the current turn is bigger") for n in window.record.notes)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.integers(0, 12_000), min_size=1, max_size=5),
+    st.integers(80, 3_000),
+    st.sampled_from(["raise", "cut", "truncate"]),
+    st.booleans(),
+)
+def test_a_turn_of_rounds_of_any_sizes_keeps_the_contract(
+    sizes: list[int], budget: int, policy: str, older: bool
+) -> None:
+    """Whatever the rounds' result sizes: the window keeps every promise the kit checks
+    (its own account of when the turn is held whole, cut), or BudgetTooSmall is right."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    if older:
+        messages += [user("an earlier question"), assistant("an earlier answer " * 20)]
+    messages.append(user("Go on."))
+    for i, size in enumerate(sizes):
+        messages += [calls(f"c{i}"), result(f"c{i}", "r " * size)]
+    strategy = ctxwindow.get_strategy("newest", oversize=policy)
+    check_window(strategy, messages, budget)

@@ -1113,10 +1113,12 @@ class History:
 
         In order: system, developer and pinned messages and the newest user message;
         then the rest of the current turn when it fits in what they leave, else its
-        newest tool exchange (the one the model is waiting on) alone; then the task
-        statement (the first user message) when it fits in what is left and costs at
-        most a quarter of the budget (weighed again once the host has cut the current
-        turn's tool results to fit: it stays when it fits in what the cut left).
+        newest tool exchange (the one the model is waiting on) alone (a visit may then
+        hold the whole turn, its older rounds' big tool results cut: see the concepts
+        guide); then the task statement (the first user message) when it fits in what is
+        left and costs at most a quarter of the budget (weighed again once the host has
+        cut the current turn's tool results to fit: it stays when it fits in what the cut
+        left).
         """
         return self._must_keep
 
@@ -1222,9 +1224,12 @@ class History:
         # the rest of the turn's cost from the running totals: a long agent turn
         # (thousands of tool rounds after one instruction) is not summed unit by unit
         rest = self.run_tokens(turn) - sum(map(self.unit_tokens, held))
-        if len(held) == len(turn) or rest <= room:
-            why = CURRENT_TURN if newest_user is not None else CURRENT_TURN_NO_USER
-            reasons.update({unit: why for unit in turn if unit not in reasons})
+        #: Whether the current turn does not fit whole in what the first tier leaves:
+        #: then its newest exchange alone must stay, unless the host holds the whole
+        #: turn with its oversized tool results cut (:meth:`_hold_turn`).
+        self._turn_split = not (len(held) == len(turn) or rest <= room)
+        if not self._turn_split:
+            reasons.update({unit: self._turn_reason for unit in turn if unit not in reasons})
         else:  # the newest exchange, unless it is kept already (pinned, say)
             units = reversed(self.current_turn)
             exchange = next((unit for unit in units if self._is_exchange(unit)), None)
@@ -1237,6 +1242,23 @@ class History:
             if cost <= room and cost <= self.budget // TASK_SHARE:
                 reasons[unit] = TASK_STATEMENT
         return dict(sorted(reasons.items()))
+
+    @property
+    def _turn_reason(self) -> str:
+        return CURRENT_TURN if self.newest_user is not None else CURRENT_TURN_NO_USER
+
+    def _hold_turn(self) -> None:
+        """Hold the whole current turn, which did not fit: the host cuts its oversized
+        tool results next, so that it does (a result the agent read on one request is
+        not dropped on the next of the same turn). The task statement is let go until
+        the cut is made, then weighed again (:meth:`_admit_task_statement`): the turn
+        comes before it."""
+        why = self._turn_reason
+        reasons = {unit: r for unit, r in self._must_keep.items() if r != TASK_STATEMENT}
+        reasons.update({unit: why for unit in self.current_turn if unit not in reasons})
+        self._must_keep = MappingProxyType(dict(sorted(reasons.items())))
+        self._must_keep_tokens = None
+        self._turn_split = False
 
     def _admit_task_statement(self) -> None:
         """Weigh the task statement again once the host has cut what must stay (the

@@ -375,6 +375,9 @@ class Visit:
         self.limit = self._limit()
         task = bool(common_option(self.strategy, "task_statement"))
         self.history: History = _view(messages, self.counter, self.limit, query, task)
+        #: Whether this visit windows another visit's history (a pipeline's stage): the
+        #: outer visit held the current turn or not, under its own policy.
+        self.nested = isinstance(messages, History)
         #: What must stay, copied before the strategy runs: the check trusts this alone.
         self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
         #: The runner's own stand-ins (a cut newest user message), by position.
@@ -385,6 +388,8 @@ class Visit:
         #: Each must-keep message's cost cut to its marker (:meth:`_floor`), of the
         #: message as given: counted once, though the oversize policy asks several times.
         self._floors: dict[int, int] = {}
+        #: Whether the whole current turn is held, its older rounds' results cut.
+        self._held_turn = False
         self._apply_orphan_policy()
 
     # -- before ------------------------------------------------------------------
@@ -445,6 +450,9 @@ class Visit:
         ``oversize='raise'``), then the newest user message (``'truncate'``), else raise
         BudgetTooSmall naming the biggest message that must stay and what would help."""
         history = self.history
+        may_hold = history._turn_split and not self.nested
+        if may_hold and common_option(self.strategy, "oversize") != "raise":
+            self._hold_cut_turn()
         if history.must_keep_tokens <= self.limit:
             return
         policy = common_option(self.strategy, "oversize")
@@ -478,6 +486,65 @@ class Visit:
             f"truncated message {newest} from {len(message.text):,} to "
             f"{len(replacement.text):,} characters to fit the budget"
         )
+
+    def _hold_cut_turn(self) -> None:
+        """Hold the whole current turn, which does not fit, when it would with the
+        oversized tool results of its older rounds (each over a quarter of the budget)
+        cut to no less than that, its newest exchange whole and older context keeping its
+        share: the cut follows (:meth:`_cut_tool_results`). Else its newest exchange
+        alone stays (cut if need be), as before. An agent that read a huge result on one
+        request (cut to fit, as the newest exchange) keeps reading it on the next of the
+        same turn, instead of losing it with everything older than it."""
+        history = self.history
+        turn = history.current_turn
+        level = self._held_level()
+        held_before = [  # instructions and pins before the turn; the task waits (tier 3)
+            unit
+            for unit, why in history.must_keep.items()
+            if unit < turn.start and why != TASK_STATEMENT
+        ]
+        room = self.limit - sum(map(history.unit_tokens, held_before))
+        if len(held_before) < turn.start:  # older context: it keeps its share
+            room -= self.limit // OLDER_SHARE
+        newest = self._newest_exchange()
+        needed = 0
+        for unit in reversed(turn):  # newest first: a long run of rounds stops early
+            cost = history.unit_tokens(unit)
+            if cost > level and unit != newest:
+                cost -= self._cut_saves(unit, level)
+            needed += cost
+            if needed > room:
+                return
+        history._hold_turn()
+        self.must_keep = MappingProxyType(dict(history.must_keep))
+        self._held_turn = True
+
+    def _newest_exchange(self) -> int | None:
+        """The current turn's newest unit that holds a tool call or result."""
+        history = self.history
+        return next((u for u in reversed(history.current_turn) if history._is_exchange(u)), None)
+
+    def _held_rounds(self, results: list[int]) -> list[int]:
+        """Those of ``results`` in a held turn's older rounds (:meth:`_hold_cut_turn`)."""
+        if not self._held_turn:
+            return []
+        newest = self._newest_exchange()
+        return [p for p in results if self.history.unit_of(p) != newest]
+
+    def _held_level(self) -> int:
+        """The least a held turn's older tool results are cut to: a quarter of the
+        budget (a result that size is no longer in the way), at least MIN_CUT_TOKENS."""
+        return max(self.limit // OLDER_SHARE, MIN_CUT_TOKENS)
+
+    def _cut_saves(self, unit: int, level: int) -> int:
+        """What cutting ``unit``'s tool results to ``level`` tokens saves at most (none
+        below its marker's cost)."""
+        history = self.history
+        saved = 0
+        for position in history.span(unit):
+            if history.messages[position].role in _RESULT_ROLES:
+                saved += max(0, history.tokens(position) - max(level, self._floor(position)))
+        return saved
 
     def _admit_task_statement(self) -> None:
         """Weigh the task statement again once what must stay was cut (concepts.md): it
@@ -516,7 +583,9 @@ class Visit:
         its head and tail, and none is cut below its marker's cost (:meth:`_floor`: it
         keeps that, and the others share what is left). With ``'truncate'`` the newest
         user message shares that size with them (it is cut after them, to fit): its
-        size when a result was cut, else None."""
+        size when a result was cut, else None. In a held turn (:meth:`_hold_cut_turn`)
+        its older rounds' results are cut first, to what leaves the newest exchange
+        whole (no lower than the hold's level); the newest exchange shares the rest."""
         history = self.history
         results = self._cut_positions("cut")
         if not results:
@@ -534,10 +603,22 @@ class Visit:
         # smaller than that counted at its own size: it needs no cut)
         if room < _filled(sizes, floors, MIN_CUT_TOKENS):
             room = self.limit - others
-        level = _water_level(sizes, floors, room)
+        # a held turn's older rounds are cut first, to no less than the hold's level:
+        # the newest exchange (what the model waits on) keeps all it can
+        earlier = set(self._held_rounds(results))
+        levels: dict[int, int] = {}  # the older rounds' results' size
+        sharing_sizes = sizes
+        if earlier:
+            sharing_sizes = {p: size for p, size in sizes.items() if p not in earlier}
+            older_sizes = {p: sizes[p] for p in earlier}
+            spare = room - sum(sharing_sizes.values())
+            older_level = max(_water_level(older_sizes, floors, spare), self._held_level())
+            levels = dict.fromkeys(earlier, older_level)
+            room -= _filled(older_sizes, floors, older_level)
+        level = _water_level(sharing_sizes, floors, room)
         cut_any = False
         for position in sorted(results, key=sizes.__getitem__, reverse=True):
-            size = max(level, floors[position])
+            size = max(levels.get(position, level), floors[position])
             if sizes[position] <= size:
                 continue
             message = history.messages[position]

@@ -81,6 +81,9 @@ def test_the_instruction_and_the_current_turn_stay_beside_reminders(strategy: st
 
 
 def test_an_exchange_dropped_takes_its_words_with_it() -> None:
+    """Under ``oversize='raise'`` the turn too big goes but for its newest exchange: the
+    older round goes whole, its words with it. (A cutting policy holds the turn, the
+    round cut with its words beside: the next test.)"""
     messages = [
         {"role": "user", "content": "Fix the bug in parser.py."},
         use(1),
@@ -88,11 +91,19 @@ def test_an_exchange_dropped_takes_its_words_with_it() -> None:
         use(2),
         answer(2, "small"),
     ]
-    window = adapter.select(messages, 300, "fixed")
+    window = adapter.select(messages, 300, "fixed", oversize="raise")
     assert window.messages == [messages[0], *messages[3:]]
     assert all(any(m is o for o in messages) for m in window.messages)
     dropped = [d.positions for d in window.record.decisions if d.action == "dropped"]
     assert dropped == [(1, 2)]
+    held = adapter.select(messages, 300, "fixed")  # the turn held, the older round cut
+    assert [(d.positions, d.action) for d in held.record.decisions] == [
+        ((0,), "kept"),
+        ((1, 2), "truncated"),
+        ((3, 4), "kept"),
+    ]
+    assert held.messages[2]["content"][1] == messages[2]["content"][1]  # the words beside
+    assert held.messages[3:] == messages[3:]
 
 
 @pytest.mark.parametrize("oversize", ["cut", "truncate"])

@@ -626,3 +626,42 @@ def test_a_share_above_one_does_not_rewrite_the_summary_every_agent_round() -> N
         window = pipeline.select(conversation, 1_500)
         assert window.tokens <= 1_500
     assert calls[0] - before <= 4, calls[0] - before
+
+
+def _turn_with_a_big_older_result() -> list[dict[str, Any]]:
+    """An agent's turn: a test log far over the budget, then one small round."""
+    from ctxwindow.testing import calls, result, user
+
+    return [
+        {"role": "system", "content": "You are an agent."},
+        user("Find the failing test and fix it."),
+        calls("read"),
+        result("read", "def test_a(): ... " * 10),
+        calls("log"),
+        result("log", "HEAD " + "test ok " * 5_000 + "TAIL: failed"),
+        calls("fix"),
+        result("fix", "patched"),
+    ]
+
+
+@pytest.mark.parametrize("oversize", ["raise", "cut"])
+def test_a_stage_leaves_holding_the_turn_to_the_pipelines_own_policy(oversize: str) -> None:
+    """Found by the contract's property test: under ``oversize='raise'`` the pipeline's
+    visit keeps the turn's newest exchange alone, but its stage (``cut`` by default)
+    held the turn and cut the log itself, a cut the pipeline could not account for
+    (ContractViolation: the stand-in is not marked synthetic). Only the outer visit
+    holds the turn, under its own policy; its stages see what it held and cut."""
+    from ctxwindow.testing import check_window
+
+    messages = _turn_with_a_big_older_result()
+    clearing = {"strategy": "clear_tool_outputs", "when": "always", "min_tokens": 5}
+    strategy = PipelineStrategy(oversize=oversize, stages=[clearing])
+    window = check_window(strategy, messages, 600)
+    assert window is not None and window.messages[-1] is messages[-1]
+    logs = [m for m in window.messages if m.get("tool_call_id") == "log"]
+    if oversize == "raise":  # an older round: no host cut, clear_tool_outputs clears it
+        assert all("truncated" not in log["metadata"] for log in logs)
+        assert all(log["metadata"]["synthetic"] for log in logs)
+    else:  # held by the pipeline's visit, cut once, its head and tail kept
+        [log] = logs
+        assert log["metadata"]["truncated"] and log["content"].endswith("TAIL: failed")

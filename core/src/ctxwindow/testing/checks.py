@@ -11,7 +11,7 @@ import bisect
 import copy
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxwindow import Message, Strategy, Window, Windower, get_counter
@@ -52,14 +52,22 @@ def _whole_units(messages: Sequence[Message], broken: set[int]) -> list[set[int]
 
 
 def _tiers(
-    messages: Sequence[Message], broken: set[int], limit: int, cost: Any, task: bool
+    messages: Sequence[Message],
+    broken: set[int],
+    limit: int,
+    cost: Any,
+    task: bool,
+    cuts: bool = True,
 ) -> tuple[set[int], set[int]]:
     """What must stay, in the contract's tiers, and the current turn's positions: the
     base (instructions, pins, the newest user message, whole units); the rest of the
     current turn (from the newest user message; with none, in an agent's history, from
-    the first unit after the leading system and developer messages) if it fits, else
-    its newest tool exchange; the task statement (the first user message) if it fits
-    and costs at most a quarter of the limit."""
+    the first unit after the leading system and developer messages) if it fits, or
+    (``cuts``: under a cutting oversize policy) if it fits with its older rounds' tool
+    results cut to a quarter of the limit (at least 64 tokens), its newest exchange
+    whole and older context keeping a quarter, else its newest tool exchange; the task
+    statement (the first user message) if it fits and costs at most a quarter of the
+    limit."""
     units = _whole_units(messages, broken)
     keep: set[int] = set()
     base = must_keep_positions(messages) - broken
@@ -81,14 +89,37 @@ def _tiers(
         keep |= set().union(*rest)
     else:  # the newest exchange, whether or not kept already (pinned, say)
         exchanges = [u for u in turn_units if any(_in_exchange(messages[i]) for i in u)]
-        if exchanges:
-            keep |= exchanges[-1]
+        newest = exchanges[-1] if exchanges else set()
+        if rest and cuts and _fits_cut(messages, units, keep, turn, newest, limit, cost):
+            keep |= turn
+        keep |= newest
     if task and users:
         first = next(u for u in units if users[0] in u)
         size = cost(first)
         if not first <= keep and cost(keep) + size <= limit and size <= limit // 4:
             keep |= first
     return keep, turn
+
+
+def _fits_cut(
+    messages: Sequence[Message],
+    units: list[set[int]],
+    keep: set[int],
+    turn: set[int],
+    newest: set[int],
+    limit: int,
+    cost: Callable[[set[int]], int],
+) -> bool:
+    """Whether the whole current turn fits with the tool results of its older rounds
+    cut to a quarter of the limit (at least 64 tokens), its ``newest`` exchange whole,
+    beside what must stay before it and, when there is older context, its quarter of
+    the limit."""
+    level = max(limit // 4, 64)
+    older = any(not u & (keep | turn) for u in units)
+    room = limit - cost(keep - turn) - (limit // 4 if older else 0)
+    cuttable = {i for i in turn - newest if messages[i].role in RESULT_ROLES}
+    needed = sum(min(cost({i}), level) if i in cuttable else cost({i}) for i in turn)
+    return needed <= room
 
 
 def _in_exchange(message: Message) -> bool:
@@ -184,7 +215,9 @@ def checked_outcome(
     def cost(positions: set[int]) -> int:
         return sum(token_counter.count_message(parsed[i]) for i in positions)
 
-    keep, turn = _tiers(parsed, broken, limit, cost, options.get("task_statement", True))
+    keep, turn = _tiers(
+        parsed, broken, limit, cost, options.get("task_statement", True), policy != "raise"
+    )
     needed = cost(keep)
     cuttable = {i for i in keep & turn if parsed[i].role in RESULT_ROLES}
     try:
