@@ -42,6 +42,12 @@ _SCHEMA = (
 )
 #: Entries a file holds by default: about 800 MB of 384-dimension vectors.
 MAX_ENTRIES = 500_000
+#: Each connection's page cache, in KiB (SQLite's default is 2 MiB): enough for the
+#: B-tree's inner pages of a full file (a value is stored in its leaf, so a lookup
+#: walks them all), which a 2 MiB cache kept reading from the OS again: a lookup in a
+#: 280 MB file took 0.5 ms, with this cache 0.04 ms (a turn of ``semantic`` looks its
+#: new message up, then writes it). Memory used only as pages are read.
+PAGE_CACHE_KIB = 32 * 1024
 _HEADER = b"SQLite format 3\x00"
 _CHUNK = 500  # keys per SELECT, below SQLite's limit on host parameters
 #: Where stores start their count of writes: a generator of their own, so that opening
@@ -274,6 +280,7 @@ class SQLiteStore:
                 _refuse_foreign(db)
                 db.execute("PRAGMA journal_mode=WAL").fetchone()
                 db.execute("PRAGMA synchronous=NORMAL")  # per connection; see the docstring
+                db.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
                 for statement in _SCHEMA:
                     db.execute(statement)
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -304,6 +311,7 @@ class SQLiteStore:
                 db.close()
                 last = error
                 continue
+            db.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
             return db
         assert last is not None
         raise last
