@@ -417,3 +417,20 @@ def test_an_edit_selected_while_the_previous_edit_is_being_published_reads_littl
     windower.select(once)
     assert strategy.read[0] == len(first)  # the whole history, once
     assert strategy.read[1:] == [2, 2]  # each edit: what it does not share
+
+
+def test_a_branch_made_before_its_visit_keeps_a_link_back_to_a_viewed_parent() -> None:
+    """A strategy that keeps its states in a pool of its own (semantic's indexes,
+    summarize's ledgers) leaves nothing in the conversation's states: that the parent
+    was viewed is what says a state may be there, so a branch of an unvisited branch
+    keeps it as an origin (``origins``, nearest first). With no visit, one link back."""
+    first = Conversation(chat(30))
+    first.view(COUNTER, 400)
+    second = first.branch(-1)
+    third = second.branch(-1)  # before the second's first visit
+    assert [origin.parent for origin in third.origins] == [second, first]
+    second.view(COUNTER, 400)
+    fourth = second.branch(-1)  # the second was viewed: its own state may be there
+    assert [origin.parent for origin in fourth.origins] == [second]
+    unvisited = Conversation(chat(30)).branch(-1)
+    assert [origin.parent for origin in unvisited.branch(-1).origins] == [unvisited]

@@ -174,6 +174,9 @@ class Conversation:
         self._fallback: Branch | None = None
         #: Strategies' states for this conversation, by their PerConversation (weakly).
         self._states: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        #: Whether a visit has viewed it: strategies that keep states in pools of their
+        #: own (not in ``_states``) may have made them from it.
+        self._viewed = False
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -521,10 +524,13 @@ class Conversation:
         strategies made their states from it); else None."""
         return self._branched_from
 
-    def _origins(self) -> tuple[Branch, ...]:
+    @property
+    def origins(self) -> tuple[Branch, ...]:
         """Where a strategy's state for this conversation may start from, nearest first:
-        the parent, then the parent's own parent (when the parent was branched before
-        its state was made, so that the parent may have none)."""
+        :attr:`branched_from`, then the parent's own parent when the parent was branched
+        again before its strategies made their states (it may have none yet); empty
+        for a conversation read whole. :class:`ctxwindow.kit.PerConversation` tries each
+        in turn; a pool of states of its own should too."""
         nearest, fallback = self._branched_from, self._fallback
         return tuple(origin for origin in (nearest, fallback) if origin is not None)
 
@@ -581,11 +587,16 @@ class Conversation:
 
     def _link_on(self, twin: Conversation, cut: int, units: int) -> None:
         """Let go of where this one came from, now that ``twin`` is branched from it,
-        unless its strategies have not made their states from there yet: then keep
-        it, give ``twin`` it as a fallback (back to what the three share), and cut the
-        link beyond, so that no chain grows."""
+        unless its strategies have not made their states from there yet (it has fewer
+        than its parent, or no visit has viewed it since its parent's: a pool of states
+        of a strategy's own is not counted in ``_states``): then keep it, give ``twin``
+        it as a fallback (back to what the three share), and cut the link beyond, so
+        that no chain grows."""
         origin, self._fallback = self._branched_from, None
-        if origin is None or len(self._states) >= len(origin.parent._states):
+        if origin is None or not (
+            len(self._states) < len(origin.parent._states)
+            or (origin.parent._viewed and not self._viewed)
+        ):
             self._branched_from = None
             return
         parent = origin.parent
@@ -667,6 +678,7 @@ class Conversation:
                 counter, budget, query, task_statement=task_statement, originals=originals
             )
         with self._lock:
+            self._viewed = True
             size = len(self._messages)
             defects = list(self._defects)
             if self._open_start is not None:

@@ -131,3 +131,24 @@ def test_two_threads_making_one_branch_index_at_once_share_the_first_made() -> N
         thread.join(HANG_GUARD)
     assert got["a"] is got["b"] is pool.get(branch, "e")
     assert len(pool) == 2
+
+
+def test_a_branch_of_a_branch_made_before_its_visit_starts_from_the_grandparents_index() -> None:
+    """A branch branched again (by another caller's edit) before its own first visit
+    has no index: its branch's index starts from the grandparent's, as the core's
+    per-conversation states do (``Conversation.origins``), not from scratch (which
+    asked for every unit's vector again, 121 texts here, not 2)."""
+    strategy = SemanticWindow(embedder=GatedEmbedder(held="\0never"), cache="memory")
+    asked: list[int] = []
+    embed = strategy.embed
+    strategy.embed = lambda texts: (asked.append(len(texts)), embed(texts))[1]  # type: ignore[method-assign]
+    first = Conversation(chat("P", 60))
+    strategy.select(first, 300)
+    second = first.branch(-1)
+    third = second.branch(-1)  # before the second's first visit
+    third.append(user("P: and topic 5?"))
+    asked.clear()
+    window = strategy.select(third, 300)
+    assert sum(asked) <= 3, f"{sum(asked)} texts asked for, the shared units' again"
+    fresh = SemanticWindow(embedder=GatedEmbedder(held="\0never"), cache="memory")
+    assert window.messages == fresh.select(Conversation(third.originals), 300).messages

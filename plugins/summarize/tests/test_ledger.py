@@ -317,3 +317,31 @@ def test_a_list_edited_near_its_end_reads_from_the_last_snapshot(
         other = fresh(strategy).select(Conversation(messages), 600)
         assert outcome(window, messages) == outcome(other, messages)
     assert quiet >= 6
+
+
+def test_a_branch_of_a_branch_made_before_its_visit_starts_from_the_grandparents_ledger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A branch branched again (another caller's edit) before its own first visit has
+    no ledger: its branch's ledgers start from the grandparent's, as the core's
+    per-conversation states do (``Conversation.origins``), not from a read of every
+    unit again (900 here), and the window is a fresh strategy's."""
+    strategy = SummarizeWindow()
+    first = Conversation(chat(900))
+    strategy.select(first, 600)
+    second = first.branch(-1)
+    third = second.branch(-1)  # before the second's first visit
+    third.extend([message(900), message(901)])
+    read: list[int] = []
+    unit_text = ledger.unit_text
+
+    def reading(history: Any, unit: int, **options: Any) -> str:
+        read.append(unit)
+        return unit_text(history, unit, **options)
+
+    monkeypatch.setattr(ledger, "unit_text", reading)
+    window = strategy.select(third, 600)
+    assert len(read) <= ledger.SNAPSHOT_EVERY + 8, f"{len(read)} units read again"
+    messages = third.originals
+    other = fresh(strategy).select(Conversation(messages), 600)
+    assert outcome(window, messages) == outcome(other, messages)

@@ -73,7 +73,7 @@ class PerConversation(Generic[S]):
         """Branched from the nearest origin that holds a state of this one's (a parent
         branched again before its own first visit has none yet: its parent may)."""
         if self._branch is not None:
-            for origin in conversation._origins():
+            for origin in conversation.origins:
                 parent: S | None = origin.parent._states.get(self)
                 if parent is not None:
                     return self._branch(parent, conversation, origin)

@@ -177,12 +177,13 @@ class IndexPool:
     def _first(self, conversation: object, embedder: str) -> Callable[[], UnitIndex]:
         """How to make a new conversation's index, read with the lock held and called
         without it: empty, or, for a branch of a conversation with an index here, that
-        index's units the two share."""
-        origin = getattr(conversation, "branched_from", None)
-        if isinstance(conversation, Conversation) and origin is not None:
-            entry = self._entries.get((id(origin.parent), embedder))
-            if entry is not None and entry[0]() is origin.parent:
-                return functools.partial(entry[1].branch, conversation, origin)
+        index's units the two share (the nearest origin with an index: a parent branched
+        again before its first visit has none yet, its own parent may)."""
+        if isinstance(conversation, Conversation):
+            for origin in conversation.origins:
+                entry = self._entries.get((id(origin.parent), embedder))
+                if entry is not None and entry[0]() is origin.parent:
+                    return functools.partial(entry[1].branch, conversation, origin)
         return UnitIndex
 
     def trim(self, keep: object, embedder: str = "") -> None:

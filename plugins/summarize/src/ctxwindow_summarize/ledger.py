@@ -431,12 +431,14 @@ class Ledgers:
 
     def _branched(self, conversation: Conversation) -> list[Ledger]:
         """A new conversation's ledgers: none, or for a branch of a conversation with
-        ledgers here, theirs, back to what the two share."""
-        origin = conversation.branched_from
-        theirs = self._ledgers.get(origin.parent) if origin is not None else None
-        if origin is None or not theirs:
-            return []
-        return [ledger.branch(origin.units) for ledger in theirs]
+        ledgers here (the nearest origin that has some: a parent branched again before
+        its first visit has none yet, its own parent may), theirs, back to what the two
+        share."""
+        for origin in conversation.origins:
+            theirs = self._ledgers.get(origin.parent)
+            if theirs:
+                return [ledger.branch(origin.units) for ledger in theirs]
+        return []
 
 
 def settled_frontier(history: History) -> int:
