@@ -75,6 +75,9 @@ _RESULT_ROLES = ("tool", "function")
 OLDER_SHARE = 4
 #: Below this many tokens a cut tool result is little more than its marker.
 MIN_CUT_TOKENS = 64
+#: A tool result over 1/OVERSIZED_SHARE of the budget is oversized: in a current turn's
+#: older round it may be cut, so that the turn is held whole (``Visit._hold_cut_turn``).
+OVERSIZED_SHARE = 2
 #: The ``oversize`` policies, each cutting more than the one before.
 OVERSIZE_POLICIES = ("raise", "cut", "truncate")
 #: BudgetTooSmall's advice when a policy that cuts more would fit.
@@ -450,9 +453,10 @@ class Visit:
         ``oversize='raise'``), then the newest user message (``'truncate'``), else raise
         BudgetTooSmall naming the biggest message that must stay and what would help."""
         history = self.history
-        may_hold = history._turn_split and not self.nested
-        if may_hold and common_option(self.strategy, "oversize") != "raise":
-            self._hold_cut_turn()
+        if history._turn_split and not self.nested:
+            policy = common_option(self.strategy, "oversize")
+            if policy != "raise":
+                self._hold_cut_turn(policy)
         if history.must_keep_tokens <= self.limit:
             return
         policy = common_option(self.strategy, "oversize")
@@ -487,17 +491,19 @@ class Visit:
             f"{len(replacement.text):,} characters to fit the budget"
         )
 
-    def _hold_cut_turn(self) -> None:
+    def _hold_cut_turn(self, policy: str) -> None:
         """Hold the whole current turn, which does not fit, when it would with the
-        oversized tool results of its older rounds (each over a quarter of the budget)
-        cut to no less than that, its newest exchange whole and older context keeping its
-        share: the cut follows (:meth:`_cut_tool_results`). Else its newest exchange
-        alone stays (cut if need be), as before. An agent that read a huge result on one
-        request (cut to fit, as the newest exchange) keeps reading it on the next of the
-        same turn, instead of losing it with everything older than it."""
+        oversized tool results of its older rounds (each over half the budget; with
+        ``'truncate'`` the newest user message too, if that big) cut, to no less than
+        MIN_CUT_TOKENS, its newest exchange whole and older context keeping its share:
+        the cut follows (:meth:`_cut_tool_results`). Else (no older result that big: a
+        long run of ordinary rounds, or rounds a strategy may summarize) its newest
+        exchange alone stays (cut if need be), as before. An agent that read a huge
+        result on one request (cut to fit, as the newest exchange) keeps reading it on
+        the next of the same turn, instead of losing it with everything older."""
         history = self.history
         turn = history.current_turn
-        level = self._held_level()
+        big = self.limit // OVERSIZED_SHARE
         held_before = [  # instructions and pins before the turn; the task waits (tier 3)
             unit
             for unit, why in history.must_keep.items()
@@ -507,14 +513,19 @@ class Visit:
         if len(held_before) < turn.start:  # older context: it keeps its share
             room -= self.limit // OLDER_SHARE
         newest = self._newest_exchange()
-        needed = 0
+        request = history.newest_user if policy == "truncate" else None
+        needed, oversized = 0, False
         for unit in reversed(turn):  # newest first: a long run of rounds stops early
             cost = history.unit_tokens(unit)
-            if cost > level and unit != newest:
-                cost -= self._cut_saves(unit, level)
+            if cost > big and unit != newest:
+                saved, result = self._cut_saves(unit, big, request)
+                cost -= saved
+                oversized = oversized or result
             needed += cost
             if needed > room:
                 return
+        if not oversized:
+            return
         history._hold_turn()
         self.must_keep = MappingProxyType(dict(history.must_keep))
         self._held_turn = True
@@ -531,20 +542,23 @@ class Visit:
         newest = self._newest_exchange()
         return [p for p in results if self.history.unit_of(p) != newest]
 
-    def _held_level(self) -> int:
-        """The least a held turn's older tool results are cut to: a quarter of the
-        budget (a result that size is no longer in the way), at least MIN_CUT_TOKENS."""
-        return max(self.limit // OLDER_SHARE, MIN_CUT_TOKENS)
-
-    def _cut_saves(self, unit: int, level: int) -> int:
-        """What cutting ``unit``'s tool results to ``level`` tokens saves at most (none
-        below its marker's cost)."""
+    def _cut_saves(self, unit: int, big: int, request: int | None) -> tuple[int, bool]:
+        """What cutting ``unit``'s oversized tool results (over ``big`` tokens; and the
+        message at ``request``, the newest user message under 'truncate') to
+        MIN_CUT_TOKENS saves at most (none below its marker's cost), and whether it holds
+        such a tool result."""
         history = self.history
-        saved = 0
+        saved, result = 0, False
         for position in history.span(unit):
+            tokens = history.tokens(position)
+            if tokens <= big:
+                continue
             if history.messages[position].role in _RESULT_ROLES:
-                saved += max(0, history.tokens(position) - max(level, self._floor(position)))
-        return saved
+                result = True
+            elif position != request:
+                continue
+            saved += max(0, tokens - max(MIN_CUT_TOKENS, self._floor(position)))
+        return saved, result
 
     def _admit_task_statement(self) -> None:
         """Weigh the task statement again once what must stay was cut (concepts.md): it
@@ -585,7 +599,8 @@ class Visit:
         user message shares that size with them (it is cut after them, to fit): its
         size when a result was cut, else None. In a held turn (:meth:`_hold_cut_turn`)
         its older rounds' results are cut first, to what leaves the newest exchange
-        whole (no lower than the hold's level); the newest exchange shares the rest."""
+        whole (no lower than MIN_CUT_TOKENS; with 'truncate' the newest user message
+        shares their size); the newest exchange shares the rest."""
         history = self.history
         results = self._cut_positions("cut")
         if not results:
@@ -603,16 +618,19 @@ class Visit:
         # smaller than that counted at its own size: it needs no cut)
         if room < _filled(sizes, floors, MIN_CUT_TOKENS):
             room = self.limit - others
-        # a held turn's older rounds are cut first, to no less than the hold's level:
-        # the newest exchange (what the model waits on) keeps all it can
+        # a held turn's older rounds are cut first (with 'truncate' the request shares
+        # their cut), to no less than MIN_CUT_TOKENS: the newest exchange (what the
+        # model waits on) keeps all it can
         earlier = set(self._held_rounds(results))
+        if earlier and newest in floors:
+            earlier.add(newest)
         levels: dict[int, int] = {}  # the older rounds' results' size
         sharing_sizes = sizes
         if earlier:
             sharing_sizes = {p: size for p, size in sizes.items() if p not in earlier}
             older_sizes = {p: sizes[p] for p in earlier}
             spare = room - sum(sharing_sizes.values())
-            older_level = max(_water_level(older_sizes, floors, spare), self._held_level())
+            older_level = max(_water_level(older_sizes, floors, spare), MIN_CUT_TOKENS)
             levels = dict.fromkeys(earlier, older_level)
             room -= _filled(older_sizes, floors, older_level)
         level = _water_level(sharing_sizes, floors, room)
@@ -635,7 +653,7 @@ class Visit:
             )
         if not cut_any or newest not in floors:
             return None
-        return max(level, floors[newest])
+        return max(levels.get(newest, level), floors[newest])
 
     def _floor(self, position: int) -> int:
         """What the must-keep message at ``position`` costs cut to its marker alone (its

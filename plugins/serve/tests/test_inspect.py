@@ -381,3 +381,24 @@ def test_inspect_loads_nothing_of_the_proxy(tmp_path: Path) -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
     assert "ctxwindow_serve.inspector" in imported
     assert not {"starlette", "uvicorn", "httpx"} & {name.split(".")[0] for name in imported}
+
+
+def test_the_legend_says_a_truncated_cell_may_be_a_cut_tool_result() -> None:
+    """A current turn held whole has its older round's big result cut (a *truncated*
+    cell) on every request of the turn: the legend said a truncated cell was the newest
+    user message shortened, which here was not cut at all."""
+    from ctxwindow.testing import calls, result, user
+
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        user("Run the tests and fix it."),
+        calls("c0"),
+        result("c0", "FAILED test_x\n" * 6000),
+        calls("c1"),
+        result("c1", "ok " * 30),
+    ]
+    window = ctxwindow.select(messages, 3000, "fixed")
+    [cut] = [d for d in window.record.decisions if d.action == "truncated"]
+    assert cut.positions == (2, 3) and "tool result cut" in cut.reason
+    html = render_page(messages, [("fixed", window)])
+    assert "<b>truncated</b> cut: a tool result of the current turn" in html

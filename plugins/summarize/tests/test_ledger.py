@@ -283,6 +283,19 @@ def test_a_summary_s_covers_are_made_once_per_boundary() -> None:
     assert reused >= 10
 
 
+def _units_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The units the ledger reads the text of from now on, in order, as it reads them."""
+    read: list[int] = []
+    unit_text = ledger.unit_text
+
+    def reading(history: Any, unit: int, **options: Any) -> str:
+        read.append(unit)
+        return unit_text(history, unit, **options)
+
+    monkeypatch.setattr(ledger, "unit_text", reading)
+    return read
+
+
 def test_a_list_edited_near_its_end_reads_from_the_last_snapshot(
     monkeypatch: pytest.MonkeyPatch, counted: Any
 ) -> None:
@@ -294,14 +307,7 @@ def test_a_list_edited_near_its_end_reads_from_the_last_snapshot(
     strategy = SummarizeWindow()
     calls = counted(strategy)
     strategy.select(messages, 600)
-    read: list[int] = []
-    unit_text = ledger.unit_text
-
-    def reading(history: Any, unit: int, **options: Any) -> str:
-        read.append(unit)
-        return unit_text(history, unit, **options)
-
-    monkeypatch.setattr(ledger, "unit_text", reading)
+    read = _units_read(monkeypatch)
     quiet = 0
     for step in range(12):
         messages = messages[: -rng.randint(1, 3)] if step % 2 else list(messages)
@@ -332,14 +338,7 @@ def test_a_branch_of_a_branch_made_before_its_visit_starts_from_the_grandparents
     second = first.branch(-1)
     third = second.branch(-1)  # before the second's first visit
     third.extend([message(900), message(901)])
-    read: list[int] = []
-    unit_text = ledger.unit_text
-
-    def reading(history: Any, unit: int, **options: Any) -> str:
-        read.append(unit)
-        return unit_text(history, unit, **options)
-
-    monkeypatch.setattr(ledger, "unit_text", reading)
+    read = _units_read(monkeypatch)
     window = strategy.select(third, 600)
     assert len(read) <= ledger.SNAPSHOT_EVERY + 8, f"{len(read)} units read again"
     messages = third.originals

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 from ctxwindow import Message, Strategy, Window, Windower, get_counter
 from ctxwindow._messages import read_message
+from ctxwindow._tokens import NON_TEXT_PART_TOKENS, non_text_parts
 from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
 from ctxwindow.kit import covers_position
 
@@ -57,17 +59,20 @@ def _tiers(
     limit: int,
     cost: Any,
     task: bool,
-    cuts: bool = True,
-) -> tuple[set[int], set[int]]:
-    """What must stay, in the contract's tiers, and the current turn's positions: the
-    base (instructions, pins, the newest user message, whole units); the rest of the
-    current turn (from the newest user message; with none, in an agent's history, from
-    the first unit after the leading system and developer messages) if it fits, or
-    (``cuts``: under a cutting oversize policy) if it fits with its older rounds' tool
-    results cut to a quarter of the limit (at least 64 tokens), its newest exchange
-    whole and older context keeping a quarter, else its newest tool exchange; the task
-    statement (the first user message) if it fits and costs at most a quarter of the
-    limit."""
+    policy: str,
+    count: Callable[[Message], int],
+) -> tuple[set[int], set[int], set[int]]:
+    """What must stay, in the contract's tiers, the current turn's positions, and the
+    positions a held turn may hold beyond them (where this account cannot tell whether
+    the runner holds it: then either is right). The tiers: the base (instructions,
+    pins, the newest user message, whole units); the rest of the current turn (from the
+    newest user message; with none, in an agent's history, from the first unit after
+    the leading system and developer messages) if it fits, or (under a cutting
+    ``policy``) if it fits with its older rounds' oversized tool results (over half the
+    limit; under 'truncate' the newest user message too, if that big) cut to 64 tokens,
+    its newest exchange whole and older context keeping a quarter, else its
+    newest tool exchange; the task statement (the first user message) if it fits and
+    costs at most a quarter of the limit."""
     units = _whole_units(messages, broken)
     keep: set[int] = set()
     base = must_keep_positions(messages) - broken
@@ -85,20 +90,30 @@ def _tiers(
     turn_units = [u for u in units if starts and min(u) >= starts[0]]
     turn = set().union(*turn_units) if turn_units else set()
     rest = [u for u in turn_units if not u <= keep]
+    maybe: set[int] = set()
     if rest and cost(keep | set().union(*rest)) <= limit:
         keep |= set().union(*rest)
     else:  # the newest exchange, whether or not kept already (pinned, say)
         exchanges = [u for u in turn_units if any(_in_exchange(messages[i]) for i in u)]
         newest = exchanges[-1] if exchanges else set()
-        if rest and cuts and _fits_cut(messages, units, keep, turn, newest, limit, cost):
-            keep |= turn
+        if rest and policy != "raise":
+            request = users[-1] if policy == "truncate" and users else None
+            held = _fits_cut(messages, units, keep, turn, newest, limit, cost, count, request)
+            if held:
+                keep |= turn
+            elif held is None:
+                maybe = turn - keep - newest
         keep |= newest
     if task and users:
         first = next(u for u in units if users[0] in u)
         size = cost(first)
         if not first <= keep and cost(keep) + size <= limit and size <= limit // 4:
             keep |= first
-    return keep, turn
+    return keep, turn, maybe
+
+
+#: The least a held turn's oversized results are cut to (the runner's MIN_CUT_TOKENS).
+HELD_CUT_TOKENS = 64
 
 
 def _fits_cut(
@@ -109,17 +124,38 @@ def _fits_cut(
     newest: set[int],
     limit: int,
     cost: Callable[[set[int]], int],
-) -> bool:
-    """Whether the whole current turn fits with the tool results of its older rounds
-    cut to a quarter of the limit (at least 64 tokens), its ``newest`` exchange whole,
-    beside what must stay before it and, when there is older context, its quarter of
-    the limit."""
-    level = max(limit // 4, 64)
+    count: Callable[[Message], int],
+    request: int | None,
+) -> bool | None:
+    """Whether the whole current turn fits with the oversized tool results of its older
+    rounds (over half the limit; and the message at ``request``, if that big) cut to 64
+    tokens, its ``newest`` exchange whole, beside what must stay before it and, when
+    there is older context, its quarter of the limit; never when no older result is
+    that big. None when that turns on what a cut message costs at its least (its
+    marker), which may be more than 64 tokens: a message of parts (an image), or one
+    whose other fields cost much."""
+    big = limit // 2
     older = any(not u & (keep | turn) for u in units)
     room = limit - cost(keep - turn) - (limit // 4 if older else 0)
-    cuttable = {i for i in turn - newest if messages[i].role in RESULT_ROLES}
-    needed = sum(min(cost({i}), level) if i in cuttable else cost({i}) for i in turn)
-    return needed <= room
+    needed, oversized, unsure = 0, False, False
+    for i in turn:
+        size = cost({i})
+        result = i not in newest and messages[i].role in RESULT_ROLES
+        if (result or i == request) and size > big:
+            oversized = oversized or result
+            unsure = unsure or not isinstance(messages[i].content, str)
+            unsure = unsure or _costs_more_cut(messages[i], count)
+            size = HELD_CUT_TOKENS
+        needed += size
+    if not oversized or needed > room:  # the runner's marker costs are no less: it agrees
+        return False
+    return None if unsure else True
+
+
+def _costs_more_cut(message: Message, count: Callable[[Message], int]) -> bool:
+    """Whether ``message`` cut to a marker (at most 200 characters) may cost more than
+    HELD_CUT_TOKENS: its other fields (a long call id, a name) with such a text."""
+    return count(dataclasses.replace(message, content="m" * 200)) > HELD_CUT_TOKENS
 
 
 def _in_exchange(message: Message) -> bool:
@@ -215,11 +251,12 @@ def checked_outcome(
     def cost(positions: set[int]) -> int:
         return sum(token_counter.count_message(parsed[i]) for i in positions)
 
-    keep, turn = _tiers(
-        parsed, broken, limit, cost, options.get("task_statement", True), policy != "raise"
+    task = options.get("task_statement", True)
+    keep, turn, maybe = _tiers(
+        parsed, broken, limit, cost, task, policy, token_counter.count_message
     )
     needed = cost(keep)
-    cuttable = {i for i in keep & turn if parsed[i].role in RESULT_ROLES}
+    cuttable = {i for i in (keep | maybe) & turn if parsed[i].role in RESULT_ROLES}
     try:
         window = Windower(strategy, budget, counter).select(messages, query=query)
     except OrphanToolResult:
@@ -229,7 +266,10 @@ def checked_outcome(
     except BudgetTooSmall as error:
         assert needed > limit, f"BudgetTooSmall raised though must-keep needs {needed} <= {limit}"
         if policy != "raise":  # cutting each tool result to a short head and tail was no help
-            least = cost(keep - cuttable) + CUT_TOKENS * len(cuttable)
+            # each cut to its marker, its images kept (a cut keeps non-text parts)
+            least = cost(keep - cuttable) + sum(
+                CUT_TOKENS + NON_TEXT_PART_TOKENS * non_text_parts(parsed[i]) for i in cuttable
+            )
             assert least > limit, f"BudgetTooSmall raised though cutting tool results fits {limit}"
         assert error.needed <= needed, (
             f"BudgetTooSmall says {error.needed}, must-keep needs {needed} before any cut"

@@ -37,7 +37,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("kept", "kept verbatim"),
     ("dropped", "dropped"),
     ("summarized", "in a summary"),
-    ("truncated", "cut: the newest user message shortened"),
+    ("truncated", "cut: a tool result of the current turn, or the newest user message, shortened"),
     ("replaced", "cut: replaced by a stand-in (a cleared or excerpted tool output)"),
 )
 #: Each fate's colour (the bar; the cell gets a light tint of it). Tests sample these.
