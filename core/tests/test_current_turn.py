@@ -696,6 +696,34 @@ def test_under_truncate_a_pasted_request_and_an_older_log_share_the_cut() -> Non
     assert window.messages[-1] is messages[-1]
 
 
+@pytest.mark.parametrize("counter", ["approx", "tiktoken:cl100k_base"])
+def test_under_truncate_a_held_turn_leaves_older_context_its_share(counter: str) -> None:
+    """Found by a review of the hold: the older log's cut was sized as if the request
+    shared it, but the request was then sent whole (what must stay fitted), so it took
+    older context's quarter and the task statement went (kept under 'cut'). The request
+    is cut to the log's size; and the kit, under tiktoken, demanded the task statement
+    by an account that could not tell whether the turn was held."""
+    if counter.startswith("tiktoken"):
+        pytest.importorskip("tiktoken")
+    messages = [
+        {"role": "system", "content": "You are a coding agent."},
+        user("fix ISSUE-4711 now. " * 20),
+        assistant("Sure."),
+        user("run the tests and fix what fails. " * 110),
+        calls("c0"),
+        result("c0", "FAILED test_x assert 1 == 2\n" * 600),
+        calls("c1"),
+        result("c1", "diff --git a/x b/x\n" * 100),
+    ]
+    for policy in ("cut", "truncate"):
+        strategy = ctxwindow.get_strategy("newest", oversize=policy)
+        window = check_window(strategy, messages, 2_000, counter=counter)
+        assert window is not None and messages[1] in window.messages, policy
+    actions = [d.action for d in window.record.decisions]
+    if counter == "approx":  # held (by cl100k's count the request is under half: not)
+        assert actions[3] == actions[4] == "truncated"  # the request and the log share
+
+
 def test_under_oversize_raise_a_turn_too_big_keeps_only_its_newest_exchange() -> None:
     messages = [*_test_log_turn(), calls("fix"), result("fix", "patched")]
     window = ctxwindow.select(messages, 2_000, "newest", oversize="raise")

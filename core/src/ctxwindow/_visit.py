@@ -464,11 +464,15 @@ class Visit:
             raise self._too_small(policy)  # said of the messages as given, before a cut
         level = self._cut_tool_results(policy)
         needed = history.must_keep_tokens
-        if needed <= self.limit:
+        newest = history.newest_user
+        # in a held turn the request shares the older results' cut: cut to their size
+        # even where it would fit whole, or it takes older context's share from them
+        shares = self._held_turn and policy == "truncate" and level is not None
+        shares = shares and newest is not None and history.tokens(newest) > (level or 0)
+        if needed <= self.limit and not shares:
             if self.replaced:  # cut to fit: the task statement may fit in what is left
                 self._admit_task_statement()
             return
-        newest = history.newest_user
         if policy != "truncate" or newest is None:
             raise self._too_small(policy)
         message = history.messages[newest]

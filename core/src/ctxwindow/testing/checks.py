@@ -18,6 +18,7 @@ from typing import Any
 from ctxwindow import Message, Strategy, Window, Windower, get_counter
 from ctxwindow._messages import read_message
 from ctxwindow._tokens import NON_TEXT_PART_TOKENS, non_text_parts
+from ctxwindow._visit import TOOL_CUT_MARKER, TRUNCATION_MARKER
 from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
 from ctxwindow.kit import covers_position
 
@@ -104,7 +105,7 @@ def _tiers(
             elif held is None:
                 maybe = turn - keep - newest
         keep |= newest
-    if task and users:
+    if task and users and not maybe:  # a turn that may be held may leave no room for it
         first = next(u for u in units if users[0] in u)
         size = cost(first)
         if not first <= keep and cost(keep) + size <= limit and size <= limit // 4:
@@ -131,9 +132,8 @@ def _fits_cut(
     rounds (over half the limit; and the message at ``request``, if that big) cut to 64
     tokens, its ``newest`` exchange whole, beside what must stay before it and, when
     there is older context, its quarter of the limit; never when no older result is
-    that big. None when that turns on what a cut message costs at its least (its
-    marker), which may be more than 64 tokens: a message of parts (an image), or one
-    whose other fields cost much."""
+    that big. A cut message costs no less than its marker alone. None when that turns
+    on what a cut keeps of a message of parts (an image)."""
     big = limit // 2
     older = any(not u & (keep | turn) for u in units)
     room = limit - cost(keep - turn) - (limit // 4 if older else 0)
@@ -143,19 +143,22 @@ def _fits_cut(
         result = i not in newest and messages[i].role in RESULT_ROLES
         if (result or i == request) and size > big:
             oversized = oversized or result
-            unsure = unsure or not isinstance(messages[i].content, str)
-            unsure = unsure or _costs_more_cut(messages[i], count)
-            size = HELD_CUT_TOKENS
+            if isinstance(messages[i].content, str):
+                size = max(HELD_CUT_TOKENS, _marked_cost(messages[i], count, result))
+            else:  # parts: what a cut keeps of them is not this account's to price
+                unsure, size = True, HELD_CUT_TOKENS
         needed += size
     if not oversized or needed > room:  # the runner's marker costs are no less: it agrees
         return False
     return None if unsure else True
 
 
-def _costs_more_cut(message: Message, count: Callable[[Message], int]) -> bool:
-    """Whether ``message`` cut to a marker (at most 200 characters) may cost more than
-    HELD_CUT_TOKENS: its other fields (a long call id, a name) with such a text."""
-    return count(dataclasses.replace(message, content="m" * 200)) > HELD_CUT_TOKENS
+def _marked_cost(message: Message, count: Callable[[Message], int], result: bool) -> int:
+    """What ``message`` costs cut to its marker alone (the runner's documented marker:
+    a tool result's says it is one), its other fields (a call id, a name) kept."""
+    removed = len(message.text)
+    marker = (TOOL_CUT_MARKER if result else TRUNCATION_MARKER).format(removed=removed)
+    return count(dataclasses.replace(message, content=marker))
 
 
 def _in_exchange(message: Message) -> bool:
