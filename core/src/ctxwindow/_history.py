@@ -1240,11 +1240,14 @@ class History:
         #: then its newest exchange alone must stay, unless the host holds the whole
         #: turn with its oversized tool results cut (:meth:`_hold_turn`).
         self._turn_split = not (len(held) == len(turn) or rest <= room)
+        #: The turn's newest exchange when the turn does not fit (None when it fits).
+        self._newest_exchange: int | None = None
         if not self._turn_split:
             reasons.update({unit: self._turn_reason for unit in turn if unit not in reasons})
         else:  # the newest exchange, unless it is kept already (pinned, say)
             units = reversed(self.current_turn)
             exchange = next((unit for unit in units if self._is_exchange(unit)), None)
+            self._newest_exchange = exchange
             if exchange is not None and exchange not in reasons:
                 reasons[exchange] = NEWEST_EXCHANGE
         room = self.budget - sum(self.unit_tokens(unit) for unit in reasons)

@@ -391,8 +391,10 @@ class Visit:
         #: Each must-keep message's cost cut to its marker (:meth:`_floor`), of the
         #: message as given: counted once, though the oversize policy asks several times.
         self._floors: dict[int, int] = {}
-        #: Whether the whole current turn is held, its older rounds' results cut.
+        #: Whether the whole current turn is held, its older rounds' results cut, and
+        #: its newest exchange then (which the cut leaves whole where it can).
         self._held_turn = False
+        self._held_newest: int | None = None
         self._apply_orphan_policy()
 
     # -- before ------------------------------------------------------------------
@@ -467,8 +469,13 @@ class Visit:
         newest = history.newest_user
         # in a held turn the request shares the older results' cut: cut to their size
         # even where it would fit whole, or it takes older context's share from them
-        shares = self._held_turn and policy == "truncate" and level is not None
-        shares = shares and newest is not None and history.tokens(newest) > (level or 0)
+        shares = (
+            self._held_turn
+            and policy == "truncate"
+            and level is not None
+            and newest is not None
+            and history.tokens(newest) > level
+        )
         if needed <= self.limit and not shares:
             if self.replaced:  # cut to fit: the task statement may fit in what is left
                 self._admit_task_statement()
@@ -516,7 +523,7 @@ class Visit:
         room = self.limit - sum(map(history.unit_tokens, held_before))
         if len(held_before) < turn.start:  # older context: it keeps its share
             room -= self.limit // OLDER_SHARE
-        newest = self._newest_exchange()
+        newest = history._newest_exchange
         request = history.newest_user if policy == "truncate" else None
         needed, oversized = 0, False
         for unit in reversed(turn):  # newest first: a long run of rounds stops early
@@ -532,18 +539,13 @@ class Visit:
             return
         history._hold_turn()
         self.must_keep = MappingProxyType(dict(history.must_keep))
-        self._held_turn = True
-
-    def _newest_exchange(self) -> int | None:
-        """The current turn's newest unit that holds a tool call or result."""
-        history = self.history
-        return next((u for u in reversed(history.current_turn) if history._is_exchange(u)), None)
+        self._held_turn, self._held_newest = True, newest
 
     def _held_rounds(self, results: list[int]) -> list[int]:
         """Those of ``results`` in a held turn's older rounds (:meth:`_hold_cut_turn`)."""
         if not self._held_turn:
             return []
-        newest = self._newest_exchange()
+        newest = self._held_newest
         return [p for p in results if self.history.unit_of(p) != newest]
 
     def _cut_saves(self, unit: int, big: int, request: int | None) -> tuple[int, bool]:

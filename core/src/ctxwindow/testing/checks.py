@@ -18,7 +18,7 @@ from typing import Any
 from ctxwindow import Message, Strategy, Window, Windower, get_counter
 from ctxwindow._messages import read_message
 from ctxwindow._tokens import NON_TEXT_PART_TOKENS, non_text_parts
-from ctxwindow._visit import TOOL_CUT_MARKER, TRUNCATION_MARKER
+from ctxwindow._visit import MIN_CUT_TOKENS, OVERSIZED_SHARE, TOOL_CUT_MARKER, TRUNCATION_MARKER
 from ctxwindow.errors import BudgetTooSmall, OrphanToolResult
 from ctxwindow.kit import covers_position
 
@@ -113,10 +113,6 @@ def _tiers(
     return keep, turn, maybe
 
 
-#: The least a held turn's oversized results are cut to (the runner's MIN_CUT_TOKENS).
-HELD_CUT_TOKENS = 64
-
-
 def _fits_cut(
     messages: Sequence[Message],
     units: list[set[int]],
@@ -134,7 +130,7 @@ def _fits_cut(
     there is older context, its quarter of the limit; never when no older result is
     that big. A cut message costs no less than its marker alone. None when that turns
     on what a cut keeps of a message of parts (an image)."""
-    big = limit // 2
+    big = limit // OVERSIZED_SHARE
     older = any(not u & (keep | turn) for u in units)
     room = limit - cost(keep - turn) - (limit // 4 if older else 0)
     needed, oversized, unsure = 0, False, False
@@ -144,9 +140,9 @@ def _fits_cut(
         if (result or i == request) and size > big:
             oversized = oversized or result
             if isinstance(messages[i].content, str):
-                size = max(HELD_CUT_TOKENS, _marked_cost(messages[i], count, result))
+                size = max(MIN_CUT_TOKENS, _marked_cost(messages[i], count, result))
             else:  # parts: what a cut keeps of them is not this account's to price
-                unsure, size = True, HELD_CUT_TOKENS
+                unsure, size = True, MIN_CUT_TOKENS
         needed += size
     if not oversized or needed > room:  # the runner's marker costs are no less: it agrees
         return False
