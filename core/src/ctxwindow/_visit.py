@@ -1190,8 +1190,11 @@ def _kinds_kept(history: History) -> str:
 
 def _gone_runs(turn: range, kept: set[int]) -> list[range]:
     """The current turn's units not kept, as runs of consecutive units, oldest first:
-    found from the kept units, so that a long turn (an agent's run from one
-    instruction) costs what its window keeps, not a pass over each of its units."""
+    found from the turn's units or from the kept ones, whichever are fewer, so that a
+    long turn (an agent's run from one instruction) costs what its window keeps, and a
+    transform's window (every unit of the history) costs the turn."""
+    if len(turn) <= len(kept):
+        return between(turn, list(filter(kept.__contains__, turn)))
     return between(turn, sorted(_from(kept, turn.start)))
 
 

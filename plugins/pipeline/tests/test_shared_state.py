@@ -212,7 +212,7 @@ def test_a_turn_starts_from_the_last_turns_first_stage(monkeypatch: pytest.Monke
         assert_as_read_afresh(window, stages, listed, 1_500)
 
 
-def _fates_one_by_one(run: Any, label: str, decision: Any, cleared: Any) -> list[int]:
+def _fates_one_by_one(run: Any, label: str, decision: Any) -> list[int]:
     """What _Run._gone does, message by message, as the general path does it."""
     carried = [run.origins[p] for p in decision.positions]
     run._removed(label, decision.action, decision.reason, carried)
@@ -406,7 +406,8 @@ def test_the_fates_of_summaries_of_runs_are_those_read_unit_by_unit(
     fates = module._Fates()
     for start, length, fate in runs:
         fates.set_run(range(start, start + length), fate)
-    fates.give(sorted(own), [own[unit] for unit in sorted(own)])
+    for unit in sorted(own):
+        fates[unit] = own[unit]
     stretches = [
         (module._as_stretch(frozenset(range(start, start + length))), maker)
         for start, length, maker in spans

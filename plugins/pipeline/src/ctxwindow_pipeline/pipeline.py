@@ -379,12 +379,6 @@ class _Fates:
         self.by_unit[unit] = fate
         self.top = max(self.top, unit)
 
-    def give(self, units: list[int], fates: list[Fate]) -> None:
-        """Give each of ``units`` (ascending) its fate of ``fates``, in one update."""
-        if units:
-            self.by_unit.update(zip(units, fates, strict=True))
-            self.top = max(self.top, units[-1])
-
     def set_run(self, units: range, fate: Fate) -> None:
         """Give every unit of ``units`` (step 1) ``fate``, over what they had."""
         by_unit = self.by_unit
@@ -680,7 +674,6 @@ class _Run:
         before, size = self.origins, len(self.origins)
         kept_reason, replaced_reason = self.kept_reason, self.replaced_reason
         labelled: dict[str, str] = {}  # each reason with the stage's label, made once
-        cleared: list[int] | None = None  # the units cleared so far, ascending, when needed
         for decision in itertools.islice(decisions, first, None):
             if not decision.positions:
                 continue
@@ -689,9 +682,7 @@ class _Run:
                 and decision.action in ("dropped", "summarized")
                 and type(decision.positions) is range
             ):
-                if cleared is None:
-                    cleared = sorted(replaced_reason)
-                units = self._gone(label, decision, cleared)
+                units = self._gone(label, decision)
                 if decision.action == "summarized":
                     summarized.append((decision.positions[0], units))
                 continue
@@ -863,36 +854,31 @@ class _Run:
         self.replaced_reason = _before(last.replaced_reason, units)
         return count, position, differ
 
-    def _gone(self, label: str, decision: Decision | DecisionRun, cleared: list[int]) -> range:
+    def _gone(self, label: str, decision: Decision | DecisionRun) -> range:
         """:meth:`_removed` of a run of the caller's own messages, in their places (the
         stage input is the caller's list, its messages stood in for at most), dropped or
-        summarized: a fate for its units at once, then one for each of them cleared
-        first; the units. A stage that summarizes or drops thousands of units costs a
-        turn a run, not an entry per unit."""
+        summarized: one fate for its units at once; the units. A stage that drops or
+        summarizes thousands of units, an earlier one having cleared thousands of them
+        first, costs a turn a run, not an entry per unit."""
         history, action, reason = self.history, decision.action, decision.reason
         positions = decision.positions
         first, last = history.unit_of(positions[0]), history.unit_of(positions[-1])
         assert first is not None and last is not None  # no defective message: aligned
         self.fate.set_run(range(first, last + 1), (action, f"{label}: {reason}"))
-        verb = f" dropped it: {reason}" if action == "dropped" else f": {reason}"
-        then = f"; then {label}{verb}"
-        replaced_reason = self.replaced_reason
-        units = cleared[bisect.bisect_left(cleared, first) : bisect.bisect_right(cleared, last)]
-        # each "<why it was cleared>; then <label> dropped it: <reason>", at C speed
-        reasons = map(operator.add, map(replaced_reason.__getitem__, units), itertools.repeat(then))
-        self.fate.give(units, list(zip(itertools.repeat(action), reasons, strict=False)))
         return range(first, last + 1)
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
+        """Give each of the caller's units behind ``carried`` (a stage's input messages
+        it removed) its fate. A caller's message says why this stage dropped or
+        summarized it, whatever an earlier stage did to it first (cleared its output:
+        that stage's own record says so, in ``record.stages``): the record's word on a
+        unit is the stage's that removed it, and an agent's thousands of outputs cleared
+        and then dropped or summarized cost a turn one fate for the run, not one each."""
         said = f"{label}: {reason}"
         for origin in carried:
             if origin.position is not None:
                 (unit,) = origin.covers
-                why = said
-                if unit in self.replaced_reason:  # cleared first, then went
-                    verb = f" dropped it: {reason}" if action == "dropped" else f": {reason}"
-                    why = f"{self.replaced_reason[unit]}; then {label}{verb}"
-                self.fate[unit] = (action, why)
+                self.fate[unit] = (action, said)
                 continue
             for unit in origin.covers:  # a made message goes, and what it stood for
                 before = (self.fate.get(unit) or ("summarized", str(origin.made_by)))[1]
