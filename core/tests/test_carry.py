@@ -211,6 +211,31 @@ def test_one_list_grown_and_given_equal_copies_in_place_gives_this_calls_objects
     assert sum(1 for first in strategy.carried if first) >= 20
 
 
+def test_a_list_changed_near_its_end_carries_the_units_before_the_change() -> None:
+    """A list whose older result (not among the newest the strategy keeps whole) was
+    changed since the last call (a host cut it anew, the app shortened it) is read as a
+    branch of the last call's conversation: the units before the change are carried,
+    not none (a pipeline's clearing stage then re-decided the whole history on every
+    request of a turn whose log its host cut: 143 ms a request at 20,000 messages
+    against 11 ms uncut), and the window is the one deciding everything gives."""
+    strategy = Clears()
+    history = agent_loop(40, result_words=30, instructions=8, pending=False)
+    # a task of its own: no list another test made shares a prefix with this one
+    history[1] = user("Task: reconcile the invoices of a list changed near its end.")
+    visit(strategy, history)
+    results = [at for at, message in enumerate(history) if message["role"] == "tool"]
+    changed = results[-12]  # before the current turn, and settled for the strategy
+    grown = [*history, {"role": "assistant", "content": "One more thing."}]
+    grown[changed] = {**history[changed], "content": "shortened"}
+    window = visit(strategy, grown)
+    conversation = strategy.last[0].history.conversation if strategy.last else None
+    assert conversation is not None and conversation.branched_from is not None
+    unit = conversation.branched_from.units
+    assert 0 < unit <= strategy.last[0].history.unit_of(changed)  # type: ignore[union-attr,operator]
+    assert strategy.carried[-1] == unit
+    assert_alike(window, visit(Clears(carry=False), list(grown)))
+
+
 @settings(max_examples=40, deadline=None)
 @given(agent_histories(max_rounds=24), st.lists(st.integers(1, 9), min_size=1, max_size=6))
 def test_carrying_through_any_agent_loop_changes_nothing(

@@ -807,3 +807,51 @@ def test_a_turn_of_rounds_of_any_sizes_keeps_the_contract(
                 answer["content"] = [{"type": "text", "text": answer["content"]}, IMAGE]
             messages.append(answer)
     check_window(ctxwindow.get_strategy("newest", oversize=policy), messages, budget)
+
+
+class _Through(BaseStrategy):
+    """Windows its history through ``Newest`` as a plain list of the messages as the
+    host sent them (what a composite strategy does when the host cut one), and keeps
+    the units that window holds."""
+
+    name = "through"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.inner: list[ctxwindow.Window[Any]] = []
+
+    def choose(self, history: History) -> Selection:
+        from ctxwindow.testing.strategies import Newest
+
+        sent = [history.messages[position].to_dict() for position in range(len(history))]
+        inner = ctxwindow.Windower(Newest(), history.budget, history.counter).select(sent)
+        self.inner.append(inner)
+        selection = history.selection()
+        for decision in inner.record.decisions:
+            if decision.action != "dropped" and decision.unit not in history.must_keep:
+                selection.keep(decision.unit, "kept by the inner visit")
+        return selection
+
+
+@pytest.mark.parametrize("how", ["select", "aselect", "time_limit"])
+def test_a_visit_begun_inside_a_strategy_is_nested_in_its_visit(how: str) -> None:
+    """A visit a strategy begins while it chooses (handed a list, not its History) is
+    nested in the host's: the host alone holds the current turn. Two rounds whose
+    results are each far over the budget: the host keeps the newest exchange, its result
+    cut; the inner visit, seeing that cut, must not hold the turn itself and cut the
+    older round's result the host let go (a pipeline stage did, and its pipeline then
+    broke the contract passing that cut on)."""
+    import asyncio
+
+    log = "row 1,2,3 " * 1_000
+    messages = [user("0"), calls("r0"), result("r0", log), calls("r1"), result("r1", log)]
+    strategy = _Through(**({"time_limit": 30} if how == "time_limit" else {}))
+    if how == "aselect":
+        window = asyncio.run(strategy.aselect(messages, 284))
+    else:
+        window = strategy.select(messages, 284)
+    (inner,) = strategy.inner
+    assert not any(d.action == "truncated" for d in inner.record.decisions if 2 in d.positions)
+    assert [d.action for d in inner.record.decisions] == ["kept", "dropped", "kept"]
+    assert len(window.messages) == 3 and window.messages[:2] == [messages[0], messages[3]]
+    assert "cut the tool result of message 4" in window.record.notes[0]

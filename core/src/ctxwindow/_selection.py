@@ -202,11 +202,13 @@ class Selection:
         selection's ``default_reason``), its score, and the stand-ins of those units;
         they cannot be decided again on this visit. Fewer units are carried (0: decide
         everything) where the two visits differ: from the first unit whose must-keep
-        status or reason changed, the newest unit ``previous`` saw (it may have grown)
-        and the messages the host cut, when the messages are not the very ones read
-        before, or when ``previous`` was not finished by the runner, was counted by
-        another counter, made messages (a summary) or gave ``unit_scores``. Call it
-        first, before any other decision.
+        status or reason changed, the newest unit ``previous`` saw (it may have grown),
+        the messages the host cut, and, for a list the runner read as a branch of the
+        one ``previous`` saw (a message near its end changed), the unit where the two
+        part; none when the messages are not the very ones read before, or when
+        ``previous`` was not finished by the runner, was counted by another counter,
+        made messages (a summary) or gave ``unit_scores``. Call it first, before any
+        other decision.
         """
         if not isinstance(previous, Selection):
             raise InvalidSelection(
@@ -498,6 +500,11 @@ def _carriable(
     if old.counter is not history.counter or old.defects or history.defects:
         return None
     count = min(units, len(old.units) - 1, len(history.units))
+    branch = history.conversation.branched_from
+    if branch is not None and branch.parent is old.conversation:
+        # a list read as a branch of the one ``previous`` saw: a message near its end
+        # changed (a result cut anew, a reply edited), and the two share the units before
+        count = min(count, branch.units)
     for position in itertools.chain(outcome.cut, history._replacements):  # the host's cuts
         unit = history.unit_of(position)
         count = min(count, unit if unit is not None else 0)

@@ -10,12 +10,13 @@ limits, errors) is :class:`~ctxwindow.Windower`'s.
 from __future__ import annotations
 
 import bisect
+import contextvars
 import dataclasses
 import itertools
 import math
 import operator
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from numbers import Real
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
@@ -348,6 +349,34 @@ def _view(
     return RECENT.view(messages, counter, budget, query, task_statement=task)
 
 
+#: True while a visit's strategy code runs (its choose, transform or achoose): a visit
+#: begun then windows that visit's history, or messages made from it (a pipeline's
+#: stage, handed a list where the host cut a message), and is nested in it.
+_IN_STRATEGY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ctxwindow_in_strategy", default=False
+)
+
+
+def run_strategy(call: Callable[[History], T], history: History) -> T:
+    """``call(history)`` (a strategy's choose or transform) as a visit's strategy code:
+    the visits it begins are nested in this one."""
+    token = _IN_STRATEGY.set(True)
+    try:
+        return call(history)
+    finally:
+        _IN_STRATEGY.reset(token)
+
+
+async def await_strategy(call: Awaitable[T]) -> T:
+    """``call`` (a strategy's achoose, made) awaited as a visit's strategy code (see
+    :func:`run_strategy`)."""
+    token = _IN_STRATEGY.set(True)
+    try:
+        return await call
+    finally:
+        _IN_STRATEGY.reset(token)
+
+
 def _as_sent(history: History) -> list[Any]:
     """A history's messages as a strategy sees them: the caller's objects, but the
     host's stand-ins where it cut one."""
@@ -378,9 +407,10 @@ class Visit:
         self.limit = self._limit()
         task = bool(common_option(self.strategy, "task_statement"))
         self.history: History = _view(messages, self.counter, self.limit, query, task)
-        #: Whether this visit windows another visit's history (a pipeline's stage): the
-        #: outer visit held the current turn or not, under its own policy.
-        self.nested = isinstance(messages, History)
+        #: Whether this visit windows another visit's history (a pipeline's stage: begun
+        #: while that visit's strategy runs, handed its History or a list made from it):
+        #: the outer visit held the current turn or not, under its own policy.
+        self.nested = isinstance(messages, History) or _IN_STRATEGY.get()
         #: What must stay, copied before the strategy runs: the check trusts this alone.
         self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
         #: The runner's own stand-ins (a cut newest user message), by position.

@@ -38,7 +38,7 @@ from ctxwindow._messages import Message
 from ctxwindow._plugins import distribution_of, get_counter
 from ctxwindow._selection import Selection
 from ctxwindow._tokens import TokenCounter
-from ctxwindow._visit import TimeLimit, Visit
+from ctxwindow._visit import TimeLimit, Visit, await_strategy, run_strategy
 from ctxwindow._window import Window
 from ctxwindow._workers import abandon, in_thread, saturated, within
 from ctxwindow.errors import (
@@ -275,14 +275,16 @@ class Windower:
         if limit is None:
             with self._strategy_code():
                 selection = (
-                    await _awaitable(achoose(history)) if achoose else self.strategy.choose(history)
+                    await await_strategy(_awaitable(achoose(history)))
+                    if achoose
+                    else run_strategy(self.strategy.choose, history)
                 )
             return await _finished(visit, selection, long)
         call: Awaitable[Selection]
         future = None  # the worker's, when choose runs in one
         if achoose is not None:
             with self._strategy_code():
-                call = _awaitable(achoose(history))
+                call = await_strategy(_awaitable(achoose(history)))
         else:
             future = self._worker(history, "choose")
             if future is None:
@@ -303,7 +305,7 @@ class Windower:
         limit = self._time_limit()
         if limit is None:
             with self._strategy_code():
-                selection = getattr(self.strategy, method)(visit.history)
+                selection = run_strategy(getattr(self.strategy, method), visit.history)
             return visit.finish(selection)
         import concurrent.futures  # here: only a visit under a time limit needs it
 
@@ -341,7 +343,7 @@ class Windower:
         if saturated(strategy):
             return None
         choose: Callable[[History], Selection] = getattr(strategy, method)
-        return in_thread(lambda: choose(history), strategy.name, strategy)
+        return in_thread(lambda: run_strategy(choose, history), strategy.name, strategy)
 
     def engages(self, history: History) -> bool:
         """Whether the strategy chooses though everything fits (its

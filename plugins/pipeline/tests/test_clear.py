@@ -436,3 +436,21 @@ def test_a_window_that_cleared_nothing_says_no_clearing() -> None:
     assert ("dropped", clear.DROPPED_UNCLEARED) in reasons
     assert ("kept", clear.FITS) in reasons
     assert not any("cleared" in reason for _, reason in reasons)
+
+
+def test_a_stub_for_a_copy_a_host_cut_says_only_that_it_was_cleared() -> None:
+    """A stage's input may hold a copy of a result an earlier stage's host cut (marked
+    ``truncated`` and ``stands_in_for``): its stub keeps the message's own metadata, not
+    those marks (the window would say the runner cut it, and the conformance kit
+    refused that window)."""
+    messages = agent(6)
+    marked = {"truncated": True, "stands_in_for": 3, "source": "ci-log"}
+    messages[3] = {**messages[3], "metadata": marked}
+    window = ctxwindow.Windower(ClearToolOutputs(keep_recent=2, when="always"), 10**6).transform(
+        messages
+    )
+    stub = window.messages[3]
+    assert stub["metadata"]["cleared_tool_output"]["position"] == 3
+    assert stub["metadata"]["source"] == "ci-log"
+    assert "truncated" not in stub["metadata"]
+    assert stub["metadata"].get("stands_in_for", 3) == 3

@@ -157,6 +157,81 @@ def test_old_outputs_cleared_then_removed_are_one_entry_of_the_record(last: str)
     assert len(cleared) >= 250
 
 
+def test_a_held_turn_whose_log_the_host_cuts_carries_and_gives_fresh_windows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent's turn reads a log far over the budget, then makes small calls: the host
+    holds the turn, its log cut anew on each request, so the clearing stage reads a list
+    parted near its end from the last request's. It carries the units before the log
+    (it re-decided every unit of the history on every such request: 143 ms a request at
+    20,000 messages against 11 ms uncut), and each request's window and record are
+    those of a fresh pipeline on the same list."""
+    from ctxwindow.testing import calls, result, user
+
+    carried: list[int] = []
+    carry = Selection.carry
+
+    def counted(self: Selection, previous: Selection, units: int) -> int:
+        carried.append(carry(self, previous, units))
+        return carried[-1]
+
+    monkeypatch.setattr(Selection, "carry", counted)
+    stages = [{**CLEAR, "keep_recent": 2}, "fixed"]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for turn in range(60):
+        messages += [user(f"question {turn} " * 8), calls(f"o{turn}")]
+        messages += [result(f"o{turn}", f"old out {turn} " * 40), user(f"thanks {turn}")]
+    messages += [user("Run the tests and fix it."), calls("log")]
+    messages.append(result("log", "FAILED test_x\n" * 3_000))
+    conversation = ctxwindow.Conversation(messages)
+    windower = ctxwindow.Windower(PipelineStrategy(stages=stages), 2_000)
+    seen: list[tuple[list[Any], ctxwindow.Window[Any]]] = []
+    for step in range(4):
+        conversation.extend([calls(f"c{step}"), result(f"c{step}", f"ok {step} " * 20)])
+        window = windower.select(conversation)
+        assert any("cut" in note for note in window.record.notes), window.record.notes
+        seen.append((list(conversation.originals), window))
+    assert len(carried) == 3 and min(carried) > 100, carried  # of the 182 before the log
+    for originals, window in seen:  # fresh ones after: their lists are remembered too
+        fresh = ctxwindow.Windower(PipelineStrategy(stages=stages), 2_000).select(originals)
+        assert window.messages == fresh.messages
+        assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
+
+
+@pytest.mark.parametrize("how", ["select", "aselect", "time_limit"])
+@pytest.mark.parametrize(
+    "stages",
+    [["fixed"], [{"strategy": "clear_tool_outputs", "when": "always", "min_tokens": 5}]],
+    ids=["fixed", "clearing"],
+)
+def test_a_stage_handed_a_list_the_host_cut_leaves_holding_the_turn_to_the_host(
+    stages: list[Any], how: str
+) -> None:
+    """A turn of two rounds whose results are each far over the budget: the host keeps
+    the newest exchange, its result cut, and hands the stages a list with that cut. A
+    stage's own visit is nested in the pipeline's (begun while it runs): it must not
+    hold the turn again, cutting the older round's result the host let go (the
+    pipeline then sent that cut on as its own stand-in: a ContractViolation, found by
+    the property tests), whether it runs on the caller's thread, on the event loop or
+    in a worker under a time limit."""
+    from ctxwindow.testing import calls, check_window, result
+
+    log = "row 1,2,3 " * 1_000
+    messages = [{"role": "user", "content": "0"}, calls("r0"), result("r0", log)]
+    messages += [calls("r1"), result("r1", log)]
+    options: dict[str, Any] = {"time_limit": 30} if how == "time_limit" else {}
+    strategy = PipelineStrategy(stages=stages, **options)
+    if how == "aselect":
+        window = asyncio.run(strategy.aselect(messages, 284))
+    else:
+        window = strategy.select(messages, 284)
+    assert window.tokens <= 284
+    assert window.messages[-2:][0] is messages[3]  # the newest exchange, its result cut
+    assert "cut the tool result of message 4" in window.record.notes[0]
+    assert messages[2] not in window.messages  # not sent whole
+    assert check_window(strategy, messages, 284) is not None
+
+
 def test_a_transform_stage_only_transforms_and_later_stages_fit_the_budget() -> None:
     messages = agent(10)
     budget = 1200

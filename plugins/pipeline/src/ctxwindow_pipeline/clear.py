@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import operator
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -399,6 +399,17 @@ class _Counted:
         return clearing
 
 
+#: The keys a runner writes on a message it sent cut (its marks, not the message's): a
+#: stage's input may hold such a copy (an earlier stage's host cut it), and its stub,
+#: which stands for the message, says only that it was cleared.
+_RUNNER_MARKS = ("truncated", "stands_in_for")
+
+
+def _own_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` less the runner's marks (:data:`_RUNNER_MARKS`)."""
+    return {key: value for key, value in metadata.items() if key not in _RUNNER_MARKS}
+
+
 def _newest_first(found: list[int], count: int, start: int = 0) -> Iterator[int]:
     return (found[index] for index in range(count - 1, start - 1, -1))
 
@@ -514,7 +525,7 @@ def _clearing(history: History, unit: int, cleared: list[int]) -> Clearing | Non
             result,
             content=STUB.format(tool=tool, call_id=call_id, tokens=history.tokens(position)),
             metadata={
-                **result.metadata,
+                **_own_metadata(result.metadata),
                 "synthetic": True,
                 "cleared_tool_output": details[position],
             },

@@ -124,8 +124,8 @@ def _share(where: str, share: Any) -> float | None:
         return None
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1e6:
         raise InvalidOption(
-            f"{where}: 'budget_share' must be a number > 0 (this stage's budget as a share "
-            f"of the pipeline's, such as 2.0), got {share!r}"
+            f"{where}: 'budget_share' must be a number > 0 and below 1,000,000 (this stage's "
+            f"budget as a share of the pipeline's, such as 2.0), got {share!r}"
         )
     return float(share)
 
