@@ -855,3 +855,40 @@ def test_a_visit_begun_inside_a_strategy_is_nested_in_its_visit(how: str) -> Non
     assert [d.action for d in inner.record.decisions] == ["kept", "dropped", "kept"]
     assert len(window.messages) == 3 and window.messages[:2] == [messages[0], messages[3]]
     assert "cut the tool result of message 4" in window.record.notes[0]
+
+
+def test_a_visit_begun_after_the_strategy_returned_is_not_nested() -> None:
+    """A task an ``achoose`` starts (a prefetch, a cache warm-up) runs in a copy of the
+    visit's context; a visit it begins once the strategy has returned, of any history,
+    is the caller's own and holds its current turn as any other (it gave up holding,
+    nested in a visit long finished)."""
+    import asyncio
+
+    from ctxwindow.testing.strategies import Newest
+
+    log = "row 1,2,3 " * 1_000
+    agent = [user("0"), calls("r0"), result("r0", log), calls("r1"), result("r1", "ok")]
+    started: list[asyncio.Task[ctxwindow.Window[Any]]] = []
+    go = asyncio.Event()
+
+    async def later() -> ctxwindow.Window[Any]:
+        await go.wait()
+        return await ctxwindow.Windower(Newest(), 284).aselect(agent)
+
+    class Starting(Newest):
+        name = "starting"
+
+        async def achoose(self, history: History) -> Selection:
+            started.append(asyncio.get_running_loop().create_task(later()))
+            return self.choose(history)
+
+    async def main() -> tuple[ctxwindow.Window[Any], ctxwindow.Window[Any]]:
+        plain = await ctxwindow.Windower(Newest(), 284).aselect(agent)
+        await ctxwindow.Windower(Starting(), 50).aselect([user("a " * 200), user("b")])
+        go.set()
+        return plain, await started[0]
+
+    plain, after = asyncio.run(main())
+    assert [d.action for d in plain.record.decisions] == ["kept", "truncated", "kept"]
+    assert after.messages == plain.messages
+    assert after.record.notes == plain.record.notes

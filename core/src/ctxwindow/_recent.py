@@ -37,12 +37,14 @@ from ctxwindow.kit._prefixes import (
 class _Entry:
     """A remembered history: its Conversation, whose list of each message's ``content``
     as read is what a caller's list is compared with (None when every message is a
-    ctxwindow Message, which cannot change in place)."""
+    ctxwindow Message, which cannot change in place), and whether a nested visit read
+    it (a pipeline stage's input)."""
 
-    __slots__ = ("conversation",)
+    __slots__ = ("conversation", "nested")
 
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(self, conversation: Conversation, nested: bool = False) -> None:
         self.conversation = conversation
+        self.nested = nested
 
     @property
     def originals(self) -> Sequence[Any]:
@@ -68,9 +70,17 @@ class RecentHistories:
         query: str | None,
         *,
         task_statement: bool,
+        nested: bool = False,
     ) -> History:
         """The visit's view of ``messages``: of a remembered history grown by what is new,
-        else of the whole list read now. The view's originals are the objects passed."""
+        else of the whole list read now. The view's originals are the objects passed.
+
+        ``nested``: a visit nested in another's (a pipeline stage's), whose list parts
+        near its end from the caller's (a result the host cut anew on each request) as
+        much as from the stage's last list: it is read as a branch of a list a nested
+        visit read first, and the branch is remembered beside the caller's list, not in
+        its place (each would otherwise be read as a branch of the other on every turn,
+        and the strategies' states kept for either would never be found)."""
         entries = check_message_list(messages)
         given: list[Any] = entries if isinstance(entries, list) else list(entries)
         remember = len(given) >= REMEMBER_FROM
@@ -90,24 +100,27 @@ class RecentHistories:
                 # so its keys are read at its length (see RecentLists.remember)
                 self.remembered.remember(entry)
             return history
-        near = self._branch(given) if remember else None
+        near = self._branch(given, nested) if remember else None
         conversation = Conversation(given) if near is None else near[1]
         # the view first, then the history is published: once other callers can find
         # it, one may grow it (under its lock) before this visit would take its view
         history = conversation.view(
             counter, budget, query, task_statement=task_statement, originals=given
         )
-        if near is not None:
-            self.remembered.replace(near[0], _Entry(conversation))
+        if near is not None and near[0].nested == nested:
+            self.remembered.replace(near[0], _Entry(conversation, nested))
         elif remember:
-            self.remembered.remember(_Entry(conversation))
+            self.remembered.remember(_Entry(conversation, nested))
         return history
 
-    def _branch(self, given: list[Any]) -> tuple[_Entry, Conversation] | None:
+    def _branch(self, given: list[Any], nested: bool) -> tuple[_Entry, Conversation] | None:
         """``given`` read into a branch of the remembered history it shares all but
         the newest messages with, and that history's entry (for the caller to remember
-        the branch in its place), or None if there is none."""
-        for entry in self.remembered.near(given):
+        the branch in its place), or None if there is none. Those read by visits
+        nested as this one is (or not) are tried first."""
+        near = self.remembered.near(given)
+        near.sort(key=lambda entry: entry.nested != nested)  # stable: longest first still
+        for entry in near:
             conversation = entry.conversation
             with conversation._lock:
                 checked = conversation.checked_always
@@ -146,8 +159,9 @@ def remember_histories(lists: int = LISTS_KEPT, items: int = ITEMS_KEPT) -> tupl
     back the bounds it had): at most ``lists`` histories holding ``items`` messages in
     all, the least recently used forgotten first. The defaults suit an app holding a
     few conversations; a server windowing many users' chats at once (``ctxwindow
-    serve``) wants one list per live conversation, or each request past the bound is
-    read whole again. Memory: the remembered messages stay alive (references, no copies)."""
+    serve``) wants one list per live conversation (and one more per stage of a
+    ``pipeline`` handed a list), or each request past the bound is read whole again.
+    Memory: the remembered messages stay alive (references, no copies)."""
     for name, value in (("lists", lists), ("items", items)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidOption(

@@ -334,7 +334,13 @@ class _Chosen:
 
 
 def _view(
-    messages: Any, counter: TokenCounter, budget: int, query: str | None, task: bool
+    messages: Any,
+    counter: TokenCounter,
+    budget: int,
+    query: str | None,
+    task: bool,
+    *,
+    nested: bool = False,
 ) -> History:
     """The visit's view of ``messages``: a Conversation's, another visit's History seen
     again (a strategy windowing its history through other strategies; with the host's
@@ -346,35 +352,48 @@ def _view(
         if seen is not None:
             return seen
         messages = _as_sent(messages)
-    return RECENT.view(messages, counter, budget, query, task_statement=task)
+    return RECENT.view(messages, counter, budget, query, task_statement=task, nested=nested)
 
 
-#: True while a visit's strategy code runs (its choose, transform or achoose): a visit
-#: begun then windows that visit's history, or messages made from it (a pipeline's
-#: stage, handed a list where the host cut a message), and is nested in it.
-_IN_STRATEGY: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "ctxwindow_in_strategy", default=False
+#: The visit whose strategy code runs (its choose, transform or achoose), while it
+#: runs: a visit begun then windows that visit's history, or messages made from it (a
+#: pipeline's stage, handed a list where the host cut a message), and is nested in
+#: it. A context another one copies while the strategy runs (a task it creates) holds
+#: the visit still, but not its running: a visit begun there after it is not nested.
+_CHOOSING: contextvars.ContextVar[Visit | None] = contextvars.ContextVar(
+    "ctxwindow_choosing", default=None
 )
 
 
-def run_strategy(call: Callable[[History], T], history: History) -> T:
-    """``call(history)`` (a strategy's choose or transform) as a visit's strategy code:
-    the visits it begins are nested in this one."""
-    token = _IN_STRATEGY.set(True)
+def run_strategy(visit: Visit, call: Callable[[History], T]) -> T:
+    """``call(visit.history)`` (the strategy's choose or transform) as the visit's
+    strategy code: the visits it begins (in this context, or a copy of it, as the
+    runner's worker threads and ``asyncio.to_thread`` run in) are nested in this one."""
+    token = _CHOOSING.set(visit)
+    visit.choosing += 1
     try:
-        return call(history)
+        return call(visit.history)
     finally:
-        _IN_STRATEGY.reset(token)
+        visit.choosing -= 1
+        _CHOOSING.reset(token)
 
 
-async def await_strategy(call: Awaitable[T]) -> T:
-    """``call`` (a strategy's achoose, made) awaited as a visit's strategy code (see
+async def await_strategy(visit: Visit, call: Awaitable[T]) -> T:
+    """``call`` (the strategy's achoose, made) awaited as the visit's strategy code (see
     :func:`run_strategy`)."""
-    token = _IN_STRATEGY.set(True)
+    token = _CHOOSING.set(visit)
+    visit.choosing += 1
     try:
         return await call
     finally:
-        _IN_STRATEGY.reset(token)
+        visit.choosing -= 1
+        _CHOOSING.reset(token)
+
+
+def _nested() -> bool:
+    """Whether a visit begun now is nested in one whose strategy code is running."""
+    outer = _CHOOSING.get()
+    return outer is not None and outer.choosing > 0
 
 
 def _as_sent(history: History) -> list[Any]:
@@ -406,11 +425,16 @@ class Visit:
         self.counter = windower.counter
         self.limit = self._limit()
         task = bool(common_option(self.strategy, "task_statement"))
-        self.history: History = _view(messages, self.counter, self.limit, query, task)
         #: Whether this visit windows another visit's history (a pipeline's stage: begun
         #: while that visit's strategy runs, handed its History or a list made from it):
         #: the outer visit held the current turn or not, under its own policy.
-        self.nested = isinstance(messages, History) or _IN_STRATEGY.get()
+        self.nested = isinstance(messages, History) or _nested()
+        #: How many calls of the strategy's code for this visit are running (see
+        #: :func:`run_strategy`; more than one only for a strategy that re-enters).
+        self.choosing = 0
+        self.history: History = _view(
+            messages, self.counter, self.limit, query, task, nested=self.nested
+        )
         #: What must stay, copied before the strategy runs: the check trusts this alone.
         self.must_keep: Mapping[int, str] = MappingProxyType(dict(self.history.must_keep))
         #: The runner's own stand-ins (a cut newest user message), by position.

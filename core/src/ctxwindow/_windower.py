@@ -275,18 +275,18 @@ class Windower:
         if limit is None:
             with self._strategy_code():
                 selection = (
-                    await await_strategy(_awaitable(achoose(history)))
+                    await await_strategy(visit, _awaitable(achoose(history)))
                     if achoose
-                    else run_strategy(self.strategy.choose, history)
+                    else run_strategy(visit, self.strategy.choose)
                 )
             return await _finished(visit, selection, long)
         call: Awaitable[Selection]
         future = None  # the worker's, when choose runs in one
         if achoose is not None:
             with self._strategy_code():
-                call = await_strategy(_awaitable(achoose(history)))
+                call = await_strategy(visit, _awaitable(achoose(history)))
         else:
-            future = self._worker(history, "choose")
+            future = self._worker(visit, "choose")
             if future is None:
                 return visit.timed_out(limit)
             call = asyncio.wrap_future(future)
@@ -305,11 +305,11 @@ class Windower:
         limit = self._time_limit()
         if limit is None:
             with self._strategy_code():
-                selection = run_strategy(getattr(self.strategy, method), visit.history)
+                selection = run_strategy(visit, getattr(self.strategy, method))
             return visit.finish(selection)
         import concurrent.futures  # here: only a visit under a time limit needs it
 
-        future = self._worker(visit.history, method)
+        future = self._worker(visit, method)
         if future is None:
             return visit.timed_out(limit)
         if not concurrent.futures.wait((future,), timeout=limit.seconds)[0]:
@@ -335,7 +335,7 @@ class Windower:
     def _time_limit(self) -> TimeLimit | None:
         return self.time_limit or TimeLimit.of(self.strategy)
 
-    def _worker(self, history: History, method: str) -> concurrent.futures.Future[Selection] | None:
+    def _worker(self, visit: Visit, method: str) -> concurrent.futures.Future[Selection] | None:
         """The strategy's choice under way in a worker thread; None when the strategy
         already has too many still running that earlier visits gave up on (a backend
         that hangs)."""
@@ -343,7 +343,7 @@ class Windower:
         if saturated(strategy):
             return None
         choose: Callable[[History], Selection] = getattr(strategy, method)
-        return in_thread(lambda: run_strategy(choose, history), strategy.name, strategy)
+        return in_thread(lambda: run_strategy(visit, choose), strategy.name, strategy)
 
     def engages(self, history: History) -> bool:
         """Whether the strategy chooses though everything fits (its
