@@ -892,3 +892,43 @@ def test_a_visit_begun_after_the_strategy_returned_is_not_nested() -> None:
     assert [d.action for d in plain.record.decisions] == ["kept", "truncated", "kept"]
     assert after.messages == plain.messages
     assert after.record.notes == plain.record.notes
+
+
+def test_a_task_the_strategy_leaves_running_keeps_nothing_of_the_visit() -> None:
+    """A task an ``achoose`` starts and leaves running (a batching worker) runs in a
+    copy of the visit's context: it holds the count of the strategy's running calls,
+    not the visit, its history or the caller's messages."""
+    import asyncio
+    import gc
+    import weakref
+
+    from ctxwindow.testing.strategies import Newest
+
+    class Held(dict):  # type: ignore[type-arg]  # a message a weak reference can follow
+        pass
+
+    left: list[asyncio.Task[None]] = []
+
+    class Starting(Newest):
+        name = "starting"
+
+        async def achoose(self, history: History) -> Selection:
+            left.append(asyncio.get_running_loop().create_task(asyncio.sleep(3600)))
+            return self.choose(history)
+
+    async def visit() -> weakref.ref[Held]:
+        messages = [Held(role="user", content=f"message {n} " * 50) for n in range(300)]
+        await ctxwindow.Windower(Starting(), 500).aselect(messages)
+        return weakref.ref(messages[0])
+
+    async def main() -> bool:
+        probe = await visit()
+        before = ctxwindow.remember_histories(0, 0)  # the runner's memory of lists
+        try:
+            gc.collect()
+            return probe() is None
+        finally:
+            ctxwindow.remember_histories(*before)
+            left[0].cancel()
+
+    assert asyncio.run(main())

@@ -355,12 +355,23 @@ def _view(
     return RECENT.view(messages, counter, budget, query, task_statement=task, nested=nested)
 
 
-#: The visit whose strategy code runs (its choose, transform or achoose), while it
-#: runs: a visit begun then windows that visit's history, or messages made from it (a
-#: pipeline's stage, handed a list where the host cut a message), and is nested in
-#: it. A context another one copies while the strategy runs (a task it creates) holds
-#: the visit still, but not its running: a visit begun there after it is not nested.
-_CHOOSING: contextvars.ContextVar[Visit | None] = contextvars.ContextVar(
+class _Choosing:
+    """How many calls of one visit's strategy code are running: what a visit begun in
+    its context reads (:data:`_CHOOSING`), holding nothing else of the visit (a task
+    the strategy leaves running keeps this, not the visit's history)."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+#: The running count of the visit whose strategy code runs (its choose, transform or
+#: achoose): a visit begun while it runs windows that visit's history, or messages
+#: made from it (a pipeline's stage, handed a list where the host cut a message), and
+#: is nested in it. A context another one copies while the strategy runs (a task it
+#: creates) holds the count still; a visit begun there once it is 0 is not nested.
+_CHOOSING: contextvars.ContextVar[_Choosing | None] = contextvars.ContextVar(
     "ctxwindow_choosing", default=None
 )
 
@@ -369,31 +380,33 @@ def run_strategy(visit: Visit, call: Callable[[History], T]) -> T:
     """``call(visit.history)`` (the strategy's choose or transform) as the visit's
     strategy code: the visits it begins (in this context, or a copy of it, as the
     runner's worker threads and ``asyncio.to_thread`` run in) are nested in this one."""
-    token = _CHOOSING.set(visit)
-    visit.choosing += 1
+    choosing = visit.choosing
+    token = _CHOOSING.set(choosing)
+    choosing.calls += 1
     try:
         return call(visit.history)
     finally:
-        visit.choosing -= 1
+        choosing.calls -= 1
         _CHOOSING.reset(token)
 
 
 async def await_strategy(visit: Visit, call: Awaitable[T]) -> T:
     """``call`` (the strategy's achoose, made) awaited as the visit's strategy code (see
     :func:`run_strategy`)."""
-    token = _CHOOSING.set(visit)
-    visit.choosing += 1
+    choosing = visit.choosing
+    token = _CHOOSING.set(choosing)
+    choosing.calls += 1
     try:
         return await call
     finally:
-        visit.choosing -= 1
+        choosing.calls -= 1
         _CHOOSING.reset(token)
 
 
 def _nested() -> bool:
     """Whether a visit begun now is nested in one whose strategy code is running."""
-    outer = _CHOOSING.get()
-    return outer is not None and outer.choosing > 0
+    choosing = _CHOOSING.get()
+    return choosing is not None and choosing.calls > 0
 
 
 def _as_sent(history: History) -> list[Any]:
@@ -431,7 +444,7 @@ class Visit:
         self.nested = isinstance(messages, History) or _nested()
         #: How many calls of the strategy's code for this visit are running (see
         #: :func:`run_strategy`; more than one only for a strategy that re-enters).
-        self.choosing = 0
+        self.choosing = _Choosing()
         self.history: History = _view(
             messages, self.counter, self.limit, query, task, nested=self.nested
         )
