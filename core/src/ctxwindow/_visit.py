@@ -376,31 +376,38 @@ _CHOOSING: contextvars.ContextVar[_Choosing | None] = contextvars.ContextVar(
 )
 
 
+class _StrategyRuns:
+    """Around a call of a visit's strategy code: its count up and in this context for
+    the call (see :data:`_CHOOSING`), both put back after. A class, as the runner's
+    other per-visit context managers are: no generator per visit."""
+
+    __slots__ = ("choosing", "token")
+
+    def __init__(self, visit: Visit) -> None:
+        self.choosing = visit.choosing
+
+    def __enter__(self) -> None:
+        self.token = _CHOOSING.set(self.choosing)
+        self.choosing.calls += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.choosing.calls -= 1
+        _CHOOSING.reset(self.token)
+
+
 def run_strategy(visit: Visit, call: Callable[[History], T]) -> T:
     """``call(visit.history)`` (the strategy's choose or transform) as the visit's
     strategy code: the visits it begins (in this context, or a copy of it, as the
     runner's worker threads and ``asyncio.to_thread`` run in) are nested in this one."""
-    choosing = visit.choosing
-    token = _CHOOSING.set(choosing)
-    choosing.calls += 1
-    try:
+    with _StrategyRuns(visit):
         return call(visit.history)
-    finally:
-        choosing.calls -= 1
-        _CHOOSING.reset(token)
 
 
 async def await_strategy(visit: Visit, call: Awaitable[T]) -> T:
     """``call`` (the strategy's achoose, made) awaited as the visit's strategy code (see
     :func:`run_strategy`)."""
-    choosing = visit.choosing
-    token = _CHOOSING.set(choosing)
-    choosing.calls += 1
-    try:
+    with _StrategyRuns(visit):
         return await call
-    finally:
-        choosing.calls -= 1
-        _CHOOSING.reset(token)
 
 
 def _nested() -> bool:
