@@ -655,6 +655,28 @@ def test_a_result_cut_on_one_request_stays_cut_on_the_next_of_the_same_turn(olde
         assert window.tokens > budget - 40
 
 
+def test_a_held_turns_older_log_keeps_one_cut_while_the_turn_grows() -> None:
+    """Each request of the turn adds a round, and the room the log's cut shares shrinks
+    by it: the cut was made to that room anew on every request, a log 20 tokens shorter
+    each time, so a provider's prompt cache of everything after it missed on every
+    request (and a pipeline's stages read their list whole: 280 ms a request at 20,000
+    messages once the log lay more than 256 messages back). Cut to the ladder below the
+    room, it stays one size for many requests, shrinking a step when it must."""
+    messages = _test_log_turn(older=True)
+    cuts: list[str] = []
+    for step in range(16):
+        messages += [calls(f"s{step}"), result(f"s{step}", f"ok {step} " * 6)]
+        window = check_window(ctxwindow.get_strategy("newest"), messages, 2_000)
+        assert window is not None and window.tokens <= 2_000
+        (log,) = [m for m in window.messages if m.get("tool_call_id") == "log"]
+        assert log["metadata"]["truncated"] is True
+        cuts.append(log["content"])
+    sizes = [len(cut) for cut in cuts]
+    assert sizes == sorted(sizes, reverse=True)  # it only shrinks, as the room does
+    changes = len(set(cuts)) - 1  # sizes only shrink: each new cut is a change
+    assert 1 <= changes <= 3, sizes  # a step a few requests apart, not one each request
+
+
 def test_a_round_of_several_big_results_stays_cut_on_the_next_request() -> None:
     """Found by a review of the hold: three parallel results of about 20,000 tokens each,
     cut to 730 while they were the newest exchange, went on the next request when the

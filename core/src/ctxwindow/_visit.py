@@ -711,6 +711,8 @@ class Visit:
             older_sizes = {p: sizes[p] for p in earlier}
             spare = room - sum(sharing_sizes.values())
             older_level = max(_water_level(older_sizes, floors, spare), MIN_CUT_TOKENS)
+            if older_level < max(older_sizes.values()):  # a cut: one that stays put
+                older_level = max(_rung_below(older_level), MIN_CUT_TOKENS)
             levels = dict.fromkeys(earlier, older_level)
             room -= _filled(older_sizes, floors, older_level)
         level = _water_level(sharing_sizes, floors, room)
@@ -1525,6 +1527,20 @@ def _positions_in_words(history: History, units: Sequence[range]) -> str:
 def _filled(sizes: Mapping[int, int], floors: Mapping[int, int], level: int) -> int:
     """What items cost cut to ``level``: each at most its size, at least its floor."""
     return sum(min(size, max(level, floors[key])) for key, size in sizes.items())
+
+
+def _rung_below(tokens: int) -> int:
+    """The greatest size of the ladder ``2 ** (k / 4)`` (rounded down) that is at most
+    ``tokens`` (1 and up): the size a held turn's older results are cut to. The room
+    they share shrinks by a round every request; cut to the ladder below it, they keep
+    one size (and the request the same text before and after them, which a provider's
+    prompt cache keys on) until the room passes the next rung, about 16% lower."""
+    step = math.floor(4 * math.log2(max(tokens, 1)))
+    size = int(2 ** (step / 4))
+    while size > tokens:  # a float a hair high at an exact power: the rung under it
+        step -= 1
+        size = int(2 ** (step / 4))
+    return size
 
 
 def _water_level(sizes: Mapping[int, int], floors: Mapping[int, int], room: int) -> int:
