@@ -1270,6 +1270,8 @@ def _gone_runs(turn: range, kept: set[int]) -> list[range]:
     long turn (an agent's run from one instruction) costs what its window keeps, and a
     transform's window (every unit of the history) costs the turn."""
     if len(turn) <= len(kept):
+        if kept.issuperset(turn):  # the whole turn, at C speed: a transform's window
+            return []
         return between(turn, list(filter(kept.__contains__, turn)))
     return between(turn, sorted(_from(kept, turn.start)))
 
