@@ -499,8 +499,11 @@ _RefsKey = tuple[int, object, object]
 
 
 def _as_refs(refs: object) -> tuple[Any, ...] | None:
-    """``refs`` if :class:`_MadeCovers` may remember it: a non-empty tuple."""
-    return refs if type(refs) is tuple and refs else None
+    """``refs`` if :class:`_MadeCovers` may remember it: a non-empty tuple whose ends
+    are strings (references by position are; its key holds them, so they must hash)."""
+    if type(refs) is not tuple or not refs:
+        return None
+    return refs if type(refs[0]) is str and type(refs[-1]) is str else None
 
 
 def _key(refs: tuple[Any, ...]) -> _RefsKey:
