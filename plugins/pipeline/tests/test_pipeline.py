@@ -157,67 +157,27 @@ def test_old_outputs_cleared_then_removed_are_one_entry_of_the_record(last: str)
     assert len(cleared) >= 250
 
 
+@pytest.mark.parametrize("far", [False, True], ids=["log-near", "log-far-back"])
 @pytest.mark.parametrize("given", ["conversation", "list"])
 def test_a_held_turn_whose_log_the_host_cuts_carries_and_gives_fresh_windows(
-    given: str, monkeypatch: pytest.MonkeyPatch
+    given: str, far: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An agent's turn reads a log far over the budget, then makes small calls: the host
-    holds the turn, its log cut anew on each request, so the clearing stage reads a list
-    parted near its end from the last request's. It carries the units before the log
-    (it re-decided every unit of the history on every such request: 143 ms a request at
-    20,000 messages against 11 ms uncut), and each request's window and record are
-    those of a fresh pipeline on the same list. The caller's history may be a plain
-    list grown each request (the proxy's, read from JSON): the stage's list is then
-    remembered beside the caller's, not read as a branch of it turn after turn (430 ms
-    a request at 20,000 messages, the clearing stage's state lost every time)."""
-    from ctxwindow.testing import calls, result, user
+    holds the turn, its log cut, so the clearing stage reads a list parted near its end
+    from the last request's. It carries the units before the log (it re-decided every
+    unit of the history on every such request: 143 ms a request at 20,000 messages
+    against 11 ms uncut), and each request's window and record are those of a fresh
+    pipeline on the same list. The caller's history may be a plain list grown each
+    request (the proxy's, read from JSON): the stage's list is then remembered beside
+    the caller's, not read as a branch of it turn after turn (430 ms a request at
+    20,000 messages, the clearing stage's state lost every time).
 
-    carried: list[int] = []
-    carry = Selection.carry
-
-    def counted(self: Selection, previous: Selection, units: int) -> int:
-        carried.append(carry(self, previous, units))
-        return carried[-1]
-
-    monkeypatch.setattr(Selection, "carry", counted)
-    stages = [{**CLEAR, "keep_recent": 2}, "fixed"]
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
-    for turn in range(60):
-        messages += [user(f"question {turn} " * 8), calls(f"o{turn}")]
-        messages += [result(f"o{turn}", f"old out {turn} " * 40), user(f"thanks {turn}")]
-    messages += [user("Run the tests and fix it."), calls("log")]
-    messages.append(result("log", "FAILED test_x\n" * 3_000))
-    conversation = ctxwindow.Conversation(messages)
-    windower = ctxwindow.Windower(PipelineStrategy(stages=stages), 2_000)
-    seen: list[tuple[list[Any], ctxwindow.Window[Any]]] = []
-    for step in range(4):
-        new = [calls(f"c{step}"), result(f"c{step}", f"ok {step} " * 20)]
-        if given == "list":
-            messages = [dict(message) for message in messages + new]  # rebuilt, as JSON
-            window = windower.select(messages)
-        else:
-            conversation.extend(new)
-            messages = list(conversation.originals)
-            window = windower.select(conversation)
-        assert any("cut" in note for note in window.record.notes), window.record.notes
-        seen.append((messages, window))
-    assert len(carried) == 3 and min(carried) > 100, carried  # of the 182 before the log
-    for originals, window in seen:  # fresh ones after: their lists are remembered too
-        fresh = ctxwindow.Windower(PipelineStrategy(stages=stages), 2_000).select(originals)
-        assert window.messages == fresh.messages
-        assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
-
-
-@pytest.mark.parametrize("given", ["conversation", "list"])
-def test_a_held_turn_whose_log_lies_far_back_is_carried_too(
-    given: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same, with 140 rounds of the turn after the log: the stage's list parts from
+    ``far``: 140 rounds of the turn after the log, so that the stage's list parts from
     the last request's more than 256 messages before its end (the newest messages the
-    runner compares when it recognises a list), so it was read whole on every request
-    (280 ms at 20,000 messages, and each list remembered anew, pushing other
-    conversations out) while the host cut the log to a new size each time. The cut
-    keeps its size now, so the stage's list is the last one grown by the new round."""
+    runner compares when it recognises a list): it was read whole on every request
+    (280 ms at 20,000 messages, each list remembered anew, pushing other conversations
+    out) while the host cut the log to a new size each time. The cut keeps its size
+    now, so the stage's list is the last one grown by the new round."""
     from ctxwindow.testing import calls, result, user
 
     carried: list[int] = []
@@ -234,14 +194,15 @@ def test_a_held_turn_whose_log_lies_far_back_is_carried_too(
         messages += [user(f"question {turn} " * 8), calls(f"o{turn}")]
         messages += [result(f"o{turn}", f"old out {turn} " * 40), user(f"thanks {turn}")]
     messages += [user("Run the tests and fix it."), calls("log")]
-    messages.append(result("log", "FAILED test_x\n" * 30_000))
-    for step in range(140):
+    messages.append(result("log", "FAILED test_x\n" * (30_000 if far else 3_000)))
+    for step in range(140 if far else 0):
         messages += [calls(f"r{step}"), result(f"r{step}", f"ok {step}")]
+    budget = 8_000 if far else 2_000
     conversation = ctxwindow.Conversation(messages)
-    windower = ctxwindow.Windower(PipelineStrategy(stages=stages), 8_000)
+    windower = ctxwindow.Windower(PipelineStrategy(stages=stages), budget)
     seen: list[tuple[list[Any], ctxwindow.Window[Any]]] = []
     for step in range(4):
-        new = [calls(f"c{step}"), result(f"c{step}", f"ok {step} " * 4)]
+        new = [calls(f"c{step}"), result(f"c{step}", f"ok {step} " * (4 if far else 20))]
         if given == "list":
             messages = [dict(message) for message in messages + new]  # rebuilt, as JSON
             window = windower.select(messages)
@@ -251,14 +212,14 @@ def test_a_held_turn_whose_log_lies_far_back_is_carried_too(
             window = windower.select(conversation)
         assert any("cut the tool result" in note for note in window.record.notes)
         seen.append((messages, window))
-    # carried past the log (182 units before it) and most of the 140 rounds after it
-    assert len(carried) == 3 and min(carried) > 182 + 100, carried
+    # the 182 units before the log; far back, most of the 140 rounds after it too
+    assert len(carried) == 3 and min(carried) > (282 if far else 100), carried
     logs = {m["content"] for _, w in seen for m in w.messages if m.get("tool_call_id") == "log"}
     assert len(logs) == 1  # one cut, request after request
-    originals, window = seen[-1]
-    fresh = ctxwindow.Windower(PipelineStrategy(stages=stages), 8_000).select(originals)
-    assert window.messages == fresh.messages
-    assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
+    for originals, window in seen:  # fresh ones after: their lists are remembered too
+        fresh = ctxwindow.Windower(PipelineStrategy(stages=stages), budget).select(originals)
+        assert window.messages == fresh.messages
+        assert window.record.to_dict()["decisions"] == fresh.record.to_dict()["decisions"]
 
 
 @pytest.mark.parametrize("how", ["select", "aselect", "time_limit"])

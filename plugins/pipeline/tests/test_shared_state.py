@@ -5,6 +5,7 @@ the next, as it does outside a pipeline, instead of being built anew on every vi
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -263,6 +264,59 @@ def test_a_run_of_the_callers_messages_dropped_at_once_reads_as_one_by_one(
     assert fast.record.to_dict()["decisions"] == slow.record.to_dict()["decisions"]
 
 
+def _covers_read_anew(patch: pytest.MonkeyPatch) -> None:
+    """A pipeline patched to read its stages' summaries' covers anew on every turn."""
+    import ctxwindow_pipeline.pipeline as module
+
+    patch.setattr(module._MadeCovers, "units", lambda *_: None)
+    patch.setattr(module._MadeCovers, "callers", lambda *_: None)
+
+
+def _named_again(
+    stages: list[Any],
+    messages: list[dict[str, Any]],
+    start: int,
+    stop: int,
+    budget: int,
+    read_anew: Callable[[pytest.MonkeyPatch], None],
+    many: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[set[int], int]:
+    """Window ``messages[:start]``, then two more a turn up to ``stop``, through a
+    pipeline and through a twin patched by ``read_anew`` to read its summaries' covers
+    anew; each turn's windows and records must be the same. The counts of summarized
+    units seen, and how many turns named more than ``many`` covered messages again."""
+    fast, slow = PipelineStrategy(stages=stages), PipelineStrategy(stages=stages)
+    conversation, twin = Conversation(messages[:start]), Conversation(messages[:start])
+    fast.select(conversation, budget)
+    with pytest.MonkeyPatch.context() as patch:
+        read_anew(patch)
+        slow.select(twin, budget)
+    named = 0
+    covers_ref = History.covers_ref
+
+    def counted(history: History, position: int) -> str:
+        nonlocal named
+        named += 1
+        return covers_ref(history, position)
+
+    monkeypatch.setattr(History, "covers_ref", counted)
+    summarized, named_again = set(), 0
+    for turn in range(start, stop, 2):
+        conversation.extend(messages[turn : turn + 2])
+        twin.extend(messages[turn : turn + 2])
+        named = 0
+        window = fast.select(conversation, budget)
+        named_again += named > many
+        summarized.add(window.record.count("summarized"))
+        with pytest.MonkeyPatch.context() as patch:
+            read_anew(patch)
+            expected = slow.select(twin, budget)
+        assert window.messages == expected.messages
+        assert window.record.to_dict()["decisions"] == expected.record.to_dict()["decisions"]
+    return summarized, named_again
+
+
 @pytest.mark.slow  # about 10 s each: the twin reads thousands of units one by one a turn
 @pytest.mark.parametrize(
     "stages", [["summarize", "fixed"], ["clear_tool_outputs", "summarize"], ["summarize"]]
@@ -283,41 +337,15 @@ def test_a_summary_of_thousands_of_messages_costs_a_turn_its_new_messages(
     for n in range(1_100):
         messages.append({"role": "user", "content": f"Order ORD{n:05d} ships to city{n % 40}."})
         messages.append({"role": "assistant", "content": f"Noted ORD{n:05d}; anything else?"})
-    fast, slow = PipelineStrategy(stages=stages), PipelineStrategy(stages=stages)
-    conversation, twin = Conversation(messages[:2_001]), Conversation(messages[:2_001])
 
     def one_by_one(patch: pytest.MonkeyPatch) -> None:
         patch.setattr(module._Run, "_gone", _fates_one_by_one)
         patch.setattr(module, "_summary_fates", _summary_fates_one_by_one)
-        patch.setattr(module._MadeCovers, "units", lambda *_: None)
-        patch.setattr(module._MadeCovers, "callers", lambda *_: None)
+        _covers_read_anew(patch)
 
-    fast.select(conversation, 800)
-    with pytest.MonkeyPatch.context() as patch:
-        one_by_one(patch)
-        slow.select(twin, 800)
-    named = 0
-    covers_ref = History.covers_ref
-
-    def counted(history: History, position: int) -> str:
-        nonlocal named
-        named += 1
-        return covers_ref(history, position)
-
-    monkeypatch.setattr(History, "covers_ref", counted)
-    summarized, named_again = set(), 0
-    for turn in range(2_001, 2_161, 2):
-        conversation.extend(messages[turn : turn + 2])
-        twin.extend(messages[turn : turn + 2])
-        named = 0
-        window = fast.select(conversation, 800)
-        named_again += named > 50
-        summarized.add(window.record.count("summarized"))
-        with pytest.MonkeyPatch.context() as patch:
-            one_by_one(patch)
-            expected = slow.select(twin, 800)
-        assert window.messages == expected.messages
-        assert window.record.to_dict()["decisions"] == expected.record.to_dict()["decisions"]
+    summarized, named_again = _named_again(
+        stages, messages, 2_001, 2_161, 800, one_by_one, 50, monkeypatch
+    )
     assert min(summarized) > 1_500 and len(summarized) > 1  # the summary moved on
     assert named_again <= 8, f"{named_again} of 80 turns named the covered messages again"
 
@@ -333,8 +361,6 @@ def test_an_agents_run_from_one_instruction_names_its_summarys_messages_once(
     each step (74 ms a step at 20,000 messages, against 1.3 ms for summarize alone).
     An equal tuple is known again now; windows and records are a pipeline's that reads
     the covers anew each step."""
-    import ctxwindow_pipeline.pipeline as module
-
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are an agent."},
         {"role": "user", "content": "Audit every record and fix what is wrong."},
@@ -344,39 +370,9 @@ def test_an_agents_run_from_one_instruction_names_its_summarys_messages_once(
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": f"R-{n} ok " * 9})
     start = 1_202
-    fast, slow = PipelineStrategy(stages=stages), PipelineStrategy(stages=stages)
-    conversation, twin = Conversation(messages[:start]), Conversation(messages[:start])
-
-    def anew(patch: pytest.MonkeyPatch) -> None:
-        patch.setattr(module._MadeCovers, "units", lambda *_: None)
-        patch.setattr(module._MadeCovers, "callers", lambda *_: None)
-
-    fast.select(conversation, 1_500)
-    with pytest.MonkeyPatch.context() as patch:
-        anew(patch)
-        slow.select(twin, 1_500)
-    named = 0
-    covers_ref = History.covers_ref
-
-    def counted(history: History, position: int) -> str:
-        nonlocal named
-        named += 1
-        return covers_ref(history, position)
-
-    monkeypatch.setattr(History, "covers_ref", counted)
-    summarized, named_again = set(), 0
-    for step in range(start, len(messages), 2):
-        conversation.extend(messages[step : step + 2])
-        twin.extend(messages[step : step + 2])
-        named = 0
-        window = fast.select(conversation, 1_500)
-        named_again += named > 200
-        with pytest.MonkeyPatch.context() as patch:
-            anew(patch)
-            expected = slow.select(twin, 1_500)
-        assert window.messages == expected.messages
-        assert window.record.to_dict()["decisions"] == expected.record.to_dict()["decisions"]
-        summarized.add(window.record.count("summarized"))
+    summarized, named_again = _named_again(
+        stages, messages, start, len(messages), 1_500, _covers_read_anew, 200, monkeypatch
+    )
     assert min(summarized) > 500 and len(summarized) > 1  # the summary moved on
     steps = (len(messages) - start) // 2
     assert named_again <= 10, f"{named_again} of {steps} steps named the covered messages again"
