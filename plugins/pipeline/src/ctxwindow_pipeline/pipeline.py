@@ -607,11 +607,43 @@ def _equal(these: Sequence[Any], those: Sequence[Any], count: int) -> bool:
 
 
 def _same_for(these: Sequence[Any], those: Sequence[Any]) -> int:
-    """How many leading items the two share as the very same objects: one pass at C
-    speed that stops at the first other one (a run of decisions carried from turn to
-    turn is thousands long, and only the newest few are new)."""
+    """How many leading items the two share as the very same objects, then as equal
+    ones: one pass at C speed that stops at the first other object (a run of decisions
+    carried from turn to turn is thousands long, and only the newest few are new), then
+    one a time while they are equal (a run the runner made anew, as it does of the
+    newest user message's, which says the same)."""
     others = map(operator.is_not, these, those)
-    return next(itertools.compress(itertools.count(), others), min(len(these), len(those)))
+    same = next(itertools.compress(itertools.count(), others), min(len(these), len(those)))
+    while same < len(these) and same < len(those) and these[same] == those[same]:
+        same += 1
+    return same
+
+
+def _grown(these: Sequence[Any], those: Sequence[Any], at: int) -> DecisionRun | None:
+    """What ``these[at]`` adds to ``those[at]`` when it is that run grown: the same
+    action and reason, its units and positions (ranges) starting where that run's do
+    and reaching further. None otherwise."""
+    if at >= len(these) or at >= len(those):
+        return None
+    now, before = these[at], those[at]
+    if not (
+        isinstance(now, DecisionRun)
+        and isinstance(before, DecisionRun)
+        and type(now.positions) is range
+        and type(before.positions) is range
+        and now.action == before.action
+        and now.reason == before.reason
+        and now.units.start == before.units.start < before.units.stop < now.units.stop
+        and now.positions.start == before.positions.start < before.positions.stop
+        and before.positions.stop < now.positions.stop
+    ):
+        return None
+    return DecisionRun(
+        range(before.units.stop, now.units.stop),
+        range(before.positions.stop, now.positions.stop),
+        now.action,
+        now.reason,
+    )
 
 
 def _differing(these: Sequence[Any], those: Sequence[Any], count: int) -> Iterator[int]:
@@ -690,12 +722,14 @@ class _Run:
         in_place = len(window.messages) == len(self.items) and _keeps_all(record)
         if in_place:  # every input message sent, in its place (a transform's): no walk
             first, position, differ = 0, 0, list[int]()
+            grown: DecisionRun | None = None  # the carried run's part this visit added
             if last is not None and last.budget == windower.budget:
-                first, position, differ = self._carried(last, decisions, window.messages)
+                first, position, differ, grown = self._carried(last, decisions, window.messages)
             items = list(window.messages)
             origins: list[_Origin | None] = self._in_place(windower, items, position, last, differ)  # type: ignore[assignment]
             made: list[tuple[int, int]] = []
         else:
+            grown = None
             items, origins, made = self._walk(windower, window, decisions)
             if _several_at_one_place(made) and _summarized_together(record.decision_runs):
                 # made messages side by side are matched to what they cover unit by unit
@@ -709,7 +743,8 @@ class _Run:
         before, size = self.origins, len(self.origins)
         kept_reason, replaced_reason = self.kept_reason, self.replaced_reason
         labelled: dict[str, str] = {}  # each reason with the stage's label, made once
-        for decision in itertools.islice(decisions, first, None):
+        rest = itertools.islice(decisions, first + (grown is not None), None)
+        for decision in itertools.chain([grown] if grown is not None else [], rest):
             if not decision.positions:
                 continue
             if (
@@ -856,22 +891,33 @@ class _Run:
 
     def _carried(
         self, last: _AfterFirst, decisions: Sequence[Any], messages: Sequence[Any]
-    ) -> tuple[int, int, list[int]]:
+    ) -> tuple[int, int, list[int], DecisionRun | None]:
         """How many of the first stage's decisions, and up to which input position, are
         the last visit's very ones (the runner carried them: Selection.carry), on the
         same input there: this visit's bookkeeping starts from the last one's for those,
         but at the positions whose input or window item is not the last one's very
-        object (a message pinned anew), also returned. (0, 0, []): none."""
+        object (a message pinned anew), also returned. (0, 0, [], None): none.
+
+        The decision after them may be the last visit's next run grown (the same action
+        and reason from the same position on, further): an agent's run from one
+        instruction, whose old outputs the stage clears, is one run of them that grows
+        each step. Its last visit's part is carried too, and what it adds is returned,
+        for the bookkeeping to go over alone."""
         count = _same_for(decisions, last.decisions)
         while count and not isinstance(decisions[count - 1].positions, range):
             count -= 1
+        grown = _grown(decisions, last.decisions, count)
+        if grown is not None:
+            count += 1
         if not count:
-            return 0, 0, []
+            return 0, 0, [], None
         position: int = decisions[count - 1].positions.stop
+        if grown is not None:
+            position = grown.positions[0]  # where the last visit's part of the run ends
         # equal origins (values: position, covers) say the same, and compare at C speed
         # where they are the same objects, as they are from turn to turn
         if not (position <= len(last.items) and self.origins[:position] == last.before[:position]):
-            return 0, 0, []
+            return 0, 0, [], None
         differ: list[int] = []
         if not (
             _equal(self.items, last.items, position) and _equal(messages, last.messages, position)
@@ -883,11 +929,11 @@ class _Run:
                 }
             )
         if len(differ) > MOST_READ_AGAIN:  # a list rebuilt from equal messages: read it all
-            return 0, 0, []
+            return 0, 0, [], None
         units = max(last.origins[position - 1].covers, default=-1) + 1 if position else 0
         self.kept_first, self.kept_reason = last.kept_reason.carried(units)
         self.replaced_reason = _before(last.replaced_reason, units)
-        return count, position, differ
+        return count - (grown is not None), position, differ, grown
 
     def _gone(self, label: str, decision: Decision | DecisionRun) -> range:
         """:meth:`_removed` of a run of the caller's own messages, in their places (the
