@@ -679,8 +679,10 @@ class Visit:
         user message shares that size with them (it is cut after them, to fit): its
         size when a result was cut, else None. In a held turn (:meth:`_hold_cut_turn`)
         its older rounds' results are cut first, to what leaves the newest exchange
-        whole (no lower than MIN_CUT_TOKENS; with 'truncate' the newest user message
-        shares their size); the newest exchange shares the rest."""
+        whole, rounded down to the ladder (:func:`_rung_below`: their size stays put
+        from request to request while the turn grows; no lower than MIN_CUT_TOKENS;
+        with 'truncate' the newest user message shares their size); the newest exchange
+        shares the rest."""
         history = self.history
         results = self._cut_positions("cut")
         if not results:
@@ -1532,12 +1534,14 @@ def _filled(sizes: Mapping[int, int], floors: Mapping[int, int], level: int) -> 
 
 
 def _rung_below(tokens: int) -> int:
-    """The greatest size of the ladder ``2 ** (k / 4)`` (rounded down) that is at most
-    ``tokens`` (1 and up): the size a held turn's older results are cut to. The room
-    they share shrinks by a round every request; cut to the ladder below it, they keep
-    one size (and the request the same text before and after them, which a provider's
-    prompt cache keys on) until the room passes the next rung, about 16% lower."""
-    step = math.floor(4 * math.log2(max(tokens, 1)))
+    """The greatest ``2 ** (k / 4)`` (``k`` an integer) at most ``tokens``, rounded down
+    (``tokens`` below 1: itself): the size a held turn's older results are cut to. The
+    room they share shrinks by a round every request; cut to the ladder below it, they
+    keep one size (their text, which a provider's prompt cache of the request keys on,
+    the same) until the room passes the next step down, about 16% lower."""
+    if tokens < 1:
+        return tokens
+    step = math.floor(4 * math.log2(tokens))
     size = int(2 ** (step / 4))
     while size > tokens:  # a float a hair high at an exact power: the rung under it
         step -= 1
