@@ -459,39 +459,41 @@ class _MadeCovers:
 
     def units(self, refs: object, inputs: int) -> frozenset[int] | None:
         """The units ``refs`` was read to name, with an input at least as long."""
-        held_refs = _as_refs(refs)
-        if held_refs is None:
+        held = self._held(self._units, refs)
+        if held is None or held[1] > inputs:
             return None
-        with self._lock:
-            held = self._units.get(_key(held_refs))
-        if held is None or not _same_refs(held[0], held_refs) or held[1] > inputs:
-            return None
-        return held[2]
+        units: frozenset[int] = held[2]
+        return units
 
     def keep_units(self, refs: object, inputs: int, units: frozenset[int]) -> None:
-        held_refs = _as_refs(refs)
-        if held_refs is not None and all(map(_by_position, held_refs)):
-            with self._lock:
-                _bounded(self._units, self.KEPT)[_key(held_refs)] = (held_refs, inputs, units)
+        self._keep(self._units, refs, inputs, units)
 
     def callers(self, refs: object, covers: frozenset[int]) -> tuple[str, ...] | None:
         """The caller's references for ``covers``, as made for equal ``refs``."""
-        held_refs = _as_refs(refs)
-        if held_refs is None:
+        held = self._held(self._callers, refs)
+        if held is None or (held[1] is not covers and held[1] != covers):
             return None
-        with self._lock:
-            held = self._callers.get(_key(held_refs))
-        if held is None or not _same_refs(held[0], held_refs):
-            return None
-        if held[1] is not covers and held[1] != covers:
-            return None
-        return held[2]
+        named: tuple[str, ...] = held[2]
+        return named
 
     def keep_callers(self, refs: object, covers: frozenset[int], named: tuple[str, ...]) -> None:
-        held_refs = _as_refs(refs)
-        if held_refs is not None and all(map(_by_position, held_refs)):
+        self._keep(self._callers, refs, covers, named)
+
+    def _held(self, table: dict[_RefsKey, tuple[Any, ...]], refs: object) -> tuple[Any, ...] | None:
+        """What ``table`` holds for ``refs`` (the tuple read before, or one equal)."""
+        known = _as_refs(refs)
+        if known is None:
+            return None
+        with self._lock:
+            held = table.get(_key(known))
+        return held if held is not None and (held[0] is known or held[0] == known) else None
+
+    def _keep(self, table: dict[_RefsKey, Any], refs: object, *what: Any) -> None:
+        """Remember ``what`` for ``refs`` when each of its references is by position."""
+        known = _as_refs(refs)
+        if known is not None and all(map(_by_position, known)):
             with self._lock:
-                _bounded(self._callers, self.KEPT)[_key(held_refs)] = (held_refs, covers, named)
+                _bounded(table, self.KEPT)[_key(known)] = (known, *what)
 
 
 #: A ``covers`` tuple's key in :class:`_MadeCovers`: its length and its two ends.
@@ -508,11 +510,6 @@ def _as_refs(refs: object) -> tuple[Any, ...] | None:
 
 def _key(refs: tuple[Any, ...]) -> _RefsKey:
     return (len(refs), refs[0], refs[-1])
-
-
-def _same_refs(held: tuple[Any, ...], refs: tuple[Any, ...]) -> bool:
-    """Whether ``refs`` is the tuple read before, or one equal to it."""
-    return held is refs or held == refs
 
 
 def _by_position(ref: object) -> bool:
@@ -720,16 +717,15 @@ class _Run:
         last = self.read.after_first if self.read and stage.index == 0 else None
         first = 0  # the decisions to go over: those before were the last visit's
         in_place = len(window.messages) == len(self.items) and _keeps_all(record)
+        grown: DecisionRun | None = None  # what a carried run of decisions added since
         if in_place:  # every input message sent, in its place (a transform's): no walk
             first, position, differ = 0, 0, list[int]()
-            grown: DecisionRun | None = None  # the carried run's part this visit added
             if last is not None and last.budget == windower.budget:
                 first, position, differ, grown = self._carried(last, decisions, window.messages)
             items = list(window.messages)
             origins: list[_Origin | None] = self._in_place(windower, items, position, last, differ)  # type: ignore[assignment]
             made: list[tuple[int, int]] = []
         else:
-            grown = None
             items, origins, made = self._walk(windower, window, decisions)
             if _several_at_one_place(made) and _summarized_together(record.decision_runs):
                 # made messages side by side are matched to what they cover unit by unit
@@ -907,13 +903,12 @@ class _Run:
         while count and not isinstance(decisions[count - 1].positions, range):
             count -= 1
         grown = _grown(decisions, last.decisions, count)
-        if grown is not None:
-            count += 1
-        if not count:
+        if grown is not None:  # carried up to where the last visit's part of it ends
+            position: int = grown.positions[0]
+        elif count:
+            position = decisions[count - 1].positions.stop
+        else:
             return 0, 0, [], None
-        position: int = decisions[count - 1].positions.stop
-        if grown is not None:
-            position = grown.positions[0]  # where the last visit's part of the run ends
         # equal origins (values: position, covers) say the same, and compare at C speed
         # where they are the same objects, as they are from turn to turn
         if not (position <= len(last.items) and self.origins[:position] == last.before[:position]):
@@ -933,7 +928,7 @@ class _Run:
         units = max(last.origins[position - 1].covers, default=-1) + 1 if position else 0
         self.kept_first, self.kept_reason = last.kept_reason.carried(units)
         self.replaced_reason = _before(last.replaced_reason, units)
-        return count - (grown is not None), position, differ, grown
+        return count, position, differ, grown
 
     def _gone(self, label: str, decision: Decision | DecisionRun) -> range:
         """:meth:`_removed` of a run of the caller's own messages, in their places (the
