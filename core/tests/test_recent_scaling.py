@@ -235,6 +235,47 @@ def test_a_list_whose_item_near_its_end_was_stood_in_for_is_keyed_at_none_of_its
     assert sum(keyed) <= 2 * INDEXED_FROM + 2 * len(stood_in).bit_length()
 
 
+def test_two_lists_of_the_same_objects_one_with_stand_ins_each_grow_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pipeline's stages handed lists, turn after turn: a stage's input, and a clearing
+    stage's window of it (the same objects but a few stand-ins far back, the same first
+    and last items), each read by a nested visit. The list that ends with the input's
+    very objects may be the window's, remembered last; the input's own is tried next and
+    grown, not the input read as a branch of one or the other each turn (every turn a
+    copy of the history). Each reads as a fresh read would."""
+    recent = RecentHistories()
+    history = chat(7, turns=MANY)
+
+    def cleared(items: list[Any]) -> list[Any]:
+        return [
+            {**item, "content": "[cleared]"} if 40 <= at < 60 and at % 2 else item
+            for at, item in enumerate(items)
+        ]
+
+    def nested(items: list[Any]) -> Conversation:
+        view = recent.view(items, COUNTER, 2_000, None, task_statement=True, nested=True)
+        return view.conversation
+
+    stage_input, stage_window = nested(history), nested(cleared(history))
+    branches = 0
+    branch = Conversation.branch
+
+    def counted(self: Conversation, *args: Any, **kwargs: Any) -> Any:
+        nonlocal branches
+        branches += 1
+        return branch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Conversation, "branch", counted)
+    for turn in range(5):
+        history = [*history, {"role": "user", "content": f"and {turn}?"}]
+        assert nested(history) is stage_input
+        assert nested(cleared(history)) is stage_window
+        assert fresh_portrait(stage_input, history)
+        assert fresh_portrait(stage_window, cleared(history))
+    assert branches == 0
+
+
 def test_the_index_follows_what_is_remembered_and_forgotten() -> None:
     lists: RecentLists[Held] = RecentLists(lists=50, items=10**6)
     held = [Held(chat(user, turns=user % 20)) for user in range(120)]  # some short

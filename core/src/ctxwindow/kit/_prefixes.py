@@ -415,14 +415,17 @@ class RecentLists(Generic[S]):
         taken: set[int] = set()
         indexed = len(given) >= INDEXED_FROM
         if indexed and self._starts_with_object(given[0]):
+            found = False
             for entry in _fresh(self._identical(given), taken):
+                found = True
                 yield entry
-                # asked for more: the longest list whose ends are ``given``'s very
-                # objects is not its start, so an item inside was edited or stood in
-                # for (a tool result cleared near the end): ``near`` finds it to branch
-                # from. A list whose items are the very ones was not rebuilt from equal
-                # items, and a look by value through each of them would cost the turn
-                # the history (a pipeline stage's input, cleared anew every turn).
+            if found:
+                # none of the lists whose ends are ``given``'s very objects is its
+                # start, so an item inside was edited or stood in for (a tool result
+                # cleared near the end): ``near`` finds it to branch from. A list whose
+                # items are the very ones was not rebuilt from equal items, and a look
+                # by value through each of them would cost the turn the history (a
+                # pipeline stage's input, cleared anew every turn).
                 return
         identical, unlike = self._short_ends(given)
         yield from identical
@@ -436,17 +439,28 @@ class RecentLists(Generic[S]):
 
     def _identical(self, given: Sequence[Any]) -> Iterator[S]:
         """The indexed lists whose first and last items are ``given``'s very objects,
-        longest first: looked up by identity alone."""
-        first = given[0]
+        longest first, looked up by identity alone: the longest, then the others that
+        end among ``given``'s newest CHECKED items. Two lists of the same objects may
+        both be remembered, one with a few items stood in for (a pipeline's stages, each
+        handed a list: a stage's input, and the window of a stage that cleared some of
+        its outputs, which the next stage windows): the first found may be the other's."""
+        first, newest = given[0], len(given) - CHECKED
+        yielded = False
         for start, items in _batches(given):
             with self._lock:
                 found = [
-                    held.entry
+                    (start + at + 1, held.entry)
                     for at in range(len(items) - 1, -1, -1)
                     for held in self._ending_with(start + at + 1, items[at])
                     if held.first is first
                 ]
-            yield from found
+            for length, entry in found:
+                if yielded and length <= newest:
+                    return
+                yielded = True
+                yield entry
+            if yielded and start <= newest:
+                return
 
     def _equal(self, given: Sequence[Any], signature: int) -> Iterator[S]:
         """The indexed lists that may end where an item of ``given`` stands, longest
