@@ -40,18 +40,20 @@ def _said(record: WindowRecord) -> dict[str, Any]:
     return said
 
 
-def _afresh(stages: list[Any], messages: list[Any], budget: int) -> Any:
+def _afresh(stages: list[Any], messages: list[Any], budget: int, **options: Any) -> Any:
     """What a new pipeline gives for ``messages`` with nothing remembered."""
     keep = rec.REMEMBER_FROM
     rec.REMEMBER_FROM = 10**9
     try:
-        return PipelineStrategy(stages=stages).select(list(messages), budget)
+        return PipelineStrategy(stages=stages, **options).select(list(messages), budget)
     finally:
         rec.REMEMBER_FROM = keep
 
 
-def _assert_as_afresh(window: Any, stages: list[Any], messages: list[Any], budget: int) -> None:
-    fresh = _afresh(stages, messages, budget)
+def _assert_as_afresh(
+    window: Any, stages: list[Any], messages: list[Any], budget: int, **options: Any
+) -> None:
+    fresh = _afresh(stages, messages, budget, **options)
     assert window.messages == fresh.messages
     assert _said(window.record) == _said(fresh.record)
 
@@ -122,6 +124,110 @@ def test_an_agents_run_from_one_instruction_carries_the_run_the_first_stage_grow
         _assert_as_afresh(window, stages, conversation.originals, 1_500)
     if stages[0] == "clear_tool_outputs" or "keep_recent" in stages[0]:  # it clears
         assert min(carried[1:]) > 250, carried  # of about 300 input messages
+
+
+#: Messages a history may hold that belong to no exchange (under ``orphans="drop"`` the
+#: pipeline leaves them out of the first stage's input): a result whose call is nowhere,
+#: and a call whose result never came (the user spoke next).
+ORPHAN = {"role": "tool", "tool_call_id": "nowhere", "content": "a stray result " * 20}
+UNANSWERED = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "lost", "type": "function", "function": {"name": "find"}}],
+}
+
+
+def _with_defects(history: list[Any]) -> list[Any]:
+    """``history`` with an orphan result after its first exchange and an unanswered
+    call before one of its user messages, far back."""
+    after = next(at for at, message in enumerate(history) if message["role"] == "tool") + 1
+    user = next(
+        at for at in range(len(history) // 2, len(history)) if history[at]["role"] == "user"
+    )
+    return [*history[:after], ORPHAN, *history[after:user], UNANSWERED, *history[user:]]
+
+
+@pytest.mark.parametrize("stages", STAGES)
+def test_a_history_with_defective_messages_carries_its_first_stage_step_after_step(
+    stages: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defective messages (an orphan result, an unanswered call), left out of the first
+    stage's input under ``orphans="drop"``, cost a step its new messages: the pipeline
+    carries its first stage's bookkeeping past them (it read its whole input again on
+    every step, 156 ms a step at 20,000 messages against 7 without them). Steps bring
+    more: a result given twice, a call windowed while its result is pending. Each step's
+    window and record are a fresh pipeline's."""
+    import ctxwindow_pipeline.pipeline as module
+
+    uncarried: list[int] = []
+    take = module._Run._carried
+
+    def counted(self: Any, *args: Any) -> Any:
+        taken = take(self, *args)
+        uncarried.append(len(self.items) - taken[1])  # the input positions gone over
+        return taken
+
+    monkeypatch.setattr(module._Run, "_carried", counted)
+    steps, history = _history(seed=35)
+    conversation = Conversation(_with_defects(history))
+    pipeline = PipelineStrategy(stages=stages, orphans="drop")
+    pipeline.select(conversation, 1_500)
+    for number, step in enumerate(steps):
+        if number % 5 == 2:  # the call first, its result pending
+            conversation.extend(step[:-1])
+            window = pipeline.select(conversation, 1_500)
+            _assert_as_afresh(window, stages, conversation.originals, 1_500, orphans="drop")
+        conversation.extend(step[-1:] if number % 5 == 2 else step)
+        if number % 5 == 4:  # the step's result again
+            conversation.append(dict(step[-1]))
+        window = pipeline.select(conversation, 1_500)
+        _assert_as_afresh(window, stages, conversation.originals, 1_500, orphans="drop")
+        assert not {ORPHAN["content"], None} & {m.get("content") for m in window.messages[-1:]}
+    if stages[0] == "clear_tool_outputs" or "keep_recent" in stages[0]:  # it clears
+        assert len(uncarried) == len(steps) + 4
+        assert max(uncarried) < 20, uncarried  # of about 300 input messages
+
+
+@pytest.mark.parametrize(
+    "stages",
+    [
+        *STAGES,
+        ["clear_tool_outputs", "summarize"],
+        [
+            {"strategy": "summarize", "budget_share": 0.9},
+            {"strategy": "clear_tool_outputs", "when": "always", "keep_recent": 1},
+            "fixed",
+        ],
+    ],
+)
+def test_defective_messages_dropped_leave_the_window_of_the_history_without_them(
+    stages: list[Any],
+) -> None:
+    """What the stages see of a history with defective messages is the history without
+    them: the window holds the same messages, and the record gives each unit (numbered
+    alike: a defective message is in none) the same fate for the same reason."""
+    steps, history = _history(seed=36)
+    for step in steps[:6]:
+        history += step
+    with_defects = _with_defects(history)
+    window = PipelineStrategy(stages=stages, orphans="drop").select(with_defects, 1_500)
+    clean = PipelineStrategy(stages=stages).select(history, 1_500)
+
+    def said(window: Any) -> tuple[Any, ...]:
+        decisions = [(d.unit, d.action, d.reason) for d in window.record.decisions if d.unit >= 0]
+        texts = [(m["role"], m.get("content")) for m in window.messages]
+        return texts, decisions, window.tokens
+
+    assert said(window) == said(clean)
+    dropped = [d for d in window.record.decisions if d.unit < 0]
+    cleared = [m for m in window.messages if "cleared_tool_output" in m.get("metadata", {})]
+    for message in cleared:  # says where it is in your list, whichever stage cleared it
+        position = message["metadata"]["cleared_tool_output"]["position"]
+        assert with_defects[position]["tool_call_id"] == message["tool_call_id"]
+    if "when" in str(stages):
+        assert cleared
+    defective = [with_defects.index(ORPHAN), with_defects.index(UNANSWERED)]
+    assert sorted(p for d in dropped for p in d.positions) == defective
 
 
 @pytest.mark.parametrize("stages", STAGES)

@@ -288,6 +288,17 @@ def _as_message(item: Any) -> Message:
     return item if isinstance(item, Message) else Message.from_dict(item)
 
 
+def _at_callers_position(stand_in: Message, position: int) -> Message:
+    """A cleared output's stand-in, its ``cleared_tool_output.position`` (where the
+    stage that cleared it read it) the caller's ``position``: a stage's input leaves
+    defective messages out, and an earlier stage's summary moves what follows it."""
+    cleared = stand_in.metadata.get("cleared_tool_output")
+    if not isinstance(cleared, Mapping) or cleared.get("position") == position:
+        return stand_in
+    moved = {**cleared, "position": position}
+    return replace(stand_in, metadata={**stand_in.metadata, "cleared_tool_output": moved})
+
+
 # -- following the caller's messages through the stages ---------------------------------
 class _Origin(NamedTuple):
     """Where a stage's input message comes from: the caller's message at ``position``,
@@ -306,13 +317,14 @@ class _Origins:
     """Where each message of a conversation's first stage input comes from (the
     caller's message at its position, standing for its unit), read once per unit: a
     visit would otherwise make one per message of the history. The newest unit is read
-    again on each visit (its exchange may still grow). Only for views without defective
-    messages, whose units hold every message in order."""
+    again on each visit (its exchange may still grow). Defective messages are in no
+    unit, so none has an origin: the origins are those of the input, which leaves them
+    out (see :func:`_without_defects`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.origins: list[_Origin] = []
-        self.starts: list[int] = []  # each unit's first position
+        self.starts: list[int] = []  # where each unit's origins start
         #: The last visit's first stage, for the next to start from (checked there).
         self.after_first: _AfterFirst | None = None
         #: What the made messages of recent visits cover, by their own ``covers``
@@ -339,11 +351,35 @@ class _Origins:
             known = max(0, min(len(self.starts), count) - 1)
             del self.origins[self._start(known) :], self.starts[known:]
             for unit in range(known, count):
-                span = history.span(unit)
                 covers = frozenset((unit,))
-                self.starts.append(span.start)
-                self.origins.extend([_Origin(position, covers) for position in span])
+                self.starts.append(len(self.origins))
+                self.origins.extend([_Origin(position, covers) for position in history.span(unit)])
             return self.origins[:]
+
+
+def _without_defects(history: History) -> tuple[list[Any], Callable[[int], int]]:
+    """The caller's objects but the defective messages (those in no unit, which no
+    stage may see), and where the message at a caller's position is in that list. A
+    history mostly has none; one that has a few (an orphan result, dropped) is cut
+    around them at C speed, and the messages after them move up as many places."""
+    if not history.defects:
+        return history.originals, _same_place
+    originals, defects = history.originals, history.defects
+    ends = [0, *(defect.stop for defect in defects)]  # where each piece between starts
+    pieces = (originals[end : defect.start] for end, defect in zip(ends, defects, strict=False))
+    items = [*itertools.chain.from_iterable(pieces), *originals[ends[-1] :]]
+    starts = [defect.start for defect in defects]
+    gone = list(itertools.accumulate(defect.stop - defect.start for defect in defects))
+
+    def at(position: int) -> int:
+        before = bisect.bisect_right(starts, position)
+        return position - (gone[before - 1] if before else 0)
+
+    return items, at
+
+
+def _same_place(position: int) -> int:
+    return position
 
 
 #: What became of a unit a stage removed: (action, reason).
@@ -655,8 +691,6 @@ class _Run:
 
     def __init__(self, history: History, read: PerConversation[_Origins], pins: bool) -> None:
         self.history = history
-        self.items: list[Any] = []
-        self.origins: list[_Origin] = []
         self.fate = _Fates()
         #: Why each unit was kept: this visit's reasons (written here) over those of
         #: ``kept_first`` (the first stage's, shared with other visits: never written).
@@ -665,36 +699,26 @@ class _Run:
         self.replaced_reason: dict[int, str] = {}
         self.records: list[WindowRecord] = []
         self.labels: list[str] = []
-        #: The conversation's origins and the last visit's first stage (None: not read).
-        self.read: _Origins | None = None
-        #: Whether the current input is the caller's messages in their places (each one
-        #: stood in for at most): a run of input positions is then one of the caller's.
-        self.aligned = False
-        #: The first stage's input when it is the caller's messages as they are: the
-        #: visit's own view, which the stage's host does not read again (see input).
-        self.view: History | None = None
+        #: The conversation's origins and the last visit's first stage.
+        self.read = read.of(history.conversation)
+        #: The first stage's input: the caller's list but its defective messages (no
+        #: stage sees them), with the few pinned or cut messages changed.
+        self.items, at = _without_defects(history)
+        self.origins = self.read.of(history)
         replaced = history.replacements  # the host's cuts (tool results, newest user)
         pin = set(history.must_keep) - _kept_by_every_stage(history) if pins else set()
-        state = None if history.defects else read.of(history.conversation)
-        origins = state.of(history) if state is not None else None
-        if origins is not None and len(origins) == len(history):
-            # every message in its unit, in order: the caller's list, with the few
-            # pinned or cut messages changed
-            self.items, self.origins, self.read = history.originals, origins, state
-            self.aligned = True
-            pinned = (position for unit in pin for position in history.span(unit))
-            changed = sorted({*replaced, *pinned})
-            for position in changed:
-                unit = history.unit_of(position)
-                self.items[position] = _as_input(history, position, replaced, unit in pin)
-            self.view = None if changed else history
-            return
-        items, origins, span = self.items, self.origins, history.span
-        for unit in range(len(history.units)):
-            covers = frozenset((unit,))
-            for position in span(unit):
-                items.append(_as_input(history, position, replaced, unit in pin))
-                origins.append(_Origin(position, covers))
+        pinned = (position for unit in pin for position in history.span(unit))
+        changed = sorted({*replaced, *pinned})
+        for position in changed:
+            unit = history.unit_of(position)
+            self.items[at(position)] = _as_input(history, position, replaced, unit in pin)
+        #: Whether the current input is the caller's messages in order, defective ones
+        #: aside (each stood in for at most): a run of input positions is then a run of
+        #: the caller's units.
+        self.aligned = True
+        #: The first stage's input when it is the caller's messages as they are: the
+        #: visit's own view, which the stage's host does not read again (see input).
+        self.view: History | None = None if changed or history.defects else history
 
     @property
     def input(self) -> Any:
@@ -714,7 +738,7 @@ class _Run:
             return
         label = stage.label
         decisions: Sequence[Decision | DecisionRun] = record.decision_runs
-        last = self.read.after_first if self.read and stage.index == 0 else None
+        last = self.read.after_first if stage.index == 0 else None
         first = 0  # the decisions to go over: those before were the last visit's
         in_place = len(window.messages) == len(self.items) and _keeps_all(record)
         grown: DecisionRun | None = None  # what a carried run of decisions added since
@@ -782,7 +806,7 @@ class _Run:
             if made or not in_place
             else origins  # type: ignore[assignment]  # no made message: none is None
         )
-        if self.read is not None and stage.index == 0:  # for the next visit to start from
+        if stage.index == 0:  # for the next visit to start from
             self.read.after_first = None
             if in_place:
                 self.read.after_first = _AfterFirst(
@@ -802,7 +826,7 @@ class _Run:
         """The caller's units a made message's ``metadata.covers`` names (see
         :func:`_written_from`), read once per ``covers`` tuple on an input that is the
         caller's messages in their places (:class:`_MadeCovers`)."""
-        memo = self.read.made if self.read is not None and self.aligned else None
+        memo = self.read.made if self.aligned else None
         refs = _refs(item)
         if memo is not None:
             units = memo.units(refs, len(self.items))
@@ -936,11 +960,9 @@ class _Run:
         summarized: one fate for its units at once; the units. A stage that drops or
         summarizes thousands of units, an earlier one having cleared thousands of them
         first, costs a turn a run, not an entry per unit."""
-        history, action, reason = self.history, decision.action, decision.reason
-        positions = decision.positions
-        first, last = history.unit_of(positions[0]), history.unit_of(positions[-1])
-        assert first is not None and last is not None  # no defective message: aligned
-        self.fate.set_run(range(first, last + 1), (action, f"{label}: {reason}"))
+        positions, origins = decision.positions, self.origins
+        (first,), (last,) = origins[positions[0]].covers, origins[positions[-1]].covers
+        self.fate.set_run(range(first, last + 1), (decision.action, f"{label}: {decision.reason}"))
         return range(first, last + 1)
 
     def _removed(self, label: str, action: str, reason: str, carried: Sequence[_Origin]) -> None:
@@ -975,8 +997,8 @@ class _Run:
         for origin in self.origins:
             if origin.position is not None and origin.stand_in is not None:
                 (unit,) = origin.covers
-                reason = self.kept_why(unit)
-                selection.replace(origin.position, _as_message(origin.stand_in), reason)
+                stand_in = _at_callers_position(_as_message(origin.stand_in), origin.position)
+                selection.replace(origin.position, stand_in, self.kept_why(unit))
         count = len(history.units)
         for index, origin in enumerate(self.origins):
             if origin.position is not None:
@@ -985,10 +1007,9 @@ class _Run:
                 (next(iter(o.covers)) for o in self.origins[index + 1 :] if o.position is not None),
                 count,
             )
-            made = self.items[index]
-            message = _as_message(made)
-            memo = self.read.made if self.read is not None else None
-            selection.add_synthetic(_in_callers_terms(message, origin, history, memo), after)
+            message = _as_message(self.items[index])
+            made = _in_callers_terms(message, origin, history, self.read.made)
+            selection.add_synthetic(made, after)
         for label, record in zip(self.labels, self.records, strict=True):
             selection.notes.append(f"{label}: {_summary(record)}")
             selection.notes.extend(f"{label}: {note}" for note in record.notes)
