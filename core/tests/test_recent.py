@@ -211,6 +211,27 @@ def test_a_comparison_leaves_the_remembered_list_as_it_was() -> None:
         assert all(a is b for a, b in zip(entry.originals, history, strict=True))
 
 
+def test_a_list_is_not_taken_for_an_earlier_read_its_own_ends_refused() -> None:
+    """An old message edited in place (not seen once it is past the newest CHECKED of
+    a list that starts with it: replace it with a new dict) is held as it is now by a
+    list read whole since. A list that ends with the very objects of both, refused by
+    that one (an item near its end stood in for), is read as a branch of it, not taken
+    as a growth of the shorter list read before the edit: the window a fresh read
+    gives, within the budget."""
+    history = chat(210, words=1)  # 421 short messages: a budget of 5,000 holds them all
+    select = lambda items: ctxwindow.select(items, 5_000, "newest")  # noqa: E731
+    select(history[:300])
+    history[10]["content"] = "edited in place " + "big " * 5_000
+    earlier = history[:380]
+    earlier[200] = {**history[200], "content": "a passing edit"}
+    select(earlier)  # refused by the first list, and parts from it too early: read whole
+    given = history[:400]
+    given[370] = {**history[370], "content": "edited near the end"}
+    window = select(given)
+    same_window(window, fresh(given, 5_000))
+    assert window.tokens <= 5_000
+
+
 def test_an_old_message_replaced_beyond_the_checked_tail_is_seen() -> None:
     history = chat(CHECKED)  # longer than the tail whose contents are checked
     ctxwindow.select(history, 300, "newest")

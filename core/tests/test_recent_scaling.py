@@ -235,15 +235,19 @@ def test_a_list_whose_item_near_its_end_was_stood_in_for_is_keyed_at_none_of_its
     assert sum(keyed) <= 2 * INDEXED_FROM + 2 * len(stood_in).bit_length()
 
 
-def test_two_lists_of_the_same_objects_one_with_stand_ins_each_grow_their_own(
+def test_a_list_refused_by_another_of_its_objects_and_length_grows_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A pipeline's stages handed lists, turn after turn: a stage's input, and a clearing
     stage's window of it (the same objects but a few stand-ins far back, the same first
-    and last items), each read by a nested visit. The list that ends with the input's
-    very objects may be the window's, remembered last; the input's own is tried next and
-    grown, not the input read as a branch of one or the other each turn (every turn a
-    copy of the history). Each reads as a fresh read would."""
+    and last items), each read by a nested visit. The list of the input's length that
+    ends with its very objects may be the window's, remembered last: the input's own,
+    of that length too, is tried next and grown, not the input read as a branch of one
+    or the other each turn (a copy of the history each). The window's list, refused by
+    the input's grown one, is read as a branch of its own last one, as before: a
+    shorter list is not offered (read earlier, it may predate an older message edited in
+    place, which a list read whole since holds as it is now). Each reads as a fresh read
+    would."""
     recent = RecentHistories()
     history = chat(7, turns=MANY)
 
@@ -258,22 +262,23 @@ def test_two_lists_of_the_same_objects_one_with_stand_ins_each_grow_their_own(
         return view.conversation
 
     stage_input, stage_window = nested(history), nested(cleared(history))
-    branches = 0
+    branched: list[Conversation] = []
     branch = Conversation.branch
 
     def counted(self: Conversation, *args: Any, **kwargs: Any) -> Any:
-        nonlocal branches
-        branches += 1
+        branched.append(self)
         return branch(self, *args, **kwargs)
 
     monkeypatch.setattr(Conversation, "branch", counted)
     for turn in range(5):
         history = [*history, {"role": "user", "content": f"and {turn}?"}]
         assert nested(history) is stage_input
-        assert nested(cleared(history)) is stage_window
+        window = nested(cleared(history))
+        assert branched[-1] is stage_window
+        stage_window = window
         assert fresh_portrait(stage_input, history)
         assert fresh_portrait(stage_window, cleared(history))
-    assert branches == 0
+    assert len(branched) == 5
 
 
 def test_the_index_follows_what_is_remembered_and_forgotten() -> None:

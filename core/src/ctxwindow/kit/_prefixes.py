@@ -438,28 +438,26 @@ class RecentLists(Generic[S]):
                 yield entry
 
     def _identical(self, given: Sequence[Any]) -> Iterator[S]:
-        """The indexed lists whose first and last items are ``given``'s very objects,
-        longest first, looked up by identity alone: the longest, then the others that
-        end among ``given``'s newest CHECKED items. Two lists of the same objects may
-        both be remembered, one with a few items stood in for (a pipeline's stages, each
-        handed a list: a stage's input, and the window of a stage that cleared some of
-        its outputs, which the next stage windows): the first found may be the other's."""
-        first, newest = given[0], len(given) - CHECKED
-        yielded = False
+        """The indexed lists whose first and last items are ``given``'s very objects, of
+        the greatest length that has any, the most recent first: looked up by identity
+        alone. Two lists of the same objects and length may both be remembered, one
+        with a few items stood in for (a pipeline's stages, each handed a list: a
+        stage's input, and the window of a stage that cleared some of its outputs,
+        which the next stage windows): the first found may be the other's. A shorter
+        one is not offered: it was read earlier, maybe before an older message was
+        edited in place, which the longer one, read whole since, holds as it is now
+        (``near`` finds that one to branch from)."""
+        first = given[0]
         for start, items in _batches(given):
+            found: list[S] = []
             with self._lock:
-                found = [
-                    (start + at + 1, held.entry)
-                    for at in range(len(items) - 1, -1, -1)
-                    for held in self._ending_with(start + at + 1, items[at])
-                    if held.first is first
-                ]
-            for length, entry in found:
-                if yielded and length <= newest:
-                    return
-                yielded = True
-                yield entry
-            if yielded and start <= newest:
+                for at in range(len(items) - 1, -1, -1):
+                    held = self._ending_with(start + at + 1, items[at])
+                    found = [keys.entry for keys in held if keys.first is first]
+                    if found:
+                        break
+            if found:
+                yield from found
                 return
 
     def _equal(self, given: Sequence[Any], signature: int) -> Iterator[S]:
