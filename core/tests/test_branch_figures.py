@@ -12,7 +12,7 @@ import pytest
 from ctxwindow import ApproxCounter, Conversation, History
 from ctxwindow.kit import Coverage
 from ctxwindow.kit._coverage import _MEMO as written
-from ctxwindow.kit.ranking import UnitFigures
+from ctxwindow.kit.ranking import UnitFigures, stable_units
 
 COUNTER = ApproxCounter()
 
@@ -108,3 +108,24 @@ def test_the_figures_follow_the_counter_of_each_visit(seed: int) -> None:
         assert figures.unit_tokens(history, stop).tolist() == expected
         assert figures.unit_tokens(history, stop // 2).tolist() == expected[: stop // 2]
         conversation.extend(agent(64, seed)[len(conversation) :][:4])
+
+
+def test_a_legacy_function_call_alone_is_not_a_stable_unit_until_its_result_joins_it() -> None:
+    """A legacy function call, the history's last message, is a unit its result joins
+    when it comes next: what a strategy keeps per unit (figures, an index) is not kept
+    for it from a visit that read the call alone (``stable_units`` stops before it)."""
+    conversation = Conversation(agent(60, 3))
+
+    def stable() -> tuple[int, int]:
+        history = conversation.view(COUNTER, 10_000)
+        return stable_units(history), len(history.units)
+
+    assert stable() == (61, 61)
+    call = {"name": "find", "arguments": '{"order": "ORD007"}'}
+    conversation.append({"role": "assistant", "content": None, "function_call": call})
+    assert stable() == (61, 62)  # the call's unit may still grow
+    conversation.append({"role": "function", "name": "find", "content": "found ITEM001"})
+    assert stable() == (62, 62)  # the result joined the call's unit
+    conversation.append({"role": "assistant", "content": None, "function_call": call})
+    conversation.append({"role": "user", "content": "never mind"})
+    assert stable() == (64, 64)  # no result came: the call is a unit of its own

@@ -445,6 +445,25 @@ def _edited(history: list[dict[str, Any]], rng: random.Random, step: int) -> lis
     return out
 
 
+@pytest.mark.parametrize("budget", [150, 400, 1200])
+def test_a_legacy_function_call_windowed_before_its_result_came(budget: int) -> None:
+    """A legacy function call windowed alone (its result not come yet), then with its
+    result, which joins the call's unit: the unit is read again, not kept as the call
+    alone in what the conversation remembers, and the window is a fresh strategy's."""
+    strategy = SlidingWindow()
+    conversation = Conversation(agent_history(120))
+    for turn in range(4):
+        call = {"name": "lookup", "arguments": f'{{"code": "RES{turn:03d}"}}'}
+        conversation.append({"role": "assistant", "content": None, "function_call": call})
+        strategy.select(conversation, budget)
+        found = f"RES{turn:03d}: the hotel price is in budget " * (3 + 9 * turn)
+        conversation.append({"role": "function", "name": "lookup", "content": found})
+        conversation.append({"role": "user", "content": f"and the flight for RES{turn:03d}?"})
+        window = strategy.select(conversation, budget)
+        fresh = SlidingWindow().select(Conversation(conversation.originals), budget)
+        assert outcome(window, conversation.originals) == outcome(fresh, conversation.originals)
+
+
 @pytest.mark.parametrize("budget", [400, 1200])
 def test_a_list_edited_near_its_end_gets_the_windows_a_fresh_strategy_gives(budget: int) -> None:
     """Each visit's list parts from the last near its end: it is read as a branch of

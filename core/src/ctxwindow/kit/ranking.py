@@ -405,9 +405,17 @@ def best_first(
 def stable_units(history: History) -> int:
     """How many leading units read the same on every visit: all of them, unless the host
     stood a cut copy in for a message on this one (the newest user message, or the
-    current turn's tool results): then the units before the first that holds one."""
+    current turn's tool results): then the units before the first that holds one. Nor
+    the newest unit when it is a legacy function call alone, the history's last
+    message: its result, when it comes next, joins that unit."""
     cut = [history.unit_of(position) for position in history.replacements]
-    return min((unit for unit in cut if unit is not None), default=len(history.units))
+    stable = min((unit for unit in cut if unit is not None), default=len(history.units))
+    size = len(history)
+    if stable and stable == len(history.units) and size:
+        last = history.messages[size - 1]
+        if last.function_call is not None and history.unit_of(size - 1) == stable - 1:
+            return stable - 1
+    return stable
 
 
 def excerpt_figures(history: History, unit: int) -> tuple[int, int, int]:
