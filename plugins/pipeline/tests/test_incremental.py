@@ -154,7 +154,7 @@ def test_a_history_with_defective_messages_carries_its_first_stage_step_after_st
     """Defective messages (an orphan result, an unanswered call), left out of the first
     stage's input under ``orphans="drop"``, cost a step its new messages: the pipeline
     carries its first stage's bookkeeping past them (it read its whole input again on
-    every step: 156 ms a step at 20,000 messages, 13 now, 10 without them). Steps bring
+    every step: 156 ms a step at 20,000 messages, 7-9 now, as without them). Steps bring
     more: a result given twice, a call windowed while its result is pending. Each step's
     window and record are a fresh pipeline's."""
     import ctxwindow_pipeline.pipeline as module
@@ -186,6 +186,38 @@ def test_a_history_with_defective_messages_carries_its_first_stage_step_after_st
     if stages[0] == "clear_tool_outputs" or "keep_recent" in stages[0]:  # it clears
         assert len(uncarried) == len(steps) + 4
         assert max(uncarried) < 20, uncarried  # of about 300 input messages
+
+
+def test_a_history_with_defective_messages_hands_the_first_stage_a_growing_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first stage's input without the defective messages is read into a
+    Conversation the pipeline keeps and grows, and handed as its view: no list of it
+    goes to the runner's list memory, where the next stage's list (the first stage's
+    window) would be read as a branch of it every turn, their states lost (the
+    parent handed the list: two lists a step there, one now)."""
+    listed: list[int] = []
+    view = rec.RECENT.view
+
+    def counted(messages: Any, *args: Any, **kwargs: Any) -> Any:
+        listed.append(len(messages))
+        return view(messages, *args, **kwargs)
+
+    monkeypatch.setattr(rec.RECENT, "view", counted)
+    steps, history = _history(seed=37)
+    conversation = Conversation(_with_defects(history))
+    stages = ["clear_tool_outputs", "fixed"]
+    pipeline = PipelineStrategy(stages=stages, orphans="drop")
+    pipeline.select(conversation, 1_500)
+    held = pipeline._origins.of(conversation).input
+    for step in steps[:8]:
+        listed.clear()
+        conversation.extend(step)
+        window = pipeline.select(conversation, 1_500)
+        assert len(listed) == 1  # the second stage's
+        assert pipeline._origins.of(conversation).input is held
+        assert held is not None and len(held) == len(conversation) - 2  # the two defects
+        _assert_as_afresh(window, stages, conversation.originals, 1_500, orphans="drop")
 
 
 @pytest.mark.parametrize(

@@ -330,6 +330,9 @@ class _Origins:
         #: What the made messages of recent visits cover, by their own ``covers``
         #: (see :class:`_MadeCovers`): a summary of thousands of messages is read once.
         self.made = _MadeCovers()
+        #: The first stage's input of a history with defective messages, read into a
+        #: Conversation of its own (see :meth:`input_view`).
+        self.input: Conversation | None = None
 
     def branch(self, conversation: Conversation, origin: Branch) -> _Origins:
         """A branch's: those of the units the two share, but the newest of them."""
@@ -343,6 +346,28 @@ class _Origins:
 
     def _start(self, unit: int) -> int:
         return self.starts[unit] if unit < len(self.starts) else len(self.origins)
+
+    def input_view(self, items: list[Any], history: History) -> History:
+        """A view of ``items`` (the caller's messages without the defective ones), read
+        into a Conversation kept here, grown by what the history adds: a message found
+        defective stays so, and the newest exchange, open, is left out until it closes,
+        so the input only grows. The first stage's host then reads no list on each visit
+        (a list would be remembered beside the next stage's, and that one read as a
+        branch of it every turn), and the stages' states carry over, as for a history
+        without defects. Items that are not those held (or equal ones: a list rebuilt
+        from equal copies, whose objects the view gives back), grown, are read anew."""
+        with self.lock:
+            held = self.input
+            if held is not None and len(held) <= len(items):
+                known = held.originals
+                if _equal(items, known, len(known)):  # at C speed: mostly the same objects
+                    held.extend(items[len(known) :])
+                    counter, budget, query = history.counter, history.budget, history.query
+                    return held.view(counter, budget, query, originals=items)
+            read = Conversation(items)
+            if held is None or len(held) <= len(items):  # not an older view's: kept
+                self.input = read
+            return read.view(history.counter, history.budget, history.query)
 
     def of(self, history: History) -> list[_Origin]:
         """The origins of ``history``'s messages, in a list of the caller's own."""
@@ -716,9 +741,12 @@ class _Run:
         #: aside (each stood in for at most): a run of input positions is then a run of
         #: the caller's units.
         self.aligned = True
-        #: The first stage's input when it is the caller's messages as they are: the
-        #: visit's own view, which the stage's host does not read again (see input).
-        self.view: History | None = None if changed or history.defects else history
+        #: The first stage's input when it is the caller's messages as they are (or
+        #: but the defective ones): a view, which the stage's host does not read again
+        #: (see input).
+        self.view: History | None = None if changed else history
+        if history.defects and not changed:
+            self.view = self.read.input_view(self.items, history)
 
     @property
     def input(self) -> Any:
