@@ -382,30 +382,19 @@ class _Origins:
             return self.origins[:]
 
 
-def _without_defects(history: History) -> tuple[list[Any], Callable[[int], int]]:
+def _without_defects(history: History) -> list[Any]:
     """The caller's objects but the defective messages (those in no unit, which no
-    stage may see), and where the message at a caller's position is in that list. A
-    history mostly has none; one that has a few (an orphan result, dropped) is cut
-    around them at C speed, and the messages after them move up as many places."""
-    if not history.defects:
-        return history.originals, _same_place
+    stage may see). A history mostly has none; one that has a few (an orphan result,
+    dropped) is cut around them at C speed."""
     originals, defects = history.originals, history.defects
+    if not defects:
+        return originals
     ends = [0, *(defect.stop for defect in defects)]  # where each piece between starts
     pieces = (originals[end : defect.start] for end, defect in zip(ends, defects, strict=False))
-    items = [*itertools.chain.from_iterable(pieces), *originals[ends[-1] :]]
-    starts = [defect.start for defect in defects]
-    gone = list(itertools.accumulate(defect.stop - defect.start for defect in defects))
-
-    def at(position: int) -> int:
-        before = bisect.bisect_right(starts, position)
-        return position - (gone[before - 1] if before else 0)
-
-    return items, at
+    return [*itertools.chain.from_iterable(pieces), *originals[ends[-1] :]]
 
 
-def _same_place(position: int) -> int:
-    return position
-
+_caller_position = operator.attrgetter("position")
 
 #: What became of a unit a stage removed: (action, reason).
 Fate = tuple[str, str]
@@ -728,15 +717,16 @@ class _Run:
         self.read = read.of(history.conversation)
         #: The first stage's input: the caller's list but its defective messages (no
         #: stage sees them), with the few pinned or cut messages changed.
-        self.items, at = _without_defects(history)
-        self.origins = self.read.of(history)
+        self.items = _without_defects(history)
+        self.origins = self.read.of(history)  # ascending caller positions: where each is
         replaced = history.replacements  # the host's cuts (tool results, newest user)
         pin = set(history.must_keep) - _kept_by_every_stage(history) if pins else set()
         pinned = (position for unit in pin for position in history.span(unit))
         changed = sorted({*replaced, *pinned})
         for position in changed:
             unit = history.unit_of(position)
-            self.items[at(position)] = _as_input(history, position, replaced, unit in pin)
+            at = bisect.bisect_left(self.origins, position, key=_caller_position)
+            self.items[at] = _as_input(history, position, replaced, unit in pin)
         #: Whether the current input is the caller's messages in order, defective ones
         #: aside (each stood in for at most): a run of input positions is then a run of
         #: the caller's units.
