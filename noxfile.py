@@ -290,6 +290,13 @@ def bench(session: nox.Session) -> None:
         "-s", 'pipeline:stages=["clear_tool_outputs","sliding"]',
         "--json", "docs/results/bench-agent-steps.json",
     )  # fmt: skip
+    # An agent's run from one task: one request, then tool rounds only (the current turn
+    # is the whole history, and the query of the strategies that read the turn).
+    session.run(
+        "ctxwindow", "bench", "--agent-steps", "--one-task", *strategies, "-s", "semantic",
+        "-s", 'pipeline:stages=["clear_tool_outputs","sliding"]',
+        "--json", "docs/results/bench-agent-task.json",
+    )  # fmt: skip
     # What the proxy adds to a request (docs/serve.md).
     session.run(
         "python", "-m", "ctxwindow_serve.bench", "--suite",

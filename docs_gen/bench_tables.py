@@ -2,7 +2,8 @@
 of docs/reliability.md, from docs/results (run by ``nox -s bench``).
 
 The figures are read from ``docs/results/bench.json``, ``bench-semantic.json``,
-``serve-bench.json`` and ``memory.json``, never typed by hand; ``tests/test_readme.py``
+``bench-agent-steps.json``, ``bench-agent-task.json``, ``serve-bench.json`` and
+``memory.json``, never typed by hand; ``tests/test_readme.py``
 fails when the pages and the results disagree.
 Usage: ``python docs_gen/bench_tables.py``.
 """

@@ -312,6 +312,8 @@ def test_the_plot_joins_budgets_in_order_and_a_strategy_given_twice_is_one_line(
         (["--sizes=-5"], "--sizes wants history lengths of at least 1 message, got -5"),
         (["--sizes", "10,0"], "--sizes wants history lengths of at least 1 message, got 0"),
         (["--agent-steps", "--sizes", "5"], "at least 8 messages (one tool result"),
+        (["--agent-steps", "--one-task", "--sizes", "5"], "at least 8 messages (one tool"),
+        (["--one-task"], "--one-task times agent steps: give it with --agent-steps"),
     ],
 )
 def test_bench_arguments_are_checked_naming_the_flag(argv: list[str], says: str) -> None:

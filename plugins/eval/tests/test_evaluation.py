@@ -757,3 +757,40 @@ def test_an_agent_step_asks_about_what_the_history_holds(tmp_path: Path) -> None
         ("fixed", 200),
     ]
     assert data["summary"]["fixed"]["smallest"] == 100 and data["machine"]["cpus"]
+
+
+def test_an_agent_run_from_one_task_appends_tool_rounds(tmp_path: Path) -> None:
+    """bench --agent-steps --one-task: one request, then tool rounds only, each result a
+    record with identifiers; a step appends a round naming one of them, so the current
+    turn (and the query of a strategy that reads it) is the whole history."""
+    from ctxwindow import Conversation, get_counter
+    from ctxwindow.testing.commands import run_command
+    from ctxwindow_eval import steps
+
+    for size in (300, 301):
+        history, ids = steps.task_history(size)
+        assert len(history) == size
+        roles = [m["role"] for m in history]
+        assert roles.count("user") == 1 and roles[:2] == ["system", "user"]
+        results = [json.loads(m["content"]) for m in history if m["role"] == "tool"]
+        assert [r["reservation_id"] for r in results] == ids
+        assert all(60 <= len(r["notes"].split()) <= 600 for r in results)
+    step = next(steps.agent_steps(ids, requests=False))
+    assert [m["role"] for m in step] == ["assistant", "tool"]
+    named = json.loads(step[0]["tool_calls"][0]["function"]["arguments"])["reservation_id"]
+    assert named in ids and named in step[1]["content"]
+    view = Conversation(history + step).view(get_counter("approx"), 4000)
+    assert len(view.current_turn) == len(view.units) - 1  # all but the system prompt
+    out = tmp_path / "task.json"
+    result = run_command(
+        "bench", "--agent-steps", "--one-task", "-s", "sliding", "--sizes", "100,200",
+        "--repeats", "2", "--json", str(out),
+    )  # fmt: skip
+    assert result.code == 0, result.error()
+    assert "of a run from one task" in result.out
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["one_task"] is True
+    assert [(r["strategy"], r["messages"]) for r in data["rows"]] == [
+        ("sliding", 100),
+        ("sliding", 200),
+    ]

@@ -7,7 +7,8 @@
   strategy runs out of time, ``summarize``'s verbatim part and summarized runs);
 - :func:`terms` and :func:`stem`: one tokenizer for the keyword scorers (``sliding``'s
   ``keywords``, ``semantic``'s BM25), so that "paintings" meets "paint" the same way
-  in both;
+  in both; :func:`query_terms`: a query's distinct terms, read in time linear in what
+  changed since the last query (an agent's query is its whole current turn);
 - :func:`unit_text`: a unit as text for matching or summarizing: who said what, and
   which tools were called with what;
 - :func:`identifiers`, :class:`Coverage` and :func:`best_first`: what an agent's next
@@ -87,6 +88,7 @@ from ctxwindow.kit._time import (
     unit_anchor,
     unit_anchors,
 )
+from ctxwindow.kit._words import STOPWORDS, query_terms, stem, terms, words
 
 __all__ = [
     "A_YEAR",
@@ -112,6 +114,7 @@ __all__ = [
     "keep_best",
     "keep_run",
     "query_spans",
+    "query_terms",
     "recent_run",
     "recent_units",
     "redact",
@@ -129,41 +132,6 @@ __all__ = [
     "unit_text",
     "words",
 ]
-
-_ASCII_WORD = re.compile(r"[a-z0-9]+")
-#: A word in any script: a run of letters and digits ('_' joins an identifier's parts).
-_WORD = re.compile(r"[^\W_]+")
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been
-    before being below between both but by can could did do does doing down during each
-    few for from further had has have having he her here hers herself him himself his how
-    i if in into is it its itself just me more most my myself no nor not now of off on
-    once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves s t don re ve ll m d""".split()
-)
-
-
-def stem(word: str) -> str:
-    """A light suffix strip, so 'paintings', 'painting' and 'paint' meet."""
-    for suffix in ("ings", "ing", "edly", "ed", "ies", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
-
-
-def words(lowered: str) -> list[str]:
-    """The words of a lowercased text: runs of letters and digits in any script
-    ('барсик', 'café', '李'), so that a conversation in another language than English
-    is scored too (a script written without spaces runs on as one word). An ASCII text,
-    most of them (a flag CPython keeps), by the faster ASCII pattern: the same words."""
-    return (_ASCII_WORD if lowered.isascii() else _WORD).findall(lowered)
-
-
-def terms(text: str) -> list[str]:
-    """The words of ``text`` that carry meaning, lowercased and stemmed."""
-    return [stem(word) for word in words(text.lower()) if word not in STOPWORDS]
 
 
 def recent_units(

@@ -122,6 +122,12 @@ def register(cli: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "call and its result appended to a history of records with identifiers), at "
         "1,000 and 10,000 messages unless --sizes says otherwise",
     )
+    benchmark.add_argument(
+        "--one-task",
+        action="store_true",
+        help="with --agent-steps: the history is an agent's run from one task (one "
+        "request, then tool rounds only) and a step appends a tool round",
+    )
     benchmark.add_argument("--sizes", help="history lengths (default: 1000,10000,100000)")
     benchmark.add_argument("--repeats", type=int, help="runs per figure (default: by size)")
     benchmark.add_argument("--json", metavar="FILE", help="write the results as JSON")
@@ -355,6 +361,8 @@ def _load_benchmark(
 def _bench(args: argparse.Namespace) -> int:
     if args.agent_steps:
         return _bench_steps(args)
+    if args.one_task:
+        raise ConfigError("--one-task times agent steps: give it with --agent-steps")
     _writable(("--json", args.json))
     sizes = _sizes(args.sizes, bench.SIZES, bench.MIN_SIZE, "")
     repeats = _repeats(args.repeats)
@@ -403,9 +411,11 @@ def _bench_steps(args: argparse.Namespace) -> int:
             sizes,
             progress=lambda label: status.update(f"benchmarking {label}"),
             steps=repeats or steps.STEPS,
+            one_task=args.one_task,
         )
+    run_of = " of a run from one task" if args.one_task else ""
     table = rich_table.Table(
-        title=f"One agent step, median ms, budget {bench.BUDGET} tokens, approx counting",
+        title=f"One agent step{run_of}, median ms, budget {bench.BUDGET} tokens, approx counting",
         title_justify="left",
     )
     for column in ("strategy", "messages", "step", "window tokens"):
@@ -415,7 +425,8 @@ def _bench_steps(args: argparse.Namespace) -> int:
         table.add_row(row.strategy, *cells)
     _show(console, table)
     if args.json:
-        Path(args.json).write_text(steps.to_json(rows) + "\n", encoding="utf-8")
+        results = steps.to_json(rows, one_task=args.one_task)
+        Path(args.json).write_text(results + "\n", encoding="utf-8")
     return 0
 
 

@@ -12,6 +12,11 @@ windowing the history, is timed through ``Windower`` + ``Conversation`` (the war
 as the main bench's warm turn times its append and its window); the steps run back to
 back with the collector paused for the whole series (one full collection before it, as
 :mod:`timeit` runs), and the history lengths take their steps turn about.
+
+With ``--one-task`` the history is an agent's run from one task (a coding or auditing
+agent's): one request, then tool rounds only, and a step appends a round. The current
+turn is then the whole history, and the query of a strategy that reads the turn its
+newest 32,000 characters, read anew on every step.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ctxwindow import Conversation, from_config
 from ctxwindow.errors import ConfigError
 from ctxwindow_eval.bench import (
     BUDGET,
+    WORDS,
     agent_history,
     collector_paused,
     extremes,
@@ -72,25 +78,59 @@ def _record(rng: random.Random, notes: str) -> dict[str, Any]:
     }
 
 
-def agent_steps(ids: Sequence[str], seed: int = 7) -> Iterator[list[dict[str, Any]]]:
+def task_history(size: int, seed: int = 7) -> tuple[list[dict[str, Any]], list[str]]:
+    """An agent's run from one task: the system prompt and one request, then tool rounds
+    only (a call and its result, a record with identifiers and notes of 60 to 600
+    words, as :func:`identified_history`'s), as a coding or auditing agent runs. Its
+    current turn is the whole history, and so the query of a strategy that reads the
+    turn (the newest 32,000 characters of it). With the reservation ids it holds."""
+    if size < MIN_SIZE:
+        raise ConfigError(
+            f"an agent step needs a history of at least {MIN_SIZE} messages (one tool "
+            f"result to ask about), got {size}"
+        )
+    rng = random.Random(seed + 3)
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an auditing agent."},
+        {"role": "user", "content": "Audit every reservation: check its flight and price."},
+    ]
+    ids: list[str] = []
+    while len(history) < size - 1:
+        notes = " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 600)))
+        record = _record(rng, notes)
+        ids.append(record["reservation_id"])
+        history += _round(f"call_{len(ids)}", record["reservation_id"], record)
+    if len(history) < size:  # an odd length: a word of the agent's between the rounds
+        history.insert(2, {"role": "assistant", "content": "Starting the audit."})
+    return history, ids
+
+
+def _round(call_id: str, wanted: str, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The agent's call looking ``wanted`` up, and its result."""
+    arguments = json.dumps({"reservation_id": wanted})
+    function = {"name": "lookup", "arguments": arguments}
+    call = {"id": call_id, "type": "function", "function": function}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps(record)},
+    ]
+
+
+def agent_steps(
+    ids: Sequence[str], seed: int = 7, requests: bool = True
+) -> Iterator[list[dict[str, Any]]]:
     """Steps of an agent loop, each unlike any before: a request naming an id of the
-    history, the tool call it leads to and the call's result."""
+    history (unless ``requests`` is False: a run from one task), the tool call it leads
+    to and the call's result."""
     rng = random.Random(seed + 2)
     number = 0
     while True:
         number += 1
         wanted = rng.choice(ids)
-        call_id = f"step_{number}"
-        arguments = json.dumps({"reservation_id": wanted})
-        function = {"name": "lookup", "arguments": arguments}
-        call = {"id": call_id, "type": "function", "function": function}
         record = _record(rng, f"the plan for reservation {wanted}, step {number}")
         request = f"Check the flight plan and price of {wanted}, step {number}."
-        yield [
-            {"role": "user", "content": request},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": call_id, "content": json.dumps(record)},
-        ]
+        asked = [{"role": "user", "content": request}] if requests else []
+        yield asked + _round(f"step_{number}", wanted, record)
 
 
 @dataclass
@@ -111,17 +151,17 @@ class StepRow:
 class _Loop:
     """One strategy's agent loop on a history of one length, read cold (untimed)."""
 
-    def __init__(self, name: str, size: int, budget: int) -> None:
+    def __init__(self, name: str, size: int, budget: int, one_task: bool = False) -> None:
         spec = StrategySpec.parse(name)
         options = spec.run_options
         config = {"strategy": spec.name, "budget": budget, "counter": "approx", **options}
         self.name = name
         self.size = size
         self.windower = from_config(config)
-        history, ids = identified_history(size)
+        history, ids = task_history(size) if one_task else identified_history(size)
         self.conversation = Conversation(history)
         self.windower.select(self.conversation)  # the cold read, not timed
-        self.made = agent_steps(ids)
+        self.made = agent_steps(ids, requests=not one_task)
         self.times: list[float] = []
         self.tokens = 0
 
@@ -141,14 +181,20 @@ class _Loop:
 
 
 def measure(
-    name: str, sizes: Sequence[int], steps: int = STEPS, budget: int = BUDGET
+    name: str,
+    sizes: Sequence[int],
+    steps: int = STEPS,
+    budget: int = BUDGET,
+    one_task: bool = False,
 ) -> list[StepRow]:
     """The median step of ``name`` at each history length in ``sizes``. The lengths'
     steps run turn about (after one untimed step each, which settles what the cold read
     left), so a step at one length and at another are made under the same load of a
     shared machine, and their ratio (the growth) compares like with like. The steps run
-    back to back with the collector paused, as the bench's warm turns do."""
-    loops = [_Loop(name, size, budget) for size in sizes]
+    back to back with the collector paused, as the bench's warm turns do. ``one_task``:
+    the history is a run from one task (:func:`task_history`) and a step appends a
+    tool round alone."""
+    loops = [_Loop(name, size, budget, one_task) for size in sizes]
     with collector_paused():
         for number in range(steps + 1):
             for loop in loops:
@@ -167,12 +213,13 @@ def run(
     sizes: Sequence[int] = SIZES,
     progress: Callable[[str], None] | None = None,
     steps: int = STEPS,
+    one_task: bool = False,
 ) -> list[StepRow]:
     rows = []
     for name in strategies:
         if progress:
             progress(f"{name} at {', '.join(f'{size:,}' for size in sizes)} messages")
-        rows.extend(measure(name, sizes, steps))
+        rows.extend(measure(name, sizes, steps, one_task=one_task))
     return rows
 
 
@@ -189,11 +236,12 @@ def growth(rows: Sequence[StepRow]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def to_json(rows: Sequence[StepRow], budget: int = BUDGET) -> str:
+def to_json(rows: Sequence[StepRow], budget: int = BUDGET, one_task: bool = False) -> str:
     return json.dumps(
         {
             "budget": budget,
             "counter": "approx",
+            "one_task": one_task,
             "machine": to_json_machine(),
             "rows": [row.to_dict() for row in rows],
             "summary": growth(rows),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ctxwindow.kit import STOPWORDS, stem, words
+from ctxwindow.kit import STOPWORDS, query_terms, stem, words
 from ctxwindow.kit.ranking import Postings, Rows
 
 K1 = 1.2
@@ -101,8 +101,9 @@ class BM25Index:
         stored = int(self._ends.view[size - 1]) if size else 0
         average = max((stored + sum(extra_lengths)) / total, 1.0)
         # in the query's order: float32 sums added in a set's order (which varies between
-        # processes) vary in the last bit
-        found = [self._units_holding(term, size, extra_counts) for term in term_counts(query)]
+        # processes) vary in the last bit; an agent's query (its current turn) read in
+        # time linear in what changed since the last step's
+        found = [self._units_holding(term, size, extra_counts) for term in query_terms(query)]
         held = [(units, counts) for units, counts in found if len(units)]
         if not held:
             return out
@@ -166,9 +167,9 @@ class BM25Index:
 @functools.lru_cache(maxsize=16)
 def term_counts(text: str) -> Counter[str]:
     """How often ``text`` holds each of its terms, in the order they first appear; shared,
-    never to be changed. Remembered for the last few texts: a turn's new message is read
-    as a unit (:meth:`BM25Index.extend`) and again as the query (:meth:`BM25Index.scores`),
-    and a stand-in is scored on each visit until it is stored.
+    never to be changed. Remembered for the last few texts: a stand-in is scored on each
+    visit until it is stored. (A query's terms are :func:`ctxwindow.kit.query_terms`:
+    the same terms in the same order, without the counts, which BM25 does not weigh.)
 
     :func:`ctxwindow.kit.terms`' counts, each distinct word stemmed once: a 4 MB log
     repeats a few hundred words 900,000 times (2.4 s stemmed word by word, 0.2 s so)."""
