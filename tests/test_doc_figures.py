@@ -160,6 +160,15 @@ def test_the_index_pools_vectors_are_the_size_the_pages_give() -> None:
     assert f"per-conversation index ({mib} MiB)" in prose("docs/reliability.md")
 
 
+def test_caches_give_the_query_lines_bound_the_code_keeps() -> None:
+    """The bound of the lines of recent queries (ctxwindow.kit.query_terms) and of the
+    lines it holds, as the page states them."""
+    from ctxwindow.kit._words import _LINE_WORDS
+
+    bound = f"| {_LINE_WORDS.held // 2**20} MiB; a line over {_LINE_WORDS.most:,} characters"
+    assert _LINE_WORDS.held % 2**20 == 0 and bound in prose("docs/caches.md")
+
+
 def test_caches_counts_the_selects_tests_shared_cache_runs() -> None:
     """Selects per process: conversations x turns x two strategies, as the test runs them."""
     source = (ROOT / "tests" / "test_shared_cache.py").read_text(encoding="utf-8")

@@ -4,6 +4,10 @@ turn (up to 32,000 characters), most of it the lines of the last step's query.""
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,22 +36,23 @@ def test_query_terms_of_lines() -> None:
     assert query_terms(text) == ["paint", "r", "1990", "σας", "café"]
 
 
-@given(st.lists(texts, min_size=1, max_size=6))
-def test_query_terms_hold_when_lines_are_forgotten(queries: list[str]) -> None:
-    """Lines too long to be held, and all held lines forgotten past a bound: read anew."""
-    small = _LineWords(most=12, held=40)
+@given(st.lists(texts, min_size=1, max_size=6), st.integers(0, 20), st.integers(0, 3_000))
+def test_query_terms_hold_when_lines_are_let_go(queries: list[str], most: int, held: int) -> None:
+    """Lines too long to be held, and the least recently read let go past the bound:
+    read anew, the same terms."""
+    small = _LineWords(most=most, held=held)
     before = _words._LINE_WORDS
     _words._LINE_WORDS = small
     try:
-        for text in queries:
+        for text in queries + queries[::-1]:
             assert query_terms(text) == list(dict.fromkeys(terms(text)))
-            assert small._chars <= small.held
+            assert small.bytes <= small.held
             assert all(len(line) <= small.most for line in small._words)
     finally:
         _words._LINE_WORDS = before
 
 
-def test_a_line_is_read_once_while_it_is_held() -> None:
+def test_a_line_is_read_once_while_it_is_held(monkeypatch: pytest.MonkeyPatch) -> None:
     memo = _LineWords()
     read: list[str] = []
     original = _words.words
@@ -56,10 +61,50 @@ def test_a_line_is_read_once_while_it_is_held() -> None:
         read.append(lowered)
         return original(lowered)
 
-    _words.words = counted
-    try:
-        assert memo.of("Flight HAT001, status ok") == ("flight", "hat001", "status", "ok")
-        assert memo.of("Flight HAT001, status ok") == ("flight", "hat001", "status", "ok")
-    finally:
-        _words.words = original
+    monkeypatch.setattr(_words, "words", counted)
+    line = "Flight HAT001, status ok"
+    assert memo.of_lines([line, line]) == [("flight", "hat001", "status", "ok")] * 2
+    assert memo.of_lines([line]) == [("flight", "hat001", "status", "ok")]
     assert read == ["flight hat001, status ok"]
+
+
+def test_the_least_recently_read_lines_go_first() -> None:
+    lines = [f"record R-{number} status ok" for number in range(20)]
+    memo = _LineWords()
+    memo.of_lines(lines[:1])
+    memo.held = 15 * memo.bytes  # room for 15 such lines
+    memo.of_lines(lines[1:10])
+    memo.of_lines(lines[:1])  # read again: now the most recent
+    memo.of_lines(lines[10:])
+    held = list(memo._words)
+    assert held[-11:] == [lines[0], *lines[10:]]  # the newest read, in the order read
+    assert lines[1] not in held and 12 <= len(held) < 15  # older ones let go first
+    assert memo.bytes <= memo.held
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        lambda i: str(100_000 + i),  # one short word a line: the entries' own cost counts
+        lambda i: chr(0x4E00 + i % 20_000) + chr(0x4E00 + i // 20_000),  # 2 bytes a letter
+        lambda i: f"2024-05-03 INFO request {i} served in {i % 97} ms, status ok",
+        lambda i: " ".join(str(i * 1_000 + j) for j in range(300)),  # many words a line
+    ],
+    ids=["numbers", "cjk", "log", "long"],
+)
+def test_what_the_lines_hold_stays_near_the_bound(line: Callable[[int], str]) -> None:
+    """Filled far past its bound, the memory the memo allocates (as tracemalloc counts
+    it) stays within a tenth or so of the bound: it counts its entries' own cost, not
+    only their characters (which undercounted a line of one number thirtyfold)."""
+    held = 2 * 2**20
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        memo = _LineWords(held=held)
+        for number in range(40_000 if line(0).count(" ") < 100 else 2_000):
+            memo.of_lines([line(number)])
+        allocated = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert memo.bytes <= held and len(memo._words) > 10
+    assert allocated <= 1.15 * held

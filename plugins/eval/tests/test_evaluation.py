@@ -777,6 +777,7 @@ def test_an_agent_run_from_one_task_appends_tool_rounds(tmp_path: Path) -> None:
         assert all(60 <= len(r["notes"].split()) <= 600 for r in results)
     step = next(steps.agent_steps(ids, requests=False))
     assert [m["role"] for m in step] == ["assistant", "tool"]
+    assert 60 <= len(json.loads(step[1]["content"])["notes"].split()) <= 610  # a round's
     named = json.loads(step[0]["tool_calls"][0]["function"]["arguments"])["reservation_id"]
     assert named in ids and named in step[1]["content"]
     view = Conversation(history + step).view(get_counter("approx"), 4000)

@@ -25,7 +25,7 @@ def test_the_query_terms_are_those_counted_in_the_same_order(text: str) -> None:
 
 @given(st.lists(texts, min_size=1, max_size=8), texts)
 def test_scores_are_those_of_every_term_counted(units: list[str], query: str) -> None:
-    """The scores summed term by term in the query's order, to the bit."""
+    """The scores summed term by term in the query's order, by BM25's formula."""
     index = BM25Index()
     index.extend(units)
     scores = index.scores(query)
@@ -46,3 +46,23 @@ def _term_score(index: BM25Index, term: str, unit: int, units: list[str]) -> np.
     count = np.float32(term_counts(units[unit])[term])
     norm = 1.2 * (1 - 0.75 + 0.75 * lengths[unit] / average) + count
     return np.float32(idf * count * 2.2 / norm)
+
+
+@given(st.lists(texts, min_size=1, max_size=8), texts, st.lists(texts, max_size=2))
+def test_scores_are_those_of_the_counted_terms_to_the_bit(
+    units: list[str], query: str, extra: list[str]
+) -> None:
+    """The scores of the query's terms read by query_terms and of the keys of its
+    counts (as they were read before), stand-ins included: the same float32 bits."""
+    from ctxwindow_semantic import lexical
+
+    index = BM25Index()
+    index.extend(units)
+    now = index.scores(query, len(units), extra)
+    before = lexical.query_terms
+    lexical.query_terms = lambda text: list(term_counts(text))
+    try:
+        counted = index.scores(query, len(units), extra)
+    finally:
+        lexical.query_terms = before
+    assert now.tobytes() == counted.tobytes()

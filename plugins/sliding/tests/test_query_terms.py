@@ -5,6 +5,7 @@ whole current turn (up to 32,000 characters), read anew on every step of the loo
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -42,6 +43,32 @@ def test_asks_for_finds_what_a_search_of_the_whole_text_finds(text: str) -> None
     assert asks_for(text) == searched(text)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "heads"),
+    [
+        (keywords._ASKS_TIME, keywords._ASKS_TIME_HEADS),
+        (keywords._ASKS_NUMBER, keywords._ASKS_NUMBER_HEADS),
+    ],
+    ids=["time", "number"],
+)
+def test_every_alternative_of_a_pattern_begins_with_a_head(
+    pattern: re.Pattern[str], heads: tuple[str, ...]
+) -> None:
+    """asks_for tries a pattern only where a head begins: an alternative added to a
+    pattern without its head would never match, silently."""
+    inner = pattern.pattern.removeprefix(r"\b(").removesuffix(r")\b")
+    depth, start, alternatives = 0, 0, []
+    for at, char in enumerate(inner + "|"):
+        depth += (char == "(") - (char == ")")
+        if char == "|" and depth == 0:
+            alternatives.append(inner[start:at])
+            start = at + 1
+    assert len(alternatives) >= 2
+    for alternative in alternatives:
+        literal = alternative.split("(")[0]
+        assert any(literal.startswith(head) for head in heads), alternative
+
+
 def test_asks_for_reads_the_phrases_whole() -> None:
     assert asks_for("so, since when is it late?") == TIME
     assert asks_for("what year was it\nhow far is it") == TIME | NUMBER
@@ -56,9 +83,9 @@ class Counted(_LineWords):
         super().__init__()
         self.read = 0
 
-    def of(self, line: str) -> tuple[str, ...]:
-        self.read += line not in self._words
-        return super().of(line)
+    def of_lines(self, lines: list[str]) -> list[tuple[str, ...]]:
+        self.read += sum(line not in self._words for line in set(lines))
+        return super().of_lines(lines)
 
 
 def round_of(number: int) -> list[dict[str, Any]]:

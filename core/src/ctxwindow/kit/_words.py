@@ -4,7 +4,9 @@ terms read in time linear in what changed since the last query."""
 from __future__ import annotations
 
 import re
+import sys
 import threading
+from collections import OrderedDict
 from itertools import chain
 
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
@@ -45,39 +47,57 @@ def terms(text: str) -> list[str]:
 
 def query_terms(text: str) -> list[str]:
     """The distinct :func:`terms` of ``text`` in the order they first appear, each
-    distinct word stemmed once and each line's words read once in a while (lines are
-    remembered, see :class:`_LineWords`): a query read on every step of a loop. In an
-    agent's history the query is the whole current turn (up to 32,000 characters of
-    calls and results), most of it the lines of the last step's query; read word by
-    word, it cost a ``sliding`` step 3.7 ms at 300 messages."""
-    distinct = dict.fromkeys(chain.from_iterable(map(_LINE_WORDS.of, text.split("\n"))))
+    distinct word stemmed once and each line's words read once while the line is held
+    (:class:`_LineWords`): a query read on every step of a loop. In an agent's history
+    the query is the whole current turn (up to 32,000 characters of calls and results),
+    most of it the lines of the last step's query; read word by word, it cost a
+    ``sliding`` step 3.7 ms at 300 messages. A query whose lines never recur costs a
+    little more than that reading (its lines are held)."""
+    distinct = dict.fromkeys(chain.from_iterable(_LINE_WORDS.of_lines(text.split("\n"))))
     return list(dict.fromkeys(stem(word) for word in distinct if word not in STOPWORDS))
+
+
+#: What holding a line costs beyond its objects' own sizes: its entry, links and count
+_ENTRY_BYTES = 224
 
 
 class _LineWords:
     """The distinct words of a line (:func:`words` of it, lowercased), by the line:
-    lines of up to ``most`` characters are remembered, all forgotten at once past
-    ``held`` characters of them. A newline is no letter, and lowercasing stops at one,
+    lines of up to ``most`` characters are held, the least recently read going first
+    past ``held`` bytes (the line, its words and their tuple as ``sys.getsizeof``
+    counts them, and the entry). A newline is no letter, and lowercasing stops at one,
     so the words of a text are those of its lines, in order."""
 
-    def __init__(self, most: int = 16_000, held: int = 4_000_000) -> None:
+    def __init__(self, most: int = 16_000, held: int = 16 * 2**20) -> None:
         self.most, self.held = most, held
-        self._words: dict[str, tuple[str, ...]] = {}
-        self._chars = 0
+        self._words: OrderedDict[str, tuple[tuple[str, ...], int]] = OrderedDict()
+        self.bytes = 0
         self._lock = threading.Lock()
 
-    def of(self, line: str) -> tuple[str, ...]:
-        found = self._words.get(line)
-        if found is None:
-            found = tuple(dict.fromkeys(words(line.lower())))
-            if len(line) <= self.most:
-                with self._lock:
-                    if self._chars + len(line) > self.held:
-                        self._words.clear()
-                        self._chars = 0
-                    self._words[line] = found
-                    self._chars += len(line)
-        return found
+    def of_lines(self, lines: list[str]) -> list[tuple[str, ...]]:
+        """Each line's distinct words, in order: held ones looked up, others read."""
+        out = []
+        with self._lock:
+            for line in lines:
+                held = self._words.get(line)
+                if held is not None:
+                    self._words.move_to_end(line)
+                    out.append(held[0])
+                    continue
+                found = tuple(dict.fromkeys(words(line.lower())))
+                out.append(found)
+                if len(line) <= self.most:
+                    self._hold(line, found)
+        return out
+
+    def _hold(self, line: str, found: tuple[str, ...]) -> None:
+        cost = sys.getsizeof(line) + sys.getsizeof(found) + _ENTRY_BYTES
+        cost += sum(map(sys.getsizeof, found))
+        self._words[line] = (found, cost)
+        self.bytes += cost
+        while self.bytes > self.held:
+            _line, (_found, freed) = self._words.popitem(last=False)
+            self.bytes -= freed
 
 
 #: The lines of recent queries, shared by every scorer of the process.

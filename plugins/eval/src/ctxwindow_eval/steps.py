@@ -120,14 +120,18 @@ def agent_steps(
     ids: Sequence[str], seed: int = 7, requests: bool = True
 ) -> Iterator[list[dict[str, Any]]]:
     """Steps of an agent loop, each unlike any before: a request naming an id of the
-    history (unless ``requests`` is False: a run from one task), the tool call it leads
-    to and the call's result."""
+    history, the tool call it leads to and the call's result. Unless ``requests`` is
+    False: a run from one task, whose step is a round like those of
+    :func:`task_history` (notes of 60 to 600 words)."""
     rng = random.Random(seed + 2)
     number = 0
     while True:
         number += 1
         wanted = rng.choice(ids)
-        record = _record(rng, f"the plan for reservation {wanted}, step {number}")
+        notes = f"the plan for reservation {wanted}, step {number}"
+        if not requests:
+            notes += " " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 600)))
+        record = _record(rng, notes)
         request = f"Check the flight plan and price of {wanted}, step {number}."
         asked = [{"role": "user", "content": request}] if requests else []
         yield asked + _round(f"step_{number}", wanted, record)
