@@ -410,10 +410,9 @@ def stable_units(history: History) -> int:
     message: its result, when it comes next, joins that unit."""
     cut = [history.unit_of(position) for position in history.replacements]
     stable = min((unit for unit in cut if unit is not None), default=len(history.units))
-    size = len(history)
-    if stable and stable == len(history.units) and size:
-        last = history.messages[size - 1]
-        if last.function_call is not None and history.unit_of(size - 1) == stable - 1:
+    if stable and stable == len(history.units):  # then the history has a last message
+        last = len(history) - 1
+        if history.messages[last].function_call is not None and history.unit_of(last) == stable - 1:
             return stable - 1
     return stable
 

@@ -52,11 +52,7 @@ def identified_history(size: int, seed: int = 7) -> tuple[list[dict[str, Any]], 
     """The main bench's history (:func:`~ctxwindow_eval.bench.agent_history`) with each
     tool result a record holding identifiers, as search and lookup tools return; and the
     reservation ids it holds, for the steps to ask about."""
-    if size < MIN_SIZE:
-        raise ConfigError(
-            f"an agent step needs a history of at least {MIN_SIZE} messages (one tool "
-            f"result to ask about), got {size}"
-        )
+    _check_size(size)
     rng = random.Random(seed + 1)
     history = agent_history(size, seed)
     ids: list[str] = []
@@ -66,6 +62,15 @@ def identified_history(size: int, seed: int = 7) -> tuple[list[dict[str, Any]], 
             ids.append(record["reservation_id"])
             message["content"] = json.dumps(record)
     return history, ids
+
+
+def _check_size(size: int) -> None:
+    """A step names a record the history holds: it needs one tool result at least."""
+    if size < MIN_SIZE:
+        raise ConfigError(
+            f"an agent step needs a history of at least {MIN_SIZE} messages (one tool "
+            f"result to ask about), got {size}"
+        )
 
 
 def _record(rng: random.Random, notes: str) -> dict[str, Any]:
@@ -84,11 +89,7 @@ def task_history(size: int, seed: int = 7) -> tuple[list[dict[str, Any]], list[s
     words, as :func:`identified_history`'s), as a coding or auditing agent runs. Its
     current turn is the whole history, and so the query of a strategy that reads the
     turn (the newest 32,000 characters of it). With the reservation ids it holds."""
-    if size < MIN_SIZE:
-        raise ConfigError(
-            f"an agent step needs a history of at least {MIN_SIZE} messages (one tool "
-            f"result to ask about), got {size}"
-        )
+    _check_size(size)
     rng = random.Random(seed + 3)
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are an auditing agent."},
@@ -129,11 +130,13 @@ def agent_steps(
         number += 1
         wanted = rng.choice(ids)
         notes = f"the plan for reservation {wanted}, step {number}"
-        if not requests:
+        asked: list[dict[str, Any]] = []
+        if requests:
+            request = f"Check the flight plan and price of {wanted}, step {number}."
+            asked.append({"role": "user", "content": request})
+        else:
             notes += " " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 600)))
         record = _record(rng, notes)
-        request = f"Check the flight plan and price of {wanted}, step {number}."
-        asked = [{"role": "user", "content": request}] if requests else []
         yield asked + _round(f"step_{number}", wanted, record)
 
 

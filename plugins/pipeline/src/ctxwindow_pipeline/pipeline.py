@@ -734,9 +734,10 @@ class _Run:
         #: The first stage's input when it is the caller's messages as they are (or
         #: but the defective ones): a view, which the stage's host does not read again
         #: (see input).
-        self.view: History | None = None if changed else history
-        if history.defects and not changed:
-            self.view = self.read.input_view(self.items, history)
+        self.view: History | None = None
+        if not changed:
+            defects = history.defects
+            self.view = self.read.input_view(self.items, history) if defects else history
 
     @property
     def input(self) -> Any:
