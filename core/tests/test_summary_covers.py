@@ -207,3 +207,41 @@ def test_covers_position_reads_what_covers_ref_writes() -> None:
     assert covers_position("#12") == 12  # whether or not a history holds it
     for other in ("msg_1", "#", "#-1", "#1a", 1, None, 1.0):
         assert covers_position(other) is None
+
+
+def test_a_rolled_covers_tuple_is_compared_with_the_longest_held_one_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rolling summary's next tuple (the last one and what was folded in since) is
+    resolved from the longest held tuple it starts with: that one compared with it,
+    not every tuple held of the conversation (in a long agent turn, each a pass over
+    the turn), and only the references it adds looked up."""
+    from ctxwindow import Conversation, get_counter
+
+    compared = [0]
+
+    class Counted(tuple):  # type: ignore[type-arg]
+        def __eq__(self, other: object) -> bool:
+            compared[0] += 1
+            return tuple.__eq__(self, other)
+
+        __hash__ = tuple.__hash__
+
+    resolved: list[object] = []
+    covered = ctxwindow._checker._covered
+
+    def counted(ref: object, history: History) -> int | None:
+        resolved.append(ref)
+        return covered(ref, history)
+
+    monkeypatch.setattr(ctxwindow._checker, "_covered", counted)
+    messages = chat() * 3
+    history = Conversation(messages).view(get_counter("approx"), 10_000)
+    refs = [history.covers_ref(position) for position in range(1, len(messages))]
+    spans = ctxwindow._checker._CoverSpans()
+    assert spans.span(Counted(refs[:1]), history) == (1, 1)
+    for stop in range(2, spans.KEPT + 8):
+        compared[0] = 0
+        resolved.clear()
+        assert spans.span(Counted(refs[:stop]), history) == (1, stop)
+        assert compared[0] == 1 and resolved == [refs[stop - 1]]

@@ -237,23 +237,29 @@ class _CoverSpans:
         last one and the messages folded in since, so a new fold costs what it adds."""
         conversation = history.conversation
         with self._lock:
-            held = list(self._spans.values())
+            held = sorted(self._spans.values(), key=_held_length, reverse=True)
         base: tuple[object, ...] = ()
         span: tuple[int, int] | None = None
-        for kept, owner, remembered in held:
+        for kept, owner, remembered in held:  # the longest first: one comparison, mostly
             if (
-                owner() is conversation
-                and len(base) < len(kept) <= len(covers)
+                len(kept) <= len(covers)
+                and owner() is conversation
                 and remembered[1] < len(history)
+                and kept[-1:] == covers[len(kept) - 1 : len(kept)]
                 and covers[: len(kept)] == kept
             ):
                 base, span = kept, remembered
+                break
         if span is None:
             return _resolve(covers, history)
         added = _resolve(covers[len(base) :], history) if len(covers) > len(base) else span
         if added is None:
             return span
         return min(span[0], added[0]), max(span[1], added[1])
+
+
+def _held_length(held: tuple[tuple[object, ...], Any, tuple[int, int]]) -> int:
+    return len(held[0])
 
 
 _SPANS = _CoverSpans()

@@ -5,6 +5,7 @@ keys and covers of a strategy that read everything afresh."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,11 +101,13 @@ def read(candidates: ledger.Candidates) -> tuple[list[Any], ...]:
     )
 
 
-def test_what_the_last_visit_read_of_the_turn_is_used_only_where_it_holds() -> None:
+@pytest.mark.parametrize("over", [False, True], ids=["visits-running", "visits-over"])
+def test_what_the_last_visit_read_of_the_turn_is_used_only_where_it_holds(over: bool) -> None:
     """A unit of the turn that must stay on one visit and not the next (a budget
     change), the turn's last unit growing (a function result joining its call), views
     taken before the turn grew, and a stand-in for one visit: each visit's keys, tokens
-    and covers are those of candidates read afresh."""
+    and covers are those of candidates read afresh; whether the visit before is still
+    running (its lists are copied) or over (the next takes them where they all hold)."""
     rng = random.Random(9)
     messages = list(agent_run(40, rng))
     messages.append({"role": "assistant", "content": None, "function_call": {"name": "f"}})
@@ -128,10 +131,88 @@ def test_what_the_last_visit_read_of_the_turn_is_used_only_where_it_holds() -> N
     visits += [(history, {**history.must_keep, middle: "x"}), (history, history.must_keep)]
     visits += [(latest, older(latest)), (history, older(history)), (before, before.must_keep)]
     visits += [(cut, older(cut)), (latest, older(latest))]
+    conversation.extend(tool_round(43, rng))
+    newest = conversation.view(counter, 900)
+    visits += [(latest, older(latest)), (newest, older(newest)), (newest, newest.must_keep)]
     first = ledger.Ledgers().candidates(history)
+    last, taken = first, 0
     for view, must_keep in visits:
+        if over:
+            last.close()
         again = ledger.Candidates(view, first.ledger, first.settled, dict(must_keep), frontier)
+        taken += again.tail is last.tail
         assert read(again) == read(candidates_of(view, dict(must_keep)))
+        last = again
+    assert taken == (2 if over else 0)  # the two visits where the turn only grew
+
+
+def test_lists_handed_over_still_read_as_they_did_for_a_visit_that_raced_for_them() -> None:
+    """The visit after one that is over takes its lists and appends to them; another
+    that read the ledger's tail before the taker replaced it copies what that tail
+    holds of them, and reads what candidates read afresh do."""
+    rng = random.Random(4)
+    conversation = Conversation(list(agent_run(40, rng)))
+    counter = get_counter("approx")
+    history = conversation.view(counter, 900)
+    first = ledger.Ledgers().candidates(history)
+    read(first)
+    first.close()
+    handed = first.ledger.tail
+    conversation.extend(tool_round(40, rng) + tool_round(41, rng))
+    latest = conversation.view(counter, 900)
+    frontier = ledger.settled_frontier(latest)
+    must_keep = dict(latest.must_keep)
+    taker = ledger.Candidates(latest, first.ledger, first.settled, must_keep, frontier)
+    assert taker.tail is first.tail and taker.tail_refs is first.tail_refs
+    expected = read(candidates_of(latest, must_keep))
+    assert read(taker) == expected  # it appended its units, keys and messages
+    first.ledger.tail = handed
+    racer = ledger.Candidates(latest, first.ledger, first.settled, must_keep, frontier)
+    assert racer.tail is not taker.tail and racer.keys is not taker.keys
+    assert read(racer) == expected
+    assert read(taker) == expected  # and the racer's reading changed nothing of the taker's
+
+
+def test_one_visit_takes_the_lists_of_the_one_before_once_that_is_over() -> None:
+    """Not while the visit that read them may append more, and to one visit only."""
+    conversation = Conversation(list(agent_run(20, random.Random(2))))
+    candidates = ledger.Ledgers().candidates(conversation.view(get_counter("approx"), 900))
+    read(candidates)
+    tail = candidates.ledger.tail
+    assert tail is not None and tail.count == len(candidates.tail)
+    assert not tail.lease.hand_over(tail, tail.count)  # its visit is running
+    candidates.close()
+    assert not tail.lease.hand_over(tail, tail.count - 1)  # not all of them hold
+    assert tail.lease.hand_over(tail, tail.count)
+    assert not tail.lease.hand_over(tail, tail.count)  # taken
+
+
+def test_a_long_turn_s_summary_hands_over_the_same_covers_while_they_hold() -> None:
+    """A summary of the turn's older rounds stands for the same rounds for a few visits
+    (until the next checkpoint): each of those visits sends the very tuple the first
+    sent, which the checker and the summary's message then need not make again; it
+    lists what a strategy reading afresh lists."""
+    rng = random.Random(6)
+    conversation = Conversation(list(agent_run(300, rng)))
+    strategy = SummarizeWindow(summarizer="extractive")
+    strategy.select(conversation, 3_000)
+    sent: dict[int, Any] = {}
+    reused = 0
+    for index in range(300, 330):
+        conversation.extend(tool_round(index, rng))
+        window = strategy.select(conversation, 3_000)
+        (summary,) = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+        covers = summary["metadata"]["covers"]
+        if len(covers) in sent:
+            assert covers is sent[len(covers)]
+            reused += 1
+        sent[len(covers)] = covers
+        fresh = SummarizeWindow(summarizer="extractive")
+        fresh.cache = strategy.cache
+        alone = fresh.select(Conversation(conversation.originals), 3_000)
+        (again,) = [m for m in alone.messages if m.get("metadata", {}).get("synthetic")]
+        assert list(covers) == list(again["metadata"]["covers"])
+    assert reused >= 15
 
 
 def test_a_stand_in_is_not_kept_for_the_next_visit() -> None:
@@ -154,3 +235,53 @@ def test_a_stand_in_is_not_kept_for_the_next_visit() -> None:
         assert list(window.messages) == list(again.messages)
         cut = cut or any(m not in messages for m in window.messages if m.get("role") == "tool")
     assert cut  # the host stood in for a tool result
+
+
+def test_visits_from_threads_while_the_turn_grows_read_what_a_fresh_read_gives() -> None:
+    """Threads visit one conversation's ledgers while another appends rounds: whichever
+    visit takes the lists of the one before, copies them or reads afresh, each reads
+    the keys, tokens and covers candidates read afresh give for its view."""
+    rng = random.Random(8)
+    conversation = Conversation(list(agent_run(30, rng)))
+    rounds = [tool_round(index, rng) for index in range(30, 90)]
+    counter = get_counter("approx")
+    ledgers = ledger.Ledgers()
+    start = threading.Barrier(5)
+    failures: list[BaseException] = []
+    seen: list[tuple[Any, dict[int, str], tuple[list[Any], ...]]] = []
+
+    def visiting() -> None:
+        start.wait(30)
+        for _ in range(30):
+            view = conversation.view(counter, 900)
+            candidates = ledgers.candidates(view)
+            try:
+                seen.append((view, dict(view.must_keep), read(candidates)))
+            finally:
+                candidates.close()
+
+    def writing() -> None:
+        start.wait(30)
+        for round_ in rounds:
+            conversation.extend(round_)
+
+    def guarded(work: Any) -> Any:
+        def run() -> None:
+            try:
+                work()
+            except BaseException as error:  # the test fails on it below
+                failures.append(error)
+
+        return run
+
+    threads = [threading.Thread(target=guarded(visiting), daemon=True) for _ in range(4)]
+    threads.append(threading.Thread(target=guarded(writing), daemon=True))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+        assert not thread.is_alive(), "a visit did not finish: deadlock"
+    assert not failures, failures[0]
+    assert len(seen) == 120
+    for view, must_keep, got in seen:
+        assert got == read(candidates_of(view, must_keep))

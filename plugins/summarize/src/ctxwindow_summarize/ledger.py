@@ -177,21 +177,53 @@ class Ledger:
             return len(self.units)
 
 
+class Lease:
+    """Who may append to a visit's tail lists once the visit is over: the one next
+    visit that takes them whole (:meth:`hand_over`). Until then, and for every other
+    visit, they are read only as far as a :class:`Tail` says, and copied to go on."""
+
+    __slots__ = ("over", "taken")
+
+    def __init__(self) -> None:
+        self.over = False  # the visit that read the lists appends no more
+        self.taken = False  # a later visit appends to them now
+
+    def hand_over(self, tail: Tail, shared: int) -> bool:
+        """Whether the visit after ``tail``'s may take its lists as they are: its visit
+        is over, no other took them, and they hold what ``tail`` says and all of it is
+        shared. Called under the ledger's lock: one visit takes them."""
+        whole = (
+            self.over
+            and not self.taken
+            and shared == tail.count == len(tail.units)
+            and len(tail.sums) == tail.count + 1
+            and tail.keyed == len(tail.keys) <= shared
+            and len(tail.digests) == tail.keyed * DIGEST
+            and tail.reffed == len(tail.ref_counts) - 1 <= shared
+            and len(tail.refs) == tail.ref_counts[-1]
+        )
+        self.taken = self.taken or whole
+        return whole
+
+
 class Tail:
     """What a visit read of the units after a ledger's frontier (the current turn's),
     kept on the ledger so that the next visit reads, and hashes, only the units new
     since: in a long agent turn every round is the current turn's, and reading it whole
     cost each visit a pass over the run. The lists are the visit's own and only grow;
-    the counts say how much of them this holds (the visit may read on after)."""
+    the counts say how much of them this holds (the visit may read on after). Once the
+    visit is over, the next may take them whole (see :class:`Lease`)."""
 
     __slots__ = (
         "count",
+        "covers",
         "digests",
         "excluded",
         "frontier",
         "keyed",
         "keys",
         "last",
+        "lease",
         "read",
         "ref_counts",
         "reffed",
@@ -210,6 +242,8 @@ class Tail:
         self.running = seen.running.copy() if seen.running is not None else None
         self.refs, self.ref_counts = seen.tail_refs, seen.ref_counts
         self.reffed = len(seen.ref_counts) - 1
+        self.covers = tuple(seen.covers.items())
+        self.lease = seen.lease
 
     def shared(
         self, history: History, frontier: int, settled: int, excluded: frozenset[int]
@@ -255,11 +289,13 @@ class Candidates:
         self.kept = not history.replacements
         prior = ledger.tail if self.kept else None
         shared = prior.shared(history, frontier, settled, self.excluded) if prior else 0
+        self.lease = Lease()
         self.tail: list[int] = []
         self.tail_sums: list[int] = [ledger.sums[settled]]
         if prior is not None and shared:
-            self.tail, self.tail_sums = prior.units[:shared], prior.sums[: shared + 1]
-        self._adopt(prior, shared)
+            self._adopt(prior, shared)
+        else:
+            self._fresh()
         start = self.tail[-1] + 1 if self.tail else frontier
         for unit in range(start, self.read):
             if unit not in self.excluded:
@@ -267,15 +303,35 @@ class Candidates:
                 self.tail_sums.append(self.tail_sums[-1] + history.unit_tokens(unit))
         self._keep()
 
-    def _adopt(self, prior: Tail | None, shared: int) -> None:
-        """Take the keys and messages ``prior`` holds of the first ``shared`` units."""
+    def _fresh(self) -> None:
+        """Nothing read of the tail yet."""
         self.keys: list[str] = []  # the keys of the prefixes that end in the tail
         self.digests = bytearray()  # the tail units' text digests, as far as keyed
         self.running: hashlib._Hash | None = None  # the running hash after the keys
         self.tail_refs: list[str] = []  # the tail units' messages, as far as read
         self.ref_counts = [0]  # how many tail_refs the first i tail units hold
-        if prior is None or not shared:
+        #: The covers made of runs of candidates, by (start, stop), the most recent
+        #: last: a summary stands for the same run turn after turn, and handing the
+        #: same tuple over spares the checker and the summary's message remaking it.
+        self.covers: dict[tuple[int, int], tuple[str, ...]] = {}
+
+    def _adopt(self, prior: Tail, shared: int) -> None:
+        """Take what ``prior`` holds of the first ``shared`` units: its lists themselves
+        when its visit is over and they hold that and no more (the next visit of a long
+        agent turn reads on from them; copying them cost it a pass over the turn), else
+        copies of their first parts."""
+        self._fresh()
+        reaches = self.settled + shared
+        self.covers = {run: refs for run, refs in prior.covers if run[1] <= reaches}
+        with self.ledger.lock:
+            whole = prior.lease.hand_over(prior, shared)
+        if whole:
+            self.tail, self.tail_sums = prior.units, prior.sums
+            self.keys, self.digests = prior.keys, prior.digests
+            self.running = prior.running.copy() if prior.running is not None else None
+            self.tail_refs, self.ref_counts = prior.refs, prior.ref_counts
             return
+        self.tail, self.tail_sums = prior.units[:shared], prior.sums[: shared + 1]
         keyed, reffed = min(prior.keyed, shared), min(prior.reffed, shared)
         self.keys, self.digests = prior.keys[:keyed], prior.digests[: keyed * DIGEST]
         if keyed == prior.keyed and prior.running is not None:
@@ -285,6 +341,11 @@ class Candidates:
             self.running.update(self.digests)
         self.ref_counts = prior.ref_counts[: reffed + 1]
         self.tail_refs = prior.refs[: self.ref_counts[-1]]
+
+    def close(self) -> None:
+        """The visit is over: it reads and appends no more, so the next visit may take
+        its tail lists as they are (see :class:`Lease`)."""
+        self.lease.over = True
 
     def _keep(self) -> None:
         """Leave what this visit read of the tail for the next (see :class:`Tail`)."""
@@ -375,6 +436,19 @@ class Candidates:
         return refs + tuple(self.tail_refs[: self.ref_counts[count - self.settled]])
 
     def refs_of(self, run: range) -> tuple[str, ...]:
+        """The messages of the candidates in ``run``, the same tuple as the last visits
+        made of it while its units read the same (see :attr:`covers`)."""
+        key = (run.start, run.stop)
+        refs = self.covers.pop(key, None)
+        if refs is None:
+            refs = self._refs_of(run)
+        self.covers[key] = refs
+        while len(self.covers) > COVERS_KEPT:
+            del self.covers[next(iter(self.covers))]
+        self._keep()
+        return refs
+
+    def _refs_of(self, run: range) -> tuple[str, ...]:
         """The messages of the candidates in ``run``: a prefix's as :meth:`refs` names
         them (made once per boundary), a stretch of the tail's (the current turn's
         older rounds) from what the tail read, another stretch's read from its units."""

@@ -257,7 +257,10 @@ class SummarizeWindow(BaseStrategy):
     # -- choosing ------------------------------------------------------------------
     def choose(self, history: History) -> Selection:
         plan = self._plan(history, started=time.monotonic())
-        return self._finish(history, plan, self._summarize(history, plan))
+        try:
+            return self._finish(history, plan, self._summarize(history, plan))
+        finally:
+            plan.candidates.close()
 
     async def achoose(self, history: History) -> Selection:
         """Summarizing (an LLM call) runs in a worker thread: the event loop keeps serving.
