@@ -108,6 +108,7 @@ def test_each_visit_is_a_span(proxy, upstream, make_history):
     assert "gen_ai.request.max_tokens" not in unasked
     assert unasked["gen_ai.request.model"] == "small"
     assert f"dropped={attributes['ctxwindow.dropped']}" in answer.headers["x-ctxwindow"]
+    assert f"cut={attributes['ctxwindow.cut']}" in answer.headers["x-ctxwindow"]
 
 
 def test_the_visit_latency_holds_the_adapters_conversion(

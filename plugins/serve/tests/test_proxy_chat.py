@@ -243,6 +243,7 @@ def test_dropped_counts_messages_whether_or_not_the_window_made_any(start_proxy,
         forwarded = upstream.last.json()["messages"]
         assert forwarded[-1]["content"] != messages[-1]["content"]  # the window cut it
         assert f"dropped={len(messages) - len(forwarded)};" in answer.headers["x-ctxwindow"]
+        assert "; cut=1;" in answer.headers["x-ctxwindow"]
     picked = [*_tool_turns(6)[:-1], {"role": "user", "content": "and now?"}]
     answer = httpx.post(
         f"{proxy.url}/v1/chat/completions",
@@ -251,3 +252,29 @@ def test_dropped_counts_messages_whether_or_not_the_window_made_any(start_proxy,
     sent = len(upstream.last.json()["messages"])
     assert sent < len(picked)
     assert f"dropped={len(picked) - sent};" in answer.headers["x-ctxwindow"]
+    assert "; cut=0;" in answer.headers["x-ctxwindow"]
+
+
+def test_cut_counts_the_messages_of_units_sent_shortened(start_proxy, upstream):
+    """``cut=`` is the history's messages whose unit the window sends shortened (a
+    tool result cleared to a stand-in, say), counted as ``dropped=`` counts: a call
+    whose results were stood in for is the call and its results. The record's figure."""
+    proxy = start_proxy(strategy={"strategy": "clear_tool_outputs", "keep_recent": 1})
+    messages = [*_tool_turns(2)[:-1], {"role": "user", "content": "and now?"}]
+    for message in messages:
+        if message["role"] == "tool":
+            message["content"] *= 12  # worth a stand-in: 120 words
+    answer = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={"model": "small", "messages": messages, "max_tokens": 50},
+    )
+    assert answer.status_code == 200
+    strategy = ctxwindow.get_strategy("clear_tool_outputs", keep_recent=1)
+    window = check_window(strategy, messages, 350)
+    assert window is not None
+    cut = [r for r in window.record.decision_runs if r.action in ("truncated", "replaced")]
+    expected = sum(len(run.positions) for run in cut)
+    assert expected >= 3  # a call and its two results, stood in for, at least
+    assert f"; cut={expected};" in answer.headers["x-ctxwindow"]
+    forwarded = upstream.last.json()["messages"]
+    assert sum(m != o for m, o in zip(forwarded, messages, strict=False)) > 0

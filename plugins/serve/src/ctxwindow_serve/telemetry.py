@@ -69,6 +69,7 @@ def _visit_attributes(outcome: Outcome, max_tokens: int | None) -> dict[str, Any
                 "ctxwindow.tokens.after": record.tokens_after,
                 "ctxwindow.dropped": outcome.dropped,
                 "ctxwindow.summarized": outcome.summarized,
+                "ctxwindow.cut": outcome.cut,
             }
         )
     if outcome.fallback:

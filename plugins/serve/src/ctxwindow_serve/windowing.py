@@ -71,11 +71,13 @@ class Outcome:
     #: Why a body the visit read went untouched, as one token for the header (the
     #: error's class name: ``BudgetTooSmall`` for a history that cannot fit).
     reason: str | None = None
-    #: History items the window left out, and summaries it holds (from the record's
-    #: decisions only when the window holds items it made: reading them costs ~10 us a
-    #: message, the whole latency bar on a long history).
+    #: History items the window left out, those summaries stand for, and those it
+    #: sends cut or stood in for (from the record's decisions only when the window
+    #: holds items it made: reading them costs ~10 us a message, the whole latency bar
+    #: on a long history).
     dropped: int = 0
     summarized: int = 0
+    cut: int = 0
     #: The history the visit read and the window it chose, kept (by reference) only for
     #: the proxy's ``/ui``.
     history: list[Any] | None = None
@@ -244,6 +246,7 @@ def _outcome(
     else:  # summaries, or cut copies: the record says which messages went where
         done.dropped = _messages_with(record, "dropped")
         done.summarized = _messages_with(record, "summarized")
+        done.cut = _messages_with(record, "truncated") + _messages_with(record, "replaced")
     return done
 
 
@@ -345,6 +348,7 @@ def header_value(outcome: Outcome) -> str:
         f"tokens={record.tokens_before}->{record.tokens_after}",
         f"dropped={outcome.dropped}",
         f"summarized={outcome.summarized}",
+        f"cut={outcome.cut}",
         f"budget={record.budget}",
     ]
     if outcome.fallback:
