@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ctxwindow import ApproxCounter, Conversation, History
-from ctxwindow.kit import Coverage
+from ctxwindow.kit import Coverage, ranking
 from ctxwindow.kit._coverage import _MEMO as written
 from ctxwindow.kit.ranking import UnitFigures, stable_units
 
@@ -58,11 +58,15 @@ def fresh(conversation: Conversation) -> Any:
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("parent_first", [True, False])
 @pytest.mark.parametrize("forgotten", [False, True])
+@pytest.mark.parametrize("recent", [ranking.RECENT_UNITS, 4])
 def test_a_branch_and_its_parent_keep_the_figures_a_fresh_read_gives(
-    seed: int, parent_first: bool, forgotten: bool
+    seed: int, parent_first: bool, forgotten: bool, recent: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``forgotten``: the identifiers the parent's messages wrote are read afresh (its
-    coverage state gone) after the figures were read: the figures count them again."""
+    coverage state gone) after the figures were read: the figures count them again.
+    ``recent``: how many of the newest units' identifiers the figures hold, to find
+    those a branch no longer shares (a branch parting further back looks at all)."""
+    monkeypatch.setattr(ranking, "RECENT_UNITS", recent)
     history = agent(120, seed)
     # a tool's output holds an id that only the parent's newest message speaks: the
     # branch, which does not share that message, counts it as not spoken

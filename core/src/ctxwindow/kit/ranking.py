@@ -447,6 +447,9 @@ class UnitFigures:
         #: (so a bound). Grown in place as identifiers are found written (under the lock).
         self.spoken = Rows(np.int64)
         self._holders: dict[str, list[int]] = {}  # identifier -> stored units holding it
+        #: The identifiers of the newest stored units, one set per unit: those a branch
+        #: parting near the end no longer shares, found without a pass over them all.
+        self._recent: deque[frozenset[str]] = deque(maxlen=RECENT_UNITS)
         #: The identifiers whose list of holders is this object's own to append to: a
         #: branch shares the others with the figures it came from, until it adds to one.
         self._own: set[str] = set()
@@ -472,24 +475,32 @@ class UnitFigures:
             twin.identifiers, twin.spoken = self.identifiers.copy(kept), self.spoken.copy(kept)
             twin.holding_any = self.holding_any.copy(self.holding_any.count_below(kept))
             twin._holders = dict(self._holders)
-            for identifier, held in self._holders.items():
-                if held[-1] >= kept:  # a unit the branch does not share holds it
-                    mine = held[: bisect.bisect_left(held, kept)]
-                    if mine:
-                        twin._holders[identifier] = mine
-                        twin._own.add(identifier)
-                    else:
-                        del twin._holders[identifier]
+            later = len(self.identifiers) - kept
+            if later <= len(self._recent):
+                changed: Iterable[str] = set().union(
+                    *itertools.islice(reversed(self._recent), later)
+                )
+            else:  # a unit the branch does not share holds it
+                changed = [found for found, held in self._holders.items() if held[-1] >= kept]
+            for identifier in changed:
+                held = self._holders[identifier]
+                mine = held[: bisect.bisect_left(held, kept)]
+                if mine:
+                    twin._holders[identifier] = mine
+                    twin._own.add(identifier)
+                else:
+                    del twin._holders[identifier]
+            twin._recent.extend(itertools.islice(self._recent, max(0, len(self._recent) - later)))
             self._own = set()  # every list is shared now: copied before it grows
             gone = []  # first written in messages the branch does not share: the newest
             for identifier in reversed(self._written):
                 if self._written[identifier] < origin.messages:
                     break
                 gone.append(identifier)
-            shared = len(self._written) - len(gone)
-            twin._written = dict(itertools.islice(self._written.items(), shared))
+            twin._written = self._written.copy()  # then less the newest: a copy in C
             counts = twin.spoken.view
             for identifier in gone:
+                del twin._written[identifier]
                 counts[twin._holders.get(identifier, [])] -= 1
         return twin
 
@@ -550,6 +561,7 @@ class UnitFigures:
                 holding.append(unit)
             for identifier in held:
                 self._hold(identifier, unit)
+            self._recent.append(held)
         self.identifiers.extend(counts)
         self.spoken.extend(spoken)
         if holding:
