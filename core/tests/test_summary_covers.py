@@ -245,3 +245,18 @@ def test_a_rolled_covers_tuple_is_compared_with_the_longest_held_one_alone(
         resolved.clear()
         assert spans.span(Counted(refs[:stop]), history) == (1, stop)
         assert compared[0] == 1 and resolved == [refs[stop - 1]]
+
+
+def test_a_span_read_where_some_named_messages_were_missing_is_read_again_later() -> None:
+    """A tuple naming a message a view does not hold (not sent yet) is held to those
+    found there; in a later view holding it, to all it names, not the span remembered."""
+    from ctxwindow import Conversation, get_counter
+
+    conversation = Conversation(chat()[:5])
+    counter = get_counter("approx")
+    covers = ("#2", "#9")
+    spans = ctxwindow._checker._CoverSpans()
+    assert spans.span(covers, conversation.view(counter, 10_000)) == (2, 2)
+    conversation.extend(chat()[5:])
+    assert spans.span(covers, conversation.view(counter, 10_000)) == (2, 9)
+    assert spans.span((*covers, "#10"), conversation.view(counter, 10_000)) == (2, 10)

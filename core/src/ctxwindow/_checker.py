@@ -223,18 +223,21 @@ class _CoverSpans:
             kept, owner, remembered = held
             if kept is covers and owner() is conversation and remembered[1] < len(history):
                 return remembered
-        span = self._extended(covers, history)
-        if span is not None:
+        span, complete = self._extended(covers, history)
+        if span is not None and complete:  # a message named, not in this view, may come
             with self._lock:
                 self._spans[key] = (covers, weakref.ref(conversation), span)
                 while len(self._spans) > self.KEPT:
                     self._spans.popitem(last=False)
         return span
 
-    def _extended(self, covers: tuple[object, ...], history: History) -> tuple[int, int] | None:
+    def _extended(
+        self, covers: tuple[object, ...], history: History
+    ) -> tuple[tuple[int, int] | None, bool]:
         """Resolve ``covers``, reading only what it adds to the longest remembered tuple
         of the same conversation it starts with: a rolling summary's next tuple is the
-        last one and the messages folded in since, so a new fold costs what it adds."""
+        last one and the messages folded in since, so a new fold costs what it adds.
+        With whether every reference was found (see :func:`_resolved`)."""
         conversation = history.conversation
         with self._lock:
             held = sorted(self._spans.values(), key=_held_length, reverse=True)
@@ -251,11 +254,13 @@ class _CoverSpans:
                 base, span = kept, remembered
                 break
         if span is None:
-            return _resolve(covers, history)
-        added = _resolve(covers[len(base) :], history) if len(covers) > len(base) else span
+            return _resolved(covers, history)
+        if len(covers) == len(base):
+            return span, True
+        added, complete = _resolved(covers[len(base) :], history)
         if added is None:
-            return span
-        return min(span[0], added[0]), max(span[1], added[1])
+            return span, False
+        return (min(span[0], added[0]), max(span[1], added[1])), complete
 
 
 def _held_length(held: tuple[tuple[object, ...], Any, tuple[int, int]]) -> int:
@@ -268,10 +273,17 @@ _SPANS = _CoverSpans()
 def _resolve(covers: Sequence[object], history: History) -> tuple[int, int] | None:
     """(low, high) of the positions the references found in ``history`` name; None when
     none is found."""
-    covered = [p for p in map(_covered, covers, repeat(history)) if p is not None]
+    return _resolved(covers, history)[0]
+
+
+def _resolved(covers: Sequence[object], history: History) -> tuple[tuple[int, int] | None, bool]:
+    """:func:`_resolve`, and whether every reference was found: only such a span is
+    remembered, as a message named but not in this view may be in a later one."""
+    positions = list(map(_covered, covers, repeat(history)))
+    covered = [p for p in positions if p is not None]
     if not covered:
-        return None
-    return min(covered), max(covered)
+        return None, False
+    return (min(covered), max(covered)), len(covered) == len(positions)
 
 
 def _covered(ref: object, history: History) -> int | None:

@@ -173,6 +173,26 @@ def test_lists_handed_over_still_read_as_they_did_for_a_visit_that_raced_for_the
     assert read(taker) == expected  # and the racer's reading changed nothing of the taker's
 
 
+def test_covers_of_a_run_whose_units_read_otherwise_now_are_made_again() -> None:
+    """A run's covers go on to the next visit only while its units read the same: with
+    a unit of the turn that must stay now (a budget change), which no summary may
+    stand for, the run of as many candidates names other messages."""
+    rng = random.Random(9)
+    conversation = Conversation(list(agent_run(40, rng)))
+    history = conversation.view(get_counter("approx"), 900)
+    frontier = ledger.settled_frontier(history)
+    must_keep = {**history.must_keep, frontier + 21: "x"}
+    changed = ledger.Ledgers().candidates(history).before(frontier + 21)
+    for stop in (changed - 1, changed, changed + 1, changed + 9):
+        first = ledger.Ledgers().candidates(history)
+        before = first.refs_of(range(stop))
+        first.close()
+        again = ledger.Candidates(history, first.ledger, first.settled, must_keep, frontier)
+        expected = candidates_of(history, must_keep).refs_of(range(stop))
+        assert (expected == before) is (stop <= changed)
+        assert again.refs_of(range(stop)) == expected
+
+
 def test_one_visit_takes_the_lists_of_the_one_before_once_that_is_over() -> None:
     """Not while the visit that read them may append more, and to one visit only."""
     conversation = Conversation(list(agent_run(20, random.Random(2))))
@@ -213,6 +233,9 @@ def test_a_long_turn_s_summary_hands_over_the_same_covers_while_they_hold() -> N
         (again,) = [m for m in alone.messages if m.get("metadata", {}).get("synthetic")]
         assert list(covers) == list(again["metadata"]["covers"])
     assert reused >= 15
+    # bounded: each carried tuple is nearly as long as the turn
+    (kept,) = strategy._ledgers._ledgers[conversation]
+    assert kept.tail is not None and len(kept.tail.covers) <= ledger.TAIL_COVERS_KEPT
 
 
 def test_a_stand_in_is_not_kept_for_the_next_visit() -> None:

@@ -32,6 +32,10 @@ LEDGERS_KEPT = 4
 CONVERSATIONS_KEPT = 1_024
 #: Covers lists kept per ledger (see Ledger.covers).
 COVERS_KEPT = 8
+#: Covers tuples of runs reaching into the current turn carried from visit to visit
+#: (see Candidates.covers): a window sends two summaries at most, and each tuple is
+#: nearly as long as the turn.
+TAIL_COVERS_KEPT = 2
 #: A copy of the running hash is kept every this many units hashed, so that the ledger
 #: of a branch of the conversation (a pipeline stage's input, which parts from the last
 #: turn's near its end) hashes again at most this many of the units the two share.
@@ -443,7 +447,7 @@ class Candidates:
         if refs is None:
             refs = self._refs_of(run)
         self.covers[key] = refs
-        while len(self.covers) > COVERS_KEPT:
+        while len(self.covers) > TAIL_COVERS_KEPT:
             del self.covers[next(iter(self.covers))]
         self._keep()
         return refs
