@@ -165,21 +165,25 @@ def test_check_window_reads_covers_by_id_and_position() -> None:
             check_window(Summarizes(covers, before=0), messages, 250)
 
 
-def test_a_covers_tuple_handed_over_again_is_not_resolved_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def resolved(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The ``covers`` references the checker looks up from now on, in order."""
+    looked_up: list[object] = []
+    covered = ctxwindow._checker._covered
+
+    def counted(ref: object, history: History) -> int | None:
+        looked_up.append(ref)
+        return covered(ref, history)
+
+    monkeypatch.setattr(ctxwindow._checker, "_covered", counted)
+    return looked_up
+
+
+def test_a_covers_tuple_handed_over_again_is_not_resolved_again(resolved: list[object]) -> None:
     """Checking what covers is does not undo the checker's memory of where a tuple's
     messages are: a rolling summary's same tuple, next turn, costs no lookups."""
     from ctxwindow import Conversation
 
-    resolved: list[object] = []
-    covered = ctxwindow._checker._covered
-
-    def counted(ref: object, history: History) -> int | None:
-        resolved.append(ref)
-        return covered(ref, history)
-
-    monkeypatch.setattr(ctxwindow._checker, "_covered", counted)
     kept: list[tuple[str, ...]] = []
 
     def same_tuple(refs: list[str]) -> tuple[str, ...]:
@@ -210,7 +214,7 @@ def test_covers_position_reads_what_covers_ref_writes() -> None:
 
 
 def test_a_rolled_covers_tuple_is_compared_with_the_longest_held_one_alone(
-    monkeypatch: pytest.MonkeyPatch,
+    resolved: list[object],
 ) -> None:
     """A rolling summary's next tuple (the last one and what was folded in since) is
     resolved from the longest held tuple it starts with: that one compared with it,
@@ -227,14 +231,6 @@ def test_a_rolled_covers_tuple_is_compared_with_the_longest_held_one_alone(
 
         __hash__ = tuple.__hash__
 
-    resolved: list[object] = []
-    covered = ctxwindow._checker._covered
-
-    def counted(ref: object, history: History) -> int | None:
-        resolved.append(ref)
-        return covered(ref, history)
-
-    monkeypatch.setattr(ctxwindow._checker, "_covered", counted)
     messages = chat() * 3
     history = Conversation(messages).view(get_counter("approx"), 10_000)
     refs = [history.covers_ref(position) for position in range(1, len(messages))]

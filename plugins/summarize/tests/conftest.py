@@ -49,3 +49,32 @@ def registered(ctxwindow_register: Callable[..., str]) -> Callable[[Any], Any]:
         return summarizer
 
     return register
+
+
+class SentCovers:
+    """The covers of the one summary each window sends, held by length: a length sent
+    before must come as the very tuple sent then (``reused`` counts those)."""
+
+    def __init__(self) -> None:
+        self.sent: dict[int, Any] = {}
+        self.reused = 0
+
+    def of(self, window: Any) -> Any:
+        covers = self.read(window)
+        if len(covers) in self.sent:
+            assert covers is self.sent[len(covers)]
+            self.reused += 1
+        self.sent[len(covers)] = covers
+        return covers
+
+    @staticmethod
+    def read(window: Any) -> Any:
+        """The covers of the one summary ``window`` sends (not held)."""
+        (summary,) = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
+        return summary["metadata"]["covers"]
+
+
+@pytest.fixture
+def sent_covers() -> SentCovers:
+    """A :class:`SentCovers` for the test's windows."""
+    return SentCovers()

@@ -259,28 +259,19 @@ def test_the_boundary_and_checkpoints_are_those_a_full_pass_finds() -> None:
         )
 
 
-def test_a_summary_s_covers_are_made_once_per_boundary() -> None:
+def test_a_summary_s_covers_are_made_once_per_boundary(sent_covers: Any) -> None:
     """A summary covering a prefix sent before (the boundary's, a recent checkpoint's)
     sends the very covers sent then, not a copy made again from the whole history;
     they are what a fresh strategy lists."""
     strategy = SummarizeWindow()
     conversation = Conversation(chat(1_500))
     strategy.select(conversation, 600)
-    sent: dict[int, Any] = {}
-    reused = 0
     for index in range(1_500, 1_530):
         conversation.append(message(index))
-        window = strategy.select(conversation, 600)
-        (summary,) = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
-        covers = summary["metadata"]["covers"]
-        if len(covers) in sent:
-            assert covers is sent[len(covers)]
-            reused += 1
-        sent[len(covers)] = covers
+        covers = sent_covers.of(strategy.select(conversation, 600))
         alone = fresh(strategy).select(Conversation(list(conversation)), 600)
-        (again,) = [m for m in alone.messages if m.get("metadata", {}).get("synthetic")]
-        assert list(covers) == list(again["metadata"]["covers"])
-    assert reused >= 10
+        assert list(covers) == list(sent_covers.read(alone))
+    assert sent_covers.reused >= 10
 
 
 def _units_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:

@@ -207,7 +207,9 @@ def test_one_visit_takes_the_lists_of_the_one_before_once_that_is_over() -> None
     assert not tail.lease.hand_over(tail, tail.count)  # taken
 
 
-def test_a_long_turn_s_summary_hands_over_the_same_covers_while_they_hold() -> None:
+def test_a_long_turn_s_summary_hands_over_the_same_covers_while_they_hold(
+    sent_covers: Any,
+) -> None:
     """A summary of the turn's older rounds stands for the same rounds for a few visits
     (until the next checkpoint): each of those visits sends the very tuple the first
     sent, which the checker and the summary's message then need not make again; it
@@ -216,23 +218,14 @@ def test_a_long_turn_s_summary_hands_over_the_same_covers_while_they_hold() -> N
     conversation = Conversation(list(agent_run(300, rng)))
     strategy = SummarizeWindow(summarizer="extractive")
     strategy.select(conversation, 3_000)
-    sent: dict[int, Any] = {}
-    reused = 0
     for index in range(300, 330):
         conversation.extend(tool_round(index, rng))
-        window = strategy.select(conversation, 3_000)
-        (summary,) = [m for m in window.messages if m.get("metadata", {}).get("synthetic")]
-        covers = summary["metadata"]["covers"]
-        if len(covers) in sent:
-            assert covers is sent[len(covers)]
-            reused += 1
-        sent[len(covers)] = covers
+        covers = sent_covers.of(strategy.select(conversation, 3_000))
         fresh = SummarizeWindow(summarizer="extractive")
         fresh.cache = strategy.cache
         alone = fresh.select(Conversation(conversation.originals), 3_000)
-        (again,) = [m for m in alone.messages if m.get("metadata", {}).get("synthetic")]
-        assert list(covers) == list(again["metadata"]["covers"])
-    assert reused >= 15
+        assert list(covers) == list(sent_covers.read(alone))
+    assert sent_covers.reused >= 15
     # bounded: each carried tuple is nearly as long as the turn
     (kept,) = strategy._ledgers._ledgers[conversation]
     assert kept.tail is not None and len(kept.tail.covers) <= ledger.TAIL_COVERS_KEPT
