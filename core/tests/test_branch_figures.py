@@ -133,3 +133,31 @@ def test_a_legacy_function_call_alone_is_not_a_stable_unit_until_its_result_join
     conversation.append({"role": "assistant", "content": None, "function_call": call})
     conversation.append({"role": "user", "content": "never mind"})
     assert stable() == (64, 64)  # no result came: the call is a unit of its own
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("recent", [ranking.RECENT_UNITS, 4])
+def test_a_branch_of_a_branch_keeps_the_figures_a_fresh_read_gives(
+    seed: int, recent: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newest units' identifiers a branch takes from its parent are those of the
+    units it shares, so that its own branch finds what it no longer shares among its
+    own units, not the parent's (an identifier only the parent's newest message holds
+    is none of the branch's)."""
+    monkeypatch.setattr(ranking, "RECENT_UNITS", recent)
+    history = agent(80, seed)
+    history.append({"role": "user", "content": "and ONLY777 of the parent?"})
+    parent = Conversation(history)
+    figures = UnitFigures()
+    figures_of(figures, parent)
+    child = parent.branch(len(history) - 1)
+    child.extend(agent(90, seed + 10)[len(child) : len(child) + 2])
+    assert child.branched_from is not None
+    mine = figures.branch(child, child.branched_from)
+    assert figures_of(mine, child) == fresh(child)
+    grandchild = child.branch(len(child) - 3)
+    grandchild.extend(agent(95, seed + 20)[len(grandchild) : len(grandchild) + 3])
+    assert grandchild.branched_from is not None
+    theirs = mine.branch(grandchild, grandchild.branched_from)
+    assert figures_of(theirs, grandchild) == fresh(grandchild)
+    assert figures_of(mine, child) == fresh(child)

@@ -256,3 +256,27 @@ def test_a_span_read_where_some_named_messages_were_missing_is_read_again_later(
     conversation.extend(chat()[5:])
     assert spans.span(covers, conversation.view(counter, 10_000)) == (2, 9)
     assert spans.span((*covers, "#10"), conversation.view(counter, 10_000)) == (2, 10)
+
+
+def test_a_tuple_naming_a_message_never_sent_looks_that_one_up_alone_again(
+    resolved: list[object],
+) -> None:
+    """A rolling summary may name messages the caller no longer sends: the same tuple
+    next turn, and the next one rolled on from it, look up what was not found and
+    what is new, not every message named again."""
+    from ctxwindow import Conversation, get_counter
+
+    conversation = Conversation(chat())
+    counter = get_counter("approx")
+    history = conversation.view(counter, 10_000)
+    covers = ("gone-1", *(history.covers_ref(position) for position in range(1, 16)))
+    spans = ctxwindow._checker._CoverSpans()
+    assert spans.span(covers, history) == (1, 15)
+    conversation.append({"role": "assistant", "content": "fine"})
+    later = conversation.view(counter, 10_000)
+    resolved.clear()
+    assert spans.span(covers, later) == (1, 15)
+    assert resolved == ["gone-1"]
+    resolved.clear()
+    assert spans.span((*covers, later.covers_ref(16)), later) == (1, 16)
+    assert resolved == ["gone-1", later.covers_ref(16)]

@@ -206,13 +206,13 @@ class _CoverSpans:
     KEPT = 16
 
     def __init__(self) -> None:
-        self._spans: OrderedDict[tuple[int, int], tuple[Any, Any, tuple[int, int]]] = OrderedDict()
+        self._spans: OrderedDict[tuple[int, int], _Held] = OrderedDict()
         self._lock = threading.Lock()
 
     def span(self, covers: Sequence[object], history: History) -> tuple[int, int] | None:
         """(low, high) of the positions ``covers`` names, or None when none is found."""
         if not isinstance(covers, tuple):
-            return _resolve(covers, history)
+            return _resolved(covers, history)[0]
         conversation = history.conversation
         key = (id(covers), id(conversation))
         with self._lock:
@@ -220,30 +220,37 @@ class _CoverSpans:
             if held is not None:
                 self._spans.move_to_end(key)
         if held is not None:
-            kept, owner, remembered = held
+            kept, owner, remembered, missing = held
             if kept is covers and owner() is conversation and remembered[1] < len(history):
-                return remembered
-        span, complete = self._extended(covers, history)
-        if span is not None and complete:  # a message named, not in this view, may come
-            with self._lock:
-                self._spans[key] = (covers, weakref.ref(conversation), span)
-                while len(self._spans) > self.KEPT:
-                    self._spans.popitem(last=False)
-        return span
+                if not missing:
+                    return remembered
+                span, missing = _grown(remembered, missing, history)  # found since?
+                self._remember(key, (covers, owner, span, missing))
+                return span
+        found, missing = self._extended(covers, history)
+        if found is not None:
+            self._remember(key, (covers, weakref.ref(conversation), found, missing))
+        return found
+
+    def _remember(self, key: tuple[int, int], held: _Held) -> None:
+        with self._lock:
+            self._spans[key] = held
+            self._spans.move_to_end(key)
+            while len(self._spans) > self.KEPT:
+                self._spans.popitem(last=False)
 
     def _extended(
         self, covers: tuple[object, ...], history: History
-    ) -> tuple[tuple[int, int] | None, bool]:
+    ) -> tuple[tuple[int, int] | None, tuple[object, ...]]:
         """Resolve ``covers``, reading only what it adds to the longest remembered tuple
-        of the same conversation it starts with: a rolling summary's next tuple is the
-        last one and the messages folded in since, so a new fold costs what it adds.
-        With whether every reference was found (see :func:`_resolved`)."""
+        of the same conversation it starts with (and what that one named but the view
+        it was read in did not hold): a rolling summary's next tuple is the last one
+        and the messages folded in since, so a new fold costs what it adds. With the
+        references not found (see :func:`_resolved`)."""
         conversation = history.conversation
         with self._lock:
             held = sorted(self._spans.values(), key=_held_length, reverse=True)
-        base: tuple[object, ...] = ()
-        span: tuple[int, int] | None = None
-        for kept, owner, remembered in held:  # the longest first: one comparison, mostly
+        for kept, owner, remembered, missing in held:  # the longest first: one comparison
             if (
                 len(kept) <= len(covers)
                 and owner() is conversation
@@ -251,39 +258,41 @@ class _CoverSpans:
                 and kept[-1:] == covers[len(kept) - 1 : len(kept)]
                 and covers[: len(kept)] == kept
             ):
-                base, span = kept, remembered
-                break
-        if span is None:
-            return _resolved(covers, history)
-        if len(covers) == len(base):
-            return span, True
-        added, complete = _resolved(covers[len(base) :], history)
-        if added is None:
-            return span, False
-        return (min(span[0], added[0]), max(span[1], added[1])), complete
+                return _grown(remembered, (*missing, *covers[len(kept) :]), history)
+        return _resolved(covers, history)
 
 
-def _held_length(held: tuple[tuple[object, ...], Any, tuple[int, int]]) -> int:
+#: A remembered tuple: itself, its conversation (weakly), the span of the references
+#: found, and those not found (a message named but not in that view may be in a later).
+_Held = tuple[tuple[object, ...], "weakref.ref[Any]", tuple[int, int], tuple[object, ...]]
+
+
+def _held_length(held: _Held) -> int:
     return len(held[0])
 
 
 _SPANS = _CoverSpans()
 
 
-def _resolve(covers: Sequence[object], history: History) -> tuple[int, int] | None:
-    """(low, high) of the positions the references found in ``history`` name; None when
-    none is found."""
-    return _resolved(covers, history)[0]
-
-
-def _resolved(covers: Sequence[object], history: History) -> tuple[tuple[int, int] | None, bool]:
-    """:func:`_resolve`, and whether every reference was found: only such a span is
-    remembered, as a message named but not in this view may be in a later one."""
+def _resolved(
+    covers: Sequence[object], history: History
+) -> tuple[tuple[int, int] | None, tuple[object, ...]]:
+    """(low, high) of the positions the references found in ``history`` name (None
+    when none is found), and the references not found."""
     positions = list(map(_covered, covers, repeat(history)))
     covered = [p for p in positions if p is not None]
-    if not covered:
-        return None, False
-    return (min(covered), max(covered)), len(covered) == len(positions)
+    missing = tuple(ref for ref, p in zip(covers, positions, strict=True) if p is None)
+    return ((min(covered), max(covered)) if covered else None), missing
+
+
+def _grown(
+    span: tuple[int, int], refs: Sequence[object], history: History
+) -> tuple[tuple[int, int], tuple[object, ...]]:
+    """``span`` grown by the positions of ``refs`` found in ``history``, and those not."""
+    more, missing = _resolved(refs, history)
+    if more is None:
+        return span, missing
+    return (min(span[0], more[0]), max(span[1], more[1])), missing
 
 
 def _covered(ref: object, history: History) -> int | None:
