@@ -97,13 +97,18 @@ def task_history(size: int, seed: int = 7) -> tuple[list[dict[str, Any]], list[s
     ]
     ids: list[str] = []
     while len(history) < size - 1:
-        notes = " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 600)))
-        record = _record(rng, notes)
+        record = _record(rng, _notes(rng))
         ids.append(record["reservation_id"])
         history += _round(f"call_{len(ids)}", record["reservation_id"], record)
     if len(history) < size:  # an odd length: a word of the agent's between the rounds
         history.insert(2, {"role": "assistant", "content": "Starting the audit."})
     return history, ids
+
+
+def _notes(rng: random.Random) -> str:
+    """What a record of a run from one task says besides its identifiers: 60 to 600
+    words."""
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 600)))
 
 
 def _round(call_id: str, wanted: str, record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -135,7 +140,7 @@ def agent_steps(
             request = f"Check the flight plan and price of {wanted}, step {number}."
             asked.append({"role": "user", "content": request})
         else:
-            notes += " " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 600)))
+            notes += " " + _notes(rng)
         record = _record(rng, notes)
         yield asked + _round(f"step_{number}", wanted, record)
 
